@@ -1,0 +1,79 @@
+# Single entry point for building, checking and running reflexr-graph.
+# Every tool is called through .venv/bin so nothing depends on an activated venv.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST := $(BIN)/pytest
+
+# First interpreter that actually runs and is >= 3.11 (pyenv shims exist for versions that
+# are not installed, so `command -v` alone is not enough).
+PY_CANDIDATES := python3.11 python3.12 python3.13 python3.14 python3 python
+PY_OK := import sys; sys.exit(sys.version_info < (3, 11))
+
+# A venv that no longer runs (moved, interpreter removed) is rebuilt even if the stamp is fresh.
+ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
+$(STAMP): FORCE
+endif
+
+.PHONY: help install redis lint fmt test test-fast run bench clean FORCE
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
+		$(MAKEFILE_LIST)
+
+install: $(STAMP) ## Create .venv (Python >= 3.11) and install the package with dev extras
+
+$(STAMP): pyproject.toml
+	@if ! $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1; then \
+		py=""; \
+		for c in $(PY_CANDIDATES); do \
+			if $$c -c '$(PY_OK)' >/dev/null 2>&1; then py=$$c; break; fi; \
+		done; \
+		if [ -z "$$py" ]; then echo "error: Python >= 3.11 is required (none of: $(PY_CANDIDATES))" >&2; exit 1; fi; \
+		echo "creating $(VENV) with $$py ($$($$py -V))"; \
+		rm -rf $(VENV) && $$py -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip; \
+	fi
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+redis: ## Make sure redis-server is installed (tests start their own instances)
+	@bash scripts/ensure-redis.sh
+
+lint: install ## ruff check, ruff format --check, mypy (strict)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: install ## Format and autofix with ruff
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# pytest exits 5 when it collects nothing; that must fail rather than look green.
+define run_pytest
+	@rc=0; $(PYTEST) $(1) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: no tests collected" >&2; exit 1; fi; \
+	exit $$rc
+endef
+
+test: install redis lint ## Lint, then the full test suite with coverage
+	$(call run_pytest,--cov --cov-branch --cov-report=term)
+
+test-fast: install redis ## Tests without the slow crash/chaos ones, no lint
+	$(call run_pytest,-m "not slow")
+
+run: install redis ## Run the demo workflow
+	$(BIN)/reflexr-graph demo
+
+bench: install redis ## Run the benchmarks
+	$(BIN)/python -m bench
+
+clean: ## Remove .venv, .run and caches
+	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache htmlcov dist build .coverage .coverage.*
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
+	find . -maxdepth 1 -name '*.egg-info' -exec rm -rf {} +
+
+FORCE:

@@ -1,0 +1,59 @@
+"""Shared fixtures: real redis-server processes, one per session plus private ones per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from tests.redis_server import RedisFactory, RedisServer
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One AOF-enabled server shared by the session; never restart or kill it in a test."""
+    server = RedisServer()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """URL of the session server, emptied first so tests never see each other's keys."""
+    with redis.Redis.from_url(redis_server.url) as r:
+        r.flushall()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=False)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisFactory]:
+    """Start servers owned by one test (free to kill/restart); all are closed at teardown.
+
+    Usage: ``server = private_redis(appendfsync="always", password="pw")``.
+    """
+    servers: list[RedisServer] = []
+
+    def start(**kwargs: Any) -> RedisServer:
+        server = RedisServer(**kwargs)
+        servers.append(server)
+        return server.start()
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.close()

@@ -1,0 +1,142 @@
+"""``GraphAction``: a pydantic-graph graph made durable.
+
+Building one analyses the graph once: every node's input type, which boundaries are
+safe to checkpoint, and the fingerprint that tells a checkpoint from another graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from reflexr_graph.core import pg
+from reflexr_graph.core.boundaries import BoundaryMap, build_boundary_map
+from reflexr_graph.core.checkpoint import CheckpointCodec, describe_errors
+from reflexr_graph.core.fingerprint import fingerprint
+from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
+from reflexr_graph.core.pg import AnyGraph, Kind
+from reflexr_graph.core.readback import Codec
+from reflexr_graph.core.tracing import traced_step
+from reflexr_graph.errors import GraphDefinitionError, InvalidInputs
+
+
+def _required_adapter(tp: Any, what: str, graph_name: str) -> TypeAdapter[Any]:
+    adapter = adapter_or_none(tp)
+    if adapter is None:
+        raise GraphDefinitionError(
+            f"graph {graph_name!r}: its {what} type {tp!r} cannot be serialized by pydantic; "
+            "use a pydantic model, a dataclass or JSON types so checkpoints can hold it"
+        )
+    return adapter
+
+
+class GraphAction:
+    """A durable graph: checkpointed at safe boundaries, resumed after a crash.
+
+    Args:
+        graph: a graph built with pydantic-graph's ``GraphBuilder``.
+        name: the name runs are enqueued under; defaults to the graph's name.
+        input_types: node id -> input type, for nodes whose type reflexr cannot read or
+            infer (steps without an annotation, stream steps, forks and decisions after a
+            transform...). It overrides annotations and inference.
+        max_attempts: attempts before a failing run is dead-lettered; defaults to the
+            ``REFLEXR_MAX_ATTEMPTS`` setting.
+        deps: a callable that builds the graph's deps for each attempt.
+    """
+
+    def __init__(
+        self,
+        graph: AnyGraph,
+        *,
+        name: str | None = None,
+        input_types: Mapping[str, Any] | None = None,
+        max_attempts: int | None = None,
+        deps: Callable[[], Any] | None = None,
+    ) -> None:
+        if not isinstance(graph, AnyGraph):
+            raise GraphDefinitionError(
+                "GraphAction needs a pydantic_graph.Graph (from GraphBuilder(...).build()), "
+                f"got {type(graph).__name__}"
+            )
+        self.name = name or graph.name or ""
+        if not self.name:
+            raise GraphDefinitionError(
+                "this graph has no name: pass GraphBuilder(name=...) or GraphAction(graph, name=...)"
+            )
+        if max_attempts is not None and max_attempts < 1:
+            raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.graph = graph
+        self.max_attempts = max_attempts
+        self.deps = deps
+        self.state_adapter = _required_adapter(graph.state_type, "state", self.name)
+        self.inputs_adapter = _required_adapter(graph.input_type, "input", self.name)
+        self.output_adapter = adapter_or_none(graph.output_type) or TypeAdapter(Any)
+        self.kinds = pg.node_kinds(graph)
+        self.edges = pg.edges(graph)
+        self.input_types: dict[str, Any] = infer_input_types(graph, input_types)
+        self.boundaries: BoundaryMap = build_boundary_map(self.kinds, self.edges, pg.parent_forks(graph))
+        self.fingerprint = fingerprint(self.kinds, self.edges, self.input_types)
+        self._codecs = {n: Codec(TypeAdapter(tp)) for n, tp in self.input_types.items()}
+        self.runnable = pg.with_wrapped_steps(graph, traced_step)
+
+    @cached_property
+    def checkpoints(self) -> CheckpointCodec:
+        return CheckpointCodec(
+            graph_name=self.name,
+            fingerprint=self.fingerprint,
+            state=Codec(self.state_adapter),
+            inputs=Codec(self.inputs_adapter),
+            output=Codec(self.output_adapter),
+            node_codec=self._codecs.get,
+        )
+
+    def node_codec(self, node_id: str) -> Codec | None:
+        return self._codecs.get(node_id)
+
+    def is_decision(self, node_id: str) -> bool:
+        return self.kinds.get(node_id) is Kind.DECISION
+
+    def validate_inputs(self, inputs: Any) -> Any:
+        """The graph inputs as their type; InvalidInputs lists each failing location."""
+        return self._validate(self.inputs_adapter, "inputs", inputs)
+
+    def initial_state(self, state: Any) -> Any:
+        """The state a fresh run starts with: the given one validated, or the state type's default."""
+        if state is None:
+            try:
+                factory: Callable[[], Any] = self.graph.state_type
+                return factory()
+            except TypeError:
+                if self.graph.state_type in (type(None), None):
+                    return None
+                raise InvalidInputs(
+                    f"graph {self.name!r} needs an initial state: its state type has no default"
+                ) from None
+        return self._validate(self.state_adapter, "state", state)
+
+    def _validate(self, adapter: TypeAdapter[Any], part: str, value: Any) -> Any:
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            errors: list[dict[str, object]] = [
+                {"loc": [part, *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors(include_input=False, include_context=False, include_url=False)
+            ]
+            raise InvalidInputs(f"graph {self.name!r}: {describe_errors(part, exc)}", errors) from None
+
+    def schemas(self) -> dict[str, Any]:
+        """JSON Schemas of the inputs, state and output, as workers publish them."""
+        return {
+            "inputs": self.inputs_adapter.json_schema(),
+            "state": self.state_adapter.json_schema(),
+            "output": self.output_adapter.json_schema(),
+        }
+
+    def mermaid(self) -> str:
+        return self.graph.render()
+
+    def __repr__(self) -> str:
+        return f"GraphAction(name={self.name!r}, fingerprint={self.fingerprint!r})"

@@ -1,0 +1,191 @@
+"""The checkpoint format (version 1) and how a saved one is read back, or discarded.
+
+A checkpoint holds the graph state, the graph's inputs and the next task (node id,
+inputs and fork stack), or the output once the graph has finished. It is validated as
+one pydantic model; whatever does not fit is discarded with a reason and the run starts
+over, as any at-least-once retry may. Nothing malformed raises out of ``decode``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from reflexr_graph.core.readback import Codec
+
+FORMAT_VERSION = 1
+
+
+class DiscardReason(StrEnum):
+    FORMAT = "format"
+    GRAPH_CHANGED = "graph_changed"
+    UNTYPED = "untyped"
+    INVALID = "invalid"
+
+
+class SavedForkItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fork_id: str
+    node_run_id: str
+    thread_index: int
+
+
+class SavedTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    node_id: str
+    inputs: Any
+    fork_stack: Any
+
+
+class CheckpointV1(BaseModel):
+    """The envelope. Typed parts (state, inputs, fork stack, next inputs) are checked against the graph."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: Literal[1]
+    graph: str
+    fingerprint: str
+    seq: int
+    state: Any
+    inputs: Any
+    next: SavedTask | None = None
+    finished: bool = False
+    output: Any = None
+
+
+_FORK_STACK: TypeAdapter[list[SavedForkItem]] = TypeAdapter(list[SavedForkItem])
+
+
+@dataclass(frozen=True)
+class Discarded:
+    reason: DiscardReason
+    error: str | None = None
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A checkpoint that validated against the graph as it is now."""
+
+    seq: int
+    state: Any
+    inputs: Any
+    finished: bool
+    output: Any
+    output_json: Any
+    node_id: str | None
+    node_inputs: Any
+    fork_stack: list[tuple[str, str, int]]
+
+
+class _Invalid(Exception):
+    pass
+
+
+def describe_errors(part: str, exc: ValidationError) -> str:
+    """Where and why a value failed, never the value itself (it may be private)."""
+    parts = []
+    for err in exc.errors(include_input=False, include_context=False, include_url=False):
+        loc = ".".join(str(x) for x in (part, *err["loc"]))
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _load(codec: Codec, part: str, value: Any) -> Any:
+    try:
+        return codec.load(value)
+    except ValidationError as exc:
+        raise _Invalid(describe_errors(part, exc)) from None
+
+
+@dataclass(frozen=True)
+class CheckpointCodec:
+    """Encodes and decodes checkpoints for one graph."""
+
+    graph_name: str
+    fingerprint: str
+    state: Codec
+    inputs: Codec
+    output: Codec
+    node_codec: Callable[[str], Codec | None]
+
+    def encode(
+        self,
+        *,
+        seq: int,
+        state: Any,
+        inputs: Any,
+        next_task: Mapping[str, Any] | None = None,
+        output: Any = None,
+        finished: bool = False,
+    ) -> str:
+        """The JSON text of a checkpoint whose parts were already dumped through ``Codec.dump``."""
+        doc = {
+            "format": FORMAT_VERSION,
+            "graph": self.graph_name,
+            "fingerprint": self.fingerprint,
+            "seq": seq,
+            "state": state,
+            "inputs": inputs,
+            "next": next_task,
+            "finished": finished,
+            "output": output,
+        }
+        return json.dumps(doc, separators=(",", ":"))
+
+    def decode(self, payload: str | bytes) -> Restored | Discarded:
+        try:
+            doc = CheckpointV1.model_validate_json(payload)
+        except ValidationError:
+            return Discarded(DiscardReason.FORMAT, seq=_loose_seq(payload))
+        if doc.fingerprint != self.fingerprint or doc.graph != self.graph_name:
+            return Discarded(DiscardReason.GRAPH_CHANGED, seq=doc.seq)
+        if not doc.finished and doc.next is None:
+            return Discarded(DiscardReason.FORMAT, seq=doc.seq)
+        node_codec = self.node_codec(doc.next.node_id) if doc.next is not None and not doc.finished else None
+        if doc.next is not None and not doc.finished and node_codec is None:
+            return Discarded(DiscardReason.UNTYPED, seq=doc.seq)
+        try:
+            return self._restore(doc, node_codec)
+        except _Invalid as exc:
+            return Discarded(DiscardReason.INVALID, str(exc), seq=doc.seq)
+
+    def _restore(self, doc: CheckpointV1, node_codec: Codec | None) -> Restored:
+        if doc.finished:
+            output = _load(self.output, "output", doc.output)
+            return Restored(doc.seq, None, None, True, output, doc.output, None, None, [])
+        state = _load(self.state, "state", doc.state)
+        inputs = _load(self.inputs, "inputs", doc.inputs)
+        assert doc.next is not None and node_codec is not None
+        try:
+            stack = _FORK_STACK.validate_python(doc.next.fork_stack)
+        except ValidationError as exc:
+            raise _Invalid(describe_errors("next.fork_stack", exc)) from None
+        node_inputs = _load(node_codec, "next.inputs", doc.next.inputs)
+        fork_stack = [(i.fork_id, i.node_run_id, i.thread_index) for i in stack]
+        return Restored(doc.seq, state, inputs, False, None, None, doc.next.node_id, node_inputs, fork_stack)
+
+
+def _loose_seq(payload: str | bytes) -> int:
+    """The seq of a checkpoint that failed validation, if it has a readable one, so numbering goes on."""
+    try:
+        seq = json.loads(payload).get("seq", 0)
+    except Exception:
+        return 0
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+
+
+def fork_stack_doc(stack: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    return [{"fork_id": f, "node_run_id": r, "thread_index": i} for f, r, i in stack]
+
+
+def prefix_fork_stack(stack: list[tuple[str, str, int]], resume_seq: int) -> list[tuple[str, str, int]]:
+    """Prefix node-run ids with the resume counter: a new run numbers its node runs afresh.
+
+    Earlier prefixes are kept (``r3/r2/task:1``), so ids from different resumes never meet.
+    """
+    return [(f, f"r{resume_seq}/{r}", i) for f, r, i in stack]

@@ -1,0 +1,36 @@
+"""Span names and attributes. The OpenTelemetry API is a no-op until an SDK is configured."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from opentelemetry import trace
+
+TRACER = trace.get_tracer("reflexr_graph")
+
+INVOKE_WORKFLOW = "invoke_workflow"
+ATTR_RUN_ID = "reflexr.run.id"
+ATTR_GRAPH = "reflexr.graph"
+ATTR_ATTEMPT = "reflexr.attempt"
+ATTR_NODE = "reflexr.node"
+ATTR_SEQ = "reflexr.checkpoint.seq"
+EVENT_DISCARDED = "reflexr.checkpoint.discarded"
+ATTR_DISCARD_REASON = "reflexr.checkpoint.reason"
+ATTR_DISCARD_ERROR = "reflexr.checkpoint.error"
+EVENT_RESUMED = "reflexr.checkpoint.resumed"
+EVENT_SAVED = "reflexr.checkpoint.saved"
+
+
+def step_span_name(node_id: str) -> str:
+    return f"execute_step {node_id}"
+
+
+def traced_step(node_id: str, call: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
+    """Wrap a step so each execution gets an ``execute_step {node}`` span under ``invoke_workflow``."""
+
+    async def run_step(ctx: Any) -> Any:
+        with TRACER.start_as_current_span(step_span_name(node_id), attributes={ATTR_NODE: node_id}):
+            return await call(ctx)
+
+    return run_step

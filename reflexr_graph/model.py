@@ -1,0 +1,71 @@
+"""Run records as users see them: statuses, status sets, events and reason codes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Status(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+TERMINAL: frozenset[Status] = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
+"""A run in one of these never runs again unless an operator replays it."""
+ACTIVE: frozenset[Status] = frozenset({Status.QUEUED, Status.RUNNING, Status.RETRYING})
+"""A run in one of these will reach a terminal status on its own (G1)."""
+REPLAYABLE: frozenset[Status] = frozenset({Status.DEAD, Status.CANCELLED})
+"""An operator may replay a run only from one of these."""
+CANCELLABLE: frozenset[Status] = ACTIVE
+
+
+class Event(StrEnum):
+    RUN_ENQUEUED = "run_enqueued"
+    ATTEMPT_STARTED = "attempt_started"
+    RUN_PROGRESSED = "run_progressed"
+    ATTEMPT_FAILED = "attempt_failed"
+    RUN_RETRYING = "run_retrying"
+    RUN_SUCCEEDED = "run_succeeded"
+    RUN_DEAD_LETTERED = "run_dead_lettered"
+    RUN_REPLAYED = "run_replayed"
+    RUN_CANCELLED = "run_cancelled"
+
+
+class Reason(StrEnum):
+    """Stable reason codes for failed attempts and dead letters."""
+
+    STEP_FAILED = "step_failed"
+    ABANDONED = "abandoned"
+    MAX_ATTEMPTS = "max_attempts"
+    INVALID_INPUTS = "invalid_inputs"
+    UNKNOWN_GRAPH = "unknown_graph"
+    BAD_MESSAGE = "bad_message"
+    OUTPUT_NOT_SERIALIZABLE = "output_not_serializable"
+    STORE_UNAVAILABLE = "store_unavailable"
+    CANCELLED = "cancelled"
+
+
+class RunInfo(BaseModel):
+    """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    graph: str
+    status: Status
+    attempts: int
+    max_attempts: int
+    output: Any = None
+    error: str | None = None
+    reason: str | None = None
+    next_node: str | None = None
+    checkpoints: int = 0
+    created_at: float
+    updated_at: float

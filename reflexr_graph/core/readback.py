@@ -30,7 +30,7 @@ class Codec:
         if isinstance(value, Iterator | AsyncIterator):
             raise NotReadable("a one-shot iterator is never written down")
         try:
-            dumped = self.adapter.dump_python(value, mode="json")
+            dumped = self.adapter.dump_python(value, mode="json", warnings=False)
             back = self.adapter.validate_python(dumped)
         except Exception as exc:
             raise NotReadable(f"does not serialize through its type ({type(exc).__name__})") from None

@@ -1,0 +1,73 @@
+"""Drive real attempts of a GraphAction against the Redis store, as a worker would, minus Celery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from reflexr_graph import GraphAction
+from reflexr_graph.core.driver import run_attempt
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.store.redis_store import RedisStore
+
+LEASE_MS = 30_000
+
+
+class Harness:
+    def __init__(self, store: RedisStore, now: list[float]) -> None:
+        self.store = store
+        self.now = now
+        self.ctx: AttemptContext | None = None
+
+    def create(self, action: GraphAction, inputs: Any, state: Any = None) -> str:
+        run_id = f"run-{uuid.uuid4().hex[:12]}"
+        self.store.create_run(
+            run_id,
+            graph=action.name,
+            inputs_json=json.dumps(inputs),
+            state_json=None if state is None else json.dumps(state),
+            max_attempts=10,
+            dispatch_grace_ms=60_000,
+        )
+        return run_id
+
+    def claim(self, run_id: str) -> AttemptContext:
+        claim = self.store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=LEASE_MS)
+        if claim.outcome == "busy":
+            # The previous attempt "crashed" without recording anything: let its lease lapse.
+            self.now[0] += LEASE_MS / 1000 + 1
+            claim = self.store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=LEASE_MS)
+        assert claim.outcome == "claimed", claim
+        self.ctx = AttemptContext(
+            run_id, claim.token, claim.attempt, claim.resume_seq, claim.idempotency_key, claim.graph
+        )
+        return self.ctx
+
+    def attempt(self, action: GraphAction, run_id: str, inputs: Any = None, state: Any = None) -> Any:
+        """One attempt; a step's exception is recorded as a failed attempt (retrying) and re-raised."""
+        ctx = self.claim(run_id)
+        try:
+            return asyncio.run(run_attempt(action, self.store, ctx, inputs=inputs, state=state))
+        except Exception as exc:
+            self.store.fail(
+                ctx,
+                error_type=type(exc).__name__,
+                message="step failed",
+                traceback="",
+                reason="step_failed",
+                permanent=False,
+                retry_delay_ms=0,
+            )
+            raise
+
+    def checkpoint(self, run_id: str) -> dict[str, Any] | None:
+        raw = self.store.load_checkpoint(run_id)
+        return None if raw is None else json.loads(raw)
+
+    def progressed(self, run_id: str) -> list[str]:
+        """The next_node of each run_progressed event, in order."""
+        return [
+            e.fields.get("next_node", "") for e in self.store.events(run_id) if e.type == "run_progressed"
+        ]

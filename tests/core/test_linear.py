@@ -1,0 +1,122 @@
+"""Cases 1-3 and 11 of the engine issue: linear graphs, a failing step, a finished graph, a stale attempt."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from reflexr_graph.core.tracing import ATTR_ATTEMPT, ATTR_GRAPH, ATTR_RUN_ID, INVOKE_WORKFLOW
+from reflexr_graph.errors import FencedOut
+from tests.core import graphs
+from tests.core.graphs import CALLS, FAIL, Boom
+from tests.core.harness import Harness
+
+
+def test_linear_graph_checkpoints_after_each_step(harness: Harness, spans: InMemorySpanExporter) -> None:
+    """Seed: after each completed step a checkpoint is saved and run_progressed recorded."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    assert harness.attempt(action, run_id, inputs=1) == 4
+    assert harness.progressed(run_id) == ["s1", "s2", "__end__", ""]
+    ckpt = harness.checkpoint(run_id)
+    assert ckpt is not None and ckpt["finished"] and ckpt["output"] == 4 and ckpt["seq"] == 4
+    assert dict(CALLS) == {"s0": 1, "s1": 1, "s2": 1}
+
+
+def test_spans_execute_step_under_invoke_workflow(harness: Harness, spans: InMemorySpanExporter) -> None:
+    """Seed: one execute_step {node} span per step, under the attempt's invoke_workflow span."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    harness.attempt(action, run_id, inputs=1)
+    finished = spans.get_finished_spans()
+    (root,) = [s for s in finished if s.name == INVOKE_WORKFLOW]
+    assert root.attributes is not None
+    assert root.attributes[ATTR_RUN_ID] == run_id and root.attributes[ATTR_GRAPH] == "linear"
+    assert root.attributes[ATTR_ATTEMPT] == 1
+    steps = [s for s in finished if s.name.startswith("execute_step ")]
+    assert [s.name for s in steps] == ["execute_step s0", "execute_step s1", "execute_step s2"]
+    assert all(s.parent is not None and s.parent.span_id == root.context.span_id for s in steps)
+
+
+def test_failed_step_resumes_after_last_completed_step(harness: Harness) -> None:
+    """G2: a retry resumes from the latest checkpoint; completed steps do not run again."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    FAIL["s2"] = 1
+    with pytest.raises(Boom):
+        harness.attempt(action, run_id, inputs=1)
+    assert harness.attempt(action, run_id, inputs=1) == 4
+    assert dict(CALLS) == {"s0": 1, "s1": 1, "s2": 2}
+    keys = graphs.SEEN["s2"]
+    assert keys[0] == keys[1] == run_id, "steps see the same idempotency key on every attempt"
+
+
+def test_state_is_restored_on_resume(harness: Harness) -> None:
+    """Seed: the graph state saved at the boundary is what the resumed attempt continues with."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    FAIL["s2"] = 1
+    with pytest.raises(Boom):
+        harness.attempt(action, run_id, inputs=1)
+    ckpt = harness.checkpoint(run_id)
+    assert ckpt is not None and ckpt["state"] == {"steps": ["s0", "s1"]} and ckpt["next"]["node_id"] == "s2"
+    harness.attempt(action, run_id, inputs=1)
+    assert harness.checkpoint(run_id) is not None
+
+
+def test_finished_graph_does_not_run_again(harness: Harness) -> None:
+    """Seed: a run that finished its graph but not its recording returns the saved output, running no step."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    assert harness.attempt(action, run_id, inputs=1) == 4
+    # The attempt "crashed" before recording success: the next attempt claims after the lease lapses.
+    assert harness.attempt(action, run_id, inputs=1) == 4
+    assert dict(CALLS) == {"s0": 1, "s1": 1, "s2": 1}
+
+
+def test_stale_attempt_cannot_save_a_checkpoint(harness: Harness) -> None:
+    """G3: an attempt whose token no longer owns the run cannot write a checkpoint."""
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    stale = harness.claim(run_id)
+    fresh = harness.claim(run_id)
+    assert fresh.token != stale.token
+    with pytest.raises(FencedOut):
+        harness.store.save_checkpoint(stale, json.dumps({"x": 1}), seq=1, next_node="s1")
+    assert harness.checkpoint(run_id) is None
+
+
+def test_stale_attempt_stops_at_its_first_boundary(harness: Harness) -> None:
+    """G3: a running attempt that lost the run stops at its next boundary and writes nothing."""
+    import asyncio
+
+    from reflexr_graph.core.driver import run_attempt
+
+    action = graphs.linear()
+    run_id = harness.create(action, 1)
+    stale = harness.claim(run_id)
+    harness.claim(run_id)
+    with pytest.raises(FencedOut):
+        asyncio.run(run_attempt(action, harness.store, stale, inputs=1))
+    assert CALLS["s1"] == 0 and harness.checkpoint(run_id) is None
+
+
+def test_fork_stack_ids_are_prefixed_by_a_growing_resume_counter(harness: Harness) -> None:
+    """DESIGN: a resumed task's fork-stack ids carry the claim's resume counter, which only increases."""
+    action = graphs.linear(n=4)
+    run_id = harness.create(action, 1)
+    FAIL["s1"] = 1
+    FAIL["s2"] = 1
+    stacks = []
+    for _ in range(2):
+        with pytest.raises(Boom):
+            harness.attempt(action, run_id, inputs=1)
+        ckpt = harness.checkpoint(run_id)
+        assert ckpt is not None
+        stacks.append([item["node_run_id"] for item in ckpt["next"]["fork_stack"]])
+    assert harness.ctx is not None and harness.ctx.resume_seq == 2
+    assert stacks == [["task:0"], ["r2/task:0"]]
+    assert harness.attempt(action, run_id, inputs=1) == 5
+    assert dict(CALLS) == {"s0": 1, "s1": 2, "s2": 2, "s3": 1}

@@ -29,7 +29,7 @@ def test_graph_without_a_name_is_refused() -> None:
 
 
 def test_not_a_graph_is_refused() -> None:
-    with pytest.raises(GraphDefinitionError, match="pydantic_graph.Graph"):
+    with pytest.raises(GraphDefinitionError, match=r"pydantic_graph\.Graph"):
         GraphAction("nope")  # type: ignore[arg-type]
 
 

@@ -59,7 +59,7 @@ class RedisServer:
         extra_args: tuple[str, ...] = (),
         data_dir: Path | None = None,
     ) -> None:
-        """``data_dir`` keeps the data (the demo's AOF under .run/); by default a temp dir is used and removed."""
+        """``data_dir`` keeps the data (the demo's AOF in .run/); by default a temp dir is used, then removed."""
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.password = password
@@ -135,7 +135,7 @@ class RedisServer:
         return self.start()
 
     def close(self) -> None:
-        """Stop, and delete the data dir unless the caller gave it; the server cannot be restarted afterwards."""
+        """Stop, and delete the data dir unless the caller gave it; the server cannot restart afterwards."""
         self.stop()
         if self._owns_dir:
             shutil.rmtree(self.dir, ignore_errors=True)

@@ -59,7 +59,7 @@ class RedisServer:
         extra_args: tuple[str, ...] = (),
         data_dir: Path | None = None,
     ) -> None:
-        """``data_dir`` keeps the data (the demo's AOF in .run/); by default a temp dir is used, then removed."""
+        """A given ``data_dir`` is kept (the demo keeps its AOF in .run/); the default temp dir is removed."""
         self.appendonly = appendonly
         self.appendfsync = appendfsync
         self.password = password

@@ -11,6 +11,7 @@ follows the state's size, not the number of steps already done.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import time
 import uuid
@@ -46,7 +47,7 @@ def chain(steps: int = STEPS) -> GraphAction:
 
         nodes.append(g.step(step, node_id=f"s{i}"))
     g.add(g.edge_from(g.start_node).to(nodes[0]), g.edge_from(nodes[-1]).to(g.end_node))
-    for a, b in zip(nodes, nodes[1:], strict=False):
+    for a, b in itertools.pairwise(nodes):
         g.add(g.edge_from(a).to(b))
     return GraphAction(g.build())
 
@@ -162,10 +163,12 @@ def run(reps: int = 7) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     lines = [
-        f"Chain of {result['steps']} trivial steps; median of {result['reps']} runs (1 MB: 3), min-max in brackets.",
+        f"Chain of {result['steps']} trivial steps; median of {result['reps']} runs (1 MB: 3), "
+        "min-max in brackets.",
         f"Redis round trips per checkpoint save: {result['round_trips_per_save']:.2f}",
         "",
-        "| state | plain µs/step | added µs/step | Redis RTT µs | added / RTT | early save µs | late save µs |",
+        "| state | plain µs/step | added µs/step | Redis RTT µs | added / RTT "
+        "| early save µs | late save µs |",
         "|---|---|---|---|---|---|---|",
     ]
     for label, r in result["rows"].items():

@@ -1,0 +1,94 @@
+"""Every Redis key name reflexr-graph uses is built here, and nowhere else.
+
+Per-run keys share the hash tag ``{run_id}`` (``rg:{<run_id>}:run`` ...), so in a Redis
+Cluster one run's keys would sit in one slot. The global indexes (``rg:all``, the status
+sets, ``rg:dead``, ``rg:leases``, ``rg:due``, ``rg:idem:*``) have fixed names without that
+tag, and the Lua scripts change a run and its indexes in one atomic step. Those scripts
+therefore require a single Redis primary (use Sentinel for high availability), not Cluster.
+
+The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua prelude
+(``lua/_lib.lua``) reads them by the same positions, so the two must change together.
+"""
+
+from __future__ import annotations
+
+from reflexr_graph.model import Status
+
+PREFIX = "rg"
+
+ALL = f"{PREFIX}:all"
+"""Every run, score = created ms."""
+DEAD = f"{PREFIX}:dead"
+"""Dead-letter index, score = dead-lettered ms."""
+LEASES = f"{PREFIX}:leases"
+"""Running runs, score = lease expiry ms; the reaper scans it for lapsed leases."""
+DUE = f"{PREFIX}:due"
+"""Runs that need a Celery message sent, score = due ms."""
+REAPER_LOCK = f"{PREFIX}:reaper:lock"
+"""Held by the one reaper that may act at a time."""
+
+STATUS_ORDER: tuple[Status, ...] = (
+    Status.QUEUED,
+    Status.RUNNING,
+    Status.RETRYING,
+    Status.SUCCEEDED,
+    Status.DEAD,
+    Status.CANCELLED,
+)
+"""Order of the status sets in :func:`script_keys`; ``_lib.lua`` mirrors it."""
+
+
+def _tagged(run_id: str, suffix: str) -> str:
+    return f"{PREFIX}:{{{run_id}}}:{suffix}"
+
+
+def run(run_id: str) -> str:
+    """The run record hash."""
+    return _tagged(run_id, "run")
+
+
+def ckpt(run_id: str) -> str:
+    """The latest checkpoint hash (data, seq, saved_at, size, next_node)."""
+    return _tagged(run_id, "ckpt")
+
+
+def events(run_id: str) -> str:
+    """The run's event stream."""
+    return _tagged(run_id, "events")
+
+
+def tb(run_id: str) -> str:
+    """The last failed attempt's traceback (kept out of the run hash, it can be large)."""
+    return _tagged(run_id, "tb")
+
+
+def run_keys(run_id: str) -> tuple[str, str, str, str]:
+    """Every per-run key; retention expires and purge deletes exactly these."""
+    return run(run_id), ckpt(run_id), events(run_id), tb(run_id)
+
+
+def status_set(status: Status | str) -> str:
+    """Runs in one status, score = updated ms."""
+    return f"{PREFIX}:status:{Status(status).value}"
+
+
+def idem(idempotency_key: str) -> str:
+    """Maps a caller's idempotency key to the run it created."""
+    return f"{PREFIX}:idem:{idempotency_key}"
+
+
+def script_keys(run_id: str, idempotency_key: str) -> list[str]:
+    """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
+
+    1 run, 2 ckpt, 3 events, 4 tb, 5 idem, 6 all, 7 dead, 8 leases, 9 due,
+    10..15 the status sets in :data:`STATUS_ORDER`.
+    """
+    return [
+        *run_keys(run_id),
+        idem(idempotency_key),
+        ALL,
+        DEAD,
+        LEASES,
+        DUE,
+        *(status_set(s) for s in STATUS_ORDER),
+    ]

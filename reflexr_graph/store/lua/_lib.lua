@@ -1,0 +1,148 @@
+-- _lib.lua: prelude that scripts.py prepends to every per-run script (not run on its own).
+-- It names the KEYS positions that keys.script_keys() builds and the ARGV every per-run
+-- script starts with, and holds the helpers they share so each transition is written once.
+--
+-- KEYS[1]  rg:{<run_id>}:run     run record hash
+-- KEYS[2]  rg:{<run_id>}:ckpt    latest checkpoint hash
+-- KEYS[3]  rg:{<run_id>}:events  event stream
+-- KEYS[4]  rg:{<run_id>}:tb      last traceback
+-- KEYS[5]  rg:idem:<key>         idempotency key, built from ARGV[3]
+-- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
+-- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
+-- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
+--
+-- ARGV[1]  run_id
+-- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
+-- ARGV[3]  the idempotency key KEYS[5] was built from (a guess the script verifies)
+-- ARGV[4..] script-specific, see each script's header
+
+local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local STATUS_SETS = {
+  queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
+  succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
+}
+local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
+local TERMINAL = {succeeded = true, dead = true, cancelled = true}
+local ACTIVE = {queued = true, running = true, retrying = true}
+local REPLAYABLE = {dead = true, cancelled = true}
+-- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
+local EVENTS_MAXLEN = 1000
+
+-- HGET answers false for a missing field; '' keeps comparisons and concatenation simple.
+local function field(name)
+  return redis.call('HGET', K_RUN, name) or ''
+end
+
+local function num(name)
+  return tonumber(field(name)) or 0
+end
+
+local function exists()
+  return redis.call('EXISTS', K_RUN) == 1
+end
+
+-- The run's idempotency key when KEYS[5] was built from a wrong guess, else nil. Scripts ask
+-- before their first write on any path that touches KEYS[5], and return {'idem', key} so
+-- the caller retries with the right key: keys must be declared, and are built only in Python.
+local function idem_mismatch()
+  local actual = field('idempotency_key')
+  if actual ~= '' and actual ~= IDEM_GUESS then
+    return actual
+  end
+  return nil
+end
+
+local function owns_idem()
+  return redis.call('GET', K_IDEM) == RUN_ID
+end
+
+local function emit(kind, ...)
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', NOW, ...)
+end
+
+-- Move the run between status sets; the score is the update time so listings sort newest first.
+local function set_status(new)
+  local old = STATUS_SETS[field('status')]
+  if old then
+    redis.call('ZREM', old, RUN_ID)
+  end
+  redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
+  redis.call('HSET', K_RUN, 'status', new, 'updated_at', NOW)
+end
+
+local function touch()
+  redis.call('HSET', K_RUN, 'updated_at', NOW)
+  local set = STATUS_SETS[field('status')]
+  if set then
+    redis.call('ZADD', set, 'XX', NOW, RUN_ID)
+  end
+end
+
+-- Only the token of the attempt that claimed last may write, and only while it runs.
+local function owned_by(token)
+  return token ~= '' and field('token') == token and field('status') == 'running'
+end
+
+local function expire_all(seconds)
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB}) do
+    redis.call('EXPIRE', key, seconds)
+  end
+  if owns_idem() then
+    redis.call('EXPIRE', K_IDEM, seconds)
+  end
+end
+
+local function persist_all()
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB}) do
+    redis.call('PERSIST', key)
+  end
+  if owns_idem() then
+    redis.call('PERSIST', K_IDEM)
+  end
+end
+
+local function init_run(graph, inputs, state, idem_key, max_attempts)
+  redis.call('HSET', K_RUN,
+    'run_id', RUN_ID, 'graph', graph, 'status', '', 'attempts', 0, 'max_attempts', max_attempts,
+    'resumes', 0, 'checkpoints', 0, 'inputs', inputs, 'state', state,
+    'idempotency_key', idem_key, 'created_at', NOW, 'updated_at', NOW, 'token', '',
+    'next_node', '', 'reason', '', 'error_type', '', 'error', '', 'output', '')
+  redis.call('ZADD', K_ALL, NOW, RUN_ID)
+  emit('run_enqueued', 'graph', graph)
+end
+
+-- The attempt holding a lapsed lease died or hung: it counts as a failed attempt.
+local function abandon()
+  redis.call('ZREM', K_LEASES, RUN_ID)
+  redis.call('HSET', K_RUN, 'reason', 'abandoned')
+  emit('attempt_failed', 'attempt', field('attempts'), 'reason', 'abandoned')
+end
+
+-- Keeps the last error: an operator needs it to decide whether to replay.
+local function to_dead(reason, retention_s)
+  redis.call('HSET', K_RUN, 'reason', reason)
+  set_status('dead')
+  redis.call('ZREM', K_LEASES, RUN_ID)
+  redis.call('ZREM', K_DUE, RUN_ID)
+  redis.call('ZADD', K_DEAD, NOW, RUN_ID)
+  emit('run_dead_lettered', 'reason', reason, 'error_type', field('error_type'))
+  expire_all(retention_s)
+end
+
+-- The due entry makes the reaper send a message at due_at; a long Celery countdown would be
+-- redelivered again and again past the broker's visibility timeout.
+local function to_retrying(due_at, reason)
+  set_status('retrying')
+  redis.call('ZREM', K_LEASES, RUN_ID)
+  redis.call('ZADD', K_DUE, due_at, RUN_ID)
+  emit('run_retrying', 'attempt', field('attempts'), 'reason', reason, 'due_at', due_at)
+end
+
+local function snapshot(outcome)
+  local reply = redis.call('HGETALL', K_RUN)
+  table.insert(reply, 1, outcome)
+  return reply
+end
+
+-- ---- script body follows ----

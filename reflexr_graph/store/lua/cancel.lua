@@ -1,0 +1,25 @@
+-- cancel.lua: cancel an active run; clearing the token fences out its running attempt.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
+-- KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] run retention s
+-- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
+
+if not exists() then
+  return {'missing'}
+end
+local status = field('status')
+if not ACTIVE[status] then
+  return {'refused', status}
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+redis.call('HSET', K_RUN, 'reason', 'cancelled', 'token', '')
+redis.call('ZREM', K_LEASES, RUN_ID)
+redis.call('ZREM', K_DUE, RUN_ID)
+set_status('cancelled')
+emit('run_cancelled', 'from_status', status)
+expire_all(ARGV[4])
+return snapshot('ok')

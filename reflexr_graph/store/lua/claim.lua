@@ -1,0 +1,59 @@
+-- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
+-- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
+-- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
+--   max_attempts} with outcome claimed|busy|finished|missing|dead, or {'idem', key}
+
+local token = ARGV[4]
+
+local function reply(outcome)
+  return {outcome, field('status'), field('attempts'), field('resumes'), field('graph'),
+    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts')}
+end
+
+if not exists() then
+  return {'missing'}
+end
+local status = field('status')
+if TERMINAL[status] then
+  return reply('finished')
+end
+local abandoned = false
+if status == 'running' then
+  -- The same token again is this claim retried after a lost reply: answer it, change nothing.
+  if token ~= '' and field('token') == token then
+    return reply('claimed')
+  end
+  local lease = redis.call('ZSCORE', K_LEASES, RUN_ID)
+  if lease and tonumber(lease) > tonumber(NOW) then
+    return reply('busy')
+  end
+  abandoned = true
+end
+-- Redis keeps no delivery count, so the run's own counter stops a message that kills its
+-- worker every time. abandon() does not change it, so the decision can be taken first.
+local exhausted = num('attempts') >= num('max_attempts')
+if exhausted then
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+end
+if abandoned then
+  abandon()
+end
+if exhausted then
+  to_dead(abandoned and 'abandoned' or 'max_attempts', ARGV[6])
+  return reply('dead')
+end
+redis.call('HINCRBY', K_RUN, 'attempts', 1)
+redis.call('HINCRBY', K_RUN, 'resumes', 1)
+redis.call('HSET', K_RUN, 'token', token)
+set_status('running')
+redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
+redis.call('ZREM', K_DUE, RUN_ID)
+emit('attempt_started', 'attempt', field('attempts'))
+return reply('claimed')

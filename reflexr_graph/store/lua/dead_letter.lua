@@ -1,0 +1,29 @@
+-- dead_letter.lua: send a run straight to dead (a bad message, before or without a claim),
+-- creating its record from the message when there is none. Not fenced.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6] rg:all  KEYS[7] rg:dead
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key (the message's, else the run_id)
+-- ARGV[4] reason  ARGV[5] error type  ARGV[6] error message  ARGV[7] graph  ARGV[8] inputs
+-- ARGV[9] state or ''  ARGV[10] '1' if the message gave an idempotency key
+-- ARGV[11] max_attempts (for a replay)  ARGV[12] dead retention s
+-- Returns 1 when dead-lettered, 0 when the run is already terminal, or {'idem', key}.
+
+if exists() then
+  if TERMINAL[field('status')] then
+    return 0
+  end
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+else
+  init_run(ARGV[7], ARGV[8], ARGV[9], IDEM_GUESS, ARGV[11])
+  if ARGV[10] == '1' then
+    -- NX: an existing key names another run that the same request created first.
+    redis.call('SET', K_IDEM, RUN_ID, 'NX')
+  end
+end
+redis.call('HSET', K_RUN, 'error_type', ARGV[5], 'error', ARGV[6], 'token', '')
+to_dead(ARGV[4], ARGV[12])
+return 1

@@ -1,0 +1,33 @@
+-- fail.lua: record a failed attempt, fenced by the token; then retry later or dead-letter.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
+-- KEYS[9] rg:due  KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
+-- ARGV[4] token  ARGV[5] error type  ARGV[6] error message  ARGV[7] traceback or ''
+-- ARGV[8] reason code  ARGV[9] '1' if permanent  ARGV[10] retry due ms
+-- ARGV[11] dead retention s
+-- Returns 'dead' | 'retrying' | 'fenced' | {'idem', key}
+
+if not owned_by(ARGV[4]) then
+  return 'fenced'
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+local error_type, reason = ARGV[5], ARGV[8]
+redis.call('HSET', K_RUN, 'error_type', error_type, 'error', ARGV[6], 'reason', reason)
+-- The traceback lives in its own key: it can be large, and listings read the run hash.
+if ARGV[7] ~= '' then
+  redis.call('SET', K_TB, ARGV[7])
+else
+  redis.call('DEL', K_TB)
+end
+emit('attempt_failed', 'attempt', field('attempts'), 'reason', reason, 'error_type', error_type)
+local permanent = ARGV[9] == '1'
+if permanent or num('attempts') >= num('max_attempts') then
+  to_dead(permanent and reason or 'max_attempts', ARGV[11])
+  return 'dead'
+end
+to_retrying(ARGV[10], reason)
+return 'retrying'

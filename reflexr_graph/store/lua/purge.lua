@@ -1,0 +1,29 @@
+-- purge.lua: delete every key of a dead or cancelled run and drop it from every index.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6..9] rg:all/dead/leases/due
+-- KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms (unused)  ARGV[3] idempotency key guess
+-- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
+
+if not exists() then
+  return {'missing'}
+end
+local status = field('status')
+if not REPLAYABLE[status] then
+  return {'refused', status}
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+if owns_idem() then
+  redis.call('DEL', K_IDEM)
+end
+redis.call('DEL', K_RUN, K_CKPT, K_EVENTS, K_TB)
+for _, key in ipairs({K_ALL, K_DEAD, K_LEASES, K_DUE}) do
+  redis.call('ZREM', key, RUN_ID)
+end
+for _, key in pairs(STATUS_SETS) do
+  redis.call('ZREM', key, RUN_ID)
+end
+return {'ok'}

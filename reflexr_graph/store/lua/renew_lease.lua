@@ -1,0 +1,12 @@
+-- renew_lease.lua: extend the lease, only for the attempt that still owns the run.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1] run  KEYS[8] rg:leases
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
+-- ARGV[4] token  ARGV[5] new lease expiry ms
+-- Returns 1 when renewed, 0 when the token lost the run (superseded, reaped or cancelled).
+
+if not owned_by(ARGV[4]) then
+  return 0
+end
+redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
+return 1

@@ -1,0 +1,37 @@
+-- replay.lua: give a dead or cancelled run a fresh attempt budget and queue it again.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[9] rg:due
+-- KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
+-- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
+
+if not exists() then
+  return {'missing'}
+end
+local status = field('status')
+if not REPLAYABLE[status] then
+  return {'refused', status}
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+local from_start = ARGV[4] == '1'
+if field('error_type') ~= '' then
+  redis.call('HSET', K_RUN, 'prev_error', field('error_type') .. ': ' .. field('error'))
+elseif field('error') ~= '' then
+  redis.call('HSET', K_RUN, 'prev_error', field('error'))
+end
+-- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide.
+redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'attempts', 0, 'reason', '',
+  'error_type', '', 'error', '', 'token', '', 'output', '')
+if from_start then
+  redis.call('DEL', K_CKPT)
+  redis.call('HSET', K_RUN, 'checkpoints', 0, 'next_node', '')
+end
+redis.call('ZREM', K_DEAD, RUN_ID)
+persist_all()
+set_status('queued')
+redis.call('ZADD', K_DUE, NOW, RUN_ID)
+emit('run_replayed', 'from_start', from_start and '1' or '0', 'from_status', status)
+return snapshot('ok')

@@ -1,0 +1,24 @@
+-- save_checkpoint.lua: replace the checkpoint, fenced by the attempt's token, in one round trip.
+-- Standalone (no prelude): it runs at every step boundary, so it touches only what it needs.
+-- KEYS[1] rg:{<run_id>}:run     run record hash
+-- KEYS[2] rg:{<run_id>}:ckpt    latest checkpoint hash
+-- KEYS[3] rg:{<run_id>}:events  event stream
+-- KEYS[4] rg:status:running     running status set (score = updated ms)
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
+-- ARGV[6] next node id or ''  ARGV[7] event stream cap
+-- Returns 1 when saved, 0 when the token does not own the run (the caller raises FencedOut).
+
+local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
+if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
+  return 0
+end
+local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
+redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size', #payload,
+  'next_node', next_node)
+redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
+redis.call('HSET', KEYS[1], 'next_node', next_node, 'updated_at', now)
+redis.call('ZADD', KEYS[4], 'XX', now, ARGV[1])
+-- Never the payload: events are shown to operators and state may be private.
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'run_progressed', 'at', now,
+  'seq', seq, 'next_node', next_node, 'size', #payload)
+return 1

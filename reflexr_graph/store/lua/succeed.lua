@@ -1,0 +1,28 @@
+-- succeed.lua: record the output, fenced by the token, and start the run's retention.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
+-- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
+-- ARGV[4] token  ARGV[5] output JSON  ARGV[6] run retention s
+-- Returns 1 when recorded, 0 when the token does not own the run, or {'idem', key}.
+
+local token = ARGV[4]
+-- Already succeeded under this token: this call was retried after a lost reply.
+if token ~= '' and field('status') == 'succeeded' and field('token') == token then
+  return 1
+end
+if not owned_by(token) then
+  return 0
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+-- The failures of earlier attempts stay in the event stream; the record shows the outcome.
+redis.call('HSET', K_RUN, 'output', ARGV[5], 'reason', '', 'error_type', '', 'error', '')
+redis.call('ZREM', K_LEASES, RUN_ID)
+redis.call('ZREM', K_DUE, RUN_ID)
+set_status('succeeded')
+emit('run_succeeded', 'attempt', field('attempts'))
+expire_all(ARGV[6])
+return 1

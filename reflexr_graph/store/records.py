@@ -1,0 +1,135 @@
+"""Values the store hands back: claim results, run events, and RunInfo built from a run hash."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from reflexr_graph import errors
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.model import RunInfo, Status
+
+
+class ClaimOutcome(StrEnum):
+    CLAIMED = "claimed"
+    """This attempt owns the run now."""
+    BUSY = "busy"
+    """Another attempt holds a live lease; nothing changed."""
+    FINISHED = "finished"
+    """The run is terminal; nothing changed."""
+    MISSING = "missing"
+    """No such run (never created, or its retention passed)."""
+    DEAD = "dead"
+    """The run had no attempts left and was dead-lettered by this claim."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The result of ``RedisStore.claim``; counters and payloads are filled in when the run exists."""
+
+    outcome: ClaimOutcome
+    run_id: str
+    token: str
+    status: str = ""
+    attempt: int = 0
+    resume_seq: int = 0
+    graph: str = ""
+    inputs_json: str = ""
+    state_json: str | None = None
+    idempotency_key: str = ""
+    max_attempts: int = 0
+
+    @property
+    def claimed(self) -> bool:
+        return self.outcome is ClaimOutcome.CLAIMED
+
+    def context(self) -> AttemptContext:
+        """The fencing context the attempt passes to every write."""
+        if not self.claimed:
+            raise errors.OperationRefused(
+                f"claim of run {self.run_id} ended {self.outcome.value}; only a claimed run has an attempt"
+            )
+        return AttemptContext(
+            run_id=self.run_id,
+            token=self.token,
+            attempt=self.attempt,
+            resume_seq=self.resume_seq,
+            idempotency_key=self.idempotency_key,
+            graph=self.graph,
+        )
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One entry of a run's event stream. ``at`` is epoch seconds; ``fields`` never holds payloads."""
+
+    id: str
+    type: str
+    at: float
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def text(value: object) -> str:
+    """A reply value as str, whether the client decodes responses or not."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return "" if value is None else str(value)
+
+
+def text_map(reply: Mapping[Any, Any]) -> dict[str, str]:
+    return {text(k): text(v) for k, v in reply.items()}
+
+
+def pairs_to_map(flat: list[Any]) -> dict[str, str]:
+    """A flat [k1, v1, k2, v2, ...] reply (HGETALL inside Lua) as a dict."""
+    values = [text(v) for v in flat]
+    return dict(zip(values[::2], values[1::2], strict=True))
+
+
+def _seconds(ms: str) -> float:
+    return int(ms or 0) / 1000
+
+
+def _output(raw: str) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        # Written by succeed() from validated JSON; a foreign writer's text is shown as is.
+        return raw
+
+
+def _error(record: Mapping[str, str]) -> str | None:
+    error_type, message = record.get("error_type", ""), record.get("error", "")
+    if error_type:
+        return f"{error_type}: {message}"
+    return message or None
+
+
+def run_info(record: Mapping[str, str]) -> RunInfo:
+    """RunInfo from a decoded run hash."""
+    return RunInfo(
+        run_id=record["run_id"],
+        graph=record.get("graph", ""),
+        status=Status(record["status"]),
+        attempts=int(record.get("attempts") or 0),
+        max_attempts=int(record.get("max_attempts") or 0),
+        output=_output(record.get("output", "")),
+        error=_error(record),
+        reason=record.get("reason") or None,
+        next_node=record.get("next_node") or None,
+        checkpoints=int(record.get("checkpoints") or 0),
+        created_at=_seconds(record.get("created_at", "")),
+        updated_at=_seconds(record.get("updated_at", "")),
+    )
+
+
+def run_event(entry_id: object, entry: Mapping[Any, Any]) -> RunEvent:
+    fields = text_map(entry)
+    kind = fields.pop("type", "")
+    at = _seconds(fields.pop("at", ""))
+    return RunEvent(id=text(entry_id), type=kind, at=at, fields=fields)

@@ -1,0 +1,69 @@
+"""Loads the Lua scripts in ``lua/`` and registers them with a redis client.
+
+Per-run scripts share a prelude, ``lua/_lib.lua``, which is prepended to them: Redis has
+no ``require``, and writing each status transition once is what keeps them consistent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+_LIB = "_lib"
+
+PER_RUN: tuple[str, ...] = (
+    "create_run",
+    "claim",
+    "renew_lease",
+    "succeed",
+    "fail",
+    "dead_letter",
+    "release",
+    "reap",
+    "cancel",
+    "replay",
+    "purge",
+    "prune",
+)
+"""Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
+
+STANDALONE: tuple[str, ...] = ("ack_due", "lock_release", "lock_extend", "save_checkpoint")
+"""Scripts with their own small KEYS layout; they get no prelude."""
+
+
+def _read(name: str) -> str:
+    # importlib.resources rather than a path next to __file__: works from a zipped wheel too.
+    return (resources.files("reflexr_graph.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
+
+
+@cache
+def source(name: str) -> str:
+    """The full text Redis runs for script ``name`` (prelude included when it takes one)."""
+    if name in PER_RUN:
+        return _read(_LIB) + "\n" + _read(name)
+    if name in STANDALONE:
+        return _read(name)
+    raise KeyError(f"no Lua script named {name!r}")
+
+
+class Scripts:
+    """The registered scripts of one client; each call is one EVALSHA once the script is cached."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._scripts: dict[str, Script] = {
+            name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
+        }
+
+    def __call__(self, name: str, keys: Sequence[str], args: Sequence[str | int | float]) -> Any:
+        return self._scripts[name](keys=keys, args=args)
+
+    def preload(self) -> None:
+        """SCRIPT LOAD every script, so even the first call of each is a single round trip."""
+        for script in self._scripts.values():
+            script.sha = self._client.script_load(script.script)

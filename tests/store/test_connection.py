@@ -1,0 +1,149 @@
+"""Connections: URLs with AUTH and TLS, StoreUnavailable, and the single round trip of a save."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from reflexr_graph import errors
+from reflexr_graph.model import Status
+from reflexr_graph.store import RedisStore
+from tests.redis_server import RedisServer
+from tests.store.support import make_run, start
+
+RedisFactory = Callable[..., RedisServer]  # the private_redis fixture
+
+
+class CountingRedis(redis.Redis):
+    """A client that records every command it sends, to count round trips without timing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]).upper())
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def _commandstats(client: redis.Redis) -> dict[str, int]:
+    return {name: int(stats["calls"]) for name, stats in client.info("commandstats").items()}
+
+
+@pytest.mark.usefixtures("fake_clock")
+def test_save_checkpoint_is_one_round_trip(redis_url: str) -> None:
+    """save_checkpoint sends exactly one command (EVALSHA), by client-side count and server commandstats."""
+    client = CountingRedis(connection_pool=redis.ConnectionPool.from_url(redis_url))
+    store = RedisStore(client)
+    observer = redis.Redis.from_url(redis_url)
+    try:
+        make_run(store)
+        ctx = start(store)
+        store.preload_scripts()
+        before = _commandstats(observer)
+        client.sent.clear()
+        store.save_checkpoint(ctx, '{"big": "' + "x" * 10_000 + '"}', seq=1, next_node="b")
+        assert client.sent == ["EVALSHA"]
+        after = _commandstats(observer)
+        changed = {
+            name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)
+        }
+        # The server also counts the commands the script runs inside that one EVALSHA.
+        assert changed.pop("cmdstat_evalsha") == 1
+        inside_script = {"hget", "hmget", "hset", "hincrby", "zadd", "xadd", "info"}
+        assert {name.removeprefix("cmdstat_") for name in changed} <= inside_script, changed
+    finally:
+        store.close()
+        client.connection_pool.disconnect()
+        observer.close()
+
+
+@pytest.mark.usefixtures("fake_clock")
+def test_unreachable_redis_raises_store_unavailable(private_redis: RedisFactory) -> None:
+    """With the server down, every operation raises errors.StoreUnavailable, without payload values."""
+    server = private_redis()
+    no_retry = Retry(NoBackoff(), 0)
+    store = RedisStore.from_url(server.url, socket_timeout=1.0, socket_connect_timeout=1.0, retry=no_retry)
+    try:
+        make_run(store)
+        ctx = start(store)
+        server.kill()
+        calls: list[Callable[[], object]] = [
+            lambda: store.get("run-1"),
+            lambda: store.save_checkpoint(ctx, '{"secret": "VALUE"}', seq=1, next_node=None),
+            lambda: store.create_run(
+                "run-2", graph="g", inputs_json='"VALUE"', max_attempts=1, dispatch_grace_ms=0
+            ),
+            lambda: store.events("run-1", block_ms=100),
+            lambda: store.reap(),
+        ]
+        for call in calls:
+            with pytest.raises(errors.StoreUnavailable) as caught:
+                call()
+            assert "VALUE" not in str(caught.value)
+        server.start()  # same port: the store reconnects by itself
+        assert store.create_run(
+            "run-3", graph="g", inputs_json="{}", max_attempts=1, dispatch_grace_ms=0
+        ) == ("run-3", True)
+    finally:
+        store.close()
+
+
+def test_from_url_with_password(private_redis: RedisFactory) -> None:
+    """A password in the URL is used for AUTH; a wrong one is reported as StoreUnavailable."""
+    server = private_redis(password="s3cret/pw")
+    store = RedisStore.from_url(server.url)
+    try:
+        make_run(store)
+        assert store.get("run-1").status is Status.QUEUED
+    finally:
+        store.close()
+    wrong = RedisStore.from_url(f"redis://:wrong@127.0.0.1:{server.port}/0", retry=Retry(NoBackoff(), 0))
+    try:
+        with pytest.raises(errors.StoreUnavailable):
+            wrong.get("run-1")
+    finally:
+        wrong.close()
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_from_url_rediss_tls_with_auth(private_redis: RedisFactory, tmp_path: Path) -> None:
+    """A rediss:// URL connects over TLS (verifying the server's certificate) and authenticates."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = _self_signed(tmp_path)
+    tls_port = _free_port()
+    tls_args = ("--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
+                "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no")  # fmt: skip
+    private_redis(password="pw", extra_args=tls_args)
+    store = RedisStore.from_url(f"rediss://:pw@127.0.0.1:{tls_port}/0", ssl_ca_certs=str(cert))
+    try:
+        make_run(store)
+        assert store.get("run-1").graph == "demo"
+    finally:
+        store.close()

@@ -1,0 +1,209 @@
+"""Leases, abandoned attempts, the reaper, the due set, soft-shutdown release and bad messages."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from reflexr_graph import clock, errors
+from reflexr_graph.model import Status
+from reflexr_graph.store import ClaimOutcome, RedisStore, keys
+from tests.store.conftest import DEAD_RETENTION_S
+from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
+
+
+def test_claim_is_busy_while_another_lease_is_live(store: RedisStore, fake_clock: FakeClock) -> None:
+    """A claim while another attempt holds an unexpired lease answers busy and changes nothing."""
+    make_run(store)
+    owner = start(store, lease_ms=10_000)
+    fake_clock.advance(9_999)
+    before = store.events("run-1")
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
+    assert claim.outcome is ClaimOutcome.BUSY
+    assert store.get("run-1").attempts == 1
+    assert store.events("run-1") == before
+    store.save_checkpoint(owner, "{}", seq=1, next_node=None)  # the owner is untouched
+
+
+def test_lapsed_lease_claim_records_abandoned_and_counts_it(store: RedisStore, fake_clock: FakeClock) -> None:
+    """Claiming over a lapsed lease records the old attempt as failed (abandoned); it counted as attempt 1."""
+    make_run(store)
+    start(store, lease_ms=1_000)
+    fake_clock.advance(1_000)  # lease score == now: lapsed
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
+    assert (claim.outcome, claim.attempt, claim.resume_seq) == (ClaimOutcome.CLAIMED, 2, 2)
+    events = store.events("run-1")
+    failed = [e for e in events if e.type == "attempt_failed"]
+    assert [(e.fields["attempt"], e.fields["reason"]) for e in failed] == [("1", "abandoned")]
+    assert [e.type for e in events][-2:] == ["attempt_failed", "attempt_started"]
+    assert store.get("run-1").reason == "abandoned"
+
+
+def test_claim_with_attempts_exhausted_dead_letters(
+    store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
+) -> None:
+    """A lapsed last attempt makes the next claim dead-letter the run (reason abandoned), outcome dead."""
+    make_run(store, max_attempts=2, idempotency_key="idem-x")
+    fail_once(store, start(store))
+    start(store, lease_ms=1_000)  # attempt 2 of 2, then its worker dies
+    fake_clock.advance(5_000)
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
+    assert (claim.outcome, claim.status, claim.attempt) == (ClaimOutcome.DEAD, "dead", 2)
+    info = store.get("run-1")
+    assert (info.status, info.reason, info.error) == (Status.DEAD, "abandoned", "ValueError: step broke")
+    assert raw.zscore(keys.DEAD, "run-1") is not None
+    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert 0 < raw.ttl(keys.run("run-1")) <= DEAD_RETENTION_S
+    assert 0 < raw.ttl(keys.idem("idem-x")) <= DEAD_RETENTION_S  # found without the caller's hint
+
+
+def test_claim_of_queued_run_without_attempts_left_says_max_attempts(store: RedisStore) -> None:
+    """A run released on its last attempt is dead-lettered by the next claim with reason max_attempts."""
+    make_run(store, max_attempts=1)
+    assert store.release(start(store)) is True
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
+    assert claim.outcome is ClaimOutcome.DEAD
+    assert store.get("run-1").reason == "max_attempts"
+
+
+def test_reap_recovers_lapsed_leases_only(store: RedisStore, raw: redis.Redis, fake_clock: FakeClock) -> None:
+    """reap() fails lapsed attempts as abandoned: retrying + due now, or dead when out of attempts."""
+    make_run(store, "live")
+    make_run(store, "lapsed")
+    make_run(store, "last", max_attempts=1)
+    start(store, "live", lease_ms=60_000)
+    start(store, "lapsed", lease_ms=1_000)
+    start(store, "last", lease_ms=1_000)
+    fake_clock.advance(2_000)
+    now = clock.now_ms()
+
+    assert sorted(store.reap()) == ["lapsed", "last"]
+    lapsed = store.get("lapsed")
+    assert (lapsed.status, lapsed.reason, lapsed.attempts) == (Status.RETRYING, "abandoned", 1)
+    assert raw.zscore(keys.DUE, "lapsed") == now
+    assert store.get("last").status is Status.DEAD
+    assert store.get("last").reason == "abandoned"
+    assert store.get("live").status is Status.RUNNING
+    assert [e.type for e in store.events("lapsed")][-2:] == ["attempt_failed", "run_retrying"]
+    assert store.reap() == []  # nothing left to do: handled once
+
+
+def test_reap_skips_a_lease_renewed_since_it_was_read(store: RedisStore, fake_clock: FakeClock) -> None:
+    """The reap script re-checks the lease: a renewal after the scan wins, the run keeps running."""
+    make_run(store)
+    ctx = start(store, lease_ms=1_000)
+    scan_time = clock.now_ms() + 1_000
+    fake_clock.advance(1_500)
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000)
+    assert store.reap(scan_time) == []  # scan time before the renewal's expiry: re-check says live
+    assert store.get("run-1").status is Status.RUNNING
+
+
+def test_reaped_attempt_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> None:
+    """After the reaper took the run back, the hung attempt can neither renew nor write."""
+    make_run(store)
+    ctx = start(store, lease_ms=1_000)
+    fake_clock.advance(1_001)
+    store.reap()
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
+    with pytest.raises(errors.FencedOut):
+        store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
+    with pytest.raises(errors.FencedOut):
+        store.succeed(ctx, "1")
+
+
+def test_due_and_ack_due(store: RedisStore, raw: redis.Redis, fake_clock: FakeClock) -> None:
+    """due() lists entries at or before now; ack_due removes one only if its score did not change."""
+    make_run(store, "a", dispatch_grace_ms=1_000)
+    make_run(store, "b", dispatch_grace_ms=5_000)
+    assert store.due() == []
+    fake_clock.advance(1_000)
+    due = store.due()
+    assert [run_id for run_id, _ in due] == ["a"]
+    run_id, score = due[0]
+
+    assert store.bump_due("a", 3_000) is True  # rescheduled after the read: the ack must not drop it
+    assert store.ack_due(run_id, score) is False
+    assert raw.zscore(keys.DUE, "a") == clock.now_ms() + 3_000
+
+    fake_clock.advance(5_000)
+    rows = dict(store.due())
+    assert set(rows) == {"a", "b"}
+    assert store.ack_due("a", rows["a"]) is True
+    assert store.ack_due("a", rows["a"]) is False  # already gone
+    assert [r for r, _ in store.due()] == ["b"]
+    assert store.bump_due("gone", 1_000) is False  # only existing entries move
+    assert raw.zscore(keys.DUE, "gone") is None
+
+
+def test_due_limit(store: RedisStore, fake_clock: FakeClock) -> None:
+    """due(limit=n) returns at most n entries, earliest first."""
+    for i in range(5):
+        make_run(store, f"r{i}", dispatch_grace_ms=i)
+    fake_clock.advance(10)
+    assert [r for r, _ in store.due(limit=2)] == ["r0", "r1"]
+
+
+def test_release_makes_run_due_now_and_counts_attempt(store: RedisStore, raw: redis.Redis) -> None:
+    """release() on soft shutdown: retrying, lease removed, due now, run_retrying(reason=shutdown)."""
+    make_run(store)
+    ctx = start(store)
+    assert store.release(ctx) is True
+    info = store.get("run-1")
+    assert (info.status, info.attempts) == (Status.RETRYING, 1)
+    assert raw.zscore(keys.DUE, "run-1") == clock.now_ms()
+    assert raw.zscore(keys.LEASES, "run-1") is None
+    last = store.events("run-1")[-1]
+    assert (last.type, last.fields["reason"]) == ("run_retrying", "shutdown")
+    assert store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS).attempt == 2
+
+
+def test_dead_letter_creates_missing_record(store: RedisStore, raw: redis.Redis) -> None:
+    """dead_letter() of an unknown run creates it dead, from the message's graph and raw inputs."""
+    assert store.dead_letter(
+        "foreign-1",
+        reason="unknown_graph",
+        error_type="UnknownGraph",
+        message="no worker has published graph 'nope'",
+        graph="nope",
+        inputs_json='{"x": 1}',
+        idempotency_key="ext-7",
+        max_attempts=4,
+    )
+    info = store.get("foreign-1")
+    assert (info.status, info.graph, info.reason, info.attempts, info.max_attempts) == (
+        Status.DEAD, "nope", "unknown_graph", 0, 4,
+    )  # fmt: skip
+    assert info.error == "UnknownGraph: no worker has published graph 'nope'"
+    assert raw.hget(keys.run("foreign-1"), "inputs") == b'{"x": 1}'
+    assert raw.zscore(keys.DEAD, "foreign-1") is not None
+    assert raw.get(keys.idem("ext-7")) == b"foreign-1"
+    assert 0 < raw.ttl(keys.idem("ext-7")) <= DEAD_RETENTION_S
+    assert [e.type for e in store.events("foreign-1")] == ["run_enqueued", "run_dead_lettered"]
+
+
+def test_dead_letter_updates_active_run_and_refuses_terminal(store: RedisStore, raw: redis.Redis) -> None:
+    """dead_letter() moves an active run to dead (fencing its attempt) and refuses a terminal one."""
+    make_run(store, idempotency_key="idem-d")
+    ctx = start(store)
+    assert store.dead_letter("run-1", reason="invalid_inputs", error_type="InvalidInputs", message="bad")
+    info = store.get("run-1")
+    assert (info.status, info.reason, info.error) == (Status.DEAD, "invalid_inputs", "InvalidInputs: bad")
+    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
+    assert raw.ttl(keys.idem("idem-d")) > 0  # the run's own key found although the caller gave none
+    assert not store.dead_letter("run-1", reason="bad_message", error_type="X", message="again")
+    assert store.get("run-1").reason == "invalid_inputs"
+
+
+def test_reaper_lock_belongs_to_its_owner(store: RedisStore, raw: redis.Redis) -> None:
+    """The reaper lock is SET NX PX; only its owner may extend or release it."""
+    assert store.acquire_lock("reaper-a", 30_000) is True
+    assert store.acquire_lock("reaper-b", 30_000) is False
+    assert store.extend_lock("reaper-b", 60_000) is False
+    assert store.release_lock("reaper-b") is False
+    assert raw.get(keys.REAPER_LOCK) == b"reaper-a"
+    assert store.extend_lock("reaper-a", 60_000) is True
+    assert 30_000 < raw.pttl(keys.REAPER_LOCK) <= 60_000
+    assert store.release_lock("reaper-a") is True
+    assert store.acquire_lock("reaper-b", 30_000) is True

@@ -9,7 +9,7 @@ over, as any at-least-once retry may. Nothing malformed raises out of ``decode``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
@@ -117,25 +117,33 @@ class CheckpointCodec:
         self,
         *,
         seq: int,
-        state: Any,
-        inputs: Any,
-        next_task: Mapping[str, Any] | None = None,
-        output: Any = None,
+        state: str = "null",
+        inputs: str = "null",
+        next_task: tuple[str, str, list[tuple[str, str, int]]] | None = None,
+        output: str = "null",
         finished: bool = False,
     ) -> str:
-        """The JSON text of a checkpoint whose parts were already dumped through ``Codec.dump``."""
-        doc = {
-            "format": FORMAT_VERSION,
-            "graph": self.graph_name,
-            "fingerprint": self.fingerprint,
-            "seq": seq,
-            "state": state,
-            "inputs": inputs,
-            "next": next_task,
-            "finished": finished,
-            "output": output,
-        }
-        return json.dumps(doc, separators=(",", ":"))
+        """A checkpoint's JSON text, from parts already written as JSON text by ``Codec.dump``.
+
+        The parts are spliced in rather than parsed and dumped again: on the hot path, a
+        state is serialized once per boundary.
+        """
+        head = json.dumps(
+            {
+                "format": FORMAT_VERSION,
+                "graph": self.graph_name,
+                "fingerprint": self.fingerprint,
+                "seq": seq,
+                "finished": finished,
+            },
+            separators=(",", ":"),
+        )
+        nxt = "null"
+        if next_task is not None:
+            node_id, node_inputs, stack = next_task
+            stack_json = json.dumps(fork_stack_doc(stack), separators=(",", ":"))
+            nxt = f'{{"node_id":{json.dumps(node_id)},"inputs":{node_inputs},"fork_stack":{stack_json}}}'
+        return f'{head[:-1]},"state":{state},"inputs":{inputs},"next":{nxt},"output":{output}}}'
 
     def decode(self, payload: str | bytes) -> Restored | Discarded:
         try:

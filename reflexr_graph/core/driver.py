@@ -7,6 +7,7 @@ output as JSON. It knows nothing of Redis or Celery.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from opentelemetry import trace
 
 from reflexr_graph.core import pg, tracing
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.core.checkpoint import Discarded, Restored, fork_stack_doc, prefix_fork_stack
+from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
@@ -32,7 +33,7 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    inputs_json: Any = None
+    inputs_json: str = "null"
     inputs_ok: bool = True
     skipped: dict[str, int] = field(default_factory=dict)
 
@@ -60,13 +61,13 @@ class _Saver:
                 "boundary before %s not saved (%s); a retry resumes from the one before", task.node_id, why
             )
             return
-        nxt = {"node_id": task.node_id, "inputs": node_inputs, "fork_stack": fork_stack_doc(stack)}
-        self._save(
-            self.action.checkpoints.encode(
-                seq=self.seq + 1, state=state, inputs=self.inputs_json, next_task=nxt
-            ),
-            task.node_id,
+        payload = self.action.checkpoints.encode(
+            seq=self.seq + 1,
+            state=state,
+            inputs=self.inputs_json,
+            next_task=(task.node_id, node_inputs, stack),
         )
+        self._save(payload, task.node_id)
 
     def finish(self, run: pg.AnyRun, output: Any) -> Any:
         try:
@@ -78,13 +79,8 @@ class _Saver:
             ) from None
         # A finished checkpoint restores only the output, so it holds no state: a state that
         # would not read back must not stop the output from being kept.
-        self._save(
-            self.action.checkpoints.encode(
-                seq=self.seq + 1, state=None, inputs=None, output=output_json, finished=True
-            ),
-            None,
-        )
-        return output_json
+        self._save(self.action.checkpoints.encode(seq=self.seq + 1, output=output_json, finished=True), None)
+        return json.loads(output_json)
 
     def _save(self, payload: str, next_node: str | None) -> None:
         self.port.save_checkpoint(self.ctx, payload, seq=self.seq + 1, next_node=next_node)

@@ -8,6 +8,7 @@ never written down: dumping it would use it up before the fork that maps over it
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,20 +26,25 @@ class Codec:
 
     adapter: TypeAdapter[Any]
 
-    def dump(self, value: Any, *, same_class: bool = False) -> Any:
-        """The JSON-able form of ``value``, or NotReadable when it would not restore as it was."""
+    def dump(self, value: Any, *, same_class: bool = False) -> str:
+        """The JSON text of ``value``, or NotReadable when it would not restore as it was.
+
+        Writing and reading back go through pydantic-core's JSON path, the same one
+        ``load`` uses, so what passes here is exactly what a resume will read.
+        """
         if isinstance(value, Iterator | AsyncIterator):
             raise NotReadable("a one-shot iterator is never written down")
         try:
-            dumped = self.adapter.dump_python(value, mode="json", warnings=False)
-            back = self.adapter.validate_python(dumped)
+            dumped = self.adapter.dump_json(value, warnings=False)
+            back = self.adapter.validate_json(dumped)
         except Exception as exc:
             raise NotReadable(f"does not serialize through its type ({type(exc).__name__})") from None
         if back != value:
             raise NotReadable("reads back unequal")
         if same_class and type(back) is not type(value):
             raise NotReadable(f"reads back as {type(back).__name__}, not {type(value).__name__}")
-        return dumped
+        return dumped.decode()
 
-    def load(self, dumped: Any) -> Any:
-        return self.adapter.validate_python(dumped)
+    def load(self, parsed: Any) -> Any:
+        """Validate a part of a parsed checkpoint as JSON again, as ``dump`` checked it (only on resume)."""
+        return self.adapter.validate_json(json.dumps(parsed))

@@ -15,8 +15,8 @@ import itertools
 import statistics
 import time
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -184,7 +184,8 @@ def render(result: dict[str, Any]) -> str:
     for label, r in result["rows"].items():
         lines.append(
             f"| {label} | {r['plain_per_step_us']:.0f} | {r['added_per_step_us']:.0f} "
-            f"[{r['added_min_us']:.0f}-{r['added_max_us']:.0f}] | {r['rtt_us']:.0f} | {r['rtt_in_situ_us']:.0f} | "
+            f"[{r['added_min_us']:.0f}-{r['added_max_us']:.0f}] | {r['rtt_us']:.0f} | "
+            f"{r['rtt_in_situ_us']:.0f} | "
             f"{r['added_in_rtts']:.2f} [{r['rtts_min']:.2f}-{r['rtts_max']:.2f}] | "
             f"{r['early_save_us']:.0f} | {r['late_save_us']:.0f} |"
         )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 
-from reflexr_graph.core import pg, tracing
+from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
@@ -83,7 +84,11 @@ class _Saver:
         return json.loads(output_json)
 
     def _save(self, payload: str, next_node: str | None) -> None:
+        started = time.perf_counter()
         self.port.save_checkpoint(self.ctx, payload, seq=self.seq + 1, next_node=next_node)
+        attrs = {tracing.ATTR_GRAPH: self.action.name}
+        metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
+        metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
         trace.get_current_span().add_event(
             tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node or "__end__"}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from opentelemetry import trace
+
+from reflexr_graph.core import metrics
 
 TRACER = trace.get_tracer("reflexr_graph")
 
@@ -30,7 +33,11 @@ def traced_step(node_id: str, call: Callable[[Any], Awaitable[Any]]) -> Callable
     """Wrap a step so each execution gets an ``execute_step {node}`` span under ``invoke_workflow``."""
 
     async def run_step(ctx: Any) -> Any:
-        with TRACER.start_as_current_span(step_span_name(node_id), attributes={ATTR_NODE: node_id}):
-            return await call(ctx)
+        started = time.perf_counter()
+        try:
+            with TRACER.start_as_current_span(step_span_name(node_id), attributes={ATTR_NODE: node_id}):
+                return await call(ctx)
+        finally:
+            metrics.STEP_DURATION.record(time.perf_counter() - started, {ATTR_NODE: node_id})
 
     return run_step

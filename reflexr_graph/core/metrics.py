@@ -1,0 +1,31 @@
+"""Metric instruments. Through the OpenTelemetry API they cost nothing until an SDK is configured.
+
+Names are what dashboards and alerts rely on (deploy/grafana): keep them.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import metrics
+
+METER = metrics.get_meter("reflexr_graph")
+
+RUNS_STARTED = METER.create_counter("reflexr.runs.started", description="Runs whose first attempt started")
+RUNS_ENDED = METER.create_counter(
+    "reflexr.runs.ended", description="Runs that reached a terminal status, by outcome and reason"
+)
+ATTEMPTS = METER.create_counter(
+    "reflexr.attempts",
+    description="Attempts by how they ended: succeeded, failed, abandoned (the worker died), fenced",
+)
+DEAD_LETTERS = METER.create_counter("reflexr.dead_letters", description="Runs dead-lettered, by reason")
+CHECKPOINT_SAVE = METER.create_histogram(
+    "reflexr.checkpoint.save.duration", unit="s", description="Time to save one checkpoint (one round trip)"
+)
+CHECKPOINT_SIZE = METER.create_histogram("reflexr.checkpoint.size", unit="By", description="Checkpoint size")
+STEP_DURATION = METER.create_histogram("reflexr.step.duration", unit="s", description="Step duration by node")
+RUNS_RECOVERED = METER.create_counter(
+    "reflexr.runs.recovered", description="Runs the reaper re-enqueued after their lease lapsed"
+)
+
+ATTR_OUTCOME = "reflexr.outcome"
+ATTR_REASON = "reflexr.reason"

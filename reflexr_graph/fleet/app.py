@@ -1,0 +1,125 @@
+"""The Celery app of the fleet, configured for at-least-once delivery on Redis.
+
+Every setting here follows DESIGN.md's research; the comments say what goes wrong
+without it.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from celery import Celery
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+from reflexr_graph.core.action import GraphAction
+from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.store.redis_store import RedisStore
+
+UNACKED_RESTORE_INTERVAL_S = 5
+"""How often kombu looks for unacked messages older than the visibility timeout."""
+SOCKET_TIMEOUT_S = 10.0
+SOCKET_CONNECT_TIMEOUT_S = 5.0
+HEALTH_CHECK_INTERVAL_S = 10
+STORE_RETRIES = 2
+
+
+class FleetApp(Celery):
+    """A Celery app that also carries the fleet's settings, graph registry and store."""
+
+    def __init__(self, settings: Settings, registry: Mapping[str, GraphAction], **kwargs: Any) -> None:
+        super().__init__("reflexr_graph", **kwargs)
+        self.reflexr_settings = settings
+        self.reflexr_registry: dict[str, GraphAction] = dict(registry)
+        self._store: RedisStore | None = None
+        self._store_pid = 0
+
+    def new_store(self) -> RedisStore:
+        """A store with its own connection pool, for a thread that must not share one."""
+        settings = self.reflexr_settings
+        return RedisStore.from_url(
+            settings.redis_url,
+            run_retention_s=settings.run_retention_s,
+            dead_retention_s=settings.dead_retention_s,
+            # A renewal must fail before the lease lapses, not hang past it.
+            socket_timeout=min(SOCKET_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
+            socket_connect_timeout=min(SOCKET_CONNECT_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
+            # redis-py's default retries back off for seconds; an attempt must learn of an
+            # outage well within its lease TTL, so a blip is retried quickly and no more.
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), STORE_RETRIES),
+        )
+
+    def store(self) -> RedisStore:
+        """This process's store, created on first use (pool children each get their own)."""
+        pid = os.getpid()
+        if self._store is None or self._store_pid != pid:
+            self._store, self._store_pid = self.new_store(), pid
+        return self._store
+
+
+def _ssl_options(redis_url: str) -> dict[str, Any] | None:
+    """Certificate checking for rediss:// unless the URL says otherwise.
+
+    Without options kombu falls back to CERT_NONE, which accepts any certificate; redis-py
+    (the store) verifies by default, and the broker connection should not be weaker.
+    """
+    parts = urlsplit(redis_url)
+    if parts.scheme != "rediss":
+        return None
+    if any(key.startswith("ssl_") for key in parse_qs(parts.query)):
+        return None  # the URL's own ssl_* options win
+    return {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration the fleet runs with."""
+    return {
+        "broker_url": settings.redis_url,
+        "broker_use_ssl": _ssl_options(settings.redis_url),
+        # No result backend: outcomes live in the store, where the Client reads them.
+        "task_ignore_result": True,
+        # JSON only (G6): a pickle message could run code in the worker.
+        "task_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        # At-least-once: the message is acked only after the attempt ended, and a worker
+        # lost mid-task puts it back rather than dropping it.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "worker_prefetch_multiplier": 1,
+        # SIGTERM (remapped to SIGQUIT) waits this long for the running attempt, then
+        # cancels it and requeues its message at once.
+        "worker_soft_shutdown_timeout": settings.soft_shutdown_timeout_s,
+        "worker_enable_soft_shutdown_on_idle": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "broker_connection_retry_on_startup": True,
+        # A worker must outlast a long Redis outage rather than exit after 100 retries.
+        "broker_connection_max_retries": None,
+        "broker_transport_options": {
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S,
+            "unacked_restore_throttle": 1,
+            "socket_timeout": SOCKET_TIMEOUT_S,
+            "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
+            "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        },
+        "task_default_queue": settings.queue,
+        "worker_hijack_root_logger": False,
+    }
+
+
+def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
+    """A configured app with the ``reflexr_graph.run`` task and the reaper hooks registered."""
+    # Imported here: task and reaper import this module for FleetApp.
+    from reflexr_graph.fleet import reaper, task
+
+    app = FleetApp(settings, registry)
+    app.conf.update(celery_config(settings))
+    task.register(app)
+    reaper.install()
+    return app

@@ -1,0 +1,232 @@
+"""The reaper: re-enqueues runs whose lease lapsed and runs whose retry is due.
+
+Every worker runs one in its main process, but only the one holding the Redis lock acts,
+so the fleet sends each due message once. It is what makes recovery take about one lease
+TTL (G5) instead of one broker visibility timeout: a worker that died leaves its message
+unacked for an hour, but its lease lapses in seconds, and the reaper then sends a new
+message. Retries wait in the store's due set rather than in a Celery countdown, which on
+Redis is delivered again and again once it outlives the visibility timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from celery import signals
+
+from reflexr_graph import schemas
+from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.store import keys
+from reflexr_graph.store.records import text
+from reflexr_graph.store.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 1.0
+PUBLISH_EVERY_S = 60.0
+PRUNE_EVERY_S = 300.0
+SEND_RETRY_DELAY_MS = 2000
+"""A message that could not be sent is tried again this much later."""
+_WARN_EVERY_S = 30.0
+
+
+def lock_ttl_ms(lease_ttl_s: float, interval_s: float = INTERVAL_S) -> int:
+    """How long the reaper lock outlives its holder.
+
+    No longer than a lease TTL (capped at 10 s), so a reaper that died with its worker is
+    replaced about as fast as that worker's leases lapse; at least three ticks, so a
+    holder that is merely slow keeps it.
+    """
+    return int(max(3 * interval_s, min(lease_ttl_s, 10.0)) * 1000)
+
+
+class Reaper:
+    """One reaper loop. :meth:`tick` is one pass; :meth:`start` runs it every ``interval_s`` in a thread."""
+
+    def __init__(self, app: FleetApp, store: RedisStore, *, interval_s: float = INTERVAL_S) -> None:
+        self.app = app
+        self.store = store
+        self.interval_s = interval_s
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lock_ttl_ms = lock_ttl_ms(app.reflexr_settings.lease_ttl_s, interval_s)
+        self.holding = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_publish = 0.0
+        self._next_prune = time.monotonic() + PRUNE_EVERY_S
+        self._last_warning = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="reflexr-reaper", daemon=True)
+        self._thread.start()
+        log.info(
+            "reaper %s started: checks lapsed leases and due retries every %.1fs", self.owner, self.interval_s
+        )
+
+    def stop(self) -> None:
+        """Stop the loop and hand the lock over, so another worker's reaper takes over at once."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+        if self.holding:
+            try:
+                self.store.release_lock(self.owner)
+                log.info(
+                    "reaper %s stopped and released its lock; another worker's reaper takes over", self.owner
+                )
+            except StoreUnavailable:
+                log.info("reaper %s stopped; its lock expires within %d ms", self.owner, self.lock_ttl_ms)
+            self.holding = False
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except StoreUnavailable:
+                # The lock (if held) survives a Redis restart with AOF; the next extend says.
+                self._warn("Redis unreachable; the reaper tries again in %.1fs", self.interval_s)
+            except Exception:
+                # The reaper is what recovers runs: a bug in one pass must not stop the next.
+                log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
+            self._stop.wait(self.interval_s)
+
+    def _warn(self, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S:
+            self._last_warning = now
+            log.warning(msg, *args)
+
+    # -- one pass ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One pass: publish schemas when due, take or keep the lock, then reap and dispatch."""
+        now = time.monotonic()
+        if now >= self._next_publish:
+            self.publish()
+        if not self._hold_lock():
+            return
+        self.reap()
+        self.dispatch_due()
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_EVERY_S
+            pruned = self.store.prune()
+            if pruned:
+                log.info("pruned %d index entries of expired runs", pruned)
+
+    def publish(self) -> None:
+        """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""
+        written = schemas.publish(self.store, self.app.reflexr_registry.values())
+        if written:
+            log.info("published the schemas of %s", ", ".join(written))
+        self._next_publish = time.monotonic() + PUBLISH_EVERY_S
+
+    def _hold_lock(self) -> bool:
+        if self.holding:
+            self.holding = self.store.extend_lock(self.owner, self.lock_ttl_ms)
+            if not self.holding:
+                log.warning("reaper %s lost its lock; another worker's reaper acts now", self.owner)
+            return self.holding
+        self.holding = self.store.acquire_lock(self.owner, self.lock_ttl_ms)
+        if self.holding:
+            log.info("reaper %s took the lock; it now re-enqueues lapsed and due runs", self.owner)
+        return self.holding
+
+    def reap(self) -> list[str]:
+        """Recover runs whose lease lapsed; each becomes due now, or dead when out of attempts."""
+        recovered = self.store.reap()
+        for run_id in recovered:
+            log.warning(
+                "run %s: its worker stopped renewing the lease; counted as an abandoned attempt, "
+                "re-enqueued now (or dead-lettered if it had no attempts left)",
+                run_id,
+            )
+        return recovered
+
+    def dispatch_due(self) -> int:
+        """Send the Celery message of every due run; returns how many were sent."""
+        sent = 0
+        for run_id, score in self.store.due():
+            fields = message_fields(self.store, run_id)
+            if fields is None:
+                # Its record expired or was purged: nothing to run.
+                self.store.ack_due(run_id, score)
+                continue
+            graph, inputs, state, idempotency_key = fields
+            try:
+                send_run(self.app, run_id, graph, inputs, state, idempotency_key)
+            except Exception as exc:
+                log.warning(
+                    "run %s: sending its message failed (%s); trying again in %d ms",
+                    run_id,
+                    type(exc).__name__,
+                    SEND_RETRY_DELAY_MS,
+                )
+                self.store.bump_due(run_id, SEND_RETRY_DELAY_MS)
+                continue
+            self.store.ack_due(run_id, score)
+            log.info("run %s: due; sent its message, a worker claims it next", run_id)
+            sent += 1
+        return sent
+
+
+def message_fields(store: RedisStore, run_id: str) -> tuple[str, Any, Any, str | None] | None:
+    """The ``graph, inputs, state, idempotency_key`` a run's message carries, from its record."""
+    raw = store.client.hmget(keys.run(run_id), ["graph", "inputs", "state", "idempotency_key"])
+    graph, inputs_raw, state_raw, idem = (text(v) for v in raw)
+    if not graph:
+        return None
+    try:
+        inputs = json.loads(inputs_raw) if inputs_raw else None
+        state = json.loads(state_raw) if state_raw else None
+    except ValueError:
+        # Not JSON: send the text as is; the task dead-letters it with a clear reason.
+        inputs, state = inputs_raw, None
+    return graph, inputs, state, (idem or None)
+
+
+# -- wiring into the worker's main process ----------------------------------------------------
+
+_reapers: dict[int, Reaper] = {}
+_installed = False
+
+
+def _on_worker_ready(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if not isinstance(app, FleetApp) or id(app) in _reapers:
+        return
+    # Started here, after the pool forked its children: they must not inherit a running thread.
+    reaper = Reaper(app, app.new_store())
+    _reapers[id(app)] = reaper
+    try:
+        # Before the worker reports ready, so a client told "ready" can enqueue at once.
+        reaper.publish()
+    except StoreUnavailable:
+        log.warning("Redis unreachable; the graphs' schemas are published once it is back")
+    reaper.start()
+
+
+def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    reaper = _reapers.pop(id(app), None)
+    if reaper is not None:
+        reaper.stop()
+
+
+def install() -> None:
+    """Start a reaper in the main process of every worker of a FleetApp, and stop it at shutdown."""
+    global _installed
+    if not _installed:
+        signals.worker_ready.connect(_on_worker_ready, weak=False)
+        signals.worker_shutdown.connect(_on_worker_shutdown, weak=False)
+        _installed = True

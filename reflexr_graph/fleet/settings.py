@@ -1,0 +1,128 @@
+"""Fleet settings, read from ``REFLEXR_*`` environment variables.
+
+A typo in a variable name would otherwise be ignored silently and the default used, so
+an unknown ``REFLEXR_*`` variable is an error that names it and lists the known ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from reflexr_graph.errors import SettingsError
+
+ENV_PREFIX = "REFLEXR_"
+REDIS_SCHEMES = ("redis", "rediss")
+LEASE_TO_VISIBILITY_FACTOR = 4
+"""The lease TTL may be at most this fraction of the visibility timeout (see the validator)."""
+
+DAY_S = 24 * 3600
+
+
+class Settings(BaseSettings):
+    """Everything a worker, the reaper and the clients read from the environment."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    graphs: Annotated[tuple[str, ...], NoDecode] = ()
+    queue: str = Field("reflexr", min_length=1)
+    max_attempts: int = Field(5, ge=1)
+    retry_backoff_s: float = Field(2.0, gt=0)
+    retry_backoff_max_s: float = Field(300.0, gt=0)
+    lease_ttl_s: float = Field(30.0, gt=0)
+    visibility_timeout_s: float = Field(3600.0, gt=0)
+    run_retention_s: int = Field(7 * DAY_S, gt=0)
+    dead_retention_s: int = Field(30 * DAY_S, gt=0)
+    soft_shutdown_timeout_s: float = Field(10.0, ge=0)
+
+    @field_validator("graphs", mode="before")
+    @classmethod
+    def _split_graphs(cls, value: Any) -> Any:
+        # The environment gives one comma-separated string; code may pass a list.
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str) -> str:
+        scheme = urlsplit(value).scheme
+        if scheme not in REDIS_SCHEMES:
+            # The URL may hold a password, so only its scheme is echoed.
+            raise ValueError(
+                f"must start with redis:// or rediss:// (got scheme {scheme!r}), "
+                "e.g. redis://:password@host:6379/0"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> Self:
+        if self.lease_ttl_s * LEASE_TO_VISIBILITY_FACTOR > self.visibility_timeout_s:
+            # A worker that dies must be recovered by its lease lapsing, long before the
+            # broker redelivers its message; and a long step must never outlive the
+            # visibility timeout by less than a few lease renewals.
+            raise ValueError(
+                f"lease_ttl_s ({self.lease_ttl_s:g}) must be well below visibility_timeout_s "
+                f"({self.visibility_timeout_s:g}): at most 1/{LEASE_TO_VISIBILITY_FACTOR} of it; "
+                f"lower {ENV_PREFIX}LEASE_TTL_S or raise {ENV_PREFIX}VISIBILITY_TIMEOUT_S"
+            )
+        if self.retry_backoff_max_s < self.retry_backoff_s:
+            raise ValueError(
+                f"retry_backoff_max_s ({self.retry_backoff_max_s:g}) must be at least retry_backoff_s "
+                f"({self.retry_backoff_s:g}); raise {ENV_PREFIX}RETRY_BACKOFF_MAX_S"
+            )
+        return self
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        return int(self.lease_ttl_s * 1000)
+
+
+def known_env_vars() -> list[str]:
+    """Every environment variable the settings read, e.g. ``REFLEXR_REDIS_URL``."""
+    return sorted(ENV_PREFIX + name.upper() for name in Settings.model_fields)
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Raise SettingsError for a ``REFLEXR_*`` variable that is not a known setting."""
+    known = set(known_env_vars())
+    unknown = sorted(k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known)
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.upper(), known, n=1)
+        if close:
+            hints.append(f"{name} -> {close[0]}?")
+    hint = f" (did you mean: {', '.join(hints)})" if hints else ""
+    raise SettingsError(
+        f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}{hint}: "
+        f"remove or rename {'them' if len(unknown) > 1 else 'it'}; the known settings are "
+        f"{', '.join(sorted(known))}"
+    )
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per invalid setting, named as its environment variable, without its value."""
+    lines = []
+    for err in exc.errors(include_input=False, include_url=False, include_context=False):
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = err["loc"]
+        lines.append(f"{ENV_PREFIX}{str(loc[0]).upper()}: {msg}" if loc else msg)
+    return "invalid settings: " + "; ".join(lines)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment (``overrides`` win), or SettingsError saying what to fix."""
+    check_environment(os.environ)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc)) from None

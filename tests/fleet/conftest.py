@@ -1,0 +1,240 @@
+"""Fixtures for fleet tests: real ``celery -A workers worker`` subprocesses on a real Redis.
+
+Every worker runs in its own session (process group), so teardown kills it and its pool
+children by group id whatever state the test left them in. Pool children are found with
+``ps --ppid``. Waits poll a condition against a deadline; nothing sleeps a fixed time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import redis
+
+from reflexr_graph.client import Client
+from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.store import keys
+from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.redis_store import RedisStore
+from tests.fleet import graphs
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_S = 45.0
+POLL_S = 0.05
+
+T = TypeVar("T")
+
+FAST_ENV = {
+    "REFLEXR_LEASE_TTL_S": "3",
+    "REFLEXR_MAX_ATTEMPTS": "3",
+    "REFLEXR_RETRY_BACKOFF_S": "0.05",
+    "REFLEXR_RETRY_BACKOFF_MAX_S": "0.2",
+    "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1",
+}
+"""Small TTLs and backoffs, so crash tests recover in seconds."""
+
+
+def wait_for(condition: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
+    """Poll ``condition()`` until it returns something truthy, and return that; fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(POLL_S)
+
+
+@dataclass
+class Worker:
+    """One ``celery worker`` subprocess and its log."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def children(self) -> list[int]:
+        out = subprocess.run(["ps", "--ppid", str(self.pid), "-o", "pid="], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def child(self) -> int:
+        """The one pool child (workers started with ``-c 1``)."""
+        return wait_for(lambda: self.children()[:1], 20, f"{self.name}'s pool child")[0]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def wait_log(self, text: str, timeout: float = 30.0) -> None:
+        wait_for(lambda: text in self.log(), timeout, f"{text!r} in {self.name}'s log")
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"worker {self.name} did not exit within {timeout:g}s\n{self.log()[-3000:]}")
+
+    def kill_group(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+
+
+@dataclass
+class Fleet:
+    """Starts workers against one Redis; :meth:`close` kills every one of them."""
+
+    redis_url: str
+    log_dir: Path
+    queue: str
+    env: dict[str, str] = field(default_factory=dict)
+    workers: list[Worker] = field(default_factory=list)
+
+    def settings(self, **overrides: Any) -> Settings:
+        values = {k.removeprefix("REFLEXR_").lower(): v for k, v in {**FAST_ENV, **self.env}.items()}
+        return load_settings(**{**values, "redis_url": self.redis_url, "queue": self.queue, **overrides})
+
+    def worker_env(self, extra: dict[str, str]) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.upper().startswith("REFLEXR_")}
+        return {
+            **base,
+            **FAST_ENV,
+            "REFLEXR_REDIS_URL": self.redis_url,
+            "REFLEXR_QUEUE": self.queue,
+            "REFLEXR_GRAPHS": graphs.REFS,
+            "REMAP_SIGTERM": "SIGQUIT",
+            "PYTHONPATH": str(ROOT),
+            **self.env,
+            **extra,
+        }
+
+    def start(self, concurrency: int = 1, *, wait: bool = True, **env: str) -> Worker:
+        name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
+        log_path = self.log_dir / f"{name}.log"
+        argv = [
+            sys.executable, "-m", "celery", "-A", "workers", "worker",
+            "--pool=prefork", "-c", str(concurrency),
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
+        ]  # fmt: skip
+        with log_path.open("wb") as out:
+            proc = subprocess.Popen(
+                argv, cwd=ROOT, env=self.worker_env(env), stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        worker = Worker(name, proc, log_path)
+        self.workers.append(worker)
+        if wait:
+            self.wait_ready(worker)
+        return worker
+
+    def wait_ready(self, worker: Worker) -> None:
+        def ready() -> bool:
+            if not worker.alive():
+                pytest.fail(f"worker {worker.name} exited at startup:\n{worker.log()[-3000:]}")
+            return " ready." in worker.log()
+
+        wait_for(ready, READY_TIMEOUT_S, f"worker {worker.name} to be ready")
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.kill_group()
+
+    def dump_logs(self) -> str:
+        return "\n".join(f"===== {w.name}\n{w.log()[-6000:]}" for w in self.workers)
+
+
+@pytest.fixture
+def fleet(redis_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    f = Fleet(redis_url, tmp_path, queue=f"fleet-{uuid.uuid4().hex[:8]}")
+    try:
+        yield f
+    finally:
+        f.close()
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(f.dump_logs())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    # Lets the fleet fixture print the workers' logs when the test body failed.
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def client_for() -> Iterator[Callable[[Fleet], Client]]:
+    clients: list[Client] = []
+
+    def make(f: Fleet) -> Client:
+        c = Client(f.settings())
+        clients.append(c)
+        return c
+
+    try:
+        yield make
+    finally:
+        for c in clients:
+            c.close()
+
+
+# -- reading what happened ---------------------------------------------------------------------
+
+
+def executions(r: redis.Redis, run_id: str) -> list[str]:
+    """``node:attempt`` for every step execution of the run, in order."""
+    return [v.decode() for v in r.lrange(graphs.exec_key(run_id), 0, -1)]
+
+
+def count(r: redis.Redis, run_id: str, node: str) -> int:
+    return sum(1 for e in executions(r, run_id) if e.split(":")[0] == node)
+
+
+def events(store: RedisStore, run_id: str, kind: str | None = None) -> list[RunEvent]:
+    return [e for e in store.events(run_id) if kind is None or e.type == kind]
+
+
+def open_gate(r: redis.Redis, run_id: str, attempt: int | None = None) -> None:
+    r.rpush(f"gate:{run_id}" if attempt is None else f"gate:{run_id}:{attempt}", b"open")
+
+
+def assert_consistent(r: redis.Redis, run_id: str) -> None:
+    """The run is in exactly the status set its record names; a terminal run holds no lease or due entry."""
+    status = r.hget(keys.run(run_id), "status")
+    assert status is not None
+    status_s = status.decode()
+    members = [s for s in ("queued", "running", "retrying", "succeeded", "dead", "cancelled")
+               if r.zscore(keys.status_set(s), run_id) is not None]  # fmt: skip
+    assert members == [status_s]
+    if status_s in ("succeeded", "dead", "cancelled"):
+        assert r.zscore(keys.LEASES, run_id) is None
+        assert r.zscore(keys.DUE, run_id) is None
+    ckpt = r.hget(keys.ckpt(run_id), "data")
+    if ckpt is not None:
+        assert isinstance(json.loads(ckpt), dict)

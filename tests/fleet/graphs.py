@@ -1,0 +1,176 @@
+"""Graphs for fleet tests, loaded by worker subprocesses via ``REFLEXR_GRAPHS=tests.fleet.graphs:NAME``.
+
+Steps record every execution in Redis (``RPUSH exec:<run_id> <node>:<attempt>``), so a
+test counts executions across processes. Knobs in the inputs make a step block until
+the test opens a gate (so a test can kill a worker precisely mid-step), sleep, kill its
+own process, or fail.
+
+``shutdown_redis`` names a step that, on the first attempt, shuts the Redis server down
+just before it returns, so the checkpoint save that follows is what finds Redis gone.
+
+Gates: a gated step records its execution, then waits until the list ``gate:<run_id>``
+or ``gate:<run_id>:<attempt>`` gets an item (a test opens attempt 2's gate up front to
+let only the resumed attempt through), or until the file ``file_gate`` exists (for
+tests that take Redis down while the step waits).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from functools import cache
+from pathlib import Path
+
+import redis
+from pydantic import BaseModel, Field
+from pydantic_graph import GraphBuilder, StepContext
+
+from reflexr_graph import GraphAction, RunFailure, current_run
+from reflexr_graph.fleet.settings import Settings
+
+GATE_TIMEOUT_S = 90.0
+"""A gated step gives up after this long, so a forgotten gate cannot hang a worker forever."""
+
+
+class Knobs(BaseModel):
+    value: int = 0
+    gate: str | None = Field(None, description="the node that waits for its gate")
+    file_gate: str | None = Field(
+        None, description="a path the gated node waits for, instead of a Redis gate"
+    )
+    sleep_s: float = 0.0
+    shutdown_redis: str | None = Field(None, description="the node that shuts Redis down (attempt 1 only)")
+    secret: str | None = None
+
+
+class Tally(BaseModel):
+    steps: list[str] = []
+
+
+@cache
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=10)
+
+
+def r() -> redis.Redis:
+    # The worker's own Redis (REFLEXR_REDIS_URL), read lazily: tests set it per worker.
+    return _redis(Settings().redis_url)
+
+
+def exec_key(run_id: str) -> str:
+    return f"exec:{run_id}"
+
+
+def gate_keys(run_id: str, attempt: int) -> list[str]:
+    return [f"gate:{run_id}", f"gate:{run_id}:{attempt}"]
+
+
+def record(node: str) -> None:
+    run = current_run()
+    r().rpush(exec_key(run.run_id), f"{node}:{run.attempt}")
+
+
+def _wait_redis_gate() -> None:
+    run = current_run()
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    # Synchronous on purpose: the step blocks the event loop, and the lease must survive that.
+    while time.monotonic() < deadline:
+        if r().blpop(gate_keys(run.run_id, run.attempt), timeout=1):
+            return
+    raise TimeoutError(f"gate of run {run.run_id} never opened")
+
+
+def _wait_file_gate(path: str) -> None:
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("file gate never opened")
+        time.sleep(0.02)  # the step's own polling, not a test wait
+
+
+async def visit(node: str, ctx: StepContext[Tally, None, Knobs]) -> Knobs:
+    record(node)
+    knobs = ctx.inputs
+    if knobs.sleep_s:
+        await asyncio.sleep(knobs.sleep_s)
+    if knobs.gate == node:
+        if knobs.file_gate:
+            _wait_file_gate(knobs.file_gate)
+        else:
+            _wait_redis_gate()
+    ctx.state.steps.append(node)
+    if knobs.shutdown_redis == node and current_run().attempt == 1:
+        _shutdown_redis()
+    return knobs
+
+
+def _shutdown_redis() -> None:
+    # The server answers SHUTDOWN by closing the connection; the driver's checkpoint save,
+    # right after this step returns, is then the first write to find Redis gone.
+    with contextlib.suppress(redis.ConnectionError):
+        r().shutdown()
+
+
+# -- steps: s1 -> s2 -> s3, any of them gated ------------------------------------------------
+
+
+def _steps() -> GraphAction:
+    g = GraphBuilder(name="steps", state_type=Tally, input_type=Knobs, output_type=dict[str, object])
+
+    @g.step
+    async def s1(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
+        return await visit("s1", ctx)
+
+    @g.step
+    async def s2(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
+        return await visit("s2", ctx)
+
+    @g.step
+    async def s3(ctx: StepContext[Tally, None, Knobs]) -> dict[str, object]:
+        await visit("s3", ctx)
+        run = current_run()
+        return {"value": ctx.inputs.value, "steps": ctx.state.steps, "attempt": run.attempt}
+
+    g.add(
+        g.edge_from(g.start_node).to(s1),
+        g.edge_from(s1).to(s2),
+        g.edge_from(s2).to(s3),
+        g.edge_from(s3).to(g.end_node),
+    )
+    return GraphAction(g.build())
+
+
+# -- failing graphs: s1, then a step that fails in some way ------------------------------------
+
+
+def _failing(name: str, how: str) -> GraphAction:
+    g = GraphBuilder(name=name, state_type=Tally, input_type=Knobs, output_type=int)
+
+    @g.step
+    async def s1(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
+        return await visit("s1", ctx)
+
+    @g.step
+    async def bad(ctx: StepContext[Tally, None, Knobs]) -> int:
+        record("bad")
+        if how == "raise":
+            raise RuntimeError("boom on purpose")
+        if how == "permanent":
+            raise RunFailure("this document can never be processed", reason="bad_document", permanent=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0  # never reached
+
+    g.add(g.edge_from(g.start_node).to(s1), g.edge_from(s1).to(bad), g.edge_from(bad).to(g.end_node))
+    return GraphAction(g.build())
+
+
+steps = _steps()
+always_fails = _failing("always_fails", "raise")
+permanent = _failing("permanent", "permanent")
+kills_worker = _failing("kills_worker", "kill")
+
+ALL = (steps, always_fails, permanent, kills_worker)
+REFS = ",".join(f"tests.fleet.graphs:{a.name}" for a in ALL)

@@ -1,0 +1,1 @@
+"""Modules that ``module:attribute`` references in registry tests point at."""

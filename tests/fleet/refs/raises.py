@@ -1,0 +1,3 @@
+"""A module whose import raises."""
+
+raise RuntimeError("configuration missing")

@@ -1,0 +1,351 @@
+"""Crash and shutdown tests with real worker subprocesses (G1-G5)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from reflexr_graph.client import Client
+from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.model import Status
+from reflexr_graph.store.redis_store import RedisStore
+from tests.fleet.conftest import (
+    Fleet,
+    assert_consistent,
+    count,
+    events,
+    executions,
+    open_gate,
+    wait_for,
+)
+from tests.redis_server import RedisFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def entered(r: redis.Redis, run_id: str, node: str, attempt: int) -> Callable[[], bool]:
+    return lambda: f"{node}:{attempt}" in executions(r, run_id)
+
+
+def attempt_started_at(store: RedisStore, run_id: str, attempt: int) -> float | None:
+    for e in events(store, run_id, "attempt_started"):
+        if e.fields.get("attempt") == str(attempt):
+            return e.at
+    return None
+
+
+def test_happy_path(fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis) -> None:
+    """A run enqueued through the Client runs every step once on a real worker and succeeds."""
+    fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 7})
+    info = client.wait(run_id, timeout=30)
+    assert info.status is Status.SUCCEEDED
+    assert info.output == {"value": 7, "steps": ["s1", "s2", "s3"], "attempt": 1}
+    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s3:1"]
+    assert_consistent(redis_client, run_id)
+
+
+def test_sigkill_of_pool_child_mid_step_resumes_from_checkpoint(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G1/G2: SIGKILL of the pool child mid-step; the run still succeeds and the step before the
+    checkpoint (s1) ran exactly once; only the step in flight (s2) ran again."""
+    worker = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 1, "gate": "s2"})
+    open_gate(redis_client, run_id, attempt=2)  # only the resumed attempt passes s2
+    wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start")
+    os.kill(worker.child(), signal.SIGKILL)  # the pool child only: the worker itself stays up
+    info = client.wait(run_id, timeout=60)
+    assert info.status is Status.SUCCEEDED, info
+    assert info.attempts == 2
+    assert count(redis_client, run_id, "s1") == 1
+    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s2:2", "s3:2"]
+    assert [e.fields.get("reason") for e in events(client.store, run_id, "attempt_failed")] == ["abandoned"]
+    assert worker.alive()
+    assert_consistent(redis_client, run_id)
+
+
+def test_sigkill_of_whole_worker_resumes_on_another_within_a_lease_ttl(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G5: SIGKILL of the worker's main process mid-step (lease TTL 3 s, visibility timeout
+    3600 s); a second worker resumes the run from its checkpoint after about one lease TTL,
+    not the visibility timeout. The recovery time is printed, not asserted."""
+    first = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 2, "gate": "s2"})
+    open_gate(redis_client, run_id, attempt=2)
+    wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start on the first worker")
+    second = fleet.start()
+    killed_at = time.time()
+    first.signal(signal.SIGKILL)
+    first.wait_exit(10)
+    resumed_at = wait_for(lambda: attempt_started_at(client.store, run_id, 2), 60, "attempt 2 to start")
+    info = client.wait(run_id, timeout=60)
+    done_at = time.time()
+    print(
+        f"\nSIGKILL of the whole worker: attempt 2 started {resumed_at - killed_at:.2f}s after the kill, "
+        f"run succeeded {done_at - killed_at:.2f}s after it (lease TTL 3s, visibility timeout 3600s)"
+    )
+    assert info.status is Status.SUCCEEDED, info
+    assert count(redis_client, run_id, "s1") == 1
+    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s2:2", "s3:2"]
+    assert f"run {run_id}: attempt 2" in second.log()
+    assert_consistent(redis_client, run_id)
+
+
+def test_sigterm_mid_step_requeues_and_resumes_elsewhere(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """Soft shutdown: SIGTERM (remapped to SIGQUIT) mid-step releases the lease and requeues the
+    message, so another worker resumes the run from its checkpoint without waiting for the
+    lease (TTL 20 s here) to lapse; the stopped worker exits cleanly."""
+    fleet.env["REFLEXR_LEASE_TTL_S"] = "20"
+    first = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 3, "gate": "s2"})
+    open_gate(redis_client, run_id, attempt=2)
+    wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start on the first worker")
+    second = fleet.start()
+    stopped_at = time.time()
+    first.signal(signal.SIGTERM)
+    resumed_at = wait_for(lambda: attempt_started_at(client.store, run_id, 2), 60, "attempt 2 to start")
+    info = client.wait(run_id, timeout=60)
+    first.wait_exit(30)
+    print(
+        f"\nSIGTERM: attempt 2 started {resumed_at - stopped_at:.2f}s after the signal "
+        f"(soft shutdown timeout 1s, lease TTL 20s)"
+    )
+    assert info.status is Status.SUCCEEDED, info
+    assert count(redis_client, run_id, "s1") == 1
+    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s2:2", "s3:2"]
+    retrying = [e.fields.get("reason") for e in events(client.store, run_id, "run_retrying")]
+    assert retrying == ["shutdown"], "the lease was not released at shutdown"
+    assert f"run {run_id}: attempt 2" in second.log()
+    assert_consistent(redis_client, run_id)
+
+
+def test_always_failing_step_is_dead_after_exactly_max_attempts(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G4: a step that always raises is dead-lettered after exactly max_attempts (3), with its
+    last error; the step before the checkpoint ran once."""
+    fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("always_fails", {})
+    info = client.wait(run_id, timeout=60)
+    assert info.status is Status.DEAD
+    assert (info.attempts, info.reason) == (3, "max_attempts")
+    assert info.error is not None and "boom on purpose" in info.error
+    assert count(redis_client, run_id, "bad") == 3
+    assert count(redis_client, run_id, "s1") == 1
+    assert [d.run_id for d in client.dead_letters()] == [run_id]
+    tb = client.traceback(run_id)
+    assert tb is not None and "RuntimeError" in tb
+    assert_consistent(redis_client, run_id)
+
+
+def test_step_that_kills_its_worker_every_time_is_dead_lettered(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G4: a step that SIGKILLs its own process on every attempt is dead-lettered after exactly
+    max_attempts (Redis keeps no delivery count; the run's attempt counter stops it), and the
+    worker keeps serving."""
+    worker = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("kills_worker", {})
+    info = client.wait(run_id, timeout=90)
+    assert info.status is Status.DEAD
+    assert (info.attempts, info.reason) == (3, "abandoned")
+    assert count(redis_client, run_id, "bad") == 3
+    assert worker.alive()
+    ok = client.enqueue("steps", {"value": 5})
+    assert client.wait(ok, timeout=30).status is Status.SUCCEEDED
+    assert_consistent(redis_client, run_id)
+
+
+def test_permanent_failure_is_dead_after_one_attempt(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G4: RunFailure(permanent=True) dead-letters the run after its first attempt, with the
+    step's reason code."""
+    fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("permanent", {})
+    info = client.wait(run_id, timeout=30)
+    assert info.status is Status.DEAD
+    assert (info.attempts, info.reason) == (1, "bad_document")
+    assert info.error is not None and "can never be processed" in info.error
+    assert count(redis_client, run_id, "bad") == 1
+
+
+def test_same_message_twice_at_once_runs_one_attempt(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G3: the same message delivered twice at once (two pool children) runs one attempt; the
+    duplicate is dropped as busy and runs no step."""
+    worker = fleet.start(concurrency=2)
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 4, "gate": "s2"})
+    send_run(client.app, run_id, "steps", {"value": 4, "gate": "s2"})
+    wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start")
+    worker.wait_log(f"run {run_id}: another attempt holds a live lease", 30)
+    open_gate(redis_client, run_id)
+    info = client.wait(run_id, timeout=30)
+    assert info.status is Status.SUCCEEDED
+    assert info.attempts == 1
+    assert len(events(client.store, run_id, "attempt_started")) == 1
+    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s3:1"]
+
+
+def test_stale_attempt_cannot_write_checkpoint_or_outcome(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G3: an attempt frozen mid-step (SIGSTOP) loses its lease; another attempt takes over and
+    finishes the run. When the frozen one wakes and finishes its step, it writes no checkpoint
+    and no outcome: the run keeps the second attempt's result."""
+    first = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 6, "gate": "s2"})
+    wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start on the first worker")
+    frozen = first.child()
+    fleet.start()
+    open_gate(redis_client, run_id, attempt=2)
+    os.kill(frozen, signal.SIGSTOP)
+    try:
+        info = client.wait(run_id, timeout=60)
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    assert info.status is Status.SUCCEEDED and info.attempts == 2
+    checkpoints_before = info.checkpoints
+    events_before = len(events(client.store, run_id))
+    open_gate(redis_client, run_id, attempt=1)
+    # The woken attempt finishes s2 (its step was in flight), then is fenced out.
+    wait_for(entered(redis_client, run_id, "s2", 1), 5, "s2 of attempt 1")
+    first.wait_log("records nothing more", 30)
+    after = client.get(run_id)
+    assert after.status is Status.SUCCEEDED
+    assert after.output == info.output and after.output["attempt"] == 2
+    assert after.checkpoints == checkpoints_before
+    assert len(events(client.store, run_id)) == events_before
+    assert "s3:1" not in executions(redis_client, run_id)
+    assert_consistent(redis_client, run_id)
+
+
+def test_runs_finish_when_redis_restarts_mid_flight(
+    private_redis: RedisFactory, tmp_path: Path, client_for: Callable[[Fleet], Client]
+) -> None:
+    """G1: Redis (AOF, fsync always) restarted while runs are in flight; workers reconnect and
+    every run still succeeds."""
+    server = private_redis(appendfsync="always")
+    fleet = Fleet(server.url, tmp_path, queue=f"restart-{uuid.uuid4().hex[:6]}")
+    try:
+        fleet.start()
+        fleet.start()
+        client = client_for(fleet)
+        run_ids = [client.enqueue("steps", {"value": i, "sleep_s": 0.3}) for i in range(6)]
+        r = redis.Redis.from_url(server.url)
+        wait_for(lambda: any(executions(r, rid) for rid in run_ids), 30, "a run to start")
+        r.close()
+        server.restart()
+        for rid in run_ids:
+            info = client.wait(rid, timeout=90)
+            assert info.status is Status.SUCCEEDED, info
+        r = redis.Redis.from_url(server.url)
+        for rid in run_ids:
+            assert count(r, rid, "s3") >= 1
+            assert_consistent(r, rid)
+        r.close()
+    except BaseException:
+        print(fleet.dump_logs())
+        raise
+    finally:
+        fleet.close()
+
+
+def test_redis_killed_mid_step(
+    private_redis: RedisFactory, tmp_path: Path, client_for: Callable[[Fleet], Client]
+) -> None:
+    """G1: Redis (AOF, fsync always) is killed while a step runs. The worker loses its broker
+    connection and cancels the attempt, which cannot release its lease; once Redis is back
+    the lease lapses, the reaper re-enqueues the run (an abandoned attempt) and it succeeds,
+    resuming after the step before the crash."""
+    server = private_redis(appendfsync="always")
+    fleet = Fleet(server.url, tmp_path, queue=f"kill-{uuid.uuid4().hex[:6]}")
+    gate = tmp_path / "gate"
+    try:
+        worker = fleet.start()
+        client = client_for(fleet)
+        run_id = client.enqueue("steps", {"value": 9, "gate": "s2", "file_gate": str(gate)})
+        with redis.Redis.from_url(server.url) as r:
+            wait_for(entered(r, run_id, "s2", 1), 30, "s2 to start")
+        server.kill()
+        gate.touch()
+        worker.wait_log(f"run {run_id} attempt 1", 30)
+        server.start()
+        client = client_for(fleet)  # fresh connections: the old pool's died with the server
+        info = client.wait(run_id, timeout=60)
+        assert info.status is Status.SUCCEEDED, info
+        assert info.attempts == 2
+        with redis.Redis.from_url(server.url) as r:
+            assert count(r, run_id, "s1") == 1
+            assert [e.fields.get("reason") for e in events(client.store, run_id, "attempt_failed")] == [
+                "abandoned"
+            ]
+            assert_consistent(r, run_id)
+        assert worker.alive()
+    except BaseException:
+        print(fleet.dump_logs())
+        raise
+    finally:
+        fleet.close()
+
+
+def test_redis_down_while_checkpoint_is_saved(
+    private_redis: RedisFactory, tmp_path: Path, client_for: Callable[[Fleet], Client]
+) -> None:
+    """G1: Redis goes down exactly as a step returns, so its checkpoint cannot be saved. The
+    attempt ends without writing anything (either its save fails with StoreUnavailable, or
+    Celery cancels it first on losing the broker, which is the same Redis); once Redis is back
+    the run is retried from the checkpoint before that step and succeeds, nothing corrupted.
+    (test_attempt.py drives the StoreUnavailable branch deterministically, in process.)"""
+    server = private_redis(appendfsync="always")
+    fleet = Fleet(server.url, tmp_path, queue=f"down-{uuid.uuid4().hex[:6]}")
+    try:
+        worker = fleet.start()
+        client = client_for(fleet)
+        run_id = client.enqueue("steps", {"value": 8, "shutdown_redis": "s2"})
+        wait_for(lambda: not server.running, 30, "the step to shut Redis down")
+        ended = (
+            f"run {run_id} attempt 1 failed (store_unavailable",
+            f"run {run_id} attempt 1: worker stopping",
+        )
+        wait_for(lambda: any(line in worker.log() for line in ended), 30, "attempt 1 to end")
+        server.start()
+        client = client_for(fleet)  # fresh connections: the old pool's died with the server
+        info = client.wait(run_id, timeout=60)
+        assert info.status is Status.SUCCEEDED, info
+        assert info.attempts == 2
+        with redis.Redis.from_url(server.url) as r:
+            # s1's checkpoint survived; s2 (in flight when Redis went down) ran again.
+            assert executions(r, run_id)[:2] == ["s1:1", "s2:1"]
+            assert count(r, run_id, "s1") == 1
+            assert [e.fields.get("reason") for e in events(client.store, run_id, "attempt_failed")] == [
+                "abandoned"
+            ]
+            assert_consistent(r, run_id)
+        assert worker.alive()
+    except BaseException:
+        print(fleet.dump_logs())
+        raise
+    finally:
+        fleet.close()

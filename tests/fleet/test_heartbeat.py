@@ -1,0 +1,72 @@
+"""The lease heartbeat against a real Redis: it renews, and cancels the attempt when the lease is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from reflexr_graph.fleet.heartbeat import Heartbeat
+from reflexr_graph.store import keys
+from reflexr_graph.store.redis_store import RedisStore
+from tests.fleet.conftest import wait_for
+from tests.fleet.inproc import claim, create_run, fleet_app
+from tests.redis_server import RedisFactory
+
+TTL_S = 0.6
+
+
+async def hang_until_cancelled(heartbeat: Heartbeat) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    heartbeat.bind(asyncio.get_running_loop(), task)
+    await asyncio.sleep(60)
+
+
+def test_renews_the_lease_until_stopped(redis_url: str) -> None:
+    """The lease expiry moves forward while the heartbeat runs, and stops moving once it is stopped."""
+    app = fleet_app(redis_url, lease_ttl_s=TTL_S)
+    store = app.store()
+    run_id = create_run(store, "g", 1)
+    ctx = claim(app, store, run_id).context()
+    first = store.client.zscore(keys.LEASES, run_id)
+    assert first is not None
+    with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb:
+        wait_for(
+            lambda: (store.client.zscore(keys.LEASES, run_id) or 0) > first + 2 * TTL_S * 1000, 20, "renewals"
+        )
+    assert hb.lost is None
+    stopped = store.client.zscore(keys.LEASES, run_id)
+    assert not hb._thread.is_alive()
+    assert store.client.zscore(keys.LEASES, run_id) == stopped
+    store.close()
+
+
+def test_cancels_the_attempt_when_the_run_is_taken_away(redis_url: str) -> None:
+    """Cancelling the run makes the next renewal fail; the heartbeat then cancels the attempt's task."""
+    app = fleet_app(redis_url, lease_ttl_s=TTL_S)
+    store = app.store()
+    run_id = create_run(store, "g", 1)
+    ctx = claim(app, store, run_id).context()
+    store.cancel(run_id)
+    started = time.monotonic()
+    with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb, pytest.raises(asyncio.CancelledError):
+        asyncio.run(hang_until_cancelled(hb))
+    assert hb.lost is not None and "cancelled" in hb.lost
+    assert time.monotonic() - started < 30
+    store.close()
+
+
+def test_cancels_the_attempt_when_redis_stays_unreachable_for_a_ttl(private_redis: RedisFactory) -> None:
+    """With Redis gone, renewals fail; after a whole TTL without one the heartbeat gives the attempt up."""
+    server = private_redis()
+    app = fleet_app(server.url, lease_ttl_s=TTL_S)
+    store: RedisStore = app.store()
+    run_id = create_run(store, "g", 1)
+    ctx = claim(app, store, run_id).context()
+    server.kill()
+    with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb, pytest.raises(asyncio.CancelledError):
+        asyncio.run(hang_until_cancelled(hb))
+    assert hb.lost is not None and "unreachable" in hb.lost
+    store.close()

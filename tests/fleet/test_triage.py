@@ -1,0 +1,84 @@
+"""The triage example graph, run in process by the task body against a real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import workers.examples.triage as example
+from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.task import handle
+from reflexr_graph.model import Status
+from tests.fleet.inproc import fleet_app
+
+DOCS = [
+    {"id": "a", "title": "Primary database down", "body": "outage, data loss risk"},
+    {"id": "b", "title": "Invoice charged twice", "body": "refund"},
+    {"id": "c", "title": "Newsletter draft"},
+]
+
+
+@pytest.fixture
+def app(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetApp]:
+    monkeypatch.setenv("REFLEXR_REDIS_URL", redis_url)
+    example._redis.cache_clear()
+    app = fleet_app(redis_url, example.triage, max_attempts=2)
+    yield app
+    app.store().close()
+    app.close()
+    example._redis.cache_clear()
+
+
+def test_triage_plans_classifies_each_document_and_reports(app: FleetApp) -> None:
+    """plan -> map(classify) -> join -> assess -> decision -> escalate: an outage makes it urgent;
+    steps get the run's idempotency key; each step ran once; checkpoints land at safe boundaries."""
+    handle(
+        app, "tri-1", (), {"graph": "triage", "inputs": {"documents": DOCS}, "idempotency_key": "ticket-7"}
+    )
+    info = app.store().get("tri-1")
+    assert info.status is Status.SUCCEEDED, info
+    assert info.output["verdict"] == "urgent" and info.output["urgent_documents"] == ["a"]
+    assert info.output["by_category"] == {"billing": 1, "general": 1, "incident": 1}
+    assert info.output["report_key"] == "ticket-7:report"
+    assert example.executions(app.store().client, "tri-1") == {
+        "plan": 1,
+        "classify": 3,
+        "assess": 1,
+        "escalate": 1,
+    }
+    progressed = [e.fields["next_node"] for e in app.store().events("tri-1") if e.type == "run_progressed"]
+    assert progressed[:2] == ["map", "assess"]
+
+
+def test_routine_documents_are_filed(app: FleetApp) -> None:
+    """The decision routes by class: without an urgent document the run takes the routine branch."""
+    handle(app, "tri-2", (), {"graph": "triage", "inputs": {"documents": DOCS[1:]}})
+    info = app.store().get("tri-2")
+    assert (info.status, info.output["verdict"]) == (Status.SUCCEEDED, "routine")
+
+
+def test_fail_until_fixed_is_dead_lettered_then_replays_after_the_fix(app: FleetApp) -> None:
+    """The demo knob: classification fails until the fix key is set; the run is dead-lettered after
+    max_attempts, then replayed once fixed, resuming after plan without running it again."""
+    store = app.store()
+    kwargs = {"graph": "triage", "inputs": {"documents": DOCS, "fail_until_fixed": True}}
+    handle(app, "poison", (), kwargs)
+    handle(app, "poison", (), kwargs)  # the retry
+    info = store.get("poison")
+    assert (info.status, info.attempts, info.reason) == (Status.DEAD, 2, "max_attempts")
+    assert example.FIXED_KEY in (info.error or "")
+    store.client.set(example.FIXED_KEY, "1")
+    store.replay("poison")
+    handle(app, "poison", (), kwargs)
+    info = store.get("poison")
+    assert info.status is Status.SUCCEEDED
+    assert example.executions(store.client, "poison")["plan"] == 1
+
+
+def test_invalid_triage_inputs_are_rejected_without_values(app: FleetApp) -> None:
+    """G4/G6: invalid inputs are dead-lettered at once, naming every failing field, not its value."""
+    handle(app, "bad", (), {"graph": "triage", "inputs": {"documents": [], "latency_s": -1}})
+    info = app.store().get("bad")
+    assert (info.status, info.reason) == (Status.DEAD, "invalid_inputs")
+    assert "inputs.documents" in (info.error or "") and "inputs.latency_s" in (info.error or "")

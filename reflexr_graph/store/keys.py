@@ -26,6 +26,8 @@ DUE = f"{PREFIX}:due"
 """Runs that need a Celery message sent, score = due ms."""
 REAPER_LOCK = f"{PREFIX}:reaper:lock"
 """Held by the one reaper that may act at a time."""
+GRAPHS = f"{PREFIX}:graphs"
+"""Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
 
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,

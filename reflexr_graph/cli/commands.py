@@ -1,0 +1,144 @@
+"""Verbs on runs: enqueue, status, runs, history, cancel, graphs, worker."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from reflexr_graph.cli import render
+from reflexr_graph.cli.app import JsonOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.inputs import parse_json
+from reflexr_graph.model import RunInfo, Status
+
+
+def finish(info: RunInfo, as_json: bool) -> None:
+    """Print a run; a run that ended dead or cancelled makes the command fail (exit 1)."""
+    if as_json:
+        render.print_json(render.run_json(info))
+    else:
+        render.run_detail(info)
+    if info.status in (Status.DEAD, Status.CANCELLED):
+        raise typer.Exit(1)
+
+
+@app.command()
+def enqueue(
+    ctx: typer.Context,
+    graph: Annotated[str, typer.Argument(help="Name of a graph a worker published (see `graphs`).")],
+    input_: Annotated[
+        str, typer.Option("--input", "-i", help="Inputs as JSON, or @file.json (@- reads stdin).")
+    ],
+    state: Annotated[str | None, typer.Option("--state", help="Initial state as JSON or @file.json.")] = None,
+    idempotency_key: Annotated[
+        str | None, typer.Option("--idempotency-key", "-k", help="Same key, same run.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run ends.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0, help="With --wait: give up after S seconds.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Queue a run of GRAPH; prints its run id (with --wait, the finished run)."""
+    inputs = parse_json(input_, "--input")
+    initial = None if state is None else parse_json(state, "--state")
+    client = client_of(ctx)
+    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key)
+    if not wait:
+        if as_json:
+            render.print_json({"run_id": run_id})
+        else:
+            print(run_id)
+        return
+    if not as_json:
+        render.err.print(f"queued {run_id}; waiting for it to end...")
+    finish(client.wait(run_id, timeout=timeout), as_json)
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one run."""
+    info = client_of(ctx).get(run_id)
+    if as_json:
+        render.print_json(render.run_json(info))
+    else:
+        render.run_detail(info)
+
+
+@app.command()
+def runs(
+    ctx: typer.Context,
+    status_: Annotated[
+        Status | None, typer.Option("--status", "-s", help="Only runs in this status.")
+    ] = None,
+    graph: Annotated[str | None, typer.Option("--graph", "-g", help="Only runs of this graph.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N runs.")] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """List runs, newest first."""
+    found = client_of(ctx).runs(status=status_, graph=graph, limit=limit)
+    if as_json:
+        render.print_json([render.run_json(i) for i in found])
+    else:
+        render.run_table(found, "runs")
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run's events, oldest first."""
+    events = client_of(ctx).history(run_id)
+    if as_json:
+        render.print_json([render.event_json(e) for e in events])
+    else:
+        render.event_table(events, run_id)
+
+
+@app.command()
+def cancel(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
+    yes: YesOpt = False,
+) -> None:
+    """Cancel a queued, running or retrying run."""
+    client = client_of(ctx)
+    info = client.get(run_id)
+    confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value})?", yes)
+    client.cancel(run_id)
+    render.out.print(f"cancelled {run_id}")
+
+
+@app.command()
+def graphs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List the graphs workers have published, with their input schemas."""
+    found = client_of(ctx).graphs()
+    if as_json:
+        render.print_json([g.model_dump(mode="json") for g in found])
+    else:
+        render.graph_table(found)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def worker(ctx: typer.Context) -> None:
+    """Start a worker; extra arguments go to `celery worker` (e.g. -c 4 -l info)."""
+    # Imported here: the worker remaps SIGTERM before Celery's pool is imported.
+    from reflexr_graph.fleet.worker import run_worker
+
+    argv = list(ctx.args)
+    state = ctx.find_root().obj
+    redis_url = getattr(state, "redis_url", None)
+    if redis_url:
+        os.environ["REFLEXR_REDIS_URL"] = redis_url  # the worker reads its settings from the env
+    code = run_worker(argv)
+    raise typer.Exit(int(code or 0))

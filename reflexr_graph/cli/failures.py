@@ -1,0 +1,30 @@
+"""CLI failures and the exit codes they map to: 1 a failed run or command, 2 bad usage or input."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A message for stderr plus the exit code the command ends with."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class BadInput(CliError):
+    """The command line or its input is wrong; the message says what to fix (exit 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class CommandFailed(CliError):
+    """The command ran but did not succeed, or a run ended dead or cancelled (exit 1)."""
+
+    exit_code = EXIT_FAILED

@@ -1,0 +1,131 @@
+"""Output: rich tables for people, plain JSON for ``--json``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.schemas import GraphSchema
+from reflexr_graph.store.records import RunEvent
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_STYLE = {
+    Status.QUEUED: "cyan",
+    Status.RUNNING: "blue",
+    Status.RETRYING: "yellow",
+    Status.SUCCEEDED: "green",
+    Status.DEAD: "red",
+    Status.CANCELLED: "magenta",
+}
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout, without any markup."""
+    print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def when(epoch_s: float) -> str:
+    """An epoch time as UTC ISO text, or ``-`` for none."""
+    if not epoch_s:
+        return "-"
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def status_text(status: Status) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status.value}[/]"
+
+
+def run_json(info: RunInfo) -> dict[str, Any]:
+    return info.model_dump(mode="json")
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    return {"id": event.id, "type": event.type, "at": event.at, "fields": event.fields}
+
+
+def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
+    """One run as a two-column table."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    rows = [
+        ("run", info.run_id),
+        ("graph", info.graph),
+        ("status", status_text(info.status)),
+        ("attempts", f"{info.attempts}/{info.max_attempts}"),
+        ("checkpoints", str(info.checkpoints)),
+        ("next node", info.next_node or "-"),
+        ("reason", info.reason or "-"),
+        ("error", info.error or "-"),
+        ("created", when(info.created_at)),
+        ("updated", when(info.updated_at)),
+    ]
+    if info.status is Status.SUCCEEDED:
+        rows.append(("output", json.dumps(info.output)))
+    for key, value in [*rows, *extra]:
+        table.add_row(key, value if key == "status" else _plain(value))
+    out.print(table)
+
+
+def _plain(value: str) -> str:
+    return value.replace("[", r"\[")
+
+
+def run_table(runs: list[RunInfo], title: str) -> None:
+    """Runs, one a row."""
+    if not runs:
+        out.print(f"no {title}")
+        return
+    table = Table(title=title)
+    for column in ("run", "graph", "status", "attempts", "next node", "reason", "updated"):
+        table.add_column(column, overflow="fold")
+    for info in runs:
+        table.add_row(
+            info.run_id,
+            _plain(info.graph),
+            status_text(info.status),
+            f"{info.attempts}/{info.max_attempts}",
+            _plain(info.next_node or "-"),
+            _plain(info.reason or "-"),
+            when(info.updated_at),
+        )
+    out.print(table)
+
+
+def event_table(events: list[RunEvent], run_id: str) -> None:
+    """A run's events, oldest first."""
+    table = Table(title=f"history of {run_id}")
+    for column in ("at", "event", "details"):
+        table.add_column(column, overflow="fold")
+    for event in events:
+        details = ", ".join(f"{k}={v}" for k, v in sorted(event.fields.items()) if v != "")
+        table.add_row(when(event.at), event.type, _plain(details))
+    out.print(table)
+
+
+def graph_table(graphs: list[GraphSchema]) -> None:
+    """Published graphs, one a row."""
+    if not graphs:
+        out.print("no graphs published yet: start a worker (reflexr-graph worker)")
+        return
+    table = Table(title="graphs")
+    for column in ("graph", "fingerprint", "max attempts", "inputs", "published"):
+        table.add_column(column, overflow="fold")
+    for entry in graphs:
+        fields = ", ".join(entry.inputs.get("properties", {})) or entry.inputs.get("type", "-")
+        table.add_row(
+            _plain(entry.name),
+            entry.fingerprint[:16],
+            str(entry.max_attempts or "default"),
+            _plain(str(fields)),
+            when(entry.published_at),
+        )
+    out.print(table)

@@ -1,0 +1,272 @@
+"""The Python client: enqueue runs, read them, wait for them, and act on dead letters.
+
+The client talks to the same Redis as the fleet: the store for run records, and the
+broker for the ``reflexr_graph.run`` Celery messages. It never imports a graph's code;
+inputs are validated against the JSON Schema a worker published (``schemas.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from types import TracebackType
+from typing import Any, Self
+
+from celery import Celery
+
+from reflexr_graph import errors, schemas
+from reflexr_graph.fleet.app import celery_config
+from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.model import TERMINAL, RunInfo, Status
+from reflexr_graph.store import keys
+from reflexr_graph.store.records import RunEvent, text
+from reflexr_graph.store.redis_store import RedisStore
+
+DISPATCH_GRACE_MS = 30_000
+"""If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+
+def _producer_app(settings: Settings) -> Celery:
+    """A Celery app that only sends messages, configured like the fleet (JSON, same queue)."""
+    app = Celery("reflexr_graph.client", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+def _to_json(value: Any, part: str) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise errors.InvalidInputs(
+            f"the {part} are not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
+            [{"loc": [part], "msg": "is not plain JSON", "type": "json"}],
+        ) from None
+
+
+class Client:
+    """Enqueue and manage runs. Build it with :meth:`from_url` or :meth:`from_settings`."""
+
+    def __init__(self, settings: Settings, store: RedisStore | None = None) -> None:
+        self.settings = settings
+        self.store = store or RedisStore.from_url(
+            settings.redis_url,
+            run_retention_s=settings.run_retention_s,
+            dead_retention_s=settings.dead_retention_s,
+        )
+        self._app: Celery | None = None
+
+    @classmethod
+    def from_url(cls, redis_url: str, **overrides: Any) -> Client:
+        """A client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
+        return cls(load_settings(redis_url=redis_url, **overrides))
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Client:
+        """A client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
+        return cls(settings or load_settings())
+
+    @property
+    def app(self) -> Celery:
+        """The producer Celery app, created on first send."""
+        if self._app is None:
+            self._app = _producer_app(self.settings)
+        return self._app
+
+    def close(self) -> None:
+        """Release the Redis and broker connections."""
+        if self._app is not None:
+            self._app.close()
+            self._app = None
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue ----------------------------------------------------------------------------
+
+    def graph(self, name: str) -> schemas.GraphSchema:
+        """The published schema entry of graph ``name``; UnknownGraph if no worker published it."""
+        return schemas.load(self.store, name)
+
+    def graphs(self) -> list[schemas.GraphSchema]:
+        """Every graph a worker has published, by name."""
+        return schemas.list_graphs(self.store)
+
+    def enqueue(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """Validate and queue a run of ``graph``; returns its run id.
+
+        Raises UnknownGraph or InvalidInputs (listing each failing location) before anything
+        is queued. With ``idempotency_key``, every caller using the same key while that run
+        lives gets the same run id, and only the first sends a message.
+        """
+        entry = schemas.load(self.store, graph)
+        schemas.validate(entry, inputs, state)
+        run_id, created = self.store.create_run(
+            str(uuid.uuid4()),
+            graph=graph,
+            inputs_json=_to_json(inputs, "inputs"),
+            state_json=None if state is None else _to_json(state, "state"),
+            idempotency_key=idempotency_key,
+            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            dispatch_grace_ms=DISPATCH_GRACE_MS,
+        )
+        if created:
+            send_run(self.app, run_id, graph, inputs, state, idempotency_key)
+        return run_id
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunInfo:
+        """A snapshot of the run; RunNotFound if there is no such run."""
+        return self.store.get(run_id)
+
+    def runs(
+        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+    ) -> list[RunInfo]:
+        """Runs newest first, optionally only those in ``status`` or of ``graph``."""
+        return self.store.list_runs(status=status, graph=graph, limit=limit)
+
+    def history(self, run_id: str) -> list[RunEvent]:
+        """The run's events, oldest first; RunNotFound if there is no such run."""
+        self.store.get(run_id)
+        return self.store.events(run_id)
+
+    def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
+        """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""
+        return self.store.events(run_id, after=after, block_ms=block_ms)
+
+    def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
+        """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
+        return self.store.dead_letters(graph=graph, reason=reason, limit=limit)
+
+    def traceback(self, run_id: str) -> str | None:
+        """The last failed attempt's traceback, if any."""
+        return self.store.traceback(run_id)
+
+    def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """The latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``, if any."""
+        return self.store.checkpoint_info(run_id)
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+        """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
+
+        Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
+        changes. ``timeout=None`` waits for as long as it takes.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = "0-0"
+        while True:
+            info = self.store.get(run_id)
+            if info.status in TERMINAL:
+                return info
+            if deadline is None:
+                block_ms = 0
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise errors.WaitTimeout(
+                        f"run {run_id} is still {info.status.value} after {timeout:g}s; "
+                        "wait longer or check its workers"
+                    )
+                block_ms = max(1, int(remaining * 1000))
+            found = self.store.events(run_id, after=last, block_ms=block_ms)
+            if found:
+                last = found[-1].id
+
+    # -- operator actions -------------------------------------------------------------------
+
+    def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+        """Queue a dead or cancelled run again; it resumes from its checkpoint unless ``from_start``.
+
+        OperationRefused for a run in any other status, RunNotFound for an unknown id.
+        """
+        info = self.store.replay(run_id, from_start=from_start)
+        self._send_existing(run_id)
+        return info
+
+    def _send_existing(self, run_id: str) -> None:
+        fields = self.store.client.hmget(keys.run(run_id), ["inputs", "state", "idempotency_key"])
+        inputs_raw, state_raw, idem = (text(f) for f in fields)
+        inputs = json.loads(inputs_raw) if inputs_raw else None
+        state = json.loads(state_raw) if state_raw else None
+        info = self.store.get(run_id)
+        send_run(self.app, run_id, info.graph, inputs, state, idem or None)
+
+    def cancel(self, run_id: str) -> RunInfo:
+        """Cancel a queued, running or retrying run; OperationRefused for a finished one."""
+        return self.store.cancel(run_id)
+
+    def purge(self, run_id: str) -> bool:
+        """Delete a dead or cancelled run; False if there was no such run."""
+        return self.store.purge(run_id)
+
+
+class AsyncClient:
+    """The :class:`Client` API for asyncio code; each call runs in a worker thread."""
+
+    def __init__(self, client: Client) -> None:
+        self.sync = client
+
+    @classmethod
+    def from_url(cls, redis_url: str, **overrides: Any) -> AsyncClient:
+        """An async client on ``redis_url``."""
+        return cls(Client.from_url(redis_url, **overrides))
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> AsyncClient:
+        """An async client configured from ``REFLEXR_*`` environment variables."""
+        return cls(Client.from_settings(settings))
+
+    async def enqueue(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """See :meth:`Client.enqueue`."""
+        return await asyncio.to_thread(
+            self.sync.enqueue, graph, inputs, state=state, idempotency_key=idempotency_key
+        )
+
+    async def get(self, run_id: str) -> RunInfo:
+        """See :meth:`Client.get`."""
+        return await asyncio.to_thread(self.sync.get, run_id)
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+        """See :meth:`Client.wait`."""
+        return await asyncio.to_thread(self.sync.wait, run_id, timeout)
+
+    async def history(self, run_id: str) -> list[RunEvent]:
+        """See :meth:`Client.history`."""
+        return await asyncio.to_thread(self.sync.history, run_id)
+
+    async def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+        """See :meth:`Client.replay`."""
+        return await asyncio.to_thread(self.sync.replay, run_id, from_start=from_start)
+
+    async def cancel(self, run_id: str) -> RunInfo:
+        """See :meth:`Client.cancel`."""
+        return await asyncio.to_thread(self.sync.cancel, run_id)
+
+    async def dead_letters(self, graph: str | None = None, reason: str | None = None) -> list[RunInfo]:
+        """See :meth:`Client.dead_letters`."""
+        return await asyncio.to_thread(self.sync.dead_letters, graph, reason)
+
+    async def close(self) -> None:
+        """See :meth:`Client.close`."""
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,173 @@
+"""Published graph schemas: workers write them to Redis, clients read and validate against them.
+
+A worker publishes, for each graph it runs, the graph's name, fingerprint, the JSON Schemas
+of its inputs, state and output, and its Mermaid diagram, as one JSON value per graph in
+the hash ``rg:graphs``. A client then validates inputs before anything is queued, without
+importing the graph's code. Validation errors name each failing location and why, never
+the value found there (G6).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import jsonschema
+import redis
+from pydantic import BaseModel, ConfigDict
+
+from reflexr_graph import clock, errors
+from reflexr_graph.core.action import GraphAction
+from reflexr_graph.store import keys
+from reflexr_graph.store.redis_store import RedisStore
+
+GRAPHS = keys.GRAPHS
+"""Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
+
+
+class GraphSchema(BaseModel):
+    """What a worker publishes about one graph."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    fingerprint: str
+    inputs: dict[str, Any]
+    state: dict[str, Any]
+    output: dict[str, Any]
+    mermaid: str
+    max_attempts: int | None = None
+    published_at: float = 0.0
+
+    @classmethod
+    def from_action(cls, action: GraphAction) -> GraphSchema:
+        """The entry a worker publishes for ``action``."""
+        schemas = action.schemas()
+        return cls(
+            name=action.name,
+            fingerprint=action.fingerprint,
+            inputs=schemas["inputs"],
+            state=schemas["state"],
+            output=schemas["output"],
+            mermaid=action.mermaid(),
+            max_attempts=action.max_attempts,
+            published_at=clock.now_ms() / 1000,
+        )
+
+
+def _client(store_or_redis: RedisStore | redis.Redis) -> redis.Redis:
+    return store_or_redis.client if isinstance(store_or_redis, RedisStore) else store_or_redis
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAction]) -> list[str]:
+    """Publish each graph's schema entry; returns the names whose entry was written.
+
+    An entry is rewritten only when its fingerprint or max_attempts changed, so restarting
+    a fleet of identical workers does not churn the hash.
+    """
+    client = _client(store_or_redis)
+    written: list[str] = []
+    for action in actions:
+        current = client.hget(GRAPHS, action.name)
+        if current is not None:
+            old = GraphSchema.model_validate_json(_text(current))
+            if old.fingerprint == action.fingerprint and old.max_attempts == action.max_attempts:
+                continue
+        entry = GraphSchema.from_action(action)
+        client.hset(GRAPHS, action.name, entry.model_dump_json())
+        written.append(action.name)
+    return written
+
+
+def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
+    """The published entry of graph ``name``; UnknownGraph when no worker published it."""
+    raw = _client(store_or_redis).hget(GRAPHS, name)
+    if raw is None:
+        known = ", ".join(g.name for g in list_graphs(store_or_redis)) or "none yet"
+        raise errors.UnknownGraph(
+            f"no worker has published a graph named {name!r} (published: {known}); check the name, "
+            "or start a worker that loads it (REFLEXR_GRAPHS)"
+        )
+    return GraphSchema.model_validate_json(_text(raw))
+
+
+def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
+    """Every published graph, by name."""
+    raw: dict[Any, Any] = _client(store_or_redis).hgetall(GRAPHS)
+    entries = [GraphSchema.model_validate_json(_text(v)) for v in raw.values()]
+    return sorted(entries, key=lambda e: e.name)
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _why(error: jsonschema.ValidationError) -> str:
+    """Why ``error`` failed, in words that never quote the instance's value."""
+    kind, expected = error.validator, error.validator_value
+    simple = {
+        "type": f"must be of type {expected}",
+        "enum": f"must be one of {json.dumps(expected)}",
+        "const": f"must equal {json.dumps(expected)}",
+        "minimum": f"must be >= {expected}",
+        "maximum": f"must be <= {expected}",
+        "exclusiveMinimum": f"must be > {expected}",
+        "exclusiveMaximum": f"must be < {expected}",
+        "minLength": f"must have at least {expected} characters",
+        "maxLength": f"must have at most {expected} characters",
+        "minItems": f"must have at least {expected} items",
+        "maxItems": f"must have at most {expected} items",
+        "pattern": f"must match the pattern {expected!r}",
+        "format": f"must be in {expected} format",
+        "multipleOf": f"must be a multiple of {expected}",
+        "anyOf": "matches none of the allowed types",
+        "oneOf": "must match exactly one of the allowed types",
+    }
+    return simple.get(str(kind), f"fails the {kind!r} check of the schema")
+
+
+def _errors_of(error: jsonschema.ValidationError, part: str) -> list[dict[str, object]]:
+    loc: list[object] = [part, *error.absolute_path]
+    instance, expected, schema = error.instance, error.validator_value, error.schema
+    if error.validator == "required" and isinstance(instance, dict) and isinstance(expected, list):
+        missing = [name for name in expected if name not in instance]
+        return [{"loc": [*loc, name], "msg": "is required", "type": "missing"} for name in missing]
+    if error.validator == "additionalProperties" and isinstance(instance, dict) and isinstance(schema, dict):
+        allowed = set(schema.get("properties", {}))
+        extra = [name for name in instance if name not in allowed]
+        return [{"loc": [*loc, n], "msg": "is not allowed here", "type": "extra"} for n in extra]
+    return [{"loc": loc, "msg": _why(error), "type": str(error.validator)}]
+
+
+def format_loc(loc: Iterable[object]) -> str:
+    """``inputs.items[2].name`` from a location list."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def check(schema: dict[str, Any], value: Any, part: str) -> list[dict[str, object]]:
+    """Every way ``value`` fails ``schema``, as ``{"loc", "msg", "type"}`` dicts (no values)."""
+    validator = jsonschema.Draft202012Validator(schema)
+    found: list[dict[str, object]] = []
+    for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
+        found.extend(_errors_of(error, part))
+    return found
+
+
+def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
+    """Raise InvalidInputs listing every failing location of the inputs (and state, if given)."""
+    found = check(entry.inputs, inputs, "inputs")
+    if state is not None:
+        found += check(entry.state, state, "state")
+    if found:
+        detail = "; ".join(f"{format_loc(e['loc'])} {e['msg']}" for e in found)  # type: ignore[arg-type]
+        raise errors.InvalidInputs(
+            f"graph {entry.name!r} rejects these inputs: {detail}; fix the listed fields",
+            found,
+        )

@@ -1,0 +1,106 @@
+"""Fixtures for surface tests: the CLI as a subprocess, real worker subprocesses, a Client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from reflexr_graph import schemas
+from reflexr_graph.client import Client
+from reflexr_graph.fleet.settings import load_settings
+from tests.surfaces.graphs import ACTIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+CLI_TIMEOUT_S = 60
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    """Return once ``condition()`` is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def queue() -> str:
+    return f"surfaces-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def env(redis_url: str, queue: str) -> dict[str, str]:
+    """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("REFLEXR_")}
+    return {
+        **base,
+        "REFLEXR_REDIS_URL": redis_url,
+        "REFLEXR_QUEUE": queue,
+        "PYTHONPATH": str(ROOT),
+        "COLUMNS": "200",
+    }
+
+
+@pytest.fixture
+def published(redis_client: redis.Redis) -> None:
+    """The test graphs' schemas, as a worker publishes them."""
+    schemas.publish(redis_client, ACTIONS)
+
+
+@pytest.fixture
+def client(redis_url: str, queue: str, published: None) -> Iterator[Client]:
+    c = Client(load_settings(redis_url=redis_url, queue=queue))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def cli(env: dict[str, str]) -> Cli:
+    """Run ``reflexr-graph ARGS...`` as the installed console script."""
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "reflexr-graph"), *args],
+            env=env,
+            cwd=ROOT,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+        )
+
+    return run
+
+
+@pytest.fixture
+def worker(env: dict[str, str], queue: str, published: None) -> Iterator[subprocess.Popen[bytes]]:
+    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
+    cmd = [
+        str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)

@@ -1,0 +1,134 @@
+"""Client: validation before queueing, idempotent enqueue, blocking wait, operator actions."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import redis
+
+from reflexr_graph import schemas
+from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound, UnknownGraph, WaitTimeout
+from reflexr_graph.model import Status
+from reflexr_graph.store import keys
+from tests.surfaces.graphs import ACTIONS, counter
+
+SECRET = "hunter2-private-value"
+
+
+def queued(r: redis.Redis, queue: str) -> tuple[int, int]:
+    """Messages waiting in the broker queue, and runs in the store."""
+    return int(r.llen(queue)), int(r.zcard(keys.ALL))
+
+
+def test_enqueue_creates_a_run_and_one_message(client: Client, redis_client: redis.Redis, queue: str) -> None:
+    run_id = client.enqueue("counter", {"key": "a", "n": 2})
+    info = client.get(run_id)
+    assert (info.graph, info.status, info.max_attempts) == ("counter", Status.QUEUED, 1)
+    assert queued(redis_client, queue) == (1, 1)
+    assert [e.type for e in client.history(run_id)] == ["run_enqueued"]
+
+
+def test_two_threads_with_one_idempotency_key_get_one_run(
+    client: Client, redis_client: redis.Redis, queue: str
+) -> None:
+    barrier = threading.Barrier(8)
+    results: list[str] = []
+
+    def call() -> None:
+        barrier.wait()
+        results.append(client.enqueue("counter", {"key": "k", "n": 1}, idempotency_key="order-42"))
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(results) == 8 and len(set(results)) == 1
+    assert queued(redis_client, queue) == (1, 1)
+
+
+def test_validation_errors_name_each_failing_field_and_never_the_value(
+    client: Client, redis_client: redis.Redis, queue: str
+) -> None:
+    with pytest.raises(InvalidInputs) as caught:
+        client.enqueue("counter", {"key": "", "n": SECRET})
+    locs = sorted(tuple(e["loc"]) for e in caught.value.errors)  # type: ignore[arg-type]
+    assert locs == [("inputs", "key"), ("inputs", "n")]
+    assert "inputs.n must be of type integer" in str(caught.value)
+    assert SECRET not in str(caught.value) and SECRET not in repr(caught.value.errors)
+    with pytest.raises(InvalidInputs) as missing:
+        client.enqueue("counter", {"key": "x"})
+    assert missing.value.errors[0]["loc"] == ["inputs", "n"]
+    assert missing.value.errors[0]["msg"] == "is required"
+    with pytest.raises(InvalidInputs, match=r"state\.total"):
+        client.enqueue("counter", {"key": "x", "n": 1}, state={"total": SECRET})
+    assert queued(redis_client, queue) == (0, 0)
+
+
+def test_unknown_graph_queues_nothing(client: Client, redis_client: redis.Redis, queue: str) -> None:
+    with pytest.raises(UnknownGraph, match="counter"):
+        client.enqueue("no-such-graph", {})
+    assert queued(redis_client, queue) == (0, 0)
+
+
+def test_wait_times_out_cleanly(client: Client) -> None:
+    run_id = client.enqueue("counter", {"key": "a", "n": 1})
+    with pytest.raises(WaitTimeout, match="still queued"):
+        client.wait(run_id, timeout=0.2)
+
+
+def test_wait_wakes_when_the_run_ends(client: Client) -> None:
+    run_id = client.enqueue("counter", {"key": "a", "n": 1})
+    seen: list[Status] = []
+    waiter = threading.Thread(target=lambda: seen.append(client.wait(run_id, timeout=30).status))
+    waiter.start()
+    client.cancel(run_id)
+    waiter.join(timeout=30)
+    assert seen == [Status.CANCELLED]
+
+
+def test_operator_actions_refuse_wrong_statuses(client: Client) -> None:
+    run_id = client.enqueue("counter", {"key": "a", "n": 1})
+    with pytest.raises(OperationRefused, match="only dead or cancelled"):
+        client.replay(run_id)
+    client.cancel(run_id)
+    with pytest.raises(OperationRefused):
+        client.cancel(run_id)
+    assert client.replay(run_id).status is Status.QUEUED
+    with pytest.raises(RunNotFound):
+        client.get("missing-run")
+    with pytest.raises(RunNotFound):
+        client.history("missing-run")
+
+
+def test_publish_rewrites_an_entry_only_when_the_fingerprint_changes(redis_client: redis.Redis) -> None:
+    assert schemas.publish(redis_client, ACTIONS) == ["counter", "blocker"]
+    assert schemas.publish(redis_client, ACTIONS) == []
+    entry = schemas.load(redis_client, "counter")
+    assert entry.fingerprint == counter.fingerprint and "s2" in entry.mermaid
+    redis_client.hset(
+        schemas.GRAPHS, "counter", entry.model_copy(update={"fingerprint": "old"}).model_dump_json()
+    )
+    assert schemas.publish(redis_client, ACTIONS) == ["counter"]
+    assert [g.name for g in schemas.list_graphs(redis_client)] == ["blocker", "counter"]
+
+
+def test_async_client(redis_url: str, queue: str, published: None) -> None:
+    async def scenario() -> Status:
+        async with AsyncClient.from_url(redis_url, queue=queue) as aclient:
+            run_id = await aclient.enqueue("counter", {"key": "a", "n": 1})
+            await aclient.cancel(run_id)
+            return (await aclient.wait(run_id, timeout=10)).status
+
+    assert asyncio.run(scenario()) is Status.CANCELLED
+
+
+def test_non_json_inputs_are_refused_before_queueing(
+    client: Client, redis_client: redis.Redis, queue: str
+) -> None:
+    with pytest.raises(InvalidInputs, match="inputs"):
+        client.enqueue("blocker", float("nan"))
+    assert queued(redis_client, queue) == (0, 0)

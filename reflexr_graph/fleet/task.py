@@ -161,12 +161,14 @@ def dead_letter_message(store: RedisStore, run_id: str, bad: BadMessage, kwargs:
 
 
 def claim_run(
-    app: FleetApp, store: RedisStore, run_id: str, msg: RunMessage, action: GraphAction
+    app: FleetApp, store: RedisStore, run_id: str, msg: RunMessage, action: GraphAction, worker: str = ""
 ) -> Claim | None:
     """Claim the run under a fresh token, creating its record first for a message-only producer."""
     ttl_ms = app.reflexr_settings.lease_ttl_ms
     token = uuid.uuid4().hex
-    claim = store.claim(run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key)
+    claim = store.claim(
+        run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key, worker=worker
+    )
     if claim.outcome is ClaimOutcome.MISSING:
         owner, _created = store.create_run(
             run_id,
@@ -185,7 +187,9 @@ def claim_run(
                 owner,
             )
             return None
-        claim = store.claim(run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key)
+        claim = store.claim(
+            run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key, worker=worker
+        )
     if claim.claimed:
         return claim
     log_not_claimed(claim)
@@ -218,8 +222,13 @@ def valid_run_id(run_id: object) -> bool:
     return isinstance(run_id, str) and 0 < len(run_id) <= MAX_RUN_ID_LENGTH and run_id.isprintable()
 
 
-def handle(app: FleetApp, run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Everything one delivery does: validate, claim, run one attempt, record its outcome."""
+def handle(
+    app: FleetApp, run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any], worker: str = ""
+) -> None:
+    """Everything one delivery does: validate, claim, run one attempt, record its outcome.
+
+    ``worker`` (the Celery node name) is recorded with the attempt, so operators see where it ran.
+    """
     if run_id is None or not valid_run_id(run_id):
         log.error(
             "message with an unusable task id (empty, too long or unprintable) dropped; fix the producer"
@@ -233,7 +242,7 @@ def handle(app: FleetApp, run_id: str | None, args: tuple[Any, ...], kwargs: dic
         except BadMessage as bad:
             dead_letter_message(store, run_id, bad, kwargs)
             return
-        claim = claim_run(app, store, run_id, msg, action)
+        claim = claim_run(app, store, run_id, msg, action, worker)
     except StoreUnavailable:
         # Before the claim the message may be the run's only record: it must not be acked.
         log.warning("run %s: Redis unreachable before the attempt started; requeueing the message", run_id)
@@ -262,7 +271,7 @@ def register(app: FleetApp) -> None:
     def run(task: Task[Any, Any], *args: Any, **kwargs: Any) -> None:
         run_id = task.request.id
         try:
-            handle(app, run_id, args, kwargs)
+            handle(app, run_id, args, kwargs, worker=task.request.hostname or "")
         except Reject:
             raise
         except Exception:

@@ -214,15 +214,23 @@ class RedisStore:
 
     @_translate_errors
     def claim(
-        self, run_id: str, token: str, *, lease_ttl_ms: int, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        token: str,
+        *,
+        lease_ttl_ms: int,
+        idempotency_key: str | None = None,
+        worker: str = "",
     ) -> Claim:
         """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
 
         ``idempotency_key`` is only a hint that saves a round trip when the run is
-        dead-lettered here; the run's own key is used either way.
+        dead-lettered here; the run's own key is used either way. ``worker`` names the
+        claiming worker on the ``attempt_started`` event, so operators see where each
+        attempt ran.
         """
         now = clock.now_ms()
-        args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s]
+        args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
         reply = [text(v) for v in self._run("claim", run_id, idempotency_key or run_id, now, args)]
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:

@@ -43,7 +43,7 @@ def attempt_started_at(store: RedisStore, run_id: str, attempt: int) -> float | 
 
 def test_happy_path(fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis) -> None:
     """A run enqueued through the Client runs every step once on a real worker and succeeds."""
-    fleet.start()
+    worker = fleet.start()
     client = client_for(fleet)
     run_id = client.enqueue("steps", {"value": 7})
     info = client.wait(run_id, timeout=30)
@@ -51,6 +51,8 @@ def test_happy_path(fleet: Fleet, client_for: Callable[[Fleet], Client], redis_c
     assert info.output == {"value": 7, "steps": ["s1", "s2", "s3"], "attempt": 1}
     assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s3:1"]
     assert_consistent(redis_client, run_id)
+    (started,) = [e for e in client.history(run_id) if e.type == "attempt_started"]
+    assert started.fields["worker"].split("@")[0] == worker.name, "the attempt names the node it ran on"
 
 
 def test_sigkill_of_pool_child_mid_step_resumes_from_checkpoint(

@@ -261,3 +261,12 @@ def test_store_satisfies_the_checkpoint_port(store: RedisStore) -> None:
     port.save_checkpoint(ctx, '{"k": 1}', seq=1, next_node=None)
     assert port.load_checkpoint("run-1") == '{"k": 1}'
     assert store.get("run-1").next_node is None
+
+
+def test_claim_records_the_worker_on_the_attempt(store: RedisStore, raw: redis.Redis) -> None:
+    """Operators see which worker each attempt ran on: the claim names it on attempt_started."""
+    make_run(store)
+    store.claim("run-1", "tok-a", lease_ttl_ms=LEASE_MS, worker="w1@host")
+    (started,) = [e for e in store.events("run-1") if e.type == "attempt_started"]
+    assert started.fields["worker"] == "w1@host"
+    assert raw.hget(keys.run("run-1"), "worker") == b"w1@host"

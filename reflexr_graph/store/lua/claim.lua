@@ -4,6 +4,7 @@
 -- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
+-- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
 --   max_attempts} with outcome claimed|busy|finished|missing|dead, or {'idem', key}
 
@@ -51,9 +52,9 @@ if exhausted then
 end
 redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
-redis.call('HSET', K_RUN, 'token', token)
+redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7])
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
-emit('attempt_started', 'attempt', field('attempts'))
+emit('attempt_started', 'attempt', field('attempts'), 'worker', ARGV[7])
 return reply('claimed')

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 INTERVAL_S = 1.0
 PUBLISH_EVERY_S = 60.0
 PRUNE_EVERY_S = 300.0
+MIN_RESEND_S = 5.0
+"""The shortest wait before a sent but unclaimed message is sent again."""
 SEND_RETRY_DELAY_MS = 2000
 """A message that could not be sent is tried again this much later."""
 _WARN_EVERY_S = 30.0
@@ -57,7 +59,12 @@ class Reaper:
         self.store = store
         self.interval_s = interval_s
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.lock_ttl_ms = lock_ttl_ms(app.reflexr_settings.lease_ttl_s, interval_s)
+        settings = app.reflexr_settings
+        self.lock_ttl_ms = lock_ttl_ms(settings.lease_ttl_s, interval_s)
+        # A sent message that no worker claims within about two lease TTLs is sent again, then
+        # twice as late each time: never later than kombu itself would restore it.
+        self.resend_base_ms = int(max(2 * settings.lease_ttl_s, MIN_RESEND_S) * 1000)
+        self.resend_cap_ms = int(settings.visibility_timeout_s * 1000)
         self.holding = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -174,8 +181,14 @@ class Reaper:
                 )
                 self.store.bump_due(run_id, SEND_RETRY_DELAY_MS)
                 continue
-            self.store.ack_due(run_id, score)
-            log.info("run %s: due; sent its message, a worker claims it next", run_id)
+            wait_ms = self.store.reschedule_due(
+                run_id, score, base_ms=self.resend_base_ms, cap_ms=self.resend_cap_ms
+            )
+            log.info(
+                "run %s: due; sent its message, a worker claims it next (sent again in %.0f s if unclaimed)",
+                run_id,
+                wait_ms / 1000,
+            )
             sent += 1
         return sent
 

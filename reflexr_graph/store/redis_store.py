@@ -392,6 +392,18 @@ class RedisStore:
         return bool(self._scripts("ack_due", [keys.DUE], [run_id, repr(float(score))]))
 
     @_translate_errors
+    def reschedule_due(self, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> int:
+        """After sending a due run's message, keep its entry as a safety net, later; the wait in ms or 0.
+
+        A worker SIGKILLed after prefetching the message but before claiming the run takes
+        the message with it until the broker's visibility timeout; the entry brings the run
+        back sooner. The wait doubles with each send (``base_ms``, twice that, ... up to
+        ``cap_ms``), and the claim removes the entry and resets the count.
+        """
+        args: list[ScriptArg] = [run_id, score, clock.now_ms(), base_ms, cap_ms]
+        return int(self._scripts("reschedule_due", [keys.DUE, keys.run(run_id)], args))
+
+    @_translate_errors
     def bump_due(self, run_id: str, delay_ms: int) -> bool:
         """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
         changed = self._r.zadd(keys.DUE, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)

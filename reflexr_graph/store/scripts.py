@@ -32,7 +32,7 @@ PER_RUN: tuple[str, ...] = (
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
-STANDALONE: tuple[str, ...] = ("ack_due", "lock_release", "lock_extend", "save_checkpoint")
+STANDALONE: tuple[str, ...] = ("ack_due", "lock_release", "lock_extend", "reschedule_due", "save_checkpoint")
 """Scripts with their own small KEYS layout; they get no prelude."""
 
 

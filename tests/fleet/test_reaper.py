@@ -50,7 +50,31 @@ def test_lapsed_lease_is_reaped_and_sent_again(app: FleetApp, fake: FakeClock) -
     assert message["id"] == run_id and message["task"] == "reflexr_graph.run"
     assert message["kwargs"] == {"graph": "steps", "inputs": {"value": 3}, "idempotency_key": run_id}
     assert message["args"] == [] and message["eta"] is None and message["countdown"] is None
-    assert store.client.zscore(keys.DUE, run_id) is None  # acked once sent
+    # Kept as a safety net, two lease TTLs later, in case the message is lost before a claim.
+    assert store.client.zscore(keys.DUE, run_id) == clock.now_ms() + 6000
+
+
+def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetApp, fake: FakeClock) -> None:
+    """G1/G5: a worker SIGKILLed after prefetching a message, before claiming the run, takes the
+    message with it until the visibility timeout, and the run holds no lease; the reaper sends it
+    again after 2 lease TTLs, then twice as late each time, until a claim ends it."""
+    store = app.store()
+    queue = app.conf.task_default_queue
+    run_id = create_run(store, "steps", {})
+    fake.advance(60_000)  # past the enqueue's dispatch grace: the reaper sends it
+    reaper = Reaper(app, store)
+    reaper.tick()
+    for wait_ms in (6000, 12000, 24000):
+        assert [m["id"] for m in queued_messages(store, queue)] == [run_id]
+        store.client.delete(queue)  # the message is lost with the worker that prefetched it
+        fake.advance(wait_ms - 1)
+        reaper.tick()
+        assert queued_messages(store, queue) == [], f"sent again before its {wait_ms} ms wait was over"
+        fake.advance(1)
+        reaper.tick()
+    assert [m["id"] for m in queued_messages(store, queue)] == [run_id]
+    claim(app, store, run_id)
+    assert store.client.zscore(keys.DUE, run_id) is None, "the claim ends the resends"
 
 
 def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:

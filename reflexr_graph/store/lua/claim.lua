@@ -52,7 +52,8 @@ if exhausted then
 end
 redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
-redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7])
+-- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over.
+redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7], 'dispatches', 0)
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

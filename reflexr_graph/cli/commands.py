@@ -1,4 +1,4 @@
-"""Verbs on runs: enqueue, status, runs, history, cancel, graphs, worker."""
+"""Verbs on runs: enqueue, status, runs, history, cancel, graphs, worker, demo."""
 
 from __future__ import annotations
 
@@ -142,3 +142,15 @@ def worker(ctx: typer.Context) -> None:
         os.environ["REFLEXR_REDIS_URL"] = redis_url  # the worker reads its settings from the env
     code = run_worker(argv)
     raise typer.Exit(int(code or 0))
+
+
+@app.command()
+def demo(ctx: typer.Context) -> None:
+    """Run the showcase `make run` runs: a crash, a dead letter and a replay on a real fleet."""
+    from reflexr_graph.demo import run_demo
+
+    state = ctx.find_root().obj
+    redis_url = getattr(state, "redis_url", None)
+    if redis_url:
+        os.environ["REFLEXR_REDIS_URL"] = redis_url  # the demo uses that Redis instead of a private one
+    raise typer.Exit(run_demo())

@@ -16,7 +16,8 @@ from typing import Any, Self
 
 from celery import Celery
 
-from reflexr_graph import errors, schemas
+from reflexr_graph import errors, schemas, telemetry
+from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import Settings, load_settings
@@ -57,6 +58,9 @@ class Client:
             dead_retention_s=settings.dead_retention_s,
         )
         self._app: Celery | None = None
+        # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
+        # the message. With no OTEL_* configuration and no provider, nothing is installed.
+        telemetry.setup_process()
 
     @classmethod
     def from_url(cls, redis_url: str, **overrides: Any) -> Client:
@@ -117,6 +121,8 @@ class Client:
             idempotency_key=idempotency_key,
             max_attempts=entry.max_attempts or self.settings.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
+            # Every attempt of the run joins the caller's trace, however it is re-sent.
+            trace_context=current_trace_context(),
         )
         if created:
             send_run(self.app, run_id, graph, inputs, state, idempotency_key)

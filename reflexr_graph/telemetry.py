@@ -93,6 +93,21 @@ def _install_metrics() -> None:
     log.info("exporting metrics over OTLP")
 
 
+def tracing_enabled() -> bool:
+    """Whether spans go anywhere: an SDK provider was installed here or by the application."""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def setup_process(env: Mapping[str, str] | None = None) -> None:
+    """Configure exporters from OTEL_* and, when spans go anywhere, carry trace context in Celery messages.
+
+    Without a tracer provider the Celery instrumentation would only add work, so it is left off.
+    """
+    configure(env)
+    if tracing_enabled():
+        instrument_celery()
+
+
 def instrument_celery() -> None:
     """Propagate trace context through Celery messages (worker and producer sides), once per process."""
     with _lock:

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 import redis
 
+from tests import otel
 from tests.redis_server import RedisFactory, RedisServer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _in_memory_telemetry() -> None:
+    """Spans and metrics of the whole session go to memory (tests/otel.py); nothing is exported."""
+    otel.install()
 
 
 @pytest.fixture(scope="session")

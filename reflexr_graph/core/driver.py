@@ -90,6 +90,7 @@ class _Saver:
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
+        trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq)
         trace.get_current_span().add_event(
             tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node or "__end__"}
         )
@@ -131,7 +132,8 @@ async def run_attempt(
         tracing.ATTR_GRAPH: action.name,
         tracing.ATTR_ATTEMPT: ctx.attempt,
     }
-    with tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, attributes=attrs):
+    parent = tracing.run_trace_parent(ctx.trace_context)
+    with tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs):
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
         try:
             return await _drive(action, port, ctx, inputs, state)

@@ -20,6 +20,8 @@ class AttemptContext:
     resume_seq: int
     idempotency_key: str
     graph: str
+    trace_context: str = ""
+    """The run's trace (W3C headers as JSON): every attempt's span joins it, '' for a fresh trace."""
 
 
 class CheckpointPort(Protocol):

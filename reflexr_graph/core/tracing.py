@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 
 from reflexr_graph.core import metrics
 
@@ -23,6 +25,30 @@ ATTR_DISCARD_REASON = "reflexr.checkpoint.reason"
 ATTR_DISCARD_ERROR = "reflexr.checkpoint.error"
 EVENT_RESUMED = "reflexr.checkpoint.resumed"
 EVENT_SAVED = "reflexr.checkpoint.saved"
+
+
+def run_trace_parent(trace_context: str) -> Context | None:
+    """The context of the run's trace, from the W3C headers recorded at enqueue; None if there are none.
+
+    Every attempt's ``invoke_workflow`` span is parented on it, so a retried or resumed
+    attempt, even one the reaper re-sent, lands in the same trace as the run.
+    """
+    if not trace_context:
+        return None
+    try:
+        carrier = json.loads(trace_context)
+    except ValueError:
+        return None  # a malformed record must not fail the attempt; it starts a trace of its own
+    if not isinstance(carrier, dict) or not all(isinstance(v, str) for v in carrier.values()):
+        return None
+    return propagate.extract(carrier)
+
+
+def current_trace_context() -> str:
+    """The current trace as W3C headers in JSON, to record with a new run; '' outside any trace."""
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return json.dumps(carrier, separators=(",", ":")) if carrier else ""
 
 
 def step_span_name(node_id: str) -> str:

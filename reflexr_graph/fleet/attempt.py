@@ -27,10 +27,10 @@ from reflexr_graph.errors import (
     RunFailure,
     StoreUnavailable,
 )
-from reflexr_graph.fleet import retry
+from reflexr_graph.fleet import observe, retry
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.heartbeat import Heartbeat
-from reflexr_graph.model import Reason
+from reflexr_graph.model import Reason, Status
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -106,6 +106,7 @@ def record_failure(app: FleetApp, store: RedisStore, ctx: AttemptContext, exc: B
             retry_delay_ms=delay_ms,
         )
     except FencedOut:
+        observe.attempt_ended(ctx.graph, "fenced")
         log.info(
             "run %s attempt %d failed, but another attempt owns the run now; nothing recorded",
             ctx.run_id,
@@ -121,7 +122,9 @@ def record_failure(app: FleetApp, store: RedisStore, ctx: AttemptContext, exc: B
             reason,
         )
         return
+    observe.attempt_ended(ctx.graph, "failed")
     if outcome == "dead":
+        observe.run_ended(ctx.graph, Status.DEAD, reason if permanent else Reason.MAX_ATTEMPTS.value)
         log.error(
             "run %s attempt %d failed (%s: %s) and the run is dead-lettered (%s); replay it with "
             "`reflexr-graph dlq replay %s` once the cause is fixed",
@@ -156,6 +159,7 @@ def record_success(app: FleetApp, store: RedisStore, ctx: AttemptContext, output
     try:
         store.succeed(ctx, output_json)
     except FencedOut:
+        observe.attempt_ended(ctx.graph, "fenced")
         log.info(
             "run %s attempt %d finished, but another attempt owns the run now; output not recorded",
             ctx.run_id,
@@ -171,6 +175,8 @@ def record_success(app: FleetApp, store: RedisStore, ctx: AttemptContext, output
             ctx.attempt,
         )
         return
+    observe.attempt_ended(ctx.graph, "succeeded")
+    observe.run_ended(ctx.graph, Status.SUCCEEDED)
     log.info("run %s succeeded on attempt %d", ctx.run_id, ctx.attempt)
 
 
@@ -227,6 +233,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         with heartbeat:
             output = asyncio.run(_drive(heartbeat, action, store, ctx, inputs, state))
     except FencedOut:
+        observe.attempt_ended(ctx.graph, "fenced")
         log.info(
             "run %s attempt %d: another attempt took the run over; this one records nothing more",
             ctx.run_id,
@@ -237,6 +244,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         if heartbeat.lost is None and isinstance(exc, asyncio.CancelledError):
             record_failure(app, store, ctx, exc)  # a step cancelled itself: an ordinary failure
         else:
+            observe.attempt_ended(ctx.graph, "fenced")
             log.info(
                 "run %s attempt %d stopped: lease lost (%s); nothing more is recorded",
                 ctx.run_id,
@@ -263,6 +271,8 @@ def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> None:
         )
         record_failure(app, store, ctx, failure)
         return
+    if claim.attempt == 1:
+        observe.run_started(claim.graph)
     log.info(
         "run %s: attempt %d of %d started (graph %s)",
         ctx.run_id,

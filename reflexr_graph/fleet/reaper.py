@@ -22,9 +22,11 @@ from typing import Any
 from celery import signals
 
 from reflexr_graph import schemas
-from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.errors import RunNotFound, StoreUnavailable
+from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import text
 from reflexr_graph.store.redis_store import RedisStore
@@ -153,12 +155,22 @@ class Reaper:
         """Recover runs whose lease lapsed; each becomes due now, or dead when out of attempts."""
         recovered = self.store.reap()
         for run_id in recovered:
+            self._count_recovered(run_id)
             log.warning(
                 "run %s: its worker stopped renewing the lease; counted as an abandoned attempt, "
                 "re-enqueued now (or dead-lettered if it had no attempts left)",
                 run_id,
             )
         return recovered
+
+    def _count_recovered(self, run_id: str) -> None:
+        try:
+            info = self.store.get(run_id)
+        except RunNotFound:
+            return
+        observe.recovered(info.graph)
+        if info.status is Status.DEAD:
+            observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
 
     def dispatch_due(self) -> int:
         """Send the Celery message of every due run; returns how many were sent."""

@@ -23,11 +23,12 @@ from celery.exceptions import Reject
 from pydantic import ValidationError
 
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.errors import InvalidInputs, StoreUnavailable
-from reflexr_graph.fleet import attempt
+from reflexr_graph.fleet import attempt, observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.dispatch import TASK_NAME
-from reflexr_graph.model import Reason
+from reflexr_graph.model import Reason, Status
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -149,6 +150,7 @@ def dead_letter_message(store: RedisStore, run_id: str, bad: BadMessage, kwargs:
         idempotency_key=key if isinstance(key, str) and 0 < len(key) <= MAX_KEY_LENGTH else None,
     )
     if recorded:
+        observe.run_ended(graph if isinstance(graph, str) else "", Status.DEAD, bad.reason.value)
         log.error(
             "run %s dead-lettered (%s): %s; once that is fixed, replay it with `reflexr-graph dlq replay %s`",
             run_id,
@@ -179,6 +181,8 @@ def claim_run(
             max_attempts=action.max_attempts or app.reflexr_settings.max_attempts,
             # If this worker dies before claiming, the reaper sends the run again after this.
             dispatch_grace_ms=ttl_ms,
+            # The producer's trace, as the Celery instrumentation carried it in the message.
+            trace_context=current_trace_context(),
         )
         if owner != run_id:
             log.info(
@@ -192,6 +196,10 @@ def claim_run(
         )
     if claim.claimed:
         return claim
+    if claim.outcome is ClaimOutcome.DEAD:
+        # Only an attempt that died with its worker leaves a run to be dead-lettered at a claim.
+        observe.attempt_ended(claim.graph, "abandoned")
+        observe.run_ended(claim.graph, Status.DEAD, store.get(run_id).reason or Reason.MAX_ATTEMPTS.value)
     log_not_claimed(claim)
     return None
 

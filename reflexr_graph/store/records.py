@@ -41,6 +41,8 @@ class Claim:
     state_json: str | None = None
     idempotency_key: str = ""
     max_attempts: int = 0
+    trace_context: str = ""
+    """The enqueuer's trace context (W3C headers as JSON), or '' when none was recorded."""
 
     @property
     def claimed(self) -> bool:
@@ -59,6 +61,7 @@ class Claim:
             resume_seq=self.resume_seq,
             idempotency_key=self.idempotency_key,
             graph=self.graph,
+            trace_context=self.trace_context,
         )
 
 

@@ -184,13 +184,15 @@ class RedisStore:
         idempotency_key: str | None = None,
         max_attempts: int,
         dispatch_grace_ms: int,
+        trace_context: str = "",
     ) -> tuple[str, bool]:
         """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
 
         With ``idempotency_key``, a live run created with the same key is returned instead,
         decided inside the script so concurrent callers create one run. The run is also put
         in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending the
-        Celery message, the reaper sends it.
+        Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is
+        the trace every attempt of the run joins.
         """
         now = clock.now_ms()
         expected = ""
@@ -203,6 +205,7 @@ class RedisStore:
                 max_attempts,
                 now + dispatch_grace_ms,
                 expected,
+                trace_context,
             ]
             owner_key = keys.run(expected or run_id)
             reply = self._run("create_run", run_id, idempotency_key or run_id, now, args, [owner_key])
@@ -235,7 +238,7 @@ class RedisStore:
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
-        status, attempts, resumes, graph, inputs, state, idem, max_attempts = reply[1:]
+        status, attempts, resumes, graph, inputs, state, idem, max_attempts, trace = reply[1:]
         return Claim(
             outcome=outcome,
             run_id=run_id,
@@ -248,6 +251,7 @@ class RedisStore:
             state_json=state or None,
             idempotency_key=idem,
             max_attempts=int(max_attempts or 0),
+            trace_context=trace,
         )
 
     @_translate_errors

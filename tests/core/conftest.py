@@ -5,25 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reflexr_graph import clock
 from reflexr_graph.store.redis_store import RedisStore
+from tests import otel
 from tests.core import graphs
 from tests.core.harness import Harness
 
-_EXPORTER = InMemorySpanExporter()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _tracer_provider() -> None:
-    # The global provider can be set once per process; the engine's tracer is a proxy to it.
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
-    trace.set_tracer_provider(provider)
+_EXPORTER = otel.SPANS
 
 
 @pytest.fixture

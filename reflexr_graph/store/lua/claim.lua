@@ -6,13 +6,13 @@
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
---   max_attempts} with outcome claimed|busy|finished|missing|dead, or {'idem', key}
+--   max_attempts, trace} with outcome claimed|busy|finished|missing|dead, or {'idem', key}
 
 local token = ARGV[4]
 
 local function reply(outcome)
   return {outcome, field('status'), field('attempts'), field('resumes'), field('graph'),
-    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts')}
+    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace')}
 end
 
 if not exists() then

@@ -7,6 +7,8 @@
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] '1' if the caller
 --   gave an idempotency key  ARGV[8] max_attempts  ARGV[9] due ms (now + dispatch grace)
 -- ARGV[10] run id the caller expects the idem key to name, '' for none
+-- ARGV[11] the enqueuer's trace context (W3C headers as JSON), '' for none: every attempt's
+--   span joins that trace, so retries and resumes of one run read as one trace
 -- Returns {'created', run_id} | {'existing', run_id} | {'retry', current idem owner}
 
 local use_idem, expected = ARGV[7] == '1', ARGV[10]
@@ -25,6 +27,7 @@ if exists() then
   return {'existing', RUN_ID}
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], IDEM_GUESS, ARGV[8])
+redis.call('HSET', K_RUN, 'trace', ARGV[11])
 set_status('queued')
 -- Safety net: if the enqueuer dies before sending the Celery message, the reaper sends it.
 redis.call('ZADD', K_DUE, ARGV[9], RUN_ID)

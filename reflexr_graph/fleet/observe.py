@@ -1,0 +1,35 @@
+"""What the fleet counts, in one place, so every path that ends an attempt or a run counts alike.
+
+A crashed attempt never ends its span, so it is counted here when the reaper (or the next
+claim) finds its lease lapsed: ``reflexr.attempts{reflexr.outcome="abandoned"}``.
+"""
+
+from __future__ import annotations
+
+from reflexr_graph.core import metrics
+from reflexr_graph.core.tracing import ATTR_GRAPH
+from reflexr_graph.model import Status
+
+
+def run_started(graph: str) -> None:
+    """A run's first attempt (or the first after a replay) started."""
+    metrics.RUNS_STARTED.add(1, {ATTR_GRAPH: graph})
+
+
+def attempt_ended(graph: str, outcome: str) -> None:
+    """``outcome``: succeeded, failed, fenced (another attempt took over), abandoned (its worker died)."""
+    metrics.ATTEMPTS.add(1, {ATTR_GRAPH: graph, metrics.ATTR_OUTCOME: outcome})
+
+
+def run_ended(graph: str, status: Status, reason: str = "") -> None:
+    """A run reached a terminal status; a dead one is also a dead letter."""
+    attrs = {ATTR_GRAPH: graph, metrics.ATTR_OUTCOME: status.value, metrics.ATTR_REASON: reason}
+    metrics.RUNS_ENDED.add(1, attrs)
+    if status is Status.DEAD:
+        metrics.DEAD_LETTERS.add(1, {ATTR_GRAPH: graph, metrics.ATTR_REASON: reason})
+
+
+def recovered(graph: str) -> None:
+    """The reaper re-enqueued a run whose lease lapsed: its attempt was abandoned."""
+    metrics.RUNS_RECOVERED.add(1, {ATTR_GRAPH: graph})
+    attempt_ended(graph, "abandoned")

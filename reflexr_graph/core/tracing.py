@@ -15,6 +15,8 @@ from reflexr_graph.core import metrics
 TRACER = trace.get_tracer("reflexr_graph")
 
 INVOKE_WORKFLOW = "invoke_workflow"
+RECOVER_RUN = "recover_run"
+"""The reaper's span for an attempt that died with its worker (its own span never ended)."""
 ATTR_RUN_ID = "reflexr.run.id"
 ATTR_GRAPH = "reflexr.graph"
 ATTR_ATTEMPT = "reflexr.attempt"

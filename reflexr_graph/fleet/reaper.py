@@ -22,6 +22,7 @@ from typing import Any
 from celery import signals
 
 from reflexr_graph import schemas
+from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
@@ -169,8 +170,19 @@ class Reaper:
         except RunNotFound:
             return
         observe.recovered(info.graph)
-        if info.status is Status.DEAD:
-            observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
+        # The crashed attempt's own span never ended, so it was never exported: this one stands
+        # for it in the run's trace, between the attempt that died and the one that resumes.
+        trace_context = text(self.store.client.hget(keys.run(run_id), "trace"))
+        attrs: dict[str, str | int] = {
+            tracing.ATTR_RUN_ID: run_id,
+            tracing.ATTR_GRAPH: info.graph,
+            tracing.ATTR_ATTEMPT: info.attempts,
+            metrics.ATTR_OUTCOME: "abandoned",
+        }
+        parent = tracing.run_trace_parent(trace_context)
+        with tracing.TRACER.start_as_current_span(tracing.RECOVER_RUN, context=parent, attributes=attrs):
+            if info.status is Status.DEAD:
+                observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
 
     def dispatch_due(self) -> int:
         """Send the Celery message of every due run; returns how many were sent."""

@@ -128,12 +128,15 @@ def test_metrics_after_a_dead_lettered_run(app: FleetApp) -> None:
 
 
 def test_a_crashed_attempt_is_counted_though_its_span_never_ends(app: FleetApp) -> None:
-    """Metrics: an attempt whose worker died is counted as abandoned when the reaper recovers its run."""
+    """An attempt whose worker died is counted as abandoned when the reaper recovers its run, and a
+    recover_run span stands for it in the run's trace, since its own span never ended."""
     store = app.store()
     fake = FakeClock()
     previous = clock.set_source(fake)
+    otel.SPANS.clear()
     try:
-        run_id = _enqueue(store, "steps", {})
+        with tracing.TRACER.start_as_current_span("enqueue") as root:
+            run_id = _enqueue(store, "steps", {})
         claim(app, store, run_id)  # ... and the worker dies: no span ends, nothing is recorded
         before = otel.metric_total("reflexr.attempts", reflexr__graph="steps", reflexr__outcome="abandoned")
         recovered = otel.metric_total("reflexr.runs.recovered", reflexr__graph="steps")
@@ -145,3 +148,7 @@ def test_a_crashed_attempt_is_counted_though_its_span_never_ends(app: FleetApp) 
     after = otel.metric_total("reflexr.attempts", reflexr__graph="steps", reflexr__outcome="abandoned")
     assert after - before == 1
     assert otel.metric_total("reflexr.runs.recovered", reflexr__graph="steps") - recovered == 1
+    (span,) = [s for s in otel.SPANS.get_finished_spans() if s.name == tracing.RECOVER_RUN]
+    assert span.context is not None and span.context.trace_id == root.get_span_context().trace_id
+    assert span.attributes is not None and span.attributes[tracing.ATTR_ATTEMPT] == 1
+    assert span.attributes[tracing.ATTR_RUN_ID] == run_id, "the run's trace shows the attempt that died"

@@ -24,6 +24,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
+from reflexr_graph.demo import processes
 from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import RunEvent
@@ -59,16 +60,8 @@ def wait_for(condition: Callable[[], T], timeout: float = 30.0, what: str = "con
 
 
 @dataclass
-class Worker:
-    """One ``celery worker`` subprocess and its log."""
-
-    name: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
+class Worker(processes.Worker):
+    """One ``celery worker`` subprocess and its log, with what crash tests need to reach into it."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
@@ -80,9 +73,6 @@ class Worker:
     def child(self) -> int:
         """The one pool child (workers started with ``-c 1``)."""
         return wait_for(lambda: self.children()[:1], 20, f"{self.name}'s pool child")[0]
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
 
     def signal(self, sig: int) -> None:
         os.kill(self.pid, sig)

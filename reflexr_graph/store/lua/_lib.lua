@@ -53,6 +53,23 @@ local function idem_mismatch()
   return nil
 end
 
+-- An operator's operation (cancel, replay, purge) goes ahead only on an existing run in one of
+-- the ``allowed`` statuses. Returns the reply that refuses it, or nil and the run's status.
+local function refusal(allowed)
+  if not exists() then
+    return {'missing'}
+  end
+  local status = field('status')
+  if not allowed[status] then
+    return {'refused', status}
+  end
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+  return nil, status
+end
+
 local function owns_idem()
   return redis.call('GET', K_IDEM) == RUN_ID
 end

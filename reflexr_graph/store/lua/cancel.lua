@@ -5,16 +5,9 @@
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] run retention s
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 
-if not exists() then
-  return {'missing'}
-end
-local status = field('status')
-if not ACTIVE[status] then
-  return {'refused', status}
-end
-local actual = idem_mismatch()
-if actual then
-  return {'idem', actual}
+local refused, status = refusal(ACTIVE)
+if refused then
+  return refused
 end
 redis.call('HSET', K_RUN, 'reason', 'cancelled', 'token', '')
 redis.call('ZREM', K_LEASES, RUN_ID)

@@ -5,16 +5,9 @@
 -- ARGV[1] run_id  ARGV[2] now ms (unused)  ARGV[3] idempotency key guess
 -- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
 
-if not exists() then
-  return {'missing'}
-end
-local status = field('status')
-if not REPLAYABLE[status] then
-  return {'refused', status}
-end
-local actual = idem_mismatch()
-if actual then
-  return {'idem', actual}
+local refused = refusal(REPLAYABLE)
+if refused then
+  return refused
 end
 if owns_idem() then
   redis.call('DEL', K_IDEM)

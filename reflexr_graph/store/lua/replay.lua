@@ -5,16 +5,9 @@
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 
-if not exists() then
-  return {'missing'}
-end
-local status = field('status')
-if not REPLAYABLE[status] then
-  return {'refused', status}
-end
-local actual = idem_mismatch()
-if actual then
-  return {'idem', actual}
+local refused, status = refusal(REPLAYABLE)
+if refused then
+  return refused
 end
 local from_start = ARGV[4] == '1'
 if field('error_type') ~= '' then

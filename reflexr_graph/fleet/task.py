@@ -212,6 +212,12 @@ def log_not_claimed(claim: Claim) -> None:
             "attempt's worker died, the reaper re-enqueues the run once its lease lapses)",
             run_id,
         )
+    elif claim.outcome is ClaimOutcome.EARLY:
+        log.info(
+            "run %s is waiting out its retry backoff; this early delivery is dropped and the reaper sends "
+            "the run again when the retry is due",
+            claim.run_id,
+        )
     elif claim.outcome is ClaimOutcome.FINISHED:
         log.info("run %s is already %s; this delivery is dropped", run_id, claim.status)
     elif claim.outcome is ClaimOutcome.DEAD:

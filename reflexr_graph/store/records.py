@@ -24,6 +24,8 @@ class ClaimOutcome(StrEnum):
     """No such run (never created, or its retention passed)."""
     DEAD = "dead"
     """The run had no attempts left and was dead-lettered by this claim."""
+    EARLY = "early"
+    """The run is retrying and its backoff has not passed; nothing changed (a stray duplicate message)."""
 
 
 @dataclass(frozen=True)

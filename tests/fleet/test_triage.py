@@ -10,6 +10,7 @@ import workers.examples.triage as example
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.task import handle
 from reflexr_graph.model import Status
+from tests.fleet.conftest import wait_for
 from tests.fleet.inproc import fleet_app
 
 DOCS = [
@@ -64,7 +65,12 @@ def test_fail_until_fixed_is_dead_lettered_then_replays_after_the_fix(app: Fleet
     store = app.store()
     kwargs = {"graph": "triage", "inputs": {"documents": DOCS, "fail_until_fixed": True}}
     handle(app, "poison", (), kwargs)
-    handle(app, "poison", (), kwargs)  # the retry
+
+    def retried() -> bool:
+        handle(app, "poison", (), kwargs)  # dropped as early until its backoff has passed
+        return store.get("poison").attempts == 2
+
+    wait_for(retried, 5, "the retry to start once its backoff passed")
     info = store.get("poison")
     assert (info.status, info.attempts, info.reason) == (Status.DEAD, 2, "max_attempts")
     assert example.FIXED_KEY in (info.error or "")

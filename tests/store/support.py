@@ -56,9 +56,8 @@ def start(store: RedisStore, run_id: str = "run-1", *, lease_ms: int = LEASE_MS)
     return claim.context()
 
 
-def fail_once(
-    store: RedisStore, ctx: AttemptContext, *, permanent: bool = False, delay_ms: int = 5_000
-) -> str:
+def fail_once(store: RedisStore, ctx: AttemptContext, *, permanent: bool = False, delay_ms: int = 0) -> str:
+    """Fail the attempt; with the default ``delay_ms`` of 0 the retry is due at once, so a test can claim."""
     return store.fail(
         ctx,
         error_type="ValueError",

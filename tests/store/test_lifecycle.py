@@ -270,3 +270,23 @@ def test_claim_records_the_worker_on_the_attempt(store: RedisStore, raw: redis.R
     (started,) = [e for e in store.events("run-1") if e.type == "attempt_started"]
     assert started.fields["worker"] == "w1@host"
     assert raw.hget(keys.run("run-1"), "worker") == b"w1@host"
+
+
+def test_claim_before_the_retry_is_due_is_refused(store: RedisStore, fake_clock: FakeClock) -> None:
+    """G4 backoff: a stray duplicate message cannot start the next attempt before its retry is due."""
+    make_run(store)
+    ctx = store.claim("run-1", "tok-a", lease_ttl_ms=LEASE_MS).context()
+    store.fail(
+        ctx,
+        error_type="E",
+        message="m",
+        traceback="",
+        reason="step_failed",
+        permanent=False,
+        retry_delay_ms=10_000,
+    )
+    fake_clock.advance(9_999)
+    assert store.claim("run-1", "tok-b", lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.EARLY
+    assert store.get("run-1").attempts == 1, "an early claim changes nothing"
+    fake_clock.advance(1)
+    assert store.claim("run-1", "tok-c", lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED

@@ -149,8 +149,11 @@ end
 
 -- The due entry makes the reaper send a message at due_at; a long Celery countdown would be
 -- redelivered again and again past the broker's visibility timeout.
+-- retry_at is when the next attempt may start: a claim before it (a stray duplicate message)
+-- is refused, so the backoff holds whatever messages are about.
 local function to_retrying(due_at, reason)
   set_status('retrying')
+  redis.call('HSET', K_RUN, 'retry_at', due_at)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
   emit('run_retrying', 'attempt', field('attempts'), 'reason', reason, 'due_at', due_at)

@@ -6,7 +6,7 @@
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
---   max_attempts, trace} with outcome claimed|busy|finished|missing|dead, or {'idem', key}
+--   max_attempts, trace} with outcome claimed|busy|finished|missing|dead|early, or {'idem', key}
 
 local token = ARGV[4]
 
@@ -21,6 +21,9 @@ end
 local status = field('status')
 if TERMINAL[status] then
   return reply('finished')
+end
+if status == 'retrying' and num('retry_at') > tonumber(NOW) then
+  return reply('early')
 end
 local abandoned = false
 if status == 'running' then

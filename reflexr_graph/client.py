@@ -26,6 +26,8 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.records import RunEvent, text
 from reflexr_graph.store.redis_store import RedisStore
 
+SCHEMA_CACHE_S = 2.0
+"""How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
 
@@ -58,6 +60,7 @@ class Client:
             dead_retention_s=settings.dead_retention_s,
         )
         self._app: Celery | None = None
+        self._schemas: dict[str, tuple[float, schemas.GraphSchema]] = {}
         # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
         # the message. With no OTEL_* configuration and no provider, nothing is installed.
         telemetry.setup_process()
@@ -94,6 +97,16 @@ class Client:
 
     # -- enqueue ----------------------------------------------------------------------------
 
+    def _published(self, name: str) -> schemas.GraphSchema:
+        """The published entry of ``name``, read at most every SCHEMA_CACHE_S: enqueue is a hot path."""
+        now = time.monotonic()
+        cached = self._schemas.get(name)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        entry = schemas.load(self.store, name)
+        self._schemas[name] = (now + SCHEMA_CACHE_S, entry)
+        return entry
+
     def graph(self, name: str) -> schemas.GraphSchema:
         """The published schema entry of graph ``name``; UnknownGraph if no worker published it."""
         return schemas.load(self.store, name)
@@ -111,7 +124,7 @@ class Client:
         is queued. With ``idempotency_key``, every caller using the same key while that run
         lives gets the same run id, and only the first sends a message.
         """
-        entry = schemas.load(self.store, graph)
+        entry = self._published(graph)
         schemas.validate(entry, inputs, state)
         run_id, created = self.store.create_run(
             str(uuid.uuid4()),

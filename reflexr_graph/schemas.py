@@ -151,9 +151,26 @@ def format_loc(loc: Iterable[object]) -> str:
     return out
 
 
-def check(schema: dict[str, Any], value: Any, part: str) -> list[dict[str, object]]:
+_VALIDATORS: dict[tuple[str, str, str], jsonschema.Draft202012Validator] = {}
+_VALIDATORS_MAX = 256
+
+
+def _validator(entry: GraphSchema, part: str, schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """The compiled validator of one part of a published graph, kept while its fingerprint lasts."""
+    key = (entry.name, entry.fingerprint, part)
+    found = _VALIDATORS.get(key)
+    if found is None:
+        if len(_VALIDATORS) >= _VALIDATORS_MAX:
+            _VALIDATORS.clear()  # graphs are few; a bound keeps redeploys from growing it forever
+        found = _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+    return found
+
+
+def check(
+    schema: dict[str, Any], value: Any, part: str, validator: jsonschema.Draft202012Validator | None = None
+) -> list[dict[str, object]]:
     """Every way ``value`` fails ``schema``, as ``{"loc", "msg", "type"}`` dicts (no values)."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = validator or jsonschema.Draft202012Validator(schema)
     found: list[dict[str, object]] = []
     for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
         found.extend(_errors_of(error, part))
@@ -162,9 +179,9 @@ def check(schema: dict[str, Any], value: Any, part: str) -> list[dict[str, objec
 
 def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
     """Raise InvalidInputs listing every failing location of the inputs (and state, if given)."""
-    found = check(entry.inputs, inputs, "inputs")
+    found = check(entry.inputs, inputs, "inputs", _validator(entry, "inputs", entry.inputs))
     if state is not None:
-        found += check(entry.state, state, "state")
+        found += check(entry.state, state, "state", _validator(entry, "state", entry.state))
     if found:
         detail = "; ".join(f"{format_loc(e['loc'])} {e['msg']}" for e in found)  # type: ignore[arg-type]
         raise errors.InvalidInputs(

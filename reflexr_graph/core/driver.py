@@ -19,6 +19,7 @@ from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
+from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.errors import OutputNotSerializable
@@ -49,6 +50,10 @@ class _Saver:
         if not self.inputs_ok or not pg.is_quiescent(run, batch):
             return
         task = batch[0]
+        if self.action.kinds.get(task.node_id) is Kind.END:
+            # The end node runs no code: the finished checkpoint follows at once, so a save here
+            # would protect nothing and cost a round trip.
+            return
         stack = pg.task_fork_stack(task)
         codec = self.action.node_codec(task.node_id)
         if codec is None or not self.action.boundaries.is_safe(task.node_id, (f for f, _, _ in stack)):

@@ -36,5 +36,8 @@ class CheckpointPort(Protocol):
         ...
 
     def save_checkpoint(self, ctx: AttemptContext, payload: str, *, seq: int, next_node: str | None) -> None:
-        """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it."""
+        """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
+
+        ``next_node`` is None for the finished checkpoint (the graph's output), the attempt's last.
+        """
         ...

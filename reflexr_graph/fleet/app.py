@@ -6,6 +6,7 @@ without it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.errors import StoreUnavailable
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -57,7 +59,12 @@ class FleetApp(Celery):
         """This process's store, created on first use (pool children each get their own)."""
         pid = os.getpid()
         if self._store is None or self._store_pid != pid:
-            self._store, self._store_pid = self.new_store(), pid
+            store = self.new_store()
+            with contextlib.suppress(StoreUnavailable):
+                # Loaded now, no first call pays a NOSCRIPT round trip; if Redis is down, the
+                # first calls load them (redis-py retries NOSCRIPT with the script's text).
+                store.preload_scripts()
+            self._store, self._store_pid = store, pid
         return self._store
 
 

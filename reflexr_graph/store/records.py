@@ -45,6 +45,8 @@ class Claim:
     max_attempts: int = 0
     trace_context: str = ""
     """The enqueuer's trace context (W3C headers as JSON), or '' when none was recorded."""
+    checkpoint: str | None = None
+    """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
 
     @property
     def claimed(self) -> bool:

@@ -238,7 +238,7 @@ class RedisStore:
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
-        status, attempts, resumes, graph, inputs, state, idem, max_attempts, trace = reply[1:]
+        status, attempts, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[1:]
         return Claim(
             outcome=outcome,
             run_id=run_id,
@@ -252,6 +252,7 @@ class RedisStore:
             idempotency_key=idem,
             max_attempts=int(max_attempts or 0),
             trace_context=trace,
+            checkpoint=checkpoint or None,
         )
 
     @_translate_errors
@@ -292,9 +293,12 @@ class RedisStore:
             raise _fenced(ctx, "checkpoint")
 
     @_translate_errors
-    def succeed(self, ctx: AttemptContext, output_json: str) -> None:
-        """Record the output and start the retention of every key of the run."""
-        args: list[ScriptArg] = [ctx.token, output_json, self.run_retention_s]
+    def succeed(self, ctx: AttemptContext, output_json: str, *, checkpoint: str = "", seq: int = 0) -> None:
+        """Record the output and start the retention of every key of the run.
+
+        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script.
+        """
+        args: list[ScriptArg] = [ctx.token, output_json, self.run_retention_s, checkpoint, seq]
         if not self._run("succeed", ctx.run_id, ctx.idempotency_key, clock.now_ms(), args):
             raise _fenced(ctx, "output")
 

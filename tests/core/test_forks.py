@@ -23,7 +23,7 @@ def test_failing_branch_reruns_branches_not_the_plan(harness: Harness, closest: 
     assert harness.attempt(action, run_id, inputs=3) == 30
     assert CALLS["plan"] == 1 and CALLS["total"] == 1
     assert CALLS["work1"] == 2
-    assert harness.progressed(run_id) == ["map", "total", "__end__", ""]
+    assert harness.progressed(run_id) == ["map", "total", ""]
 
 
 def test_no_checkpoint_inside_the_map(harness: Harness) -> None:

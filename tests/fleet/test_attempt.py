@@ -27,8 +27,8 @@ SECRET = "s3cr3t-value-7731"
 Step = Callable[[int], Any]
 
 
-def two_steps(name: str, second: Step, *, output_type: Any = int) -> GraphAction:
-    """first (records itself) -> second(ctx.inputs) -> end."""
+def two_steps(name: str, second: Step, *, output_type: Any = int, tail: bool = False) -> GraphAction:
+    """first (records itself) -> second(ctx.inputs) -> end; with ``tail``, a last step after second."""
     g = GraphBuilder(name=name, input_type=int, output_type=output_type)
     seen: list[str] = []
 
@@ -45,7 +45,16 @@ def two_steps(name: str, second: Step, *, output_type: Any = int) -> GraphAction
             result = await result
         return result
 
-    g.add(g.edge_from(g.start_node).to(first), g.edge_from(first).to(then), g.edge_from(then).to(g.end_node))
+    @g.step
+    async def last(ctx: StepContext[None, None, int]) -> int:
+        seen.append("last")
+        return ctx.inputs
+
+    g.add(g.edge_from(g.start_node).to(first), g.edge_from(first).to(then))
+    if tail:
+        g.add(g.edge_from(then).to(last), g.edge_from(last).to(g.end_node))
+    else:
+        g.add(g.edge_from(then).to(g.end_node))
     action = GraphAction(g.build())
     action.seen = seen  # type: ignore[attr-defined]
     return action
@@ -200,7 +209,7 @@ def test_store_unavailable_while_saving_a_checkpoint(
         server.kill()
         return n
 
-    action = two_steps("dies", die)
+    action = two_steps("dies", die, tail=True)  # then's return is followed by a real boundary
     app = fleet_app(server.url, action)
     store = app.store()
     try:
@@ -312,3 +321,32 @@ def test_safe_message_and_traceback_rewrite_validation_errors() -> None:
     assert SECRET not in tb and "KeyError" in tb and "led to the following" in tb
     assert attempt.classify(RunFailure("x", reason="r", permanent=True)) == ("r", True)
     assert attempt.classify(RuntimeError()) == ("step_failed", False)
+
+
+def test_an_attempt_costs_one_round_trip_per_saved_boundary_plus_one(redis_url: str) -> None:
+    """Performance by design: the claim brings the checkpoint, and the finished checkpoint rides in
+    the success write; a three-step run makes two boundary saves and one succeed, nothing else."""
+    from tests.core import graphs
+
+    action = graphs.linear(name="budget")
+    app = fleet_app(redis_url, action, lease_ttl_s=30)  # no lease renewal falls inside the attempt
+    store = app.store()
+    run_id = create_run(store, "budget", 1)
+    claimed = claim(app, store, run_id)
+    sent: list[str] = []
+    original = store.client.execute_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        sent.append(str(args[0]))
+        return original(*args, **kwargs)
+
+    store.client.execute_command = counting  # type: ignore[method-assign]
+    try:
+        attempt.run_claimed(app, store, claimed)
+    finally:
+        store.client.execute_command = original  # type: ignore[method-assign]
+    assert sent == ["EVALSHA", "EVALSHA", "EVALSHA"], sent
+    info = store.get(run_id)
+    assert (info.status, info.checkpoints, info.output) == (Status.SUCCEEDED, 3, 4)
+    ckpt = store.load_checkpoint(run_id)
+    assert ckpt is not None and '"finished":true' in ckpt, "the finished checkpoint was written with the outcome"

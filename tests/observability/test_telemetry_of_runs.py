@@ -70,7 +70,7 @@ def test_failed_and_resumed_attempts_share_the_run_trace(app: FleetApp) -> None:
         assert (
             span.attributes[tracing.ATTR_RUN_ID] == run_id and span.attributes[tracing.ATTR_GRAPH] == "linear"
         )
-    assert runs[1].attributes is not None and runs[1].attributes[tracing.ATTR_SEQ] == 4
+    assert runs[1].attributes is not None and runs[1].attributes[tracing.ATTR_SEQ] == 3
     steps = [
         (s.name, s.parent.span_id if s.parent else None) for s in spans if s.name.startswith("execute_step")
     ]

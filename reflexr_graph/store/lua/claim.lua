@@ -1,18 +1,20 @@
 -- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there). The claim returns the
+-- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
 -- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
---   max_attempts, trace} with outcome claimed|busy|finished|missing|dead|early, or {'idem', key}
+--   max_attempts, trace, checkpoint JSON or ''} with outcome claimed|busy|finished|missing|dead|early, or {'idem', key}
 
 local token = ARGV[4]
 
 local function reply(outcome)
   return {outcome, field('status'), field('attempts'), field('resumes'), field('graph'),
-    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace')}
+    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace'),
+    redis.call('HGET', K_CKPT, 'data') or ''}
 end
 
 if not exists() then

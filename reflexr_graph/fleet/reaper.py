@@ -44,14 +44,20 @@ SEND_RETRY_DELAY_MS = 2000
 _WARN_EVERY_S = 30.0
 
 
-def lock_ttl_ms(lease_ttl_s: float, interval_s: float = INTERVAL_S) -> int:
-    """How long the reaper lock outlives its holder.
+LOCK_TICKS = 3
+"""The reaper lock outlives its holder by this many ticks."""
 
-    No longer than a lease TTL (capped at 10 s), so a reaper that died with its worker is
-    replaced about as fast as that worker's leases lapse; at least three ticks, so a
-    holder that is merely slow keeps it.
+
+def lock_ttl_ms(interval_s: float = INTERVAL_S) -> int:
+    """How long the reaper lock outlives its holder: three ticks, whatever the lease TTL.
+
+    A reaper that died with its worker must be replaced before that worker's leases lapse,
+    or recovery waits for the lock on top of the lease (G5); a lock that followed a 30 s
+    lease held up a fleet on 3 s leases for 10 s. Three ticks let a merely slow holder keep
+    it, and a brief overlap of two reapers is harmless: each reap is atomic per run and the
+    claim drops duplicate messages.
     """
-    return int(max(3 * interval_s, min(lease_ttl_s, 10.0)) * 1000)
+    return int(LOCK_TICKS * interval_s * 1000)
 
 
 class Reaper:
@@ -63,7 +69,7 @@ class Reaper:
         self.interval_s = interval_s
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         settings = app.reflexr_settings
-        self.lock_ttl_ms = lock_ttl_ms(settings.lease_ttl_s, interval_s)
+        self.lock_ttl_ms = lock_ttl_ms(interval_s)
         # A sent message that no worker claims within about two lease TTLs is sent again, then
         # twice as late each time: never later than kombu itself would restore it.
         self.resend_base_ms = int(max(2 * settings.lease_ttl_s, MIN_RESEND_S) * 1000)

@@ -35,7 +35,7 @@ RATIO_LINES = (
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
-    pytest.importorskip("pyinstrument")
+    """`make bench` end to end at tiny counts: every section and ratio line is written."""
     out = tmp_path / "benchmarks.md"
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "--quick", "--out", str(out)],

@@ -349,4 +349,4 @@ def test_an_attempt_costs_one_round_trip_per_saved_boundary_plus_one(redis_url: 
     info = store.get(run_id)
     assert (info.status, info.checkpoints, info.output) == (Status.SUCCEEDED, 3, 4)
     ckpt = store.load_checkpoint(run_id)
-    assert ckpt is not None and '"finished":true' in ckpt, "the finished checkpoint was written with the outcome"
+    assert ckpt is not None and '"finished":true' in ckpt, "the finished checkpoint came with the outcome"

@@ -1,0 +1,99 @@
+"""``python -m bench``: run every benchmark and write docs/benchmarks.md.
+
+``--quick`` uses tiny counts (for the smoke test; its figures mean nothing), ``--only NAME``
+runs some benchmarks and writes only their sections. Every process started is stopped on
+the way out, also on failure, Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from bench import checkpoint_cost, enqueue, memory, profile, recovery, report, throughput
+from bench.procs import Lab, lab
+
+NAMES = ("checkpoint", "throughput", "memory", "recovery", "enqueue", "profile")
+FULL = {"ckpt_reps": 7, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3, "prof_n": 300}
+QUICK = {"ckpt_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1, "prof_n": 10}
+TITLES = {
+    "checkpoint": "1. Checkpoint cost per step",
+    "throughput": "2. Throughput: durable vs plain Celery vs a Celery chain",
+    "scaling": "3. Scaling: 1 vs 2 worker processes",
+    "recovery": "4. Recovery after SIGKILL of a worker mid-step",
+    "memory": "5. Redis memory per run",
+    "enqueue": "6. Enqueue rate",
+    "profile": "7. Profile of the durable path",
+}
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    phases: dict[str, Callable[[], None]] = {
+        "throughput": lambda: _throughput(the_lab, p, out),
+        "memory": lambda: out.update(memory=memory.render(memory.run(the_lab, _say))),
+        "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
+        # Last: their runs are never consumed, so the reaper keeps re-sending them once their
+        # dispatch grace passes, which would slow the reaper the recovery phase times.
+        "enqueue": lambda: out.update(
+            enqueue=enqueue.render(enqueue.run(the_lab, p["enq_n"], p["enq_reps"], _say))
+        ),
+        "profile": lambda: out.update(profile=profile.render(profile.run(the_lab, p["prof_n"], _say))),
+    }
+    for name, phase in phases.items():
+        if name in only:
+            _say(f"[{name}]")
+            phase()
+    return out
+
+
+def _throughput(the_lab: Lab, p: dict[str, int], out: dict[str, str]) -> None:
+    result = throughput.run(the_lab, p["runs"], p["tp_reps"], _say)
+    out["throughput"] = throughput.render(result)
+    out["scaling"] = throughput.render_scaling(result, os.cpu_count())
+
+
+def _sigterm(signum: int, frame: FrameType | None) -> None:
+    # Unwinds like Ctrl-C, so every `finally` stops the processes it started.
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny counts, for the smoke test")
+    parser.add_argument("--only", action="append", choices=NAMES, help="run only this benchmark (repeatable)")
+    parser.add_argument("--out", type=Path, default=report.DEFAULT_OUT, help="where to write the markdown")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _sigterm)
+    only, p = set(args.only or NAMES), QUICK if args.quick else FULL
+    t0 = time.monotonic()
+    sections: dict[str, str] = {}
+    if "checkpoint" in only:
+        _say("[checkpoint]")
+        sections["checkpoint"] = checkpoint_cost.render(checkpoint_cost.run(p["ckpt_reps"]))
+    if only - {"checkpoint"}:
+        with lab() as the_lab:
+            sections.update(_fleet_phases(the_lab, only, p))
+    ordered = {TITLES[k]: sections[k] for k in TITLES if k in sections}
+    wall = time.monotonic() - t0
+    report.write(ordered, args.out, quick=args.quick, wall_s=wall)
+    _say(f"wrote {args.out} in {wall:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted; every process started was stopped", file=sys.stderr)
+        sys.exit(130)

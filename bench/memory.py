@@ -1,0 +1,74 @@
+"""Redis memory of one run: mid-flight with a checkpoint, and finished.
+
+The ``hold`` graph records its payload into the state (checkpointed), then waits for a gate.
+While it waits, the benchmark sums ``MEMORY USAGE`` over the run's keys (``run_keys``: run
+hash, checkpoint, events, traceback); it opens the gate, waits for the run to finish and
+sums again. Both are set against the byte size of the run's inputs and state JSON. The
+global indexes (status sets, ``rg:all``) hold a few dozen bytes per run and are not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from bench import fleet_graph
+from bench.procs import Lab, wait_for
+from reflexr_graph.client import Client
+from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.store import keys
+
+QUEUE = "bench-memory"
+PAYLOAD_BYTES = 1000
+
+
+def _usage(client: Client, run_id: str) -> dict[str, int]:
+    r = client.store.client
+    # SAMPLES 0: count every element of the hash and stream, not an estimate from a sample.
+    sizes = {key: r.memory_usage(key, samples=0) for key in keys.run_keys(run_id)}
+    return {key.rsplit(":", 1)[-1]: size for key, size in sizes.items() if size is not None}
+
+
+def run(lab: Lab, progress: Callable[[str], None] = print) -> dict[str, Any]:
+    worker = lab.start_worker("workers", QUEUE, 1)
+    lab.wait_ready(worker)
+    try:
+        with Client(load_settings(redis_url=lab.url, queue=QUEUE)) as client:
+            inputs = {"payload": "x" * PAYLOAD_BYTES}
+            run_id = client.enqueue(fleet_graph.hold.name, inputs)
+            wait_for(lambda: client.checkpoint_info(run_id), 60, "the first checkpoint", 0.01)
+            live = _usage(client, run_id)
+            client.store.client.set(fleet_graph.gate_key(run_id), 1)
+            client.wait(run_id, timeout=60)
+            finished = _usage(client, run_id)
+    finally:
+        lab.stop_workers()
+    progress(f"  live {sum(live.values())} B, finished {sum(finished.values())} B")
+    inputs_json = json.dumps(inputs, separators=(",", ":"))
+    state_json = json.dumps({"notes": [inputs["payload"]]}, separators=(",", ":"))
+    return {
+        "live": live,
+        "finished": finished,
+        "inputs_bytes": len(inputs_json),
+        "state_bytes": len(state_json),
+    }
+
+
+def render(result: dict[str, Any]) -> str:
+    data = result["inputs_bytes"] + result["state_bytes"]
+    lines = [
+        f"One run of a two-step graph whose inputs JSON is {result['inputs_bytes']} B and whose state "
+        f"JSON is {result['state_bytes']} B after its first step (together {data} B). "
+        "`MEMORY USAGE … SAMPLES 0` summed over the run's own keys; the global indexes are not counted.",
+        "",
+        "| run | run hash | checkpoint | events | traceback | total B | total / (inputs + state) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label in ("live", "finished"):
+        u = result[label]
+        total = sum(u.values())
+        cells = " | ".join(str(u.get(k, "—")) for k in ("run", "ckpt", "events", "tb"))
+        name = "live (mid-step 2, one checkpoint)" if label == "live" else "finished"
+        lines.append(f"| {name} | {cells} | {total} | {total / data:.2f} |")
+    return "\n".join(lines)

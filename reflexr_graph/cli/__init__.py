@@ -22,9 +22,10 @@ _USAGE_ERRORS = (
     errors.RunNotFound,
     errors.UnknownGraph,
     errors.InvalidInputs,
-    errors.OperationRefused,
     errors.SettingsError,
 )
+"""Bad usage or bad input (exit 2). A refused operation, such as replaying a running run, is a
+command that failed (exit 1): the input was fine, the run's status did not allow it."""
 
 
 def _report(exc: Exception) -> int:

@@ -67,7 +67,7 @@ def test_invalid_inputs_list_every_failing_field(cli: Cli, tmp_path: Path) -> No
 def test_replaying_an_active_run_is_refused(cli: Cli, client: Client, redis_client: redis.Redis) -> None:
     run_id = client.enqueue("counter", {"key": "a", "n": 1})
     result = cli("dlq", "replay", run_id)
-    assert result.returncode == 2
+    assert result.returncode == 1, "a refused operation exits 1"
     assert "only dead or cancelled runs replay" in result.stderr
 
 

@@ -92,7 +92,7 @@ def test_cancel_a_running_run(cli: Cli, client: Client, redis_client: redis.Redi
     redis_client.rpush(release_key(key), 1)
     assert client.wait(run_id, timeout=30).status is Status.CANCELLED
     assert cli("status", run_id, "--json").returncode == 0
-    assert cli("cancel", run_id, "--yes").returncode == 2
+    assert cli("cancel", run_id, "--yes").returncode == 1, "cancelling a finished run is refused"
 
 
 def test_watch_follows_a_run_to_its_end(cli: Cli, client: Client, redis_client: redis.Redis) -> None:

@@ -11,7 +11,7 @@ from rich.progress import Progress
 from reflexr_graph import errors
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import GraphOpt, JsonOpt, ReasonOpt, YesOpt, client_of, confirm, dlq_app
-from reflexr_graph.cli.failures import EXIT_USAGE, BadInput
+from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
 from reflexr_graph.client import Client
 
 RunsArg = Annotated[list[str] | None, typer.Argument(metavar="[RUN]...", help="Run ids.", show_default=False)]
@@ -86,8 +86,10 @@ def _bulk(label: str, run_ids: list[str], act: Callable[[str], None]) -> None:
     for run_id, problem in failures:
         render.err.print(f"{run_id}: {problem}", markup=False)
     if failures:
-        # Unknown ids and runs that are not dead are input the operator has to fix.
-        raise typer.Exit(EXIT_USAGE)
+        # An unknown id is bad input (2); a run whose status refuses the operation is a refused
+        # operation (1), as for a single run.
+        unknown = any(isinstance(problem, errors.RunNotFound) for _, problem in failures)
+        raise typer.Exit(EXIT_USAGE if unknown else EXIT_FAILED)
 
 
 @dlq_app.command()

@@ -81,11 +81,7 @@ def runs(
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest first."""
-    found = client_of(ctx).runs(status=status_, graph=graph, limit=limit)
-    if as_json:
-        render.print_json([render.run_json(i) for i in found])
-    else:
-        render.run_table(found, "runs")
+    render.runs(client_of(ctx).runs(status=status_, graph=graph, limit=limit), "runs", as_json)
 
 
 @app.command()

@@ -23,11 +23,7 @@ def list_(
     ctx: typer.Context, graph: GraphOpt = None, reason: ReasonOpt = None, as_json: JsonOpt = False
 ) -> None:
     """List dead-lettered runs, most recently dead first."""
-    found = client_of(ctx).dead_letters(graph=graph, reason=reason)
-    if as_json:
-        render.print_json([render.run_json(i) for i in found])
-    else:
-        render.run_table(found, "dead-lettered runs")
+    render.runs(client_of(ctx).dead_letters(graph=graph, reason=reason), "dead-lettered runs", as_json)
 
 
 @dlq_app.command()

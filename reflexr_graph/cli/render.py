@@ -129,3 +129,11 @@ def graph_table(graphs: list[GraphSchema]) -> None:
             when(entry.published_at),
         )
     out.print(table)
+
+
+def runs(found: list[RunInfo], title: str, as_json: bool) -> None:
+    """A list of runs: a table on a terminal, a JSON array with --json."""
+    if as_json:
+        print_json([run_json(i) for i in found])
+    else:
+        run_table(found, title)

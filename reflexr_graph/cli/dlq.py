@@ -103,8 +103,11 @@ def replay(
     """Queue dead (or cancelled) runs again; they resume from their last checkpoint."""
     client = client_of(ctx)
     targets = _targets(client, run_ids or [], every, graph, reason)
-    if every:
-        confirm(f"replay {len(targets)} dead run(s){' from the start' if from_start else ''}?", yes)
+    if from_start:
+        # Discarding checkpoints throws away completed work: ask, however few runs it is.
+        confirm(f"replay {len(targets)} run(s) from the start, discarding their checkpoints?", yes)
+    elif every:
+        confirm(f"replay {len(targets)} dead run(s)?", yes)
 
     def act(run_id: str) -> None:
         client.replay(run_id, from_start=from_start)

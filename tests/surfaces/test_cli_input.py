@@ -78,6 +78,17 @@ def test_declined_confirmation_changes_nothing(cli: Cli, client: Client) -> None
     assert client.get(run_id).status == "queued"
 
 
+def test_replay_from_the_start_asks_first(cli: Cli, client: Client) -> None:
+    """--from-start discards a run's checkpoint, so even one run is replayed only once confirmed."""
+    run_id = client.enqueue("counter", {"key": "a", "n": 1})
+    client.cancel(run_id)
+    declined = cli("dlq", "replay", run_id, "--from-start", stdin="n\n")
+    assert declined.returncode == 1 and "nothing was changed" in declined.stderr
+    assert client.get(run_id).status == "cancelled"
+    assert cli("dlq", "replay", run_id, "--from-start", "--yes").returncode == 0
+    assert client.get(run_id).status == "queued"
+
+
 def test_graphs_lists_published_schemas(cli: Cli) -> None:
     import json
 

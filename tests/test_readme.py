@@ -26,7 +26,7 @@ def test_every_setting_is_documented_with_its_default() -> None:
     assert set(rows) == set(expected), "README configuration table and Settings disagree"
     for env_name, field in expected.items():
         default = field.default
-        shown = "(none)" if default in ((), None) else f"`{default}`"
+        shown = "(none)" if default in ((), None, "") else f"`{default}`"
         assert rows[env_name] == shown, f"{env_name}: README says {rows[env_name]}, code says {shown}"
 
 

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from celery import signals
@@ -115,7 +116,18 @@ class Reaper:
             except Exception:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
+            self._beat()
             self._stop.wait(self.interval_s)
+
+    def _beat(self) -> None:
+        """Touch the health file: this worker's main process is alive and looping, Redis or not."""
+        path = self.app.reflexr_settings.health_file
+        if not path:
+            return
+        try:
+            Path(path).touch()
+        except OSError as exc:
+            self._warn("cannot touch the health file %s (%s); liveness probes will fail", path, exc)
 
     def _warn(self, msg: str, *args: Any) -> None:
         now = time.monotonic()

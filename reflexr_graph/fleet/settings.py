@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     run_retention_s: int = Field(7 * DAY_S, gt=0)
     dead_retention_s: int = Field(30 * DAY_S, gt=0)
     soft_shutdown_timeout_s: float = Field(10.0, ge=0)
+    health_file: str = ""
+    """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
 
     @field_validator("graphs", mode="before")
     @classmethod

@@ -139,6 +139,11 @@ class RedisStore:
         self._r.close()
 
     @_translate_errors
+    def ping(self) -> None:
+        """One round trip to Redis; StoreUnavailable when it does not answer."""
+        self._r.ping()
+
+    @_translate_errors
     def preload_scripts(self) -> None:
         """Load every script into Redis now, so no first call pays the NOSCRIPT round trip."""
         self._scripts.preload()

@@ -1,0 +1,56 @@
+"""``reflexr-graph health``: the probe a container orchestrator runs against a worker.
+
+Liveness asks only whether the worker's main process is still looping (its reaper touches
+REFLEXR_HEALTH_FILE every tick), so a Redis outage does not get every worker restarted at
+once. Readiness adds ``--redis``: a worker is of no use while it cannot reach Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from reflexr_graph.cli.app import app, client_of
+from reflexr_graph.cli.failures import BadInput, CommandFailed
+from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.fleet.settings import load_settings
+
+
+def _check_file(path: str, max_age_s: float) -> str:
+    try:
+        age = time.time() - Path(path).stat().st_mtime
+    except FileNotFoundError:
+        raise CommandFailed(
+            f"no health file at {path}: the worker has not started, or runs elsewhere"
+        ) from None
+    if age > max_age_s:
+        raise CommandFailed(
+            f"health file {path} is {age:.0f}s old (limit {max_age_s:g}s): the worker's main process "
+            "is stuck or gone"
+        )
+    return f"worker alive ({age:.1f}s ago)"
+
+
+@app.command()
+def health(
+    ctx: typer.Context,
+    max_age: Annotated[
+        float, typer.Option("--max-age", min=0.1, help="Seconds the worker's health file may be old.")
+    ] = 30.0,
+    redis: Annotated[bool, typer.Option("--redis", help="Also check that Redis answers.")] = False,
+) -> None:
+    """Probe a worker: its health file is fresh (REFLEXR_HEALTH_FILE) and, with --redis, Redis answers."""
+    path = load_settings().health_file
+    if not path and not redis:
+        raise BadInput("nothing to check: set REFLEXR_HEALTH_FILE on the worker and here, or pass --redis")
+    said = [_check_file(path, max_age)] if path else []
+    if redis:
+        try:
+            client_of(ctx).store.ping()
+        except StoreUnavailable as exc:
+            raise CommandFailed(f"Redis does not answer: {exc}") from None
+        said.append("Redis answers")
+    typer.echo("; ".join(said))

@@ -65,10 +65,10 @@ test: install redis lint ## Lint, then the full test suite with coverage
 test-fast: install redis ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,-m "not slow")
 
-run: install redis ## Run the demo workflow
+run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay
 	$(BIN)/reflexr-graph demo
 
-bench: install redis ## Run the benchmarks
+bench: install redis ## Run every benchmark and regenerate docs/benchmarks.md
 	$(BIN)/python -m bench
 
 clean: ## Remove .venv, .run and caches

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from typing import Protocol
@@ -33,7 +34,9 @@ class Heartbeat:
     """Renews ``ctx``'s lease every TTL/3 until stopped, and cancels the attempt when it is lost.
 
     Use as a context manager around the attempt; :meth:`bind` names the asyncio task to
-    cancel. ``lost`` says why the lease was lost, or is None while it is held.
+    cancel. ``lost`` says why the lease was lost, or is None while it is held. The renewals
+    run on the process's one heartbeat thread (:class:`_Beater`): starting and joining a
+    thread for every attempt was a tenth of a short run's cost.
     """
 
     def __init__(self, store: LeaseStore, ctx: AttemptContext, *, lease_ttl_s: float) -> None:
@@ -41,28 +44,28 @@ class Heartbeat:
         self._ctx = ctx
         self._ttl_s = lease_ttl_s
         self._interval_s = lease_ttl_s / RENEWALS_PER_TTL
-        self._stop = threading.Event()
         self._lock = threading.Lock()
         self._target: tuple[asyncio.AbstractEventLoop, asyncio.Task[object]] | None = None
         self._cancel_requested = False
+        self._last_ok = time.monotonic()
         self.lost: str | None = None
-        self._thread = threading.Thread(target=self._run, name=f"reflexr-heartbeat-{ctx.run_id}", daemon=True)
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        self._last_ok = time.monotonic()
+        _beater().watch(self, self._interval_s)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        """Stop renewing; the lease then lapses on its own unless the run was finished or released."""
+        """Stop renewing; the lease then lapses on its own unless the run was finished or released.
+
+        Returns once no renewal of this lease is in flight (bounded by the store's socket timeout).
+        """
         with self._lock:
             self._target = None
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            # A renewal in flight is bounded by the store's socket timeout.
-            self._thread.join(timeout=self._ttl_s)
+        _beater().unwatch(self, timeout=self._ttl_s)
 
     def bind(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[object]) -> None:
         """The task to cancel when the lease is lost; cancelled at once if it already was."""
@@ -71,32 +74,32 @@ class Heartbeat:
             if self.lost is not None:
                 self._cancel_locked()
 
-    def _run(self) -> None:
-        last_ok = time.monotonic()
-        while not self._stop.wait(self._interval_s):
-            try:
-                held = self._store.renew_lease(
-                    self._ctx.run_id, self._ctx.token, lease_ttl_ms=int(self._ttl_s * 1000)
+    def renew(self) -> bool:
+        """One renewal, on the heartbeat thread; False once the lease is lost (stop renewing it)."""
+        try:
+            held = self._store.renew_lease(
+                self._ctx.run_id, self._ctx.token, lease_ttl_ms=int(self._ttl_s * 1000)
+            )
+        except StoreUnavailable:
+            if time.monotonic() - self._last_ok < self._ttl_s:
+                log.warning(
+                    "run %s attempt %d: Redis unreachable while renewing the lease; retrying in %.1fs",
+                    self._ctx.run_id,
+                    self._ctx.attempt,
+                    self._interval_s,
                 )
-            except StoreUnavailable:
-                if time.monotonic() - last_ok < self._ttl_s:
-                    log.warning(
-                        "run %s attempt %d: Redis unreachable while renewing the lease; retrying in %.1fs",
-                        self._ctx.run_id,
-                        self._ctx.attempt,
-                        self._interval_s,
-                    )
-                    continue
-                self._lose("Redis stayed unreachable for a whole lease TTL; the lease may have lapsed")
-                return
-            except Exception:
-                # Anything else is a bug, but the attempt must not lose its lease to it silently.
-                log.exception("run %s: lease renewal failed unexpectedly; retrying", self._ctx.run_id)
-                continue
-            if not held:
-                self._lose("the run was taken over, reaped or cancelled")
-                return
-            last_ok = time.monotonic()
+                return True
+            self._lose("Redis stayed unreachable for a whole lease TTL; the lease may have lapsed")
+            return False
+        except Exception:
+            # Anything else is a bug, but the attempt must not lose its lease to it silently.
+            log.exception("run %s: lease renewal failed unexpectedly; retrying", self._ctx.run_id)
+            return True
+        if not held:
+            self._lose("the run was taken over, reaped or cancelled")
+            return False
+        self._last_ok = time.monotonic()
+        return True
 
     def _lose(self, why: str) -> None:
         log.warning(
@@ -117,3 +120,72 @@ class Heartbeat:
         # RuntimeError: the loop already closed, so the attempt has ended on its own.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _Beater:
+    """The process's heartbeat thread: renews every watched lease when it is due.
+
+    A thread, not an asyncio task, so a step that blocks the event loop does not stop it.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[Heartbeat, tuple[float, float]] = {}
+        """Each watched heartbeat's next renewal time and interval (monotonic seconds)."""
+        self._busy: Heartbeat | None = None
+        self._thread = threading.Thread(target=self._run, name="reflexr-heartbeat", daemon=True)
+        self._thread.start()
+
+    def watch(self, heartbeat: Heartbeat, interval_s: float) -> None:
+        with self._cond:
+            self._due[heartbeat] = (time.monotonic() + interval_s, interval_s)
+            self._cond.notify_all()
+
+    def unwatch(self, heartbeat: Heartbeat, *, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._due.pop(heartbeat, None)
+            # Never wait on ourselves: the heartbeat thread itself does not call stop().
+            while self._busy is heartbeat and threading.current_thread() is not self._thread:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._cond.wait(left):
+                    break
+
+    def _next(self) -> tuple[Heartbeat | None, float]:
+        if not self._due:
+            return None, 0.0
+        heartbeat = min(self._due, key=lambda h: self._due[h][0])
+        return heartbeat, self._due[heartbeat][0] - time.monotonic()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                heartbeat, wait_s = self._next()
+                if heartbeat is None or wait_s > 0:
+                    self._cond.wait(None if heartbeat is None else wait_s)
+                    continue
+                self._busy = heartbeat
+            keep = heartbeat.renew()
+            with self._cond:
+                self._busy = None
+                if heartbeat in self._due:
+                    if keep:
+                        interval = self._due[heartbeat][1]
+                        self._due[heartbeat] = (time.monotonic() + interval, interval)
+                    else:
+                        del self._due[heartbeat]
+                self._cond.notify_all()
+
+
+_beaters: dict[int, _Beater] = {}
+_beaters_lock = threading.Lock()
+
+
+def _beater() -> _Beater:
+    """This process's heartbeat thread, started on first use (a forked pool child starts its own)."""
+    pid = os.getpid()
+    with _beaters_lock:
+        beater = _beaters.get(pid)
+        if beater is None:
+            beater = _beaters[pid] = _Beater()
+        return beater

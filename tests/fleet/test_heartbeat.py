@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from reflexr_graph.fleet import heartbeat
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -38,7 +39,7 @@ def test_renews_the_lease_until_stopped(redis_url: str) -> None:
         )
     assert hb.lost is None
     stopped = store.client.zscore(keys.LEASES, run_id)
-    assert not hb._thread.is_alive()
+    assert hb not in heartbeat._beater()._due, "a stopped heartbeat is no longer renewed"
     assert store.client.zscore(keys.LEASES, run_id) == stopped
     store.close()
 
@@ -69,4 +70,27 @@ def test_cancels_the_attempt_when_redis_stays_unreachable_for_a_ttl(private_redi
     with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb, pytest.raises(asyncio.CancelledError):
         asyncio.run(hang_until_cancelled(hb))
     assert hb.lost is not None and "unreachable" in hb.lost
+    store.close()
+
+
+def test_one_thread_renews_every_attempt_of_a_process(redis_url: str) -> None:
+    """Two attempts in one process: both leases are renewed, by the process's one heartbeat thread."""
+    import threading
+
+    app = fleet_app(redis_url, lease_ttl_s=TTL_S)
+    store = app.store()
+    ctxs = [claim(app, store, create_run(store, "g", i)).context() for i in range(2)]
+    firsts = [store.client.zscore(keys.LEASES, c.run_id) or 0 for c in ctxs]
+    before = {t.name for t in threading.enumerate()}
+    with Heartbeat(store, ctxs[0], lease_ttl_s=TTL_S), Heartbeat(store, ctxs[1], lease_ttl_s=TTL_S):
+        for ctx, first in zip(ctxs, firsts, strict=True):
+            wait_for(
+                lambda c=ctx, f=first: (
+                    (store.client.zscore(keys.LEASES, c.run_id) or 0) > f + 2 * TTL_S * 1000
+                ),
+                20,
+                "renewals of both leases",
+            )
+        started = {t.name for t in threading.enumerate()} - before
+        assert started <= {"reflexr-heartbeat"}, started
     store.close()

@@ -1,5 +1,7 @@
 """reflexr-graph: durable execution for pydantic-graph workflows on Celery and Redis."""
 
+from typing import TYPE_CHECKING, Any
+
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.errors import (
@@ -14,7 +16,23 @@ from reflexr_graph.errors import (
 )
 from reflexr_graph.model import RunInfo, Status
 
+if TYPE_CHECKING:
+    from reflexr_graph.client import AsyncClient, Client
+
+
+def __getattr__(name: str) -> Any:
+    # The clients bring Celery and redis-py in: loaded on first use, so `import reflexr_graph`
+    # stays light for code that only builds GraphActions.
+    if name in ("Client", "AsyncClient"):
+        from reflexr_graph import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'reflexr_graph' has no attribute {name!r}")
+
+
 __all__ = [
+    "AsyncClient",
+    "Client",
     "CurrentRun",
     "GraphAction",
     "GraphDefinitionError",

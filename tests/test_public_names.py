@@ -1,0 +1,53 @@
+"""The names DESIGN.md says users and outside checks rely on."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import reflexr_graph
+from reflexr_graph import AsyncClient, Client, GraphAction, RunFailure, RunInfo, current_run
+
+
+def test_top_level_names() -> None:
+    for name in ("GraphAction", "current_run", "RunFailure", "Client", "AsyncClient", "RunInfo"):
+        assert hasattr(reflexr_graph, name), name
+    assert set(inspect.signature(GraphAction).parameters) >= {"graph", "name", "input_types", "max_attempts"}
+    failure = RunFailure("bad document", reason="bad_document", permanent=True)
+    assert (failure.reason, failure.permanent, str(failure)) == ("bad_document", True, "bad document")
+    assert callable(current_run)
+
+
+def test_client_methods() -> None:
+    for cls in (Client, AsyncClient):
+        for method in ("enqueue", "get", "wait", "replay", "cancel", "dead_letters"):
+            assert callable(getattr(cls, method)), f"{cls.__name__}.{method}"
+    assert set(inspect.signature(Client.enqueue).parameters) >= {
+        "graph",
+        "inputs",
+        "state",
+        "idempotency_key",
+    }
+    assert "from_start" in inspect.signature(Client.replay).parameters
+    assert callable(Client.from_url)
+
+
+def test_run_info_fields() -> None:
+    expected = {"run_id", "graph", "status", "attempts", "max_attempts", "output", "error", "reason",
+                "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
+    assert set(RunInfo.model_fields) == expected
+
+
+def test_importing_the_package_does_not_load_celery() -> None:
+    """Building GraphActions needs no Celery: the clients load it on first use."""
+    code = "import sys, reflexr_graph; print('celery' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_module_entry_point() -> None:
+    """`python -m reflexr_graph` is the CLI."""
+    out = subprocess.run([sys.executable, "-m", "reflexr_graph", "--help"], capture_output=True, text=True,
+                         timeout=60, check=True)  # fmt: skip
+    assert "dlq" in out.stdout and "enqueue" in out.stdout

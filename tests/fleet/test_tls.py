@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests.fleet.conftest import Fleet
 from tests.redis_server import RedisFactory
-from tests.store.test_connection import _free_port, _self_signed
+from tests.tls import tls_redis
 
 
 @pytest.mark.slow
@@ -23,13 +22,7 @@ def test_a_run_succeeds_over_tls_with_a_password(
 ) -> None:
     """Security: REFLEXR_REDIS_URL=rediss://:PASSWORD@... carries the broker, the store and the
     client over TLS (the server's certificate checked against the CA in the URL) with AUTH."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    cert, key = _self_signed(tmp_path)
-    tls_port = _free_port()
-    tls_args = ("--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-                "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no")  # fmt: skip
-    server = private_redis(password="s3cret", extra_args=tls_args)
+    server, tls_port, cert = tls_redis(private_redis, tmp_path, "s3cret")
     url = f"rediss://:s3cret@127.0.0.1:{tls_port}/0?ssl_cert_reqs=required&ssl_ca_certs={cert}"
     fleet = Fleet(url, tmp_path, queue=f"tls-{uuid.uuid4().hex[:8]}")
     try:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore
 from tests.redis_server import RedisServer
 from tests.store.support import make_run, start
+from tests.tls import tls_redis
 
 RedisFactory = Callable[..., RedisServer]  # the private_redis fixture
 
@@ -115,32 +113,9 @@ def test_from_url_with_password(private_redis: RedisFactory) -> None:
         wrong.close()
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_from_url_rediss_tls_with_auth(private_redis: RedisFactory, tmp_path: Path) -> None:
     """A rediss:// URL connects over TLS (verifying the server's certificate) and authenticates."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a test certificate")
-    cert, key = _self_signed(tmp_path)
-    tls_port = _free_port()
-    tls_args = ("--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
-                "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no")  # fmt: skip
-    private_redis(password="pw", extra_args=tls_args)
+    _server, tls_port, cert = tls_redis(private_redis, tmp_path, "pw")
     store = RedisStore.from_url(f"rediss://:pw@127.0.0.1:{tls_port}/0", ssl_ca_certs=str(cert))
     try:
         make_run(store)

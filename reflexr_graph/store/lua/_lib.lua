@@ -70,6 +70,30 @@ local function refusal(allowed)
   return nil, status
 end
 
+-- Whether the run has used all its attempts. A script that dead-letters it touches KEYS[5], so
+-- it must know the run's real idempotency key first: the second value, when not nil, is the
+-- {'idem', key} reply to return so the caller retries with the right key.
+local function out_of_attempts()
+  if num('attempts') < num('max_attempts') then
+    return false, nil
+  end
+  local actual = idem_mismatch()
+  if actual then
+    return true, {'idem', actual}
+  end
+  return true, nil
+end
+
+-- Drop the run from every global index (its keys are deleted or expire separately).
+local function unindex()
+  for _, key in ipairs({K_ALL, K_DEAD, K_LEASES, K_DUE}) do
+    redis.call('ZREM', key, RUN_ID)
+  end
+  for _, key in pairs(STATUS_SETS) do
+    redis.call('ZREM', key, RUN_ID)
+  end
+end
+
 local function owns_idem()
   return redis.call('GET', K_IDEM) == RUN_ID
 end

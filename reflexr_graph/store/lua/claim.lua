@@ -41,12 +41,9 @@ if status == 'running' then
 end
 -- Redis keeps no delivery count, so the run's own counter stops a message that kills its
 -- worker every time. abandon() does not change it, so the decision can be taken first.
-local exhausted = num('attempts') >= num('max_attempts')
-if exhausted then
-  local actual = idem_mismatch()
-  if actual then
-    return {'idem', actual}
-  end
+local exhausted, retry = out_of_attempts()
+if retry then
+  return retry
 end
 if abandoned then
   abandon()

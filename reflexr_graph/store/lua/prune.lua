@@ -7,10 +7,5 @@
 if exists() then
   return 0
 end
-for _, key in ipairs({K_ALL, K_DEAD, K_LEASES, K_DUE}) do
-  redis.call('ZREM', key, RUN_ID)
-end
-for _, key in pairs(STATUS_SETS) do
-  redis.call('ZREM', key, RUN_ID)
-end
+unindex()
 return 1

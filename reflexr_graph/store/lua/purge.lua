@@ -13,10 +13,5 @@ if owns_idem() then
   redis.call('DEL', K_IDEM)
 end
 redis.call('DEL', K_RUN, K_CKPT, K_EVENTS, K_TB)
-for _, key in ipairs({K_ALL, K_DEAD, K_LEASES, K_DUE}) do
-  redis.call('ZREM', key, RUN_ID)
-end
-for _, key in pairs(STATUS_SETS) do
-  redis.call('ZREM', key, RUN_ID)
-end
+unindex()
 return {'ok'}

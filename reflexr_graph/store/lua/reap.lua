@@ -15,12 +15,9 @@ local lease = redis.call('ZSCORE', K_LEASES, RUN_ID)
 if lease and tonumber(lease) > tonumber(NOW) then
   return 'skip'
 end
-local exhausted = num('attempts') >= num('max_attempts')
-if exhausted then
-  local actual = idem_mismatch()
-  if actual then
-    return {'idem', actual}
-  end
+local exhausted, retry = out_of_attempts()
+if retry then
+  return retry
 end
 abandon()
 if exhausted then

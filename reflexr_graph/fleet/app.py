@@ -89,7 +89,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_use_ssl": _ssl_options(settings.redis_url),
         # No result backend: outcomes live in the store, where the Client reads them.
         "task_ignore_result": True,
-        # JSON only (G6): a pickle message could run code in the worker.
+        # JSON only (G6): a pickled message could run code in the worker.
         "task_serializer": "json",
         "accept_content": ["json"],
         "result_accept_content": ["json"],

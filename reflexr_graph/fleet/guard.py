@@ -5,7 +5,7 @@ outside any error handler: a JSON body of another shape (a string, a number, a l
 two) raises there and stops the whole worker ("Unrecoverable error"), and the message is
 restored to the queue at shutdown, so it stops the next worker too. A missing ``id``
 header does the same. The guard checks the shape first; the content type and JSON
-decoding are still checked by Celery, which rejects pickle and undecodable bodies itself.
+decoding are still checked by Celery, which rejects pickled and undecodable bodies itself.
 """
 
 from __future__ import annotations

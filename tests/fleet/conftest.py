@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.records import RunEvent
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 45.0
@@ -45,18 +45,6 @@ FAST_ENV = {
     "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1",
 }
 """Small TTLs and backoffs, so crash tests recover in seconds."""
-
-
-def wait_for(condition: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
-    """Poll ``condition()`` until it returns something truthy, and return that; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(POLL_S)
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from typing import Any
 
@@ -13,6 +12,7 @@ from reflexr_graph.fleet.app import FleetApp, create_app
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
+from tests.waiting import wait_for
 
 
 def fleet_app(redis_url: str, *actions: GraphAction, **overrides: Any) -> FleetApp:
@@ -42,12 +42,12 @@ def create_run(store: RedisStore, graph: str, inputs: Any, *, max_attempts: int 
 
 def claim(app: FleetApp, store: RedisStore, run_id: str) -> Claim:
     """Claim as a delivery would once the retry is due: the tests' backoff is tens of milliseconds."""
-    deadline = time.monotonic() + 5
-    while True:
+
+    def attempt() -> Claim | None:
         result = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=app.reflexr_settings.lease_ttl_ms)
-        if result.outcome is not ClaimOutcome.EARLY or time.monotonic() > deadline:
-            break
-        time.sleep(0.005)
+        return None if result.outcome is ClaimOutcome.EARLY else result
+
+    result = wait_for(attempt, 5, "the retry backoff to pass", poll_s=0.005)
     assert result.claimed, result
     return result
 

@@ -23,9 +23,9 @@ from tests.fleet.conftest import (
     events,
     executions,
     open_gate,
-    wait_for,
 )
 from tests.redis_server import RedisFactory
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 

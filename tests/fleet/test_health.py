@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.conftest import ROOT, Fleet, wait_for
+from tests.fleet.conftest import ROOT, Fleet
+from tests.waiting import wait_for
 
 CLI = str(Path(ROOT) / ".venv" / "bin" / "reflexr-graph")
 

@@ -11,9 +11,9 @@ from reflexr_graph.fleet import heartbeat
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
-from tests.fleet.conftest import wait_for
 from tests.fleet.inproc import claim, create_run, fleet_app
 from tests.redis_server import RedisFactory
+from tests.waiting import wait_for
 
 TTL_S = 0.6
 

@@ -18,7 +18,8 @@ from reflexr_graph.client import Client
 from reflexr_graph.fleet.dispatch import TASK_NAME
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from tests.fleet.conftest import Fleet, wait_for
+from tests.fleet.conftest import Fleet
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -22,9 +22,9 @@ from reflexr_graph.fleet.task import BadMessage, handle, parse_message
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store import keys
 from tests.fleet import graphs
-from tests.fleet.conftest import wait_for
 from tests.fleet.inproc import fleet_app
 from tests.redis_server import RedisFactory
+from tests.waiting import wait_for
 
 SECRET = "s3cr3t-4417"
 

@@ -10,8 +10,8 @@ import workers.examples.triage as example
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.task import handle
 from reflexr_graph.model import Status
-from tests.fleet.conftest import wait_for
 from tests.fleet.inproc import fleet_app
+from tests.waiting import wait_for
 
 DOCS = [
     {"id": "a", "title": "Primary database down", "body": "outage, data loss risk"},

@@ -16,7 +16,8 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
-from tests.fleet.conftest import ROOT, Fleet, Worker, executions, open_gate, wait_for
+from tests.fleet.conftest import ROOT, Fleet, Worker, executions, open_gate
+from tests.waiting import wait_for
 
 RUN_WORKER = (
     "import sys; from reflexr_graph.fleet.worker import run_worker; sys.exit(run_worker(sys.argv[1:]))"

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,15 +23,6 @@ BIN = Path(sys.executable).parent
 CLI_TIMEOUT_S = 60
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
-    """Return once ``condition()`` is truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture

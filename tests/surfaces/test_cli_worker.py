@@ -12,8 +12,9 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
-from tests.surfaces.conftest import ROOT, Cli, wait_for
+from tests.surfaces.conftest import ROOT, Cli
 from tests.surfaces.graphs import count_key, ok_key, release_key
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("worker")]
 

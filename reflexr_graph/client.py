@@ -22,8 +22,7 @@ from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo, Status
-from reflexr_graph.store import keys
-from reflexr_graph.store.records import RunEvent, text
+from reflexr_graph.store.records import RunEvent
 from reflexr_graph.store.redis_store import RedisStore
 
 SCHEMA_CACHE_S = 2.0
@@ -214,12 +213,11 @@ class Client:
         return info
 
     def _send_existing(self, run_id: str) -> None:
-        fields = self.store.client.hmget(keys.run(run_id), ["inputs", "state", "idempotency_key"])
-        inputs_raw, state_raw, idem = (text(f) for f in fields)
-        inputs = json.loads(inputs_raw) if inputs_raw else None
-        state = json.loads(state_raw) if state_raw else None
-        info = self.store.get(run_id)
-        send_run(self.app, run_id, info.graph, inputs, state, idem or None)
+        fields = self.store.message_fields(run_id)
+        if fields is None:
+            raise errors.RunNotFound(f"run {run_id} no longer exists (purged, or its retention passed)")
+        graph, inputs, state, idempotency_key = fields
+        send_run(self.app, run_id, graph, inputs, state, idempotency_key)
 
     def cancel(self, run_id: str) -> RunInfo:
         """Cancel a queued, running or retrying run; OperationRefused for a finished one."""

@@ -10,7 +10,6 @@ Redis is delivered again and again once it outlives the visibility timeout.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -206,7 +205,7 @@ class Reaper:
         """Send the Celery message of every due run; returns how many were sent."""
         sent = 0
         for run_id, score in self.store.due():
-            fields = message_fields(self.store, run_id)
+            fields = self.store.message_fields(run_id)
             if fields is None:
                 # Its record expired or was purged: nothing to run.
                 self.store.ack_due(run_id, score)
@@ -233,21 +232,6 @@ class Reaper:
             )
             sent += 1
         return sent
-
-
-def message_fields(store: RedisStore, run_id: str) -> tuple[str, Any, Any, str | None] | None:
-    """The ``graph, inputs, state, idempotency_key`` a run's message carries, from its record."""
-    raw = store.client.hmget(keys.run(run_id), ["graph", "inputs", "state", "idempotency_key"])
-    graph, inputs_raw, state_raw, idem = (text(v) for v in raw)
-    if not graph:
-        return None
-    try:
-        inputs = json.loads(inputs_raw) if inputs_raw else None
-        state = json.loads(state_raw) if state_raw else None
-    except ValueError:
-        # Not JSON: send the text as is; the task dead-letters it with a clear reason.
-        inputs, state = inputs_raw, None
-    return graph, inputs, state, (idem or None)
 
 
 # -- wiring into the worker's main process ----------------------------------------------------

@@ -9,6 +9,7 @@ is always reported as ``errors.StoreUnavailable``.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -476,6 +477,21 @@ class RedisStore:
         if not record:
             raise _not_found(run_id)
         return run_info(record)
+
+    @_translate_errors
+    def message_fields(self, run_id: str) -> tuple[str, Any, Any, str | None] | None:
+        """The ``graph, inputs, state, idempotency_key`` a run's message carries; None once it is gone."""
+        raw = self._r.hmget(keys.run(run_id), ["graph", "inputs", "state", "idempotency_key"])
+        graph, inputs_raw, state_raw, idem = (text(v) for v in raw)
+        if not graph:
+            return None
+        try:
+            inputs = json.loads(inputs_raw) if inputs_raw else None
+            state = json.loads(state_raw) if state_raw else None
+        except ValueError:
+            # Not JSON: send the text as is; the task dead-letters it with a clear reason.
+            inputs, state = inputs_raw, None
+        return graph, inputs, state, (idem or None)
 
     @_translate_errors
     def traceback(self, run_id: str) -> str | None:

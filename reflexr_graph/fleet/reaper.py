@@ -28,8 +28,6 @@ from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys
-from reflexr_graph.store.records import text
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -189,7 +187,7 @@ class Reaper:
         observe.recovered(info.graph)
         # The crashed attempt's own span never ended, so it was never exported: this one stands
         # for it in the run's trace, between the attempt that died and the one that resumes.
-        trace_context = text(self.store.client.hget(keys.run(run_id), "trace"))
+        trace_context = self.store.trace_context(run_id)
         attrs: dict[str, str | int] = {
             tracing.ATTR_RUN_ID: run_id,
             tracing.ATTR_GRAPH: info.graph,

@@ -479,6 +479,11 @@ class RedisStore:
         return run_info(record)
 
     @_translate_errors
+    def trace_context(self, run_id: str) -> str:
+        """The W3C trace context recorded when the run was enqueued (JSON), or '' without one."""
+        return text(self._r.hget(keys.run(run_id), "trace"))
+
+    @_translate_errors
     def message_fields(self, run_id: str) -> tuple[str, Any, Any, str | None] | None:
         """The ``graph, inputs, state, idempotency_key`` a run's message carries; None once it is gone."""
         raw = self._r.hmget(keys.run(run_id), ["graph", "inputs", "state", "idempotency_key"])

@@ -70,5 +70,43 @@ class OperationRefused(ReflexrError):
     """The run is not in a status that allows this operation (replay of a running run, ...)."""
 
 
+class IdempotencyConflict(ReflexrError, ValueError):
+    """The idempotency key already names a run of this graph that was enqueued with other inputs.
+
+    ``run_id`` is that run. A key means one request: reusing it with new inputs would silently
+    drop them, so it is refused. Use a new key for new inputs.
+    """
+
+    def __init__(self, *, graph: str, idempotency_key: str, run_id: str) -> None:
+        super().__init__(
+            f"idempotency key {idempotency_key!r} of graph {graph!r} already names run {run_id}, "
+            "which was enqueued with other inputs or state; send the same inputs to get that run, "
+            "or use a new key for a new request"
+        )
+        self.graph = graph
+        self.idempotency_key = idempotency_key
+        self.run_id = run_id
+
+
+class AttemptFailed(ReflexrError):
+    """The Celery task's failure when its attempt failed and the run is retried.
+
+    Raised only to set the task's own state (Flower, ``celery events``): the run record
+    already holds the error, and the retry is scheduled by the store, not by Celery.
+    """
+
+
+class RunDeadLettered(ReflexrError):
+    """The Celery task's failure when its delivery dead-lettered the run."""
+
+
 class WaitTimeout(ReflexrError, TimeoutError):
     """The run did not reach a terminal status within the timeout."""
+
+
+class DurabilityWarning(UserWarning):
+    """A GraphAction was built in a way that leaves some of its runs without checkpoints.
+
+    A warning, not an error: the graph still runs, and retries still work, but from further
+    back than the user may believe. Turn it into an error with ``-W error::...DurabilityWarning``.
+    """

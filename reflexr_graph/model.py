@@ -36,6 +36,8 @@ class Event(StrEnum):
     RUN_DEAD_LETTERED = "run_dead_lettered"
     RUN_REPLAYED = "run_replayed"
     RUN_CANCELLED = "run_cancelled"
+    BOUNDARIES_SKIPPED = "boundaries_skipped"
+    WAITING_FOR_WORKER = "waiting_for_worker"
 
 
 class Reason(StrEnum):
@@ -44,16 +46,28 @@ class Reason(StrEnum):
     STEP_FAILED = "step_failed"
     ABANDONED = "abandoned"
     MAX_ATTEMPTS = "max_attempts"
+    SHUTDOWN = "shutdown"
+    """A worker stopped mid-attempt (a deploy): an interruption, not a failed attempt."""
+    MAX_INTERRUPTIONS = "max_interruptions"
     INVALID_INPUTS = "invalid_inputs"
     UNKNOWN_GRAPH = "unknown_graph"
     BAD_MESSAGE = "bad_message"
     OUTPUT_NOT_SERIALIZABLE = "output_not_serializable"
     STORE_UNAVAILABLE = "store_unavailable"
+    """Redis was unreachable mid-attempt: an interruption, not a failed attempt."""
+    IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     CANCELLED = "cancelled"
 
 
 class RunInfo(BaseModel):
-    """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it."""
+    """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it.
+
+    ``attempts`` counts the attempts that count toward ``max_attempts``; ``interruptions``
+    counts attempts cut short by the fleet (a worker's soft shutdown, Redis unreachable),
+    which do not. ``skipped_boundaries`` counts step boundaries that could not be
+    checkpointed (a value that does not read back through its type, an input type reflexr
+    cannot know): a retry resumes from the boundary before them.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -69,3 +83,6 @@ class RunInfo(BaseModel):
     checkpoints: int = 0
     created_at: float
     updated_at: float
+    interruptions: int = 0
+    skipped_boundaries: int = 0
+    replays: int = 0

@@ -2,7 +2,8 @@
 
 Per-run keys share the hash tag ``{run_id}`` (``rg:{<run_id>}:run`` ...), so in a Redis
 Cluster one run's keys would sit in one slot. The global indexes (``rg:all``, the status
-sets, ``rg:dead``, ``rg:leases``, ``rg:due``, ``rg:idem:*``) have fixed names without that
+sets, ``rg:dead``, ``rg:leases``, ``rg:due``, ``rg:idem:*``, the worker registry) have fixed
+names without that
 tag, and the Lua scripts change a run and its indexes in one atomic step. Those scripts
 therefore require a single Redis primary (use Sentinel for high availability), not Cluster.
 
@@ -28,6 +29,8 @@ REAPER_LOCK = f"{PREFIX}:reaper:lock"
 """Held by the one reaper that may act at a time."""
 GRAPHS = f"{PREFIX}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
+WORKERS = f"{PREFIX}:workers"
+"""Live workers, score = expiry ms of their last heartbeat; member = the worker's node name."""
 
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,
@@ -74,20 +77,35 @@ def status_set(status: Status | str) -> str:
     return f"{PREFIX}:status:{Status(status).value}"
 
 
-def idem(idempotency_key: str) -> str:
-    """Maps a caller's idempotency key to the run it created."""
-    return f"{PREFIX}:idem:{idempotency_key}"
+def idem_scope(graph: str, idempotency_key: str) -> str:
+    """An idempotency key as the store scopes it: per graph, so two graphs never share one."""
+    return f"{graph}:{idempotency_key}"
 
 
-def script_keys(run_id: str, idempotency_key: str) -> list[str]:
+def idem(scope: str) -> str:
+    """Maps a scoped idempotency key (:func:`idem_scope`) to the run it created."""
+    return f"{PREFIX}:idem:{scope}"
+
+
+def worker(name: str) -> str:
+    """One live worker's description (JSON), expiring with its heartbeat."""
+    return f"{PREFIX}:worker:{name}"
+
+
+def served(graph: str) -> str:
+    """The live workers that run ``graph``, score = expiry ms of their last heartbeat."""
+    return f"{PREFIX}:served:{graph}"
+
+
+def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
-    1 run, 2 ckpt, 3 events, 4 tb, 5 idem, 6 all, 7 dead, 8 leases, 9 due,
-    10..15 the status sets in :data:`STATUS_ORDER`.
+    1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..15 the status sets in :data:`STATUS_ORDER`.
     """
     return [
         *run_keys(run_id),
-        idem(idempotency_key),
+        idem(idem_guess),
         ALL,
         DEAD,
         LEASES,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
@@ -37,6 +40,9 @@ class Claim:
     token: str
     status: str = ""
     attempt: int = 0
+    """The attempt's number: every claim since the last replay, interrupted ones included."""
+    counted: int = 0
+    """Attempts so far that count toward ``max_attempts`` (this one included)."""
     resume_seq: int = 0
     graph: str = ""
     inputs_json: str = ""
@@ -77,6 +83,28 @@ class RunEvent:
     type: str
     at: float
     fields: dict[str, str] = field(default_factory=dict)
+
+
+class WorkerInfo(BaseModel):
+    """What a live worker says about itself in the registry (``rg:worker:<name>``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The Celery node name, e.g. ``w1@host``."""
+    graphs: tuple[str, ...]
+    queues: tuple[str, ...] = ()
+    pid: int = 0
+    pool: str = ""
+    concurrency: int = 0
+    version: str = ""
+    started_at: float = 0.0
+
+
+def request_digest(inputs: Any, state: Any) -> str:
+    """What identifies a request's inputs and state, however its JSON was spaced or ordered."""
+    canonical = json.dumps([inputs, state], sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def text(value: object) -> str:
@@ -132,6 +160,9 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         checkpoints=int(record.get("checkpoints") or 0),
         created_at=_seconds(record.get("created_at", "")),
         updated_at=_seconds(record.get("updated_at", "")),
+        interruptions=int(record.get("interruptions") or 0),
+        skipped_boundaries=int(record.get("skipped") or 0),
+        replays=int(record.get("replays") or 0),
     )
 
 

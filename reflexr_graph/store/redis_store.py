@@ -17,14 +17,16 @@ import redis
 from redis import exceptions as redis_errors
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
     RunEvent,
+    WorkerInfo,
     pairs_to_map,
+    request_digest,
     run_event,
     run_info,
     text,
@@ -39,6 +41,7 @@ ScriptArg = str | int | float
 
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
+DEFAULT_MAX_INTERRUPTIONS = 20
 
 # A script answers {'idem', key} when it was called with a wrong guess of the run's
 # idempotency key; the key of a run never changes, so one more round always settles it.
@@ -80,6 +83,23 @@ def _not_found(run_id: str) -> errors.RunNotFound:
     return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
 
 
+def _digest(inputs_json: str, state_json: str | None) -> str:
+    """The request digest of JSON texts (a text that is not JSON is digested as the text itself)."""
+    try:
+        return request_digest(json.loads(inputs_json), json.loads(state_json) if state_json else None)
+    except ValueError:
+        return request_digest(inputs_json, state_json)
+
+
+def _guess(ctx: AttemptContext) -> str:
+    """The scoped idempotency key of the attempt's run (right for a keyed run; harmless otherwise)."""
+    return keys.idem_scope(ctx.graph, ctx.idempotency_key)
+
+
+def _idem_guess(graph: str, idempotency_key: str | None, run_id: str) -> str:
+    return keys.idem_scope(graph, idempotency_key) if idempotency_key else run_id
+
+
 def _fenced(ctx: AttemptContext, what: str) -> errors.FencedOut:
     return errors.FencedOut(
         f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run (superseded, reaped or "
@@ -100,10 +120,12 @@ class RedisStore:
         *,
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+        max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
     ) -> None:
         self._r = client
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
+        self.max_interruptions = int(max_interruptions)
         self._scripts = Scripts(client)
 
     @classmethod
@@ -113,6 +135,7 @@ class RedisStore:
         *,
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+        max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
         socket_timeout: float = 10.0,
         socket_connect_timeout: float = 5.0,
         health_check_interval: int = 15,
@@ -130,7 +153,12 @@ class RedisStore:
             health_check_interval=health_check_interval,
             **client_kw,
         )
-        return cls(client, run_retention_s=run_retention_s, dead_retention_s=dead_retention_s)
+        return cls(
+            client,
+            run_retention_s=run_retention_s,
+            dead_retention_s=dead_retention_s,
+            max_interruptions=max_interruptions,
+        )
 
     @property
     def client(self) -> redis.Redis:
@@ -194,28 +222,35 @@ class RedisStore:
     ) -> tuple[str, bool]:
         """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
 
-        With ``idempotency_key``, a live run created with the same key is returned instead,
-        decided inside the script so concurrent callers create one run. The run is also put
-        in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending the
-        Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is
-        the trace every attempt of the run joins.
+        With ``idempotency_key``, a live run of the same graph created with the same key is
+        returned instead, decided inside the script so concurrent callers create one run; if
+        that run was made from other inputs or state, IdempotencyConflict names it. The run is
+        also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
+        the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
+        trace every attempt of the run joins.
         """
         now = clock.now_ms()
+        digest = _digest(inputs_json, state_json) if idempotency_key else ""
         expected = ""
         for _ in range(_IDEM_ROUNDS):
             args: list[ScriptArg] = [
                 graph,
                 inputs_json,
                 state_json or "",
-                "1" if idempotency_key else "0",
+                idempotency_key or "",
                 max_attempts,
                 now + dispatch_grace_ms,
                 expected,
                 trace_context,
+                digest,
             ]
             owner_key = keys.run(expected or run_id)
-            reply = self._run("create_run", run_id, idempotency_key or run_id, now, args, [owner_key])
+            guess = _idem_guess(graph, idempotency_key, run_id)
+            reply = self._run("create_run", run_id, guess, now, args, [owner_key])
             outcome, found = text(reply[0]), text(reply[1])
+            if outcome == "conflict":
+                assert idempotency_key is not None
+                raise errors.IdempotencyConflict(graph=graph, idempotency_key=idempotency_key, run_id=found)
             if outcome != "retry":
                 return found, outcome == "created"
             expected = found  # another caller took the key since; check the run it names
@@ -228,29 +263,34 @@ class RedisStore:
         token: str,
         *,
         lease_ttl_ms: int,
+        graph: str = "",
         idempotency_key: str | None = None,
         worker: str = "",
     ) -> Claim:
         """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
 
-        ``idempotency_key`` is only a hint that saves a round trip when the run is
-        dead-lettered here; the run's own key is used either way. ``worker`` names the
+        ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
+        is dead-lettered here; the run's own key is used either way. ``worker`` names the
         claiming worker on the ``attempt_started`` event, so operators see where each
         attempt ran.
         """
         now = clock.now_ms()
         args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
-        reply = [text(v) for v in self._run("claim", run_id, idempotency_key or run_id, now, args)]
+        guess = _idem_guess(graph, idempotency_key, run_id)
+        reply = [text(v) for v in self._run("claim", run_id, guess, now, args)]
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
-        status, attempts, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[1:]
+        status, number, counted, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[
+            1:
+        ]
         return Claim(
             outcome=outcome,
             run_id=run_id,
             token=token,
             status=status,
-            attempt=int(attempts or 0),
+            attempt=int(number or 0),
+            counted=int(counted or 0),
             resume_seq=int(resumes or 0),
             graph=graph,
             inputs_json=inputs,
@@ -273,11 +313,20 @@ class RedisStore:
         return None if data is None else text(data)
 
     @_translate_errors
-    def save_checkpoint(self, ctx: AttemptContext, payload: str, *, seq: int, next_node: str | None) -> None:
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
         It runs at every step boundary, so its script takes only the four keys it touches
-        rather than the per-run prelude's fifteen.
+        rather than the per-run prelude's fifteen. ``skipped`` (boundaries the attempt could
+        not save since its last write) is recorded in the same call.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -294,18 +343,36 @@ class RedisStore:
             seq,
             next_node or "",
             EVENTS_MAXLEN,
+            skipped.count,
+            skipped.kinds,
         ]
         if not self._scripts("save_checkpoint", script_keys, args):
             raise _fenced(ctx, "checkpoint")
 
     @_translate_errors
-    def succeed(self, ctx: AttemptContext, output_json: str, *, checkpoint: str = "", seq: int = 0) -> None:
+    def succeed(
+        self,
+        ctx: AttemptContext,
+        output_json: str,
+        *,
+        checkpoint: str = "",
+        seq: int = 0,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
         """Record the output and start the retention of every key of the run.
 
         ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script.
         """
-        args: list[ScriptArg] = [ctx.token, output_json, self.run_retention_s, checkpoint, seq]
-        if not self._run("succeed", ctx.run_id, ctx.idempotency_key, clock.now_ms(), args):
+        args: list[ScriptArg] = [
+            ctx.token,
+            output_json,
+            self.run_retention_s,
+            checkpoint,
+            seq,
+            skipped.count,
+            skipped.kinds,
+        ]
+        if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
             raise _fenced(ctx, "output")
 
     @_translate_errors
@@ -319,8 +386,14 @@ class RedisStore:
         reason: str,
         permanent: bool,
         retry_delay_ms: int,
+        counted: bool = True,
+        skipped: Skipped = NO_SKIPS,
     ) -> str:
-        """Record a failed attempt; returns ``'dead'`` (permanent, or out of attempts) or ``'retrying'``."""
+        """Record a failed attempt; returns ``'dead'`` or ``'retrying'``.
+
+        ``counted=False`` records an infrastructure failure (Redis unreachable mid-attempt): an
+        interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
+        """
         now = clock.now_ms()
         args: list[ScriptArg] = [
             ctx.token,
@@ -331,8 +404,12 @@ class RedisStore:
             "1" if permanent else "0",
             now + retry_delay_ms,
             self.dead_retention_s,
+            "1" if counted else "0",
+            self.max_interruptions,
+            skipped.count,
+            skipped.kinds,
         ]
-        outcome = text(self._run("fail", ctx.run_id, ctx.idempotency_key, now, args))
+        outcome = text(self._run("fail", ctx.run_id, _guess(ctx), now, args))
         if outcome == "fenced":
             raise _fenced(ctx, "failure")
         return outcome
@@ -363,32 +440,46 @@ class RedisStore:
             graph,
             inputs_json,
             state_json or "",
-            "1" if idempotency_key else "0",
+            idempotency_key or "",
             max_attempts,
             self.dead_retention_s,
+            _digest(inputs_json, state_json) if idempotency_key else "",
         ]
-        return bool(self._run("dead_letter", run_id, idempotency_key or run_id, clock.now_ms(), args))
+        guess = _idem_guess(graph, idempotency_key, run_id)
+        return bool(self._run("dead_letter", run_id, guess, clock.now_ms(), args))
 
     @_translate_errors
-    def release(self, ctx: AttemptContext) -> bool:
-        """Give the run back on soft shutdown: retrying, due now. The attempt still counts."""
-        return bool(self._run("release", ctx.run_id, ctx.idempotency_key, clock.now_ms(), [ctx.token]))
+    def release(self, ctx: AttemptContext) -> str:
+        """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'`` or ``'fenced'``.
+
+        The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
+        the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
+        """
+        args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
+        outcome = int(self._run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))
+        return {0: "fenced", 1: "released", 2: "dead"}[outcome]
 
     # -- reaper --------------------------------------------------------------------------------
 
     @_translate_errors
-    def reap(self, now_ms: int | None = None, *, limit: int = 100) -> list[str]:
+    def reap(
+        self, now_ms: int | None = None, *, limit: int = 100, outage: tuple[int, int] | None = None
+    ) -> list[str]:
         """Recover runs whose lease lapsed: each is re-checked and changed by one script call.
 
         Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
-        attempts, else made due now. Returns the ids of the runs recovered.
+        attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
+        ms, in which the caller found Redis unreachable) was lost to the outage: that attempt
+        is an interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         lapsed = self._r.zrangebyscore(keys.LEASES, "-inf", now, start=0, num=limit)
+        window: list[ScriptArg] = [outage[0], outage[1]] if outage else ["", ""]
+        args: list[ScriptArg] = [self.dead_retention_s, *window, self.max_interruptions]
         handled: list[str] = []
         for member in lapsed:
             run_id = text(member)
-            outcome = text(self._run("reap", run_id, run_id, now, [self.dead_retention_s]))
+            outcome = text(self._run("reap", run_id, run_id, now, args))
             if outcome in ("dead", "retrying"):
                 handled.append(run_id)
         return handled
@@ -484,19 +575,22 @@ class RedisStore:
         return text(self._r.hget(keys.run(run_id), "trace"))
 
     @_translate_errors
-    def message_fields(self, run_id: str) -> tuple[str, Any, Any, str | None] | None:
-        """The ``graph, inputs, state, idempotency_key`` a run's message carries; None once it is gone."""
-        raw = self._r.hmget(keys.run(run_id), ["graph", "inputs", "state", "idempotency_key"])
-        graph, inputs_raw, state_raw, idem = (text(v) for v in raw)
-        if not graph:
-            return None
-        try:
-            inputs = json.loads(inputs_raw) if inputs_raw else None
-            state = json.loads(state_raw) if state_raw else None
-        except ValueError:
-            # Not JSON: send the text as is; the task dead-letters it with a clear reason.
-            inputs, state = inputs_raw, None
-        return graph, inputs, state, (idem or None)
+    def graphs_of(self, run_ids: Sequence[str]) -> dict[str, str | None]:
+        """:meth:`graph_of` for many runs, in one round trip."""
+        pipe = self._r.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(keys.run(run_id), "graph")
+        replies = pipe.execute() if run_ids else []
+        return {run_id: (text(g) or None) for run_id, g in zip(run_ids, replies, strict=True)}
+
+    @_translate_errors
+    def graph_of(self, run_id: str) -> str | None:
+        """The graph a run belongs to, which its message names; None once the run is gone.
+
+        A message is only a nudge: the worker reads inputs and state from the run record.
+        """
+        graph = text(self._r.hget(keys.run(run_id), "graph"))
+        return graph or None
 
     @_translate_errors
     def traceback(self, run_id: str) -> str | None:
@@ -607,6 +701,56 @@ class RedisStore:
                 if keep(info):
                     found.append(info)
         return found[:limit]
+
+    # -- graphs without a live worker -----------------------------------------------------------
+
+    @_translate_errors
+    def hold_unserved(self, run_id: str, *, grace_ms: int, recheck_ms: int, message: str) -> str:
+        """Keep a due run of a graph no live worker serves; dead-letter it once it waited ``grace_ms``.
+
+        Returns ``'held'`` (looked at again in ``recheck_ms``), ``'dead'`` (``unknown_graph``),
+        ``'skip'`` (claimed or finished meanwhile) or ``'gone'``. The wait starts when a run is
+        first found unserved and ends at its next claim.
+        """
+        now = clock.now_ms()
+        args: list[ScriptArg] = [grace_ms, now + recheck_ms, self.dead_retention_s, message]
+        return text(self._run("hold_unserved", run_id, run_id, now, args))
+
+    # -- live workers ------------------------------------------------------------------------------
+
+    @_translate_errors
+    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int) -> None:
+        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip)."""
+        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        args: list[ScriptArg] = [info.name, clock.now_ms(), ttl_ms, info.model_dump_json()]
+        self._scripts("worker_beat", script_keys, args)
+
+    @_translate_errors
+    def worker_leave(self, info: WorkerInfo) -> None:
+        """Take a stopping worker out of the registry at once."""
+        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        self._scripts("worker_leave", script_keys, [info.name])
+
+    @_translate_errors
+    def live_workers(self) -> list[WorkerInfo]:
+        """Every worker whose heartbeat has not expired, by name."""
+        names = [text(n) for n in self._r.zrangebyscore(keys.WORKERS, clock.now_ms(), "+inf")]
+        if not names:
+            return []
+        raw = self._r.mget([keys.worker(n) for n in names])
+        return sorted(
+            (WorkerInfo.model_validate_json(text(r)) for r in raw if r is not None), key=lambda w: w.name
+        )
+
+    @_translate_errors
+    def serving(self, graphs: Sequence[str]) -> dict[str, list[str]]:
+        """For each graph, the names of the live workers that serve it (one round trip)."""
+        now = clock.now_ms()
+        pipe = self._r.pipeline(transaction=False)
+        for graph in graphs:
+            pipe.zrangebyscore(keys.served(graph), now, "+inf")
+        replies = pipe.execute() if graphs else []
+        return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
 
     # -- reaper lock -----------------------------------------------------------------------------
 

@@ -29,10 +29,19 @@ PER_RUN: tuple[str, ...] = (
     "replay",
     "purge",
     "prune",
+    "hold_unserved",
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
-STANDALONE: tuple[str, ...] = ("ack_due", "lock_release", "lock_extend", "reschedule_due", "save_checkpoint")
+STANDALONE: tuple[str, ...] = (
+    "ack_due",
+    "lock_release",
+    "lock_extend",
+    "reschedule_due",
+    "save_checkpoint",
+    "worker_beat",
+    "worker_leave",
+)
 """Scripts with their own small KEYS layout; they get no prelude."""
 
 

@@ -107,7 +107,7 @@ def test_idempotent_create_from_two_threads_makes_one_run(store: RedisStore, raw
     assert len({run_id for run_id, _ in results}) == 1
     assert raw.zcard(keys.ALL) == 1
     winner = results[0][0]
-    assert raw.get(keys.idem("order-17")) == winner.encode()
+    assert raw.get(keys.idem(keys.idem_scope("demo", "order-17"))) == winner.encode()
     assert store.get(winner).status is Status.QUEUED
 
 
@@ -118,7 +118,7 @@ def test_idempotency_key_is_reusable_once_its_run_is_gone(store: RedisStore, raw
     assert store.create_run(
         "run-2", graph="demo", inputs_json="{}", idempotency_key="k", max_attempts=3, dispatch_grace_ms=0
     ) == ("run-2", True)
-    assert raw.get(keys.idem("k")) == b"run-2"
+    assert raw.get(keys.idem(keys.idem_scope("demo", "k"))) == b"run-2"
 
 
 def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> None:
@@ -126,6 +126,7 @@ def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> 
     make_run(store)
     old = start(store, lease_ms=1_000)
     fake_clock.advance(2_000)
+    store.reap()
     new = start(store)
     assert new.attempt == 2 and new.resume_seq == 2
 
@@ -136,7 +137,7 @@ def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> 
     with pytest.raises(errors.FencedOut):
         fail_once(store, old)
     assert store.renew_lease("run-1", old.token, lease_ttl_ms=LEASE_MS) is False
-    assert store.release(old) is False
+    assert store.release(old) == "fenced"
 
     assert store.load_checkpoint("run-1") is None
     info = store.get("run-1")
@@ -175,7 +176,12 @@ def test_fail_schedules_retry_at_now_plus_delay(store: RedisStore, raw: redis.Re
     assert store.traceback("run-1") is not None and "ValueError: step broke" in str(store.traceback("run-1"))
     assert "step broke" not in str(raw.hgetall(keys.run("run-1")).get(b"traceback", b""))
     failed = [e for e in store.events("run-1") if e.type == "attempt_failed"]
-    assert failed[0].fields == {"attempt": "1", "reason": "step_failed", "error_type": "ValueError"}
+    assert failed[0].fields == {
+        "attempt": "1",
+        "reason": "step_failed",
+        "error_type": "ValueError",
+        "counted": "1",
+    }
     assert _ttls(raw, "run-1")[keys.run("run-1")] == -1  # still active: no retention yet
 
 
@@ -191,7 +197,7 @@ def test_permanent_fail_dead_letters_at_once(store: RedisStore, raw: redis.Redis
     assert raw.zscore(keys.DUE, "run-1") is None and raw.zscore(keys.LEASES, "run-1") is None
     ttls = _ttls(raw, "run-1")
     assert all(RUN_RETENTION_S < ttl <= DEAD_RETENTION_S for ttl in ttls.values()), ttls
-    assert 0 < raw.ttl(keys.idem("idem-p")) <= DEAD_RETENTION_S
+    assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-p"))) <= DEAD_RETENTION_S
     assert [e.type for e in store.events("run-1")][-1] == "run_dead_lettered"
 
 
@@ -219,7 +225,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key
         assert 0 < raw.ttl(key) <= RUN_RETENTION_S, key
-    assert 0 < raw.ttl(keys.idem("idem-s")) <= RUN_RETENTION_S
+    assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-s"))) <= RUN_RETENTION_S
     assert store.get("run-1").output is None
 
 
@@ -290,3 +296,47 @@ def test_claim_before_the_retry_is_due_is_refused(store: RedisStore, fake_clock:
     assert store.get("run-1").attempts == 1, "an early claim changes nothing"
     fake_clock.advance(1)
     assert store.claim("run-1", "tok-c", lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.CLAIMED
+
+
+def test_idempotency_keys_are_scoped_per_graph(store: RedisStore) -> None:
+    """One key used by two graphs makes two runs: a key means one request to one graph."""
+    a = store.create_run(
+        "run-a",
+        graph="docproc",
+        inputs_json="{}",
+        idempotency_key="doc-77",
+        max_attempts=3,
+        dispatch_grace_ms=0,
+    )
+    b = store.create_run(
+        "run-b",
+        graph="fanout",
+        inputs_json="{}",
+        idempotency_key="doc-77",
+        max_attempts=3,
+        dispatch_grace_ms=0,
+    )
+    assert (a, b) == (("run-a", True), ("run-b", True))
+
+
+def test_idempotency_key_with_other_inputs_is_a_conflict(store: RedisStore) -> None:
+    """The same key with the same inputs (however the JSON is spaced or ordered) returns the run; with
+    other inputs or state it raises IdempotencyConflict naming the run the key already names."""
+
+    def create(run_id: str, inputs_json: str, state_json: str | None = None) -> tuple[str, bool]:
+        return store.create_run(
+            run_id, graph="docproc", inputs_json=inputs_json, state_json=state_json,
+            idempotency_key="doc-77", max_attempts=3, dispatch_grace_ms=0,
+        )  # fmt: skip
+
+    assert create("run-1", '{"a": 1, "b": [1, 2]}') == ("run-1", True)
+    assert create("run-2", '{"b":[1,2],"a":1}') == ("run-1", False)
+    with pytest.raises(errors.IdempotencyConflict) as conflict:
+        create("run-3", '{"a": 2, "b": [1, 2]}')
+    assert (conflict.value.run_id, conflict.value.graph, conflict.value.idempotency_key) == (
+        "run-1", "docproc", "doc-77",
+    )  # fmt: skip
+    assert "run-1" in str(conflict.value) and '"a": 2' not in str(conflict.value)
+    with pytest.raises(errors.IdempotencyConflict):
+        create("run-4", '{"a": 1, "b": [1, 2]}', state_json='{"x": 1}')
+    assert not store.client.exists(keys.run("run-3")) and not store.client.exists(keys.run("run-4"))

@@ -33,7 +33,7 @@ def test_cancel_fences_out_the_running_attempt(store: RedisStore, raw: redis.Red
     assert raw.zscore(keys.LEASES, "run-1") is None and raw.zscore(keys.DUE, "run-1") is None
     assert raw.zscore(keys.status_set(Status.CANCELLED), "run-1") is not None
     assert all(0 < raw.ttl(k) <= RUN_RETENTION_S for k in keys.run_keys("run-1") if raw.exists(k))
-    assert 0 < raw.ttl(keys.idem("idem-c")) <= RUN_RETENTION_S
+    assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-c"))) <= RUN_RETENTION_S
     assert store.events("run-1")[-1].type == "run_cancelled"
     assert store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.FINISHED
 
@@ -75,7 +75,7 @@ def test_replay_resets_attempts_keeps_checkpoint_and_removes_ttl(store: RedisSto
     assert raw.zscore(keys.DUE, "run-1") == clock.now_ms()
     for key in keys.run_keys("run-1"):
         assert raw.ttl(key) == -1, key  # -1: exists without expiry
-    assert raw.ttl(keys.idem("idem-r")) == -1
+    assert raw.ttl(keys.idem(keys.idem_scope("demo", "idem-r"))) == -1
     replayed = store.events("run-1")[-1]
     assert (replayed.type, replayed.fields["from_start"]) == ("run_replayed", "0")
     claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
@@ -104,7 +104,7 @@ def test_purge_deletes_keys_and_index_entries(store: RedisStore, raw: redis.Redi
     """purge() of a dead run deletes its keys, idem key and index entries; active runs are refused."""
     _dead_run(store, idempotency_key="idem-purge")
     assert store.purge("run-1") is True
-    for key in [*keys.run_keys("run-1"), keys.idem("idem-purge")]:
+    for key in [*keys.run_keys("run-1"), keys.idem(keys.idem_scope("demo", "idem-purge"))]:
         assert not raw.exists(key), key
     for index in [keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, *map(keys.status_set, keys.STATUS_ORDER)]:
         assert raw.zscore(index, "run-1") is None, index

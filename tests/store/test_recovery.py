@@ -25,45 +25,58 @@ def test_claim_is_busy_while_another_lease_is_live(store: RedisStore, fake_clock
     store.save_checkpoint(owner, "{}", seq=1, next_node=None)  # the owner is untouched
 
 
-def test_lapsed_lease_claim_records_abandoned_and_counts_it(store: RedisStore, fake_clock: FakeClock) -> None:
-    """Claiming over a lapsed lease records the old attempt as failed (abandoned); it counted as attempt 1."""
+def test_claim_over_a_lapsed_lease_leaves_recovery_to_the_reaper(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    """A claim over a lapsed, not yet reaped lease answers busy and changes nothing: only the reaper
+    knows whether the lease lapsed in a Redis outage (an interruption) or with its worker (a counted
+    attempt). Once reaped (abandoned, counted as attempt 1), the run is claimed as attempt 2."""
     make_run(store)
     start(store, lease_ms=1_000)
     fake_clock.advance(1_000)  # lease score == now: lapsed
+    before = store.events("run-1")
+    assert store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.BUSY
+    assert store.events("run-1") == before
+    assert store.reap() == ["run-1"]
     claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
     assert (claim.outcome, claim.attempt, claim.resume_seq) == (ClaimOutcome.CLAIMED, 2, 2)
     events = store.events("run-1")
     failed = [e for e in events if e.type == "attempt_failed"]
     assert [(e.fields["attempt"], e.fields["reason"]) for e in failed] == [("1", "abandoned")]
-    assert [e.type for e in events][-2:] == ["attempt_failed", "attempt_started"]
-    assert store.get("run-1").reason == "abandoned"
+    assert [e.type for e in events][-3:] == ["attempt_failed", "run_retrying", "attempt_started"]
 
 
-def test_claim_with_attempts_exhausted_dead_letters(
+def test_reaping_the_last_attempt_dead_letters(
     store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
 ) -> None:
-    """A lapsed last attempt makes the next claim dead-letter the run (reason abandoned), outcome dead."""
+    """A lapsed last attempt is dead-lettered by the reaper (reason abandoned), keeping the last error;
+    a later claim finds it finished."""
     make_run(store, max_attempts=2, idempotency_key="idem-x")
     fail_once(store, start(store))
     start(store, lease_ms=1_000)  # attempt 2 of 2, then its worker dies
     fake_clock.advance(5_000)
+    assert store.reap() == ["run-1"]
     claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
-    assert (claim.outcome, claim.status, claim.attempt) == (ClaimOutcome.DEAD, "dead", 2)
+    assert (claim.outcome, claim.status, claim.attempt) == (ClaimOutcome.FINISHED, "dead", 2)
     info = store.get("run-1")
     assert (info.status, info.reason, info.error) == (Status.DEAD, "abandoned", "ValueError: step broke")
     assert raw.zscore(keys.DEAD, "run-1") is not None
     assert raw.zscore(keys.LEASES, "run-1") is None
     assert 0 < raw.ttl(keys.run("run-1")) <= DEAD_RETENTION_S
-    assert 0 < raw.ttl(keys.idem("idem-x")) <= DEAD_RETENTION_S  # found without the caller's hint
+    assert (
+        0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-x"))) <= DEAD_RETENTION_S
+    )  # found without the caller's hint
 
 
-def test_claim_of_queued_run_without_attempts_left_says_max_attempts(store: RedisStore) -> None:
-    """A run released on its last attempt is dead-lettered by the next claim with reason max_attempts."""
+def test_run_released_on_its_last_attempt_is_claimed_again(store: RedisStore) -> None:
+    """A soft shutdown is not the run's failure: a run released on its last allowed attempt is claimed
+    again, as attempt 2 of which 1 counts, instead of being dead-lettered as out of attempts."""
     make_run(store, max_attempts=1)
-    assert store.release(start(store)) is True
+    assert store.release(start(store)) == "released"
     claim = store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
-    assert claim.outcome is ClaimOutcome.DEAD
-    assert store.get("run-1").reason == "max_attempts"
+    assert (claim.outcome, claim.attempt, claim.counted) == (ClaimOutcome.CLAIMED, 2, 1)
+    info = store.get("run-1")
+    assert (info.status, info.attempts, info.interruptions) == (Status.RUNNING, 1, 1)
 
 
 def test_reap_recovers_lapsed_leases_only(store: RedisStore, raw: redis.Redis, fake_clock: FakeClock) -> None:
@@ -144,13 +157,14 @@ def test_due_limit(store: RedisStore, fake_clock: FakeClock) -> None:
     assert [r for r, _ in store.due(limit=2)] == ["r0", "r1"]
 
 
-def test_release_makes_run_due_now_and_counts_attempt(store: RedisStore, raw: redis.Redis) -> None:
-    """release() on soft shutdown: retrying, lease removed, due now, run_retrying(reason=shutdown)."""
+def test_release_makes_run_due_now_as_an_interruption(store: RedisStore, raw: redis.Redis) -> None:
+    """release() on soft shutdown: retrying, lease removed, due now, run_retrying(reason=shutdown); the
+    attempt moves from attempts to interruptions, and the next one is still numbered 2."""
     make_run(store)
     ctx = start(store)
-    assert store.release(ctx) is True
+    assert store.release(ctx) == "released"
     info = store.get("run-1")
-    assert (info.status, info.attempts) == (Status.RETRYING, 1)
+    assert (info.status, info.attempts, info.interruptions) == (Status.RETRYING, 0, 1)
     assert raw.zscore(keys.DUE, "run-1") == clock.now_ms()
     assert raw.zscore(keys.LEASES, "run-1") is None
     last = store.events("run-1")[-1]
@@ -177,8 +191,8 @@ def test_dead_letter_creates_missing_record(store: RedisStore, raw: redis.Redis)
     assert info.error == "UnknownGraph: no worker has published graph 'nope'"
     assert raw.hget(keys.run("foreign-1"), "inputs") == b'{"x": 1}'
     assert raw.zscore(keys.DEAD, "foreign-1") is not None
-    assert raw.get(keys.idem("ext-7")) == b"foreign-1"
-    assert 0 < raw.ttl(keys.idem("ext-7")) <= DEAD_RETENTION_S
+    assert raw.get(keys.idem(keys.idem_scope("nope", "ext-7"))) == b"foreign-1"
+    assert 0 < raw.ttl(keys.idem(keys.idem_scope("nope", "ext-7"))) <= DEAD_RETENTION_S
     assert [e.type for e in store.events("foreign-1")] == ["run_enqueued", "run_dead_lettered"]
 
 
@@ -191,7 +205,9 @@ def test_dead_letter_updates_active_run_and_refuses_terminal(store: RedisStore, 
     assert (info.status, info.reason, info.error) == (Status.DEAD, "invalid_inputs", "InvalidInputs: bad")
     assert raw.zscore(keys.LEASES, "run-1") is None
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
-    assert raw.ttl(keys.idem("idem-d")) > 0  # the run's own key found although the caller gave none
+    assert (
+        raw.ttl(keys.idem(keys.idem_scope("demo", "idem-d"))) > 0
+    )  # the run's own key found although the caller gave none
     assert not store.dead_letter("run-1", reason="bad_message", error_type="X", message="again")
     assert store.get("run-1").reason == "invalid_inputs"
 
@@ -207,3 +223,58 @@ def test_reaper_lock_belongs_to_its_owner(store: RedisStore, raw: redis.Redis) -
     assert 30_000 < raw.pttl(keys.REAPER_LOCK) <= 60_000
     assert store.release_lock("reaper-a") is True
     assert store.acquire_lock("reaper-b", 30_000) is True
+
+
+def test_interruptions_are_bounded(store: RedisStore) -> None:
+    """A run cut short more than max_interruptions times is dead-lettered (max_interruptions), so a run
+    that is always interrupted cannot loop forever; released once more than allowed, it ends dead."""
+    store.max_interruptions = 2
+    make_run(store, max_attempts=1)
+    assert [store.release(start(store)) for _ in range(3)] == ["released", "released", "dead"]
+    info = store.get("run-1")
+    assert (info.status, info.reason, info.attempts, info.interruptions) == (
+        Status.DEAD, "max_interruptions", 0, 3,
+    )  # fmt: skip
+
+
+def test_infrastructure_failure_does_not_count_toward_max_attempts(store: RedisStore) -> None:
+    """fail(counted=False), Redis unreachable mid-attempt, is an interruption: a run on its last allowed
+    attempt retries instead of being dead-lettered, and the failure says it did not count."""
+    make_run(store, max_attempts=1)
+    ctx = start(store)
+    outcome = store.fail(
+        ctx, error_type="StoreUnavailable", message="Redis could not be reached", traceback=None,
+        reason="store_unavailable", permanent=False, retry_delay_ms=0, counted=False,
+    )  # fmt: skip
+    assert outcome == "retrying"
+    info = store.get("run-1")
+    assert (info.status, info.attempts, info.interruptions) == (Status.RETRYING, 0, 1)
+    failed = [e for e in store.events("run-1") if e.type == "attempt_failed"]
+    assert failed[-1].fields["counted"] == "0"
+    assert fail_once(store, start(store)) == "dead", "a step's own failure still counts"
+
+
+def test_lease_lapsed_in_an_outage_is_reaped_as_an_interruption(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    """A lease that lapsed inside a window the reaper found Redis unreachable in was lost to the outage:
+    reaped as store_unavailable, not counted; a lease that lapsed outside it is abandoned, counted."""
+    make_run(store, "in-outage", max_attempts=1)
+    make_run(store, "crashed", max_attempts=2)
+    start(store, "in-outage", lease_ms=1_000)
+    start(store, "crashed", lease_ms=1_000)
+    lapsed_at = fake_clock.ms + 1_000
+    fake_clock.advance(5_000)
+    assert sorted(store.reap(outage=(lapsed_at - 500, lapsed_at + 500))) == ["crashed", "in-outage"]
+    hit = store.get("in-outage")
+    assert (hit.status, hit.reason, hit.attempts, hit.interruptions) == (
+        Status.RETRYING, "store_unavailable", 0, 1,
+    )  # fmt: skip
+    make_run(store, "later", max_attempts=2)
+    start(store, "later", lease_ms=1_000)
+    fake_clock.advance(5_000)
+    store.reap(outage=(lapsed_at - 500, lapsed_at + 500))
+    late = store.get("later")
+    assert (late.status, late.reason, late.attempts, late.interruptions) == (
+        Status.RETRYING, "abandoned", 1, 0,
+    )  # fmt: skip

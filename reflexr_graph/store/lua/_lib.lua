@@ -6,14 +6,15 @@
 -- KEYS[2]  rg:{<run_id>}:ckpt    latest checkpoint hash
 -- KEYS[3]  rg:{<run_id>}:events  event stream
 -- KEYS[4]  rg:{<run_id>}:tb      last traceback
--- KEYS[5]  rg:idem:<key>         idempotency key, built from ARGV[3]
+-- KEYS[5]  rg:idem:<graph>:<key> scoped idempotency key, built from ARGV[3]
 -- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
 -- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
--- ARGV[3]  the idempotency key KEYS[5] was built from (a guess the script verifies)
+-- ARGV[3]  the scoped idempotency key KEYS[5] was built from (a guess the script verifies;
+--          the run id when the caller does not know it)
 -- ARGV[4..] script-specific, see each script's header
 
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -42,11 +43,12 @@ local function exists()
   return redis.call('EXISTS', K_RUN) == 1
 end
 
--- The run's idempotency key when KEYS[5] was built from a wrong guess, else nil. Scripts ask
--- before their first write on any path that touches KEYS[5], and return {'idem', key} so
--- the caller retries with the right key: keys must be declared, and are built only in Python.
+-- The run's scoped idempotency key ('idem': graph and key) when KEYS[5] was built from a wrong
+-- guess, else nil. Scripts ask before their first write on any path that touches KEYS[5], and
+-- return {'idem', key} so the caller retries with the right key: keys must be declared, and
+-- are built only in Python. A run enqueued without a key has none to mismatch.
 local function idem_mismatch()
-  local actual = field('idempotency_key')
+  local actual = field('idem')
   if actual ~= '' and actual ~= IDEM_GUESS then
     return actual
   end
@@ -143,21 +145,43 @@ local function persist_all()
   end
 end
 
-local function init_run(graph, inputs, state, idem_key, max_attempts)
+-- idem_key is what steps see (the caller's key, else the run id); scope is the scoped key the
+-- run owns in KEYS[5] ('' without one); digest identifies the request's inputs and state, so a
+-- key reused with other inputs is refused rather than silently answered with this run.
+local function init_run(graph, inputs, state, idem_key, scope, digest, max_attempts)
   redis.call('HSET', K_RUN,
-    'run_id', RUN_ID, 'graph', graph, 'status', '', 'attempts', 0, 'max_attempts', max_attempts,
-    'resumes', 0, 'checkpoints', 0, 'inputs', inputs, 'state', state,
-    'idempotency_key', idem_key, 'created_at', NOW, 'updated_at', NOW, 'token', '',
+    'run_id', RUN_ID, 'graph', graph, 'status', '', 'attempts', 0, 'interruptions', 0,
+    'max_attempts', max_attempts, 'resumes', 0, 'checkpoints', 0, 'skipped', 0,
+    'inputs', inputs, 'state', state, 'idempotency_key', idem_key, 'idem', scope,
+    'digest', digest, 'created_at', NOW, 'updated_at', NOW, 'token', '',
     'next_node', '', 'reason', '', 'error_type', '', 'error', '', 'output', '')
   redis.call('ZADD', K_ALL, NOW, RUN_ID)
   emit('run_enqueued', 'graph', graph)
 end
 
--- The attempt holding a lapsed lease died or hung: it counts as a failed attempt.
-local function abandon()
+-- An attempt cut short by the fleet rather than by the run (a deploy's soft shutdown, Redis
+-- unreachable) is not a failure of the run: it moves from 'attempts', which max_attempts bounds,
+-- to 'interruptions', which have a bound of their own so a run cut short forever still ends.
+-- Returns true when that bound is now passed.
+local function interrupt(max_interruptions)
+  if num('attempts') > 0 then
+    redis.call('HINCRBY', K_RUN, 'attempts', -1)
+  end
+  local n = redis.call('HINCRBY', K_RUN, 'interruptions', 1)
+  return n > tonumber(max_interruptions)
+end
+
+-- The number of the attempt now running: every claim since the last replay, counted or not.
+local function attempt_number()
+  return num('attempts') + num('interruptions')
+end
+
+-- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),
+-- or lost its lease while Redis was unreachable ('store_unavailable': an interruption).
+local function abandon(reason)
   redis.call('ZREM', K_LEASES, RUN_ID)
-  redis.call('HSET', K_RUN, 'reason', 'abandoned')
-  emit('attempt_failed', 'attempt', field('attempts'), 'reason', 'abandoned')
+  redis.call('HSET', K_RUN, 'reason', reason)
+  emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason)
 end
 
 -- Keeps the last error: an operator needs it to decide whether to replay.
@@ -180,7 +204,17 @@ local function to_retrying(due_at, reason)
   redis.call('HSET', K_RUN, 'retry_at', due_at)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
-  emit('run_retrying', 'attempt', field('attempts'), 'reason', reason, 'due_at', due_at)
+  emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
+end
+
+-- Boundaries an attempt could not checkpoint since its last write (see driver.py): counted on
+-- the run and told in its history, so nobody believes they have durability they lack.
+local function note_skipped(count, kinds)
+  local n = tonumber(count) or 0
+  if n > 0 then
+    redis.call('HINCRBY', K_RUN, 'skipped', n)
+    emit('boundaries_skipped', 'count', n, 'kinds', kinds)
+  end
 end
 
 local function snapshot(outcome)

@@ -6,13 +6,14 @@
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
--- Returns {outcome, status, attempts, resumes, graph, inputs, state, idempotency_key,
---   max_attempts, trace, checkpoint JSON or ''} with outcome claimed|busy|finished|missing|dead|early, or {'idem', key}
+-- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
+--   idempotency_key, max_attempts, trace, checkpoint JSON or ''} with outcome
+--   claimed|busy|finished|missing|dead|early, or {'idem', key}
 
 local token = ARGV[4]
 
 local function reply(outcome)
-  return {outcome, field('status'), field('attempts'), field('resumes'), field('graph'),
+  return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'), field('graph'),
     field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace'),
     redis.call('HGET', K_CKPT, 'data') or ''}
 end
@@ -27,37 +28,34 @@ end
 if status == 'retrying' and num('retry_at') > tonumber(NOW) then
   return reply('early')
 end
-local abandoned = false
 if status == 'running' then
   -- The same token again is this claim retried after a lost reply: answer it, change nothing.
   if token ~= '' and field('token') == token then
     return reply('claimed')
   end
-  local lease = redis.call('ZSCORE', K_LEASES, RUN_ID)
-  if lease and tonumber(lease) > tonumber(NOW) then
-    return reply('busy')
-  end
-  abandoned = true
+  -- Another attempt owns the run. Even when its lease has lapsed, the reaper recovers it, not this
+  -- claim: only the reaper knows whether the lease lapsed in a Redis outage (an interruption) or
+  -- because the worker died (a counted attempt). It re-sends the run within a tick.
+  return reply('busy')
 end
 -- Redis keeps no delivery count, so the run's own counter stops a message that kills its
--- worker every time. abandon() does not change it, so the decision can be taken first.
+-- worker every time: the reaper counts each such attempt as abandoned.
 local exhausted, retry = out_of_attempts()
 if retry then
   return retry
 end
-if abandoned then
-  abandon()
-end
 if exhausted then
-  to_dead(abandoned and 'abandoned' or 'max_attempts', ARGV[6])
+  to_dead('max_attempts', ARGV[6])
   return reply('dead')
 end
 redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
--- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over.
+-- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
+-- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
 redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7], 'dispatches', 0)
+redis.call('HDEL', K_RUN, 'unserved_since')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
-emit('attempt_started', 'attempt', field('attempts'), 'worker', ARGV[7])
+emit('attempt_started', 'attempt', attempt_number(), 'worker', ARGV[7])
 return reply('claimed')

@@ -3,10 +3,10 @@
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6] rg:all  KEYS[7] rg:dead
 -- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key (the message's, else the run_id)
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key (the message's, else the run_id)
 -- ARGV[4] reason  ARGV[5] error type  ARGV[6] error message  ARGV[7] graph  ARGV[8] inputs
--- ARGV[9] state or ''  ARGV[10] '1' if the message gave an idempotency key
--- ARGV[11] max_attempts (for a replay)  ARGV[12] dead retention s
+-- ARGV[9] state or ''  ARGV[10] the message's idempotency key, '' for none
+-- ARGV[11] max_attempts (for a replay)  ARGV[12] dead retention s  ARGV[13] digest of the request
 -- Returns 1 when dead-lettered, 0 when the run is already terminal, or {'idem', key}.
 
 if exists() then
@@ -18,8 +18,10 @@ if exists() then
     return {'idem', actual}
   end
 else
-  init_run(ARGV[7], ARGV[8], ARGV[9], IDEM_GUESS, ARGV[11])
-  if ARGV[10] == '1' then
+  local key = ARGV[10]
+  init_run(ARGV[7], ARGV[8], ARGV[9], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
+    ARGV[13], ARGV[11])
+  if key ~= '' then
     -- NX: an existing key names another run that the same request created first.
     redis.call('SET', K_IDEM, RUN_ID, 'NX')
   end

@@ -2,10 +2,12 @@
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
 -- KEYS[9] rg:due  KEYS[10..15] status sets
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] token  ARGV[5] error type  ARGV[6] error message  ARGV[7] traceback or ''
 -- ARGV[8] reason code  ARGV[9] '1' if permanent  ARGV[10] retry due ms
--- ARGV[11] dead retention s
+-- ARGV[11] dead retention s  ARGV[12] '1' if the attempt counts toward max_attempts, '0' for an
+--   infrastructure failure (an interruption)  ARGV[13] max interruptions
+-- ARGV[14] boundaries skipped since the attempt's last write  ARGV[15] their kinds (text)
 -- Returns 'dead' | 'retrying' | 'fenced' | {'idem', key}
 
 if not owned_by(ARGV[4]) then
@@ -23,10 +25,22 @@ if ARGV[7] ~= '' then
 else
   redis.call('DEL', K_TB)
 end
-emit('attempt_failed', 'attempt', field('attempts'), 'reason', reason, 'error_type', error_type)
+note_skipped(ARGV[14], ARGV[15])
+local counted = ARGV[12] == '1'
+emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason, 'error_type', error_type,
+  'counted', counted and '1' or '0')
 local permanent = ARGV[9] == '1'
-if permanent or num('attempts') >= num('max_attempts') then
-  to_dead(permanent and reason or 'max_attempts', ARGV[11])
+if permanent then
+  to_dead(reason, ARGV[11])
+  return 'dead'
+end
+if not counted then
+  if interrupt(ARGV[13]) then
+    to_dead('max_interruptions', ARGV[11])
+    return 'dead'
+  end
+elseif num('attempts') >= num('max_attempts') then
+  to_dead('max_attempts', ARGV[11])
   return 'dead'
 end
 to_retrying(ARGV[10], reason)

@@ -1,8 +1,11 @@
--- reap.lua: recover one run whose lease lapsed (its worker died or hung).
+-- reap.lua: recover one run whose lease lapsed (its worker died or hung, or Redis was down).
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
 -- KEYS[9] rg:due  KEYS[10..15] status sets
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] dead retention s
+-- ARGV[5] ARGV[6] an outage window (from ms, to ms) the reaper saw Redis unreachable in, or '' '': a lease
+--   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
+-- ARGV[7] max interruptions
 -- Returns 'dead' | 'retrying' | 'skip' (not lapsed any more, or a stale entry) | {'idem', key}
 
 if field('status') ~= 'running' then
@@ -15,11 +18,24 @@ local lease = redis.call('ZSCORE', K_LEASES, RUN_ID)
 if lease and tonumber(lease) > tonumber(NOW) then
   return 'skip'
 end
-local exhausted, retry = out_of_attempts()
-if retry then
-  return retry
+local from, to = tonumber(ARGV[5]), tonumber(ARGV[6])
+local outage = lease and from and to and tonumber(lease) >= from and tonumber(lease) <= to
+-- Either path may dead-letter the run, which expires KEYS[5]: it must be the run's own key.
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
 end
-abandon()
+if outage then
+  abandon('store_unavailable')
+  if interrupt(ARGV[7]) then
+    to_dead('max_interruptions', ARGV[4])
+    return 'dead'
+  end
+  to_retrying(NOW, 'store_unavailable')
+  return 'retrying'
+end
+local exhausted = out_of_attempts()
+abandon('abandoned')
 if exhausted then
   to_dead('abandoned', ARGV[4])
   return 'dead'

@@ -1,13 +1,24 @@
 -- release.lua: hand a running attempt back on soft shutdown so the run is redelivered soon.
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
--- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due
--- KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)  ARGV[4] token
--- Returns 1 when released, 0 when the token does not own the run.
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
+-- KEYS[9] rg:due  KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess  ARGV[4] token
+-- ARGV[5] max interruptions  ARGV[6] dead retention s
+-- Returns 1 when released, 2 when released past the interruption bound (now dead), 0 when the
+-- token does not own the run, or {'idem', key}.
 
 if not owned_by(ARGV[4]) then
   return 0
 end
--- The attempt still counts: a run that is always cut short must still run out of attempts.
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+-- A deploy's shutdown is not the run's failure: the attempt does not count toward max_attempts,
+-- but toward the interruption bound, so a run that is always cut short still ends.
+if interrupt(ARGV[5]) then
+  to_dead('max_interruptions', ARGV[6])
+  return 2
+end
 to_retrying(NOW, 'shutdown')
 return 1

@@ -15,9 +15,13 @@ if field('error_type') ~= '' then
 elseif field('error') ~= '' then
   redis.call('HSET', K_RUN, 'prev_error', field('error'))
 end
--- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide.
-redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'attempts', 0, 'reason', '',
-  'error_type', '', 'error', '', 'token', '', 'output', '')
+-- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide. A replay
+-- starts a fresh attempt budget; prev_attempts and replays keep what came before, for operators.
+redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attempt_number(),
+  'attempts', 0, 'interruptions', 0, 'reason', '', 'error_type', '', 'error', '', 'token', '',
+  'output', '')
+redis.call('HINCRBY', K_RUN, 'replays', 1)
+redis.call('HDEL', K_RUN, 'unserved_since')
 if from_start then
   redis.call('DEL', K_CKPT)
   redis.call('HSET', K_RUN, 'checkpoints', 0, 'next_node', '')

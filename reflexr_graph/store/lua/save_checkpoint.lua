@@ -6,6 +6,7 @@
 -- KEYS[4] rg:status:running     running status set (score = updated ms)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
 -- ARGV[6] next node id or ''  ARGV[7] event stream cap
+-- ARGV[8] boundaries skipped since the attempt's last write  ARGV[9] their kinds (text)
 -- Returns 1 when saved, 0 when the token does not own the run (the caller raises FencedOut).
 
 local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
@@ -18,6 +19,13 @@ redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size'
 redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
 redis.call('HSET', KEYS[1], 'next_node', next_node, 'updated_at', now)
 redis.call('ZADD', KEYS[4], 'XX', now, ARGV[1])
+-- Boundaries the attempt could not save ride along with the next save: no round trip of their own.
+local skipped = tonumber(ARGV[8]) or 0
+if skipped > 0 then
+  redis.call('HINCRBY', KEYS[1], 'skipped', skipped)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'boundaries_skipped', 'at', now,
+    'count', skipped, 'kinds', ARGV[9])
+end
 -- Never the payload: events are shown to operators and state may be private.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'run_progressed', 'at', now,
   'seq', seq, 'next_node', next_node, 'size', #payload)

@@ -5,6 +5,7 @@
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token  ARGV[5] output JSON  ARGV[6] run retention s
 -- ARGV[7] the finished checkpoint JSON, or '' (then the one saved before stays)  ARGV[8] its seq
+-- ARGV[9] boundaries skipped since the attempt's last write  ARGV[10] their kinds (text)
 -- Returns 1 when recorded, 0 when the token does not own the run, or {'idem', key}.
 
 local token = ARGV[4]
@@ -28,11 +29,12 @@ if ARGV[7] ~= '' then
   redis.call('HSET', K_RUN, 'next_node', '')
   emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
 end
+note_skipped(ARGV[9], ARGV[10])
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
 redis.call('HSET', K_RUN, 'output', ARGV[5], 'reason', '', 'error_type', '', 'error', '')
 redis.call('ZREM', K_LEASES, RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
 set_status('succeeded')
-emit('run_succeeded', 'attempt', field('attempts'))
+emit('run_succeeded', 'attempt', attempt_number())
 expire_all(ARGV[6])
 return 1

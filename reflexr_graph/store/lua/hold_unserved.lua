@@ -1,0 +1,39 @@
+-- hold_unserved.lua: keep a due run whose graph no live worker serves, or dead-letter it once
+-- it has waited out the grace period. A rolling deploy that adds a graph briefly has runs of it
+-- and no worker for them: those must wait, not die.
+-- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
+-- KEYS[9] rg:due  KEYS[10..15] status sets
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
+-- ARGV[4] grace ms  ARGV[5] when to look again (due ms)  ARGV[6] dead retention s
+-- ARGV[7] the error message to keep if it is dead-lettered
+-- Returns 'waiting' (the wait just began) | 'held' | 'dead' | 'skip' (claimed or finished
+--   meanwhile) | 'gone' | {'idem', key}
+
+if not exists() then
+  redis.call('ZREM', K_DUE, RUN_ID)
+  return 'gone'
+end
+local status = field('status')
+if status ~= 'queued' and status ~= 'retrying' then
+  return 'skip'
+end
+local actual = idem_mismatch()
+if actual then
+  return {'idem', actual}
+end
+local since = tonumber(field('unserved_since'))
+local began = false
+if not since then
+  began = true
+  since = tonumber(NOW)
+  redis.call('HSET', K_RUN, 'unserved_since', NOW)
+  emit('waiting_for_worker', 'graph', field('graph'), 'until', since + tonumber(ARGV[4]))
+end
+if tonumber(NOW) - since >= tonumber(ARGV[4]) then
+  redis.call('HSET', K_RUN, 'error_type', 'UnknownGraph', 'error', ARGV[7], 'token', '')
+  to_dead('unknown_graph', ARGV[6])
+  return 'dead'
+end
+redis.call('ZADD', K_DUE, ARGV[5], RUN_ID)
+return began and 'waiting' or 'held'

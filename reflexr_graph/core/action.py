@@ -6,6 +6,8 @@ safe to checkpoint, and the fingerprint that tells a checkpoint from another gra
 
 from __future__ import annotations
 
+import re
+import warnings
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
@@ -20,7 +22,11 @@ from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
 from reflexr_graph.core.pg import AnyGraph, Kind
 from reflexr_graph.core.readback import Codec
 from reflexr_graph.core.tracing import traced_step
-from reflexr_graph.errors import GraphDefinitionError, InvalidInputs
+from reflexr_graph.core.unsafe_types import unsafe_fields
+from reflexr_graph.errors import DurabilityWarning, GraphDefinitionError, InvalidInputs
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+"""Graph names: each names a Celery queue (``reflexr.<name>``) and scopes idempotency keys."""
 
 
 def _required_adapter(tp: Any, what: str, graph_name: str) -> TypeAdapter[Any]:
@@ -31,6 +37,21 @@ def _required_adapter(tp: Any, what: str, graph_name: str) -> TypeAdapter[Any]:
             "use a pydantic model, a dataclass or JSON types so checkpoints can hold it"
         )
     return adapter
+
+
+def _warn_unsafe_state(adapter: TypeAdapter[Any], graph_name: str) -> None:
+    found = unsafe_fields(adapter)
+    if not found:
+        return
+    fields = "; ".join(f"{path} {why}" for path, why in found)
+    warnings.warn(
+        f"graph {graph_name!r}: state field(s) {fields}. A value there that is not plain JSON cannot "
+        "be checkpointed, and every boundary while it holds one is skipped, so a retry repeats the "
+        "steps since the last saved boundary. Give those fields concrete types, or keep such objects "
+        "out of the state (build them in deps)",
+        DurabilityWarning,
+        stacklevel=3,
+    )
 
 
 class GraphAction:
@@ -66,12 +87,18 @@ class GraphAction:
             raise GraphDefinitionError(
                 "this graph has no name: pass GraphBuilder(name=...) or GraphAction(graph, name=...)"
             )
+        if not NAME_PATTERN.fullmatch(self.name):
+            raise GraphDefinitionError(
+                f"graph name {self.name!r} is not usable: use 1 to 100 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit (it names the graph's queue)"
+            )
         if max_attempts is not None and max_attempts < 1:
             raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
         self.graph = graph
         self.max_attempts = max_attempts
         self.deps = deps
         self.state_adapter = _required_adapter(graph.state_type, "state", self.name)
+        _warn_unsafe_state(self.state_adapter, self.name)
         self.inputs_adapter = _required_adapter(graph.input_type, "input", self.name)
         self.output_adapter = adapter_or_none(graph.output_type) or TypeAdapter(Any)
         self.kinds = pg.node_kinds(graph)

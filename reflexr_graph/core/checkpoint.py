@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from reflexr_graph.core.pg import ForkStackItem, NodeID, NodeRunID
 from reflexr_graph.core.readback import Codec
 
 FORMAT_VERSION = 1
@@ -43,7 +44,12 @@ class SavedTask(BaseModel):
 
 
 class CheckpointV1(BaseModel):
-    """The envelope. Typed parts (state, inputs, fork stack, next inputs) are checked against the graph."""
+    """The envelope. Typed parts (state, inputs, fork stack, next inputs) are checked against the graph.
+
+    ``inputs_ref == "run"`` says the graph's inputs are not repeated here: they are the run's
+    recorded inputs, written once when the run was enqueued. A checkpoint that holds its own
+    ``inputs`` (every one written before that field existed) resumes as it always did.
+    """
 
     model_config = ConfigDict(extra="forbid")
     format: Literal[1]
@@ -52,6 +58,7 @@ class CheckpointV1(BaseModel):
     seq: int
     state: Any
     inputs: Any
+    inputs_ref: Literal["run"] | None = None
     next: SavedTask | None = None
     finished: bool = False
     output: Any = None
@@ -79,7 +86,7 @@ class Restored:
     output_json: Any
     node_id: str | None
     node_inputs: Any
-    fork_stack: list[tuple[str, str, int]]
+    fork_stack: list[ForkStackItem]
 
 
 class _Invalid(Exception):
@@ -118,15 +125,16 @@ class CheckpointCodec:
         *,
         seq: int,
         state: str = "null",
-        inputs: str = "null",
-        next_task: tuple[str, str, list[tuple[str, str, int]]] | None = None,
+        inputs: str | None = None,
+        next_task: tuple[str, str, list[ForkStackItem]] | None = None,
         output: str = "null",
         finished: bool = False,
     ) -> str:
         """A checkpoint's JSON text, from parts already written as JSON text by ``Codec.dump``.
 
         The parts are spliced in rather than parsed and dumped again: on the hot path, a
-        state is serialized once per boundary.
+        state is serialized once per boundary. ``inputs=None`` refers to the run's recorded
+        inputs instead of repeating them: a 10 MB input is stored once, not per checkpoint.
         """
         head = json.dumps(
             {
@@ -143,9 +151,12 @@ class CheckpointCodec:
             node_id, node_inputs, stack = next_task
             stack_json = json.dumps(fork_stack_doc(stack), separators=(",", ":"))
             nxt = f'{{"node_id":{json.dumps(node_id)},"inputs":{node_inputs},"fork_stack":{stack_json}}}'
-        return f'{head[:-1]},"state":{state},"inputs":{inputs},"next":{nxt},"output":{output}}}'
+        inputs_part = '"inputs":null,"inputs_ref":"run"' if inputs is None else f'"inputs":{inputs}'
+        return f'{head[:-1]},"state":{state},{inputs_part},"next":{nxt},"output":{output}}}'
 
-    def decode(self, payload: str | bytes) -> Restored | Discarded:
+    def decode(self, payload: str | bytes, run_inputs: Any = None) -> Restored | Discarded:
+        """The checkpoint as the graph is now, or why it is discarded; ``run_inputs`` are the run's
+        recorded inputs (parsed JSON), which a checkpoint with ``inputs_ref`` resumes with."""
         try:
             doc = CheckpointV1.model_validate_json(payload)
         except ValidationError:
@@ -158,23 +169,25 @@ class CheckpointCodec:
         if doc.next is not None and not doc.finished and node_codec is None:
             return Discarded(DiscardReason.UNTYPED, seq=doc.seq)
         try:
-            return self._restore(doc, node_codec)
+            return self._restore(doc, node_codec, run_inputs)
         except _Invalid as exc:
             return Discarded(DiscardReason.INVALID, str(exc), seq=doc.seq)
 
-    def _restore(self, doc: CheckpointV1, node_codec: Codec | None) -> Restored:
+    def _restore(self, doc: CheckpointV1, node_codec: Codec | None, run_inputs: Any) -> Restored:
         if doc.finished:
             output = _load(self.output, "output", doc.output)
             return Restored(doc.seq, None, None, True, output, doc.output, None, None, [])
         state = _load(self.state, "state", doc.state)
-        inputs = _load(self.inputs, "inputs", doc.inputs)
+        inputs = _load(self.inputs, "inputs", run_inputs if doc.inputs_ref == "run" else doc.inputs)
         assert doc.next is not None and node_codec is not None
         try:
             stack = _FORK_STACK.validate_python(doc.next.fork_stack)
         except ValidationError as exc:
             raise _Invalid(describe_errors("next.fork_stack", exc)) from None
         node_inputs = _load(node_codec, "next.inputs", doc.next.inputs)
-        fork_stack = [(i.fork_id, i.node_run_id, i.thread_index) for i in stack]
+        fork_stack = [
+            ForkStackItem(NodeID(i.fork_id), NodeRunID(i.node_run_id), i.thread_index) for i in stack
+        ]
         return Restored(doc.seq, state, inputs, False, None, None, doc.next.node_id, node_inputs, fork_stack)
 
 
@@ -187,13 +200,17 @@ def _loose_seq(payload: str | bytes) -> int:
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
 
 
-def fork_stack_doc(stack: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
-    return [{"fork_id": f, "node_run_id": r, "thread_index": i} for f, r, i in stack]
+def fork_stack_doc(stack: list[ForkStackItem]) -> list[dict[str, Any]]:
+    return [
+        {"fork_id": i.fork_id, "node_run_id": i.node_run_id, "thread_index": i.thread_index} for i in stack
+    ]
 
 
-def prefix_fork_stack(stack: list[tuple[str, str, int]], resume_seq: int) -> list[tuple[str, str, int]]:
+def prefix_fork_stack(stack: list[ForkStackItem], resume_seq: int) -> list[ForkStackItem]:
     """Prefix node-run ids with the resume counter: a new run numbers its node runs afresh.
 
     Earlier prefixes are kept (``r3/r2/task:1``), so ids from different resumes never meet.
     """
-    return [(f, f"r{resume_seq}/{r}", i) for f, r, i in stack]
+    return [
+        ForkStackItem(i.fork_id, NodeRunID(f"r{resume_seq}/{i.node_run_id}"), i.thread_index) for i in stack
+    ]

@@ -1,8 +1,9 @@
 """The attempt driver: one attempt of a run, stepped through ``Graph.iter``.
 
 It resumes from the latest checkpoint when one validates, saves a checkpoint at every
-safe boundary through the store port (one round trip each), and returns the graph's
-output as JSON. It knows nothing of Redis or Celery.
+safe boundary through the store port (one round trip each), and returns the outcome: the
+graph's output as JSON and the finished checkpoint, which the caller writes together with
+the run's success. It knows nothing of Redis or Celery.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
@@ -22,32 +23,46 @@ from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
+from reflexr_graph.core.skips import SkipReason, SkipTally
 from reflexr_graph.errors import OutputNotSerializable
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What a finished attempt hands back: the output, and the checkpoint that records it.
+
+    ``checkpoint`` is '' when the attempt resumed from a finished checkpoint: the output was
+    already written down, and nothing new needs saving.
+    """
+
+    output: Any
+    checkpoint: str
+    seq: int
+
+
 @dataclass
 class _Saver:
-    """Writes checkpoints for one attempt; the graph inputs are dumped once, not at every step."""
+    """Writes checkpoints for one attempt. The graph inputs are not repeated in them: they are
+    the run's recorded inputs, checked once here to read back as they were."""
 
     action: GraphAction
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    inputs_json: str = "null"
+    skips: SkipTally
     inputs_ok: bool = True
-    skipped: dict[str, int] = field(default_factory=dict)
 
     def prepare(self, inputs: Any) -> None:
         try:
-            self.inputs_json = self.action.checkpoints.inputs.dump(inputs)
+            self.action.checkpoints.inputs.dump(inputs)
         except NotReadable:
             # The graph inputs would not restore as they were: no boundary of this attempt is saved.
             self.inputs_ok = False
 
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
-        if not self.inputs_ok or not pg.is_quiescent(run, batch):
+        if not pg.is_quiescent(run, batch):
             return
         task = batch[0]
         if self.action.kinds.get(task.node_id) is Kind.END:
@@ -55,27 +70,31 @@ class _Saver:
             # would protect nothing and cost a round trip.
             return
         stack = pg.task_fork_stack(task)
+        if not self.action.boundaries.is_safe(task.node_id, (item.fork_id for item in stack)):
+            return  # inside a fork's region: never a boundary, by the seed's rule
         codec = self.action.node_codec(task.node_id)
-        if codec is None or not self.action.boundaries.is_safe(task.node_id, (f for f, _, _ in stack)):
+        if codec is None:
+            self.skips.skip(task.node_id, SkipReason.UNTYPED, "its input type is not known")
+            return
+        if not self.inputs_ok:
+            self.skips.skip(task.node_id, SkipReason.INPUTS, "the graph inputs do not read back")
             return
         try:
             state = self.action.checkpoints.state.dump(run.state)
+        except NotReadable as why:
+            self.skips.skip(task.node_id, SkipReason.STATE, f"the state {why}")
+            return
+        try:
             node_inputs = codec.dump(task.inputs, same_class=self.action.is_decision(task.node_id))
         except NotReadable as why:
-            self.skipped[task.node_id] = self.skipped.get(task.node_id, 0) + 1
-            log.debug(
-                "boundary before %s not saved (%s); a retry resumes from the one before", task.node_id, why
-            )
+            self.skips.skip(task.node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
             return
         payload = self.action.checkpoints.encode(
-            seq=self.seq + 1,
-            state=state,
-            inputs=self.inputs_json,
-            next_task=(task.node_id, node_inputs, stack),
+            seq=self.seq + 1, state=state, next_task=(task.node_id, node_inputs, stack)
         )
         self._save(payload, task.node_id)
 
-    def finish(self, run: pg.AnyRun, output: Any) -> Any:
+    def finish(self, output: Any) -> Finished:
         try:
             output_json = self.action.checkpoints.output.dump(output)
         except NotReadable as why:
@@ -85,27 +104,32 @@ class _Saver:
             ) from None
         # A finished checkpoint restores only the output, so it holds no state: a state that
         # would not read back must not stop the output from being kept.
-        self._save(self.action.checkpoints.encode(seq=self.seq + 1, output=output_json, finished=True), None)
-        return json.loads(output_json)
+        payload = self.action.checkpoints.encode(seq=self.seq + 1, output=output_json, finished=True)
+        trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq + 1)
+        return Finished(json.loads(output_json), payload, self.seq + 1)
 
-    def _save(self, payload: str, next_node: str | None) -> None:
+    def _save(self, payload: str, next_node: str) -> None:
         started = time.perf_counter()
-        self.port.save_checkpoint(self.ctx, payload, seq=self.seq + 1, next_node=next_node)
+        self.port.save_checkpoint(
+            self.ctx, payload, seq=self.seq + 1, next_node=next_node, skipped=self.skips.take()
+        )
         attrs = {tracing.ATTR_GRAPH: self.action.name}
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
         trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq)
         trace.get_current_span().add_event(
-            tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node or "__end__"}
+            tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node}
         )
 
 
-def _load(action: GraphAction, port: CheckpointPort, ctx: AttemptContext) -> Restored | Discarded | None:
+def _load(
+    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any
+) -> Restored | Discarded | None:
     payload = port.load_checkpoint(ctx.run_id)
     if payload is None:
         return None
-    restored = action.checkpoints.decode(payload)
+    restored = action.checkpoints.decode(payload, run_inputs=inputs)
     span = trace.get_current_span()
     if isinstance(restored, Discarded):
         attrs = {tracing.ATTR_DISCARD_REASON: restored.reason.value}
@@ -124,38 +148,47 @@ def _load(action: GraphAction, port: CheckpointPort, ctx: AttemptContext) -> Res
 
 
 async def run_attempt(
-    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, *, inputs: Any, state: Any = None
-) -> Any:
-    """Run one attempt of a run and return the graph's output, as JSON-able data.
+    action: GraphAction,
+    port: CheckpointPort,
+    ctx: AttemptContext,
+    *,
+    inputs: Any,
+    state: Any = None,
+    skips: SkipTally | None = None,
+) -> Finished:
+    """Run one attempt of a run and return its outcome: the output and the finished checkpoint.
 
-    Raises whatever a step raised (the caller decides on a retry), ``InvalidInputs`` for
-    inputs or state that do not validate, ``OutputNotSerializable`` for an output that
-    cannot be recorded, and ``FencedOut`` when another attempt took the run over.
+    ``inputs`` and ``state`` are the run's recorded JSON values. ``skips`` collects the
+    boundaries that could not be saved; the caller records what is left of it with the
+    attempt's outcome. Raises whatever a step raised (the caller decides on a retry),
+    ``InvalidInputs`` for inputs or state that do not validate, ``OutputNotSerializable`` for
+    an output that cannot be recorded, and ``FencedOut`` when another attempt took the run over.
     """
     attrs: dict[str, str | int] = {
         tracing.ATTR_RUN_ID: ctx.run_id,
         tracing.ATTR_GRAPH: action.name,
         tracing.ATTR_ATTEMPT: ctx.attempt,
     }
+    tally = skips if skips is not None else SkipTally(action.name, ctx.run_id)
     parent = tracing.run_trace_parent(ctx.trace_context)
     with tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs):
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
         try:
-            return await _drive(action, port, ctx, inputs, state)
+            return await _drive(action, port, ctx, inputs, state, tally)
         finally:
             reset_current(token)
 
 
 async def _drive(
-    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any, state: Any
-) -> Any:
-    restored = _load(action, port, ctx)
+    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any, state: Any, skips: SkipTally
+) -> Finished:
+    restored = _load(action, port, ctx, inputs)
     seq = restored.seq if restored is not None else 0
     if isinstance(restored, Restored) and restored.finished:
         log.info(
             "run %s: graph already finished in an earlier attempt; recording its saved output", ctx.run_id
         )
-        return restored.output_json
+        return Finished(restored.output_json, "", restored.seq)
     requests: list[pg.GraphTaskRequest] | None = None
     if isinstance(restored, Restored):
         graph_inputs, graph_state = restored.inputs, restored.state
@@ -164,7 +197,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq)
+    saver = _Saver(action, port, ctx, seq, skips)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(
@@ -174,4 +207,4 @@ async def _drive(
         while not isinstance(event, pg.EndMarker):
             saver.boundary(run, event)
             event = await run.next(event)
-        return saver.finish(run, event.value)
+        return saver.finish(event.value)

@@ -21,6 +21,10 @@ DEAD_LETTERS = METER.create_counter("reflexr.dead_letters", description="Runs de
 CHECKPOINT_SAVE = METER.create_histogram(
     "reflexr.checkpoint.save.duration", unit="s", description="Time to save one checkpoint (one round trip)"
 )
+CHECKPOINT_SKIPPED = METER.create_counter(
+    "reflexr.checkpoint.skipped",
+    description="Step boundaries not checkpointed, by node and reason (untyped, state, inputs, node_inputs)",
+)
 CHECKPOINT_SIZE = METER.create_histogram("reflexr.checkpoint.size", unit="By", description="Checkpoint size")
 STEP_DURATION = METER.create_histogram("reflexr.step.duration", unit="s", description="Step duration by node")
 RUNS_RECOVERED = METER.create_counter(

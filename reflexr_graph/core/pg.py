@@ -45,6 +45,8 @@ __all__ = [
     "GraphTask",
     "GraphTaskRequest",
     "Kind",
+    "NodeID",
+    "NodeRunID",
     "Unknown",
     "edges",
     "is_quiescent",
@@ -240,13 +242,12 @@ def is_quiescent(run: AnyRun, batch: object) -> bool:
     return len(iterator.active_tasks) <= 1 and not iterator.active_reducers
 
 
-def make_request(node_id: str, inputs: Any, fork_stack: list[tuple[str, str, int]]) -> GraphTaskRequest:
-    stack = tuple(ForkStackItem(NodeID(f), NodeRunID(r), i) for f, r, i in fork_stack)
-    return GraphTaskRequest(NodeID(node_id), inputs, stack)
+def make_request(node_id: str, inputs: Any, fork_stack: list[ForkStackItem]) -> GraphTaskRequest:
+    return GraphTaskRequest(NodeID(node_id), inputs, tuple(fork_stack))
 
 
-def task_fork_stack(task: GraphTaskRequest) -> list[tuple[str, str, int]]:
-    return [(item.fork_id, item.node_run_id, item.thread_index) for item in task.fork_stack]
+def task_fork_stack(task: GraphTaskRequest) -> list[ForkStackItem]:
+    return list(task.fork_stack)
 
 
 def step_context_inputs(ctx: Any) -> Any:

@@ -24,6 +24,21 @@ class AttemptContext:
     """The run's trace (W3C headers as JSON): every attempt's span joins it, '' for a fresh trace."""
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Boundaries an attempt could not checkpoint since its last write: how many, and which kinds.
+
+    ``kinds`` is a short text for operators (``"s2: state does not read back; d1: untyped"``),
+    never a value.
+    """
+
+    count: int = 0
+    kinds: str = ""
+
+
+NO_SKIPS = Skipped()
+
+
 class CheckpointPort(Protocol):
     """Checkpoint storage, fenced by the attempt's token.
 
@@ -35,9 +50,18 @@ class CheckpointPort(Protocol):
         """The latest checkpoint's JSON, or None when the run has none."""
         ...
 
-    def save_checkpoint(self, ctx: AttemptContext, payload: str, *, seq: int, next_node: str | None) -> None:
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 
-        ``next_node`` is None for the finished checkpoint (the graph's output), the attempt's last.
+        ``skipped`` counts the boundaries not saved since the attempt's previous save, recorded
+        with this one.
         """
         ...

@@ -10,6 +10,7 @@ from typing import Any
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.skips import SkipTally
 from reflexr_graph.store.redis_store import RedisStore
 
 LEASE_MS = 30_000
@@ -20,6 +21,7 @@ class Harness:
         self.store = store
         self.now = now
         self.ctx: AttemptContext | None = None
+        self.recorded: tuple[Any, Any] = (None, None)
 
     def create(self, action: GraphAction, inputs: Any, state: Any = None) -> str:
         run_id = f"run-{uuid.uuid4().hex[:12]}"
@@ -38,18 +40,35 @@ class Harness:
         if claim.outcome == "busy":
             # The previous attempt "crashed" without recording anything: let its lease lapse.
             self.now[0] += LEASE_MS / 1000 + 1
+            self.store.reap()  # as the fleet's reaper would: an abandoned attempt
             claim = self.store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=LEASE_MS)
         assert claim.outcome == "claimed", claim
-        self.ctx = AttemptContext(
-            run_id, claim.token, claim.attempt, claim.resume_seq, claim.idempotency_key, claim.graph
-        )
+        self.ctx = claim.context()
+        self.recorded = (json.loads(claim.inputs_json), json.loads(claim.state_json or "null"))
         return self.ctx
 
-    def attempt(self, action: GraphAction, run_id: str, inputs: Any = None, state: Any = None) -> Any:
-        """One attempt; a step's exception is recorded as a failed attempt (retrying) and re-raised."""
+    def attempt(
+        self,
+        action: GraphAction,
+        run_id: str,
+        inputs: Any = None,
+        state: Any = None,
+        *,
+        crash_before_success: bool = False,
+    ) -> Any:
+        """One attempt, as a worker runs it: the run's recorded inputs and state (unless given), then
+        the output recorded with its finished checkpoint. A step's exception is recorded as a failed
+        attempt (retrying) and re-raised. ``crash_before_success`` saves the finished checkpoint but
+        not the outcome, as a store that lost the second half of a write would."""
         ctx = self.claim(run_id)
+        recorded_inputs, recorded_state = self.recorded
+        inputs = recorded_inputs if inputs is None else inputs
+        state = recorded_state if state is None else state
+        skips = SkipTally(action.name, run_id)
         try:
-            return asyncio.run(run_attempt(action, self.store, ctx, inputs=inputs, state=state))
+            finished = asyncio.run(
+                run_attempt(action, self.store, ctx, inputs=inputs, state=state, skips=skips)
+            )
         except Exception as exc:
             self.store.fail(
                 ctx,
@@ -59,8 +78,17 @@ class Harness:
                 reason="step_failed",
                 permanent=False,
                 retry_delay_ms=0,
+                skipped=skips.take(),
             )
             raise
+        if crash_before_success:
+            self.store.save_checkpoint(ctx, finished.checkpoint, seq=finished.seq, next_node=None)
+        else:
+            self.store.succeed(
+                ctx, json.dumps(finished.output), checkpoint=finished.checkpoint, seq=finished.seq,
+                skipped=skips.take(),
+            )  # fmt: skip
+        return finished.output
 
     def checkpoint(self, run_id: str) -> dict[str, Any] | None:
         raw = self.store.load_checkpoint(run_id)

@@ -72,7 +72,7 @@ def test_finished_graph_does_not_run_again(harness: Harness) -> None:
     """Seed: a run that finished its graph but not its recording returns the saved output, running no step."""
     action = graphs.linear()
     run_id = harness.create(action, 1)
-    assert harness.attempt(action, run_id, inputs=1) == 4
+    assert harness.attempt(action, run_id, inputs=1, crash_before_success=True) == 4
     # The attempt "crashed" before recording success: the next attempt claims after the lease lapses.
     assert harness.attempt(action, run_id, inputs=1) == 4
     assert dict(CALLS) == {"s0": 1, "s1": 1, "s2": 1}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
+from reflexr_graph.errors import DurabilityWarning
 from tests.core import graphs
 from tests.core.graphs import CALLS, FAIL, SEEN, Boom, Doc
 from tests.core.harness import Harness
@@ -60,12 +63,25 @@ def test_base_node_input_is_not_saved(harness: Harness) -> None:
     assert "First" not in progressed and "Second" not in progressed
 
 
-def test_any_state_field_holding_a_model_blocks_middle_checkpoints(harness: Harness) -> None:
-    """Amendment 09-29: a state that would not read back equal is never saved; the output still is."""
-    action = graphs.any_state()
+def test_any_state_field_holding_a_model_blocks_middle_checkpoints(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Amendment 09-29: a state that would not read back equal is never saved; the output still is.
+    Issue 14: said loudly: a DurabilityWarning when the action is built (its state has an Any field),
+    a WARNING line per kind of skipped boundary, and the count on the run and in its history."""
+    with pytest.warns(DurabilityWarning, match=r"state field\(s\) anything is typed Any"):
+        action = graphs.any_state()
     run_id = harness.create(action, "x")
-    assert harness.attempt(action, run_id, inputs="x") == "x"
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.core.skips"):
+        assert harness.attempt(action, run_id, inputs="x") == "x"
     assert harness.progressed(run_id) == [""]
+    info = harness.store.get(run_id)
+    assert info.skipped_boundaries >= 1
+    warned = [r.getMessage() for r in caplog.records if "is not checkpointed (state" in r.getMessage()]
+    assert len(warned) == len({m.split(" is not")[0] for m in warned}), "one line per kind, per attempt"
+    skipped = [e for e in harness.store.events(run_id) if e.type == "boundaries_skipped"]
+    assert sum(int(e.fields["count"]) for e in skipped) == info.skipped_boundaries
+    assert all("state" in e.fields["kinds"] for e in skipped)
 
 
 def test_generator_feeding_a_map_is_never_written_down(harness: Harness) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import statistics
 import time
 import uuid
@@ -24,7 +25,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -66,17 +67,24 @@ class TimedStore:
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.store.load_checkpoint(run_id)
 
-    def save_checkpoint(self, ctx: AttemptContext, payload: str, *, seq: int, next_node: str | None) -> None:
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
         t0 = time.perf_counter()
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node)
+        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, skipped=skipped)
         self.saves.append(time.perf_counter() - t0)
 
 
 def _claimed(store: RedisStore, action: GraphAction) -> AttemptContext:
     run_id = uuid.uuid4().hex
     store.create_run(run_id, graph=action.name, inputs_json="0", max_attempts=3, dispatch_grace_ms=600_000)
-    claim = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=600_000)
-    return AttemptContext(run_id, claim.token, claim.attempt, claim.resume_seq, run_id, action.name)
+    return store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=600_000).context()
 
 
 def _time_plain(action: GraphAction, state: Blob) -> float:
@@ -88,7 +96,9 @@ def _time_plain(action: GraphAction, state: Blob) -> float:
 def _time_durable(action: GraphAction, port: TimedStore, state: Blob) -> float:
     ctx = _claimed(port.store, action)
     t0 = time.perf_counter()
-    asyncio.run(run_attempt(action, port, ctx, inputs=0, state=state.model_dump()))
+    finished = asyncio.run(run_attempt(action, port, ctx, inputs=0, state=state.model_dump()))
+    # As a worker records it: the output with the finished checkpoint, in one script.
+    port.store.succeed(ctx, json.dumps(finished.output), checkpoint=finished.checkpoint, seq=finished.seq)
     return time.perf_counter() - t0
 
 

@@ -47,12 +47,12 @@ def _paths(client: Client) -> dict[str, Callable[[int], object]]:
             run_id, graph=GRAPH, inputs_json=inputs_json, max_attempts=max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
         )  # fmt: skip
-        send_run(client.app, run_id, GRAPH, i)
+        send_run(client.app, run_id, GRAPH)
 
     return {
         "Client.enqueue": lambda i: client.enqueue(GRAPH, i),
         "create_run + send_run": unvalidated,
-        "send_run only": lambda i: send_run(client.app, str(uuid.uuid4()), GRAPH, i),
+        "send_run only": lambda i: send_run(client.app, str(uuid.uuid4()), GRAPH),
     }
 
 

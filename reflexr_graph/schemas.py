@@ -9,6 +9,7 @@ the value found there (G6).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -84,16 +85,34 @@ def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAct
     return written
 
 
+def _unknown(store_or_redis: RedisStore | redis.Redis, name: str) -> errors.UnknownGraph:
+    known = [g.name for g in list_graphs(store_or_redis)]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return errors.UnknownGraph(
+        f"no graph named {name!r} is published ({hint}published: {', '.join(known) or 'none yet'}); "
+        "check the name, start a worker that loads it (REFLEXR_GRAPHS), or publish its schema from a "
+        "deploy step with `reflexr-graph publish module:attribute`"
+    )
+
+
 def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
-    """The published entry of graph ``name``; UnknownGraph when no worker published it."""
+    """The published entry of graph ``name``; UnknownGraph when it was never published."""
     raw = _client(store_or_redis).hget(GRAPHS, name)
     if raw is None:
-        known = ", ".join(g.name for g in list_graphs(store_or_redis)) or "none yet"
-        raise errors.UnknownGraph(
-            f"no worker has published a graph named {name!r} (published: {known}); check the name, "
-            "or start a worker that loads it (REFLEXR_GRAPHS)"
-        )
+        raise _unknown(store_or_redis, name)
     return GraphSchema.model_validate_json(_text(raw))
+
+
+def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
+    """The published entry of ``name`` and the live workers that serve it, in one round trip."""
+    pipe = _client(store_or_redis).pipeline(transaction=False)
+    pipe.hget(GRAPHS, name)
+    pipe.zrangebyscore(keys.served(name), clock.now_ms(), "+inf")
+    raw, workers = pipe.execute()
+    if raw is None:
+        raise _unknown(store_or_redis, name)
+    return GraphSchema.model_validate_json(_text(raw)), sorted(_text(w) for w in workers)
 
 
 def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:

@@ -47,6 +47,7 @@ class FleetApp(Celery):
             settings.redis_url,
             run_retention_s=settings.run_retention_s,
             dead_retention_s=settings.dead_retention_s,
+            max_interruptions=settings.max_interruptions,
             # A renewal must fail before the lease lapses, not hang past it.
             socket_timeout=min(SOCKET_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
             socket_connect_timeout=min(SOCKET_CONNECT_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
@@ -103,7 +104,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # cancels it and requeues its message at once.
         "worker_soft_shutdown_timeout": settings.soft_shutdown_timeout_s,
         "worker_enable_soft_shutdown_on_idle": True,
-        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Not cancelled: the lease, not the broker connection, is the attempt's right to the run.
+        # A Redis blip drops the connection, and cancelling then threw every running attempt
+        # away; the heartbeat keeps the lease for its TTL and gives the attempt up only then. The
+        # message Celery restores meanwhile is dropped as a duplicate by the claim.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "broker_connection_retry_on_startup": True,
         # A worker must outlast a long Redis outage rather than exit after 100 retries.
         "broker_connection_max_retries": None,
@@ -123,11 +128,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
     """A configured app with the ``reflexr_graph.run`` task and the reaper hooks registered."""
     # Imported here: task and reaper import this module for FleetApp.
-    from reflexr_graph.fleet import reaper, task, telemetry_hooks
+    from reflexr_graph.fleet import pools, reaper, routing, task, telemetry_hooks
 
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
     task.register(app)
     reaper.install()
+    routing.install()
+    pools.install()
     telemetry_hooks.install()
     return app

@@ -1,9 +1,11 @@
 """One claimed attempt: drive the graph under a lease heartbeat, then record the outcome.
 
 Every write here is fenced by the claim's token, so an attempt that lost the run (to the
-reaper, a duplicate delivery or a cancel) records nothing more (G3). Error messages and
-tracebacks are stored, so they must not carry the values of state or inputs (G6):
-pydantic's ValidationError, which quotes the values it rejected, is rewritten without them.
+reaper, a duplicate delivery or a cancel) records nothing more (G3). A write that finds
+Redis unreachable is retried for as long as the lease still holds: a short outage costs
+nothing. Error messages and tracebacks are stored, so they must not carry the values of
+state or inputs (G6): pydantic's ValidationError, which quotes the values it rejected, is
+rewritten without them.
 """
 
 from __future__ import annotations
@@ -11,16 +13,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
+import time
 import traceback
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.driver import Finished, run_attempt
+from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
+from reflexr_graph.core.skips import SkipTally
 from reflexr_graph.errors import (
     AttemptCancelled,
     FencedOut,
@@ -29,16 +34,22 @@ from reflexr_graph.errors import (
     RunFailure,
     StoreUnavailable,
 )
-from reflexr_graph.fleet import observe, retry
+from reflexr_graph.fleet import loops, observe, retry
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.heartbeat import Heartbeat
+from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 MAX_MESSAGE_LENGTH = 4000
+RELEASE_BUDGET_S = 2.0
+"""How long a worker that is stopping keeps trying to hand a run back before it gives up
+(the lease then lapses and the reaper recovers the run)."""
 
 
 # -- describing an error without private values ------------------------------------------------
@@ -76,136 +87,202 @@ def safe_traceback(exc: BaseException) -> str:
     return "".join(parts)
 
 
-def classify(exc: BaseException) -> tuple[str, bool]:
-    """The reason code of a failed attempt, and whether it is permanent."""
+@dataclass(frozen=True)
+class Failure:
+    """How a failed attempt is recorded: its reason code, whether it is final, whether it counts."""
+
+    reason: str
+    permanent: bool = False
+    counted: bool = True
+    """False for an infrastructure failure: an interruption, not one of max_attempts."""
+
+
+def classify(exc: BaseException) -> Failure:
+    """How the failure ``exc`` is recorded."""
     if isinstance(exc, RunFailure):
-        return exc.reason, exc.permanent
+        return Failure(exc.reason, exc.permanent)
     if isinstance(exc, InvalidInputs):
-        return Reason.INVALID_INPUTS.value, True
+        return Failure(Reason.INVALID_INPUTS.value, permanent=True)
     if isinstance(exc, StoreUnavailable):
-        return Reason.STORE_UNAVAILABLE.value, False
-    return Reason.STEP_FAILED.value, False
+        # Redis, not the step, failed: the step gets its attempt back.
+        return Failure(Reason.STORE_UNAVAILABLE.value, counted=False)
+    return Failure(Reason.STEP_FAILED.value)
 
 
-# -- recording outcomes --------------------------------------------------------------------------
+# -- writing while the lease holds ---------------------------------------------------------------
 
 
-def record_failure(app: FleetApp, store: RedisStore, ctx: AttemptContext, exc: BaseException) -> None:
-    """Record the failed attempt: retry after a backoff, or dead-letter the run."""
-    settings = app.reflexr_settings
-    reason, permanent = classify(exc)
-    delay_ms = retry.backoff_ms(
-        ctx.attempt, base_s=settings.retry_backoff_s, max_s=settings.retry_backoff_max_s
-    )
-    try:
-        outcome = store.fail(
-            ctx,
-            error_type=type(exc).__name__,
-            message=safe_message(exc),
-            traceback=safe_traceback(exc),
-            reason=reason,
-            permanent=permanent,
-            retry_delay_ms=delay_ms,
-        )
-    except FencedOut:
-        observe.attempt_ended(ctx.graph, "fenced")
-        log.info(
-            "run %s attempt %d failed, but another attempt owns the run now; nothing recorded",
-            ctx.run_id,
-            ctx.attempt,
-        )
-        return
-    except StoreUnavailable:
+class Written(StrEnum):
+    OK = "ok"
+    FENCED = "fenced"
+    """Another attempt owns the run (or it was cancelled): this one may write nothing more."""
+    UNREACHABLE = "unreachable"
+    """Redis stayed unreachable for as long as the lease held."""
+
+
+def fenced_write(lease_left_s: Callable[[], float], op: Callable[[], T]) -> tuple[Written, T | None]:
+    """Run one of the attempt's fenced writes, retrying while Redis is unreachable and the lease holds.
+
+    The lease is the attempt's right to the run for its TTL whatever Redis does meanwhile: a
+    write that waits out a short outage loses nothing, while giving up at once would throw
+    the attempt away. ``lease_left_s`` says how long that right lasts.
+    """
+    delay = 0.1
+    while True:
+        try:
+            return Written.OK, op()
+        except FencedOut:
+            return Written.FENCED, None
+        except StoreUnavailable:
+            if lease_left_s() <= delay:
+                return Written.UNREACHABLE, None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+@dataclass
+class Recorder:
+    """Records one attempt's outcome; every write fenced by its token and retried while the lease holds."""
+
+    app: FleetApp
+    store: RedisStore
+    ctx: AttemptContext
+    lease_left_s: Callable[[], float]
+    skips: SkipTally = field(default_factory=lambda: SkipTally("", ""))
+
+    def _unrecorded(self, what: str, result: Written) -> Delivered:
+        ctx = self.ctx
+        if result is Written.FENCED:
+            observe.attempt_ended(ctx.graph, "fenced")
+            log.info(
+                "run %s attempt %d %s, but another attempt owns the run now; nothing recorded",
+                ctx.run_id,
+                ctx.attempt,
+                what,
+            )
+            return Delivered(Outcome.FENCED, ctx.run_id)
         log.warning(
-            "run %s attempt %d failed (%s) and Redis is unreachable, so the failure is not recorded; "
-            "the lease lapses and the reaper re-enqueues the run as an abandoned attempt",
+            "run %s attempt %d %s, but Redis stayed unreachable while the lease held, so it is not "
+            "recorded; the reaper re-enqueues the run once its lease lapses, and the next attempt resumes "
+            "from the last checkpoint saved",
             ctx.run_id,
             ctx.attempt,
-            reason,
+            what,
         )
-        return
-    observe.attempt_ended(ctx.graph, "failed")
-    if outcome == "dead":
-        observe.run_ended(ctx.graph, Status.DEAD, reason if permanent else Reason.MAX_ATTEMPTS.value)
-        log.error(
-            "run %s attempt %d failed (%s: %s) and the run is dead-lettered (%s); replay it with "
-            "`reflexr-graph dlq replay %s` once the cause is fixed",
-            ctx.run_id,
-            ctx.attempt,
-            reason,
-            type(exc).__name__,
-            "permanent failure" if permanent else "no attempts left",
-            ctx.run_id,
+        return Delivered(Outcome.UNRECORDED, ctx.run_id, Reason.STORE_UNAVAILABLE.value)
+
+    def failure(self, exc: BaseException) -> Delivered:
+        """Record the failed attempt: retry after a backoff, or dead-letter the run."""
+        settings, ctx = self.app.reflexr_settings, self.ctx
+        how = classify(exc)
+        delay_ms = retry.backoff_ms(
+            ctx.attempt, base_s=settings.retry_backoff_s, max_s=settings.retry_backoff_max_s
         )
-    else:
+        skipped = self.skips.take()
+        result, outcome = fenced_write(
+            self.lease_left_s,
+            lambda: self.store.fail(
+                ctx,
+                error_type=type(exc).__name__,
+                message=safe_message(exc),
+                traceback=safe_traceback(exc),
+                reason=how.reason,
+                permanent=how.permanent,
+                retry_delay_ms=delay_ms,
+                counted=how.counted,
+                skipped=skipped,
+            ),
+        )
+        if result is not Written.OK:
+            return self._unrecorded(f"failed ({how.reason})", result)
+        observe.attempt_ended(ctx.graph, "failed" if how.counted else "interrupted")
+        detail = f"run {ctx.run_id} attempt {ctx.attempt} failed ({how.reason}: {type(exc).__name__})"
+        if outcome == "dead":
+            return self._dead(exc, how, detail)
         log.warning(
-            "run %s attempt %d failed (%s: %s); retrying in %.1fs from its last checkpoint",
-            ctx.run_id,
-            ctx.attempt,
-            reason,
-            type(exc).__name__,
+            "%s; %s in %.1fs from its last checkpoint",
+            detail,
+            "retrying"
+            if how.counted
+            else "not counted toward max_attempts (Redis, not the step, failed); retrying",
             delay_ms / 1000,
         )
+        return Delivered(Outcome.RETRYING, ctx.run_id, how.reason, detail)
 
-
-def record_success(
-    app: FleetApp, store: RedisStore, ctx: AttemptContext, output: Any, final: tuple[str, int] | None = None
-) -> None:
-    """Record the output, with the finished checkpoint (``final``) in the same write when there is one."""
-    try:
-        output_json = json.dumps(output, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        failure = OutputNotSerializable(
-            f"graph {ctx.graph!r} finished, but its output is not plain JSON (NaN, Infinity or a "
-            "non-JSON type); make the output type JSON-serializable"
-        )
-        record_failure(app, store, ctx, failure)
-        return
-    try:
-        payload, seq = final or ("", 0)
-        store.succeed(ctx, output_json, checkpoint=payload, seq=seq)
-    except FencedOut:
-        observe.attempt_ended(ctx.graph, "fenced")
-        log.info(
-            "run %s attempt %d finished, but another attempt owns the run now; output not recorded",
+    def _dead(self, exc: BaseException, how: Failure, detail: str) -> Delivered:
+        ctx = self.ctx
+        reason = self.store.get(ctx.run_id).reason or Reason.MAX_ATTEMPTS.value
+        observe.run_ended(ctx.graph, Status.DEAD, reason)
+        log.error(
+            "%s and the run is dead-lettered (%s); replay it with `reflexr-graph dlq replay %s` once the "
+            "cause is fixed",
+            detail,
+            "permanent failure" if how.permanent else reason,
             ctx.run_id,
-            ctx.attempt,
         )
-        return
-    except StoreUnavailable:
+        return Delivered(Outcome.DEAD, ctx.run_id, reason, f"{detail}; dead-lettered ({reason})")
+
+    def success(self, finished: Finished) -> Delivered:
+        """Record the output, with the finished checkpoint in the same write when there is one."""
+        ctx = self.ctx
+        try:
+            output_json = json.dumps(finished.output, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return self.failure(
+                OutputNotSerializable(
+                    f"graph {ctx.graph!r} finished, but its output is not plain JSON (NaN, Infinity or a "
+                    "non-JSON type); make the output type JSON-serializable"
+                )
+            )
+        skipped = self.skips.take()
+        result, _ = fenced_write(
+            self.lease_left_s,
+            lambda: self.store.succeed(
+                ctx, output_json, checkpoint=finished.checkpoint, seq=finished.seq, skipped=skipped
+            ),
+        )
+        if result is not Written.OK:
+            return self._unrecorded("finished", result)
+        observe.attempt_ended(ctx.graph, "succeeded")
+        observe.run_ended(ctx.graph, Status.SUCCEEDED)
+        log.info("run %s succeeded on attempt %d", ctx.run_id, ctx.attempt)
+        return Delivered(Outcome.SUCCEEDED, ctx.run_id)
+
+    def release(self, why: str, budget_s: float | None = None) -> Delivered:
+        """Hand the run back when the worker stops mid-attempt, so another worker resumes it at once.
+
+        Not counted toward max_attempts: a deploy is not the run's failure.
+        """
+        ctx = self.ctx
+        deadline = time.monotonic() + (budget_s if budget_s is not None else 1e9)
+
+        def left() -> float:
+            return min(self.lease_left_s(), deadline - time.monotonic())
+
+        result, outcome = fenced_write(left, lambda: self.store.release(ctx))
+        if result is not Written.OK or outcome == "fenced":
+            return self._unrecorded(f"was stopped ({why})", Written.FENCED if outcome == "fenced" else result)
+        observe.attempt_ended(ctx.graph, "interrupted")
+        if outcome == "dead":
+            observe.run_ended(ctx.graph, Status.DEAD, Reason.MAX_INTERRUPTIONS.value)
+            log.error(
+                "run %s attempt %d: %s, and the run was cut short %d times: dead-lettered "
+                "(max_interruptions); replay it with `reflexr-graph dlq replay %s`",
+                ctx.run_id,
+                ctx.attempt,
+                why,
+                self.store.max_interruptions + 1,
+                ctx.run_id,
+            )
+            return Delivered(Outcome.DEAD, ctx.run_id, Reason.MAX_INTERRUPTIONS.value)
         log.warning(
-            "run %s attempt %d finished but Redis is unreachable, so neither its output nor its final "
-            "checkpoint is recorded; the reaper re-enqueues the run once its lease lapses, and the next "
-            "attempt resumes from the last checkpoint saved, repeating only the step after it",
+            "run %s attempt %d: %s mid-attempt; lease released (not counted toward max_attempts), the run "
+            "is due now and resumes on another worker from its last checkpoint",
             ctx.run_id,
             ctx.attempt,
+            why,
         )
-        return
-    observe.attempt_ended(ctx.graph, "succeeded")
-    observe.run_ended(ctx.graph, Status.SUCCEEDED)
-    log.info("run %s succeeded on attempt %d", ctx.run_id, ctx.attempt)
-
-
-def release_on_shutdown(store: RedisStore, ctx: AttemptContext) -> None:
-    """Hand the run back when the worker stops mid-attempt, so another worker claims it at once."""
-    try:
-        released = store.release(ctx)
-    except Exception as exc:
-        log.warning(
-            "run %s attempt %d: worker stopping mid-attempt and the lease could not be released (%s); "
-            "the reaper re-enqueues the run once its lease lapses",
-            ctx.run_id,
-            ctx.attempt,
-            type(exc).__name__,
-        )
-        return
-    if released:
-        log.warning(
-            "run %s attempt %d: worker stopping mid-attempt; lease released, the run is due now and "
-            "resumes on another worker from its last checkpoint",
-            ctx.run_id,
-            ctx.attempt,
-        )
+        return Delivered(Outcome.RELEASED, ctx.run_id, Reason.SHUTDOWN.value)
 
 
 # -- the store as one attempt sees it -------------------------------------------------------------
@@ -213,48 +290,54 @@ def release_on_shutdown(store: RedisStore, ctx: AttemptContext) -> None:
 
 @dataclass
 class AttemptPort:
-    """The checkpoint port of one attempt: two round trips fewer per run than the bare store.
-
-    The checkpoint came with the claim, so loading it costs nothing; the finished checkpoint
-    is held back and written by ``succeed`` in the same script as the outcome.
-    """
+    """The checkpoint port of one attempt: the checkpoint came with the claim, so loading it costs
+    nothing; a save that finds Redis unreachable is retried for as long as the lease holds."""
 
     store: RedisStore
     claimed: str | None
-    final: tuple[str, int] | None = None
+    lease_left_s: Callable[[], float]
 
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.claimed
 
-    def save_checkpoint(self, ctx: AttemptContext, payload: str, *, seq: int, next_node: str | None) -> None:
-        if next_node is None:
-            self.final = (payload, seq)
-            return
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node)
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
+        result, _ = fenced_write(
+            self.lease_left_s,
+            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, skipped=skipped),
+        )
+        if result is Written.FENCED:
+            raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
+        if result is Written.UNREACHABLE:
+            raise StoreUnavailable(
+                f"Redis stayed unreachable while the lease of run {ctx.run_id} held; "
+                f"checkpoint {seq} not saved"
+            )
 
 
 # -- running ---------------------------------------------------------------------------------------
 
-_runners: dict[int, asyncio.Runner] = {}
-
-
-def _runner() -> asyncio.Runner:
-    """This process's event loop, kept across attempts: building one per attempt was a tenth of a
-    short run's cost. Keyed by pid, so a forked pool child never reuses its parent's loop."""
-    pid = os.getpid()
-    runner = _runners.get(pid)
-    if runner is None:
-        runner = _runners[pid] = asyncio.Runner()
-    return runner
-
 
 async def _drive(
-    heartbeat: Heartbeat, action: GraphAction, port: AttemptPort, ctx: AttemptContext, inputs: Any, state: Any
-) -> Any:
+    heartbeat: Heartbeat,
+    action: GraphAction,
+    port: AttemptPort,
+    ctx: AttemptContext,
+    payload: tuple[Any, Any],
+    skips: SkipTally,
+) -> Finished:
     task = asyncio.current_task()
     assert task is not None
     heartbeat.bind(asyncio.get_running_loop(), task)
-    return await run_attempt(action, port, ctx, inputs=inputs, state=state)
+    inputs, state = payload
+    return await run_attempt(action, port, ctx, inputs=inputs, state=state, skips=skips)
 
 
 def _payload(claim: Claim) -> tuple[Any, Any]:
@@ -268,67 +351,75 @@ def _payload(claim: Claim) -> tuple[Any, Any]:
     return inputs, state
 
 
-def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim: Claim) -> None:
+def _stopped(recorder: Recorder, heartbeat: Heartbeat, exc: BaseException) -> Delivered:
+    """The attempt's task was cancelled: by the fleet (shutdown), by a lost lease, or by the step itself."""
+    ctx = recorder.ctx
+    if heartbeat.interrupted is not None:
+        return recorder.release(heartbeat.interrupted)
+    if heartbeat.lost is None and isinstance(exc, asyncio.CancelledError):
+        return recorder.failure(exc)  # a step cancelled itself: an ordinary failure
+    observe.attempt_ended(ctx.graph, "fenced")
+    log.info(
+        "run %s attempt %d stopped: lease lost (%s); nothing more is recorded",
+        ctx.run_id,
+        ctx.attempt,
+        heartbeat.lost,
+    )
+    return Delivered(Outcome.FENCED, ctx.run_id)
+
+
+def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim: Claim) -> Delivered:
     ctx = claim.context()
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=app.reflexr_settings.lease_ttl_s)
-    port = AttemptPort(store, claim.checkpoint)
-    try:
-        inputs, state = _payload(claim)
-        with heartbeat:
-            output = _runner().run(_drive(heartbeat, action, port, ctx, inputs, state))
-    except FencedOut:
-        observe.attempt_ended(ctx.graph, "fenced")
-        log.info(
-            "run %s attempt %d: another attempt took the run over; this one records nothing more",
-            ctx.run_id,
-            ctx.attempt,
-        )
-        return
-    except (AttemptCancelled, asyncio.CancelledError) as exc:
-        if heartbeat.lost is None and isinstance(exc, asyncio.CancelledError):
-            record_failure(app, store, ctx, exc)  # a step cancelled itself: an ordinary failure
-        else:
+    skips = SkipTally(action.name, ctx.run_id)
+    recorder = Recorder(app, store, ctx, heartbeat.lease_left_s, skips)
+    port = AttemptPort(store, claim.checkpoint, heartbeat.lease_left_s)
+    # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
+    # Redis outage still holds the lease when it lands.
+    with heartbeat:
+        try:
+            finished = loops.run(_drive(heartbeat, action, port, ctx, _payload(claim), skips))
+        except FencedOut:
             observe.attempt_ended(ctx.graph, "fenced")
             log.info(
-                "run %s attempt %d stopped: lease lost (%s); nothing more is recorded",
+                "run %s attempt %d: another attempt took the run over; this one records nothing more",
                 ctx.run_id,
                 ctx.attempt,
-                heartbeat.lost,
             )
-        return
-    except Exception as exc:
-        record_failure(app, store, ctx, exc)
-        return
-    record_success(app, store, ctx, output, port.final)
+            return Delivered(Outcome.FENCED, ctx.run_id)
+        except (AttemptCancelled, asyncio.CancelledError) as exc:
+            return _stopped(recorder, heartbeat, exc)
+        except Exception as exc:
+            return recorder.failure(exc)
+        except (SystemExit, KeyboardInterrupt):
+            # Celery's soft shutdown terminates a prefork child with a signal that billiard turns
+            # into SystemExit. The message is requeued; handing the run back lets the redelivery
+            # claim it now instead of being dropped as busy until the lease lapses.
+            recorder.release("worker stopping", budget_s=RELEASE_BUDGET_S)
+            raise
+        return recorder.success(finished)
 
 
-def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> None:
-    """Run one claimed attempt to its outcome; on worker shutdown, release the lease and re-raise."""
+def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:
+    """Run one claimed attempt to its outcome; on a prefork child's shutdown, hand the run back, re-raise."""
     ctx = claim.context()
     action = app.reflexr_registry.get(claim.graph)
     if action is None:
         failure = RunFailure(
-            f"this worker has no graph named {claim.graph!r}; "
-            "deploy a worker that loads it, then replay the run",
+            f"this worker has no graph named {claim.graph!r}; deploy a worker that loads it, "
+            "then replay the run",
             reason=Reason.UNKNOWN_GRAPH.value,
             permanent=True,
         )
-        record_failure(app, store, ctx, failure)
-        return
+        return Recorder(app, store, ctx, lambda: app.reflexr_settings.lease_ttl_s).failure(failure)
     if claim.attempt == 1:
         observe.run_started(claim.graph)
     log.info(
-        "run %s: attempt %d of %d started (graph %s)",
+        "run %s: attempt %d started (graph %s; %d of %d counted attempts)",
         ctx.run_id,
         ctx.attempt,
-        claim.max_attempts,
         claim.graph,
+        claim.counted,
+        claim.max_attempts,
     )
-    try:
-        _run_and_record(app, store, action, claim)
-    except (SystemExit, KeyboardInterrupt):
-        # Celery's soft shutdown terminates the pool child with a signal that billiard turns
-        # into SystemExit. The message is requeued; releasing the lease lets the redelivery
-        # claim the run now instead of being dropped as busy until the lease lapses.
-        release_on_shutdown(store, ctx)
-        raise
+    return _run_and_record(app, store, action, claim)

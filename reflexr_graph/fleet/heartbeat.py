@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 RENEWALS_PER_TTL = 3
 """Renew every TTL/3: two renewals can fail in a row before the lease lapses."""
+RETRY_WHILE_UNREACHABLE_S = 1.0
+"""While Redis is unreachable, try the renewal again this often: the lease is still valid for
+its TTL, and the sooner a renewal lands once Redis is back, the less of that margin is used."""
 
 
 class LeaseStore(Protocol):
@@ -49,6 +52,8 @@ class Heartbeat:
         self._cancel_requested = False
         self._last_ok = time.monotonic()
         self.lost: str | None = None
+        self.interrupted: str | None = None
+        """Why the fleet cut this attempt short (a worker shutting down), or None."""
 
     def __enter__(self) -> Heartbeat:
         self._last_ok = time.monotonic()
@@ -74,32 +79,56 @@ class Heartbeat:
             if self.lost is not None:
                 self._cancel_locked()
 
-    def renew(self) -> bool:
-        """One renewal, on the heartbeat thread; False once the lease is lost (stop renewing it)."""
+    def lease_left_s(self) -> float:
+        """Seconds until the lease would lapse, counted from the last renewal that landed."""
+        return self._last_ok + self._ttl_s - time.monotonic()
+
+    def renew(self) -> float | None:
+        """One renewal, on the heartbeat thread: seconds until the next one, or None once the lease is lost.
+
+        A renewal that cannot reach Redis is not a lost lease: the lease stays valid for its
+        TTL, so the attempt goes on and the renewal is retried every second until it lands or
+        the lease would actually have lapsed. Only then is the attempt given up.
+        """
         try:
             held = self._store.renew_lease(
                 self._ctx.run_id, self._ctx.token, lease_ttl_ms=int(self._ttl_s * 1000)
             )
         except StoreUnavailable:
-            if time.monotonic() - self._last_ok < self._ttl_s:
+            left = self.lease_left_s()
+            if left > 0:
                 log.warning(
-                    "run %s attempt %d: Redis unreachable while renewing the lease; retrying in %.1fs",
+                    "run %s attempt %d: Redis unreachable while renewing the lease; the lease holds for "
+                    "%.1fs more, retrying the renewal every %.0fs meanwhile",
                     self._ctx.run_id,
                     self._ctx.attempt,
-                    self._interval_s,
+                    left,
+                    RETRY_WHILE_UNREACHABLE_S,
                 )
-                return True
-            self._lose("Redis stayed unreachable for a whole lease TTL; the lease may have lapsed")
-            return False
+                return min(RETRY_WHILE_UNREACHABLE_S, self._interval_s, left)
+            self._lose("Redis stayed unreachable for a whole lease TTL; the lease has lapsed")
+            return None
         except Exception:
             # Anything else is a bug, but the attempt must not lose its lease to it silently.
             log.exception("run %s: lease renewal failed unexpectedly; retrying", self._ctx.run_id)
-            return True
+            return self._interval_s
         if not held:
             self._lose("the run was taken over, reaped or cancelled")
-            return False
+            return None
         self._last_ok = time.monotonic()
-        return True
+        return self._interval_s
+
+    def interrupt(self, why: str) -> None:
+        """Cut the attempt short for the fleet's sake (a worker shutting down); it then hands the run back."""
+        log.warning(
+            "run %s attempt %d: %s; stopping this attempt, which hands the run back to resume elsewhere",
+            self._ctx.run_id,
+            self._ctx.attempt,
+            why,
+        )
+        with self._lock:
+            self.interrupted = why
+            self._cancel_locked()
 
     def _lose(self, why: str) -> None:
         log.warning(
@@ -141,6 +170,10 @@ class _Beater:
             self._due[heartbeat] = (time.monotonic() + interval_s, interval_s)
             self._cond.notify_all()
 
+    def watched(self) -> list[Heartbeat]:
+        with self._cond:
+            return list(self._due)
+
     def unwatch(self, heartbeat: Heartbeat, *, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -165,13 +198,13 @@ class _Beater:
                     self._cond.wait(None if heartbeat is None else wait_s)
                     continue
                 self._busy = heartbeat
-            keep = heartbeat.renew()
+            next_in = heartbeat.renew()
             with self._cond:
                 self._busy = None
                 if heartbeat in self._due:
-                    if keep:
+                    if next_in is not None:
                         interval = self._due[heartbeat][1]
-                        self._due[heartbeat] = (time.monotonic() + interval, interval)
+                        self._due[heartbeat] = (time.monotonic() + next_in, interval)
                     else:
                         del self._due[heartbeat]
                 self._cond.notify_all()
@@ -189,3 +222,15 @@ def _beater() -> _Beater:
         if beater is None:
             beater = _beaters[pid] = _Beater()
         return beater
+
+
+def interrupt_attempts(why: str) -> int:
+    """Cut short every attempt running in this process (a threads or solo worker shutting down).
+
+    Each hands its run back, as a prefork child's attempt does when Celery stops it, so the
+    run resumes on another worker at once. Returns how many attempts were running.
+    """
+    heartbeats = _beater().watched()
+    for heartbeat in heartbeats:
+        heartbeat.interrupt(why)
+    return len(heartbeats)

@@ -21,10 +21,10 @@ from typing import Any
 
 from celery import signals
 
-from reflexr_graph import schemas
+from reflexr_graph import clock, schemas
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
-from reflexr_graph.fleet import observe
+from reflexr_graph.fleet import observe, presence, unserved
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.model import Status
@@ -61,10 +61,18 @@ def lock_ttl_ms(interval_s: float = INTERVAL_S) -> int:
 class Reaper:
     """One reaper loop. :meth:`tick` is one pass; :meth:`start` runs it every ``interval_s`` in a thread."""
 
-    def __init__(self, app: FleetApp, store: RedisStore, *, interval_s: float = INTERVAL_S) -> None:
+    def __init__(
+        self,
+        app: FleetApp,
+        store: RedisStore,
+        *,
+        interval_s: float = INTERVAL_S,
+        presence: presence.Presence | None = None,
+    ) -> None:
         self.app = app
         self.store = store
         self.interval_s = interval_s
+        self.presence = presence
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         settings = app.reflexr_settings
         self.lock_ttl_ms = lock_ttl_ms(interval_s)
@@ -78,6 +86,10 @@ class Reaper:
         self._next_publish = 0.0
         self._next_prune = time.monotonic() + PRUNE_EVERY_S
         self._last_warning = 0.0
+        self._unreachable_since_ms: int | None = None
+        self.outage: tuple[int, int] | None = None
+        """The last window (epoch ms) in which this reaper found Redis unreachable, while it matters."""
+        self._outage_until = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -93,6 +105,15 @@ class Reaper:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+        if self.presence is not None:
+            try:
+                self.presence.leave()
+            except StoreUnavailable:
+                log.info(
+                    "worker %s stopped; it drops out of the registry within %gs",
+                    self.presence.info.name,
+                    presence.TTL_S,
+                )
         if self.holding:
             try:
                 self.store.release_lock(self.owner)
@@ -107,14 +128,31 @@ class Reaper:
         while not self._stop.is_set():
             try:
                 self.tick()
+                self._reachable()
             except StoreUnavailable:
                 # The lock (if held) survives a Redis restart with AOF; the next extend says.
+                if self._unreachable_since_ms is None:
+                    self._unreachable_since_ms = clock.now_ms() - int(self.interval_s * 1000)
                 self._warn("Redis unreachable; the reaper tries again in %.1fs", self.interval_s)
             except Exception:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
             self._beat()
             self._stop.wait(self.interval_s)
+
+    def _reachable(self) -> None:
+        """Redis answered a whole pass: close the outage window, if one was open."""
+        if self._unreachable_since_ms is not None:
+            # Leases that lapsed in the outage were lost to it, not to a crash: reaped as
+            # interruptions for one lease TTL after Redis is back (see reap.lua).
+            self.outage = (self._unreachable_since_ms, clock.now_ms())
+            self._outage_until = time.monotonic() + self.app.reflexr_settings.lease_ttl_s
+            self._unreachable_since_ms = None
+            log.warning(
+                "Redis is reachable again; runs whose lease lapsed meanwhile resume without losing an attempt"
+            )
+        elif self.outage is not None and time.monotonic() > self._outage_until:
+            self.outage = None
 
     def _beat(self) -> None:
         """Touch the health file: this worker's main process is alive and looping, Redis or not."""
@@ -139,6 +177,8 @@ class Reaper:
         now = time.monotonic()
         if now >= self._next_publish:
             self.publish()
+        if self.presence is not None:
+            self.presence.maybe_beat()
         if not self._hold_lock():
             return
         self.reap()
@@ -169,7 +209,7 @@ class Reaper:
 
     def reap(self) -> list[str]:
         """Recover runs whose lease lapsed; each becomes due now, or dead when out of attempts."""
-        recovered = self.store.reap()
+        recovered = self.store.reap(outage=self.outage)
         for run_id in recovered:
             self._count_recovered(run_id)
             log.warning(
@@ -200,36 +240,47 @@ class Reaper:
                 observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
 
     def dispatch_due(self) -> int:
-        """Send the Celery message of every due run; returns how many were sent."""
+        """Send the Celery message of every due run whose graph a live worker serves; returns how many.
+
+        A run whose graph no live worker serves is held instead (no message that nobody would
+        take), and dead-lettered as ``unknown_graph`` once it has waited out the grace period.
+        """
         sent = 0
-        for run_id, score in self.store.due():
-            fields = self.store.message_fields(run_id)
-            if fields is None:
+        due = self.store.due()
+        graphs = self.store.graphs_of([run_id for run_id, _ in due])
+        serving = self.store.serving(sorted({g for g in graphs.values() if g}))
+        for run_id, score in due:
+            graph = graphs[run_id]
+            if graph is None:
                 # Its record expired or was purged: nothing to run.
                 self.store.ack_due(run_id, score)
-                continue
-            graph, inputs, state, idempotency_key = fields
-            try:
-                send_run(self.app, run_id, graph, inputs, state, idempotency_key)
-            except Exception as exc:
-                log.warning(
-                    "run %s: sending its message failed (%s); trying again in %d ms",
-                    run_id,
-                    type(exc).__name__,
-                    SEND_RETRY_DELAY_MS,
-                )
-                self.store.bump_due(run_id, SEND_RETRY_DELAY_MS)
-                continue
-            wait_ms = self.store.reschedule_due(
-                run_id, score, base_ms=self.resend_base_ms, cap_ms=self.resend_cap_ms
-            )
-            log.info(
-                "run %s: due; sent its message, a worker claims it next (sent again in %.0f s if unclaimed)",
-                run_id,
-                wait_ms / 1000,
-            )
-            sent += 1
+            elif not serving[graph]:
+                unserved.hold(self.app, self.store, run_id, graph)
+            elif self._send(run_id, graph, score):
+                sent += 1
         return sent
+
+    def _send(self, run_id: str, graph: str, score: float) -> bool:
+        try:
+            send_run(self.app, run_id, graph)
+        except Exception as exc:
+            log.warning(
+                "run %s: sending its message failed (%s); trying again in %d ms",
+                run_id,
+                type(exc).__name__,
+                SEND_RETRY_DELAY_MS,
+            )
+            self.store.bump_due(run_id, SEND_RETRY_DELAY_MS)
+            return False
+        wait_ms = self.store.reschedule_due(
+            run_id, score, base_ms=self.resend_base_ms, cap_ms=self.resend_cap_ms
+        )
+        log.info(
+            "run %s: due; sent its message, a worker claims it next (sent again in %.0f s if unclaimed)",
+            run_id,
+            wait_ms / 1000,
+        )
+        return True
 
 
 # -- wiring into the worker's main process ----------------------------------------------------
@@ -243,11 +294,16 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     if not isinstance(app, FleetApp) or id(app) in _reapers:
         return
     # Started here, after the pool forked its children: they must not inherit a running thread.
-    reaper = Reaper(app, app.new_store())
+    store = app.new_store()
+    info = presence.describe(sender, sorted(app.reflexr_registry))
+    reaper = Reaper(app, store, presence=presence.Presence(store, info))
     _reapers[id(app)] = reaper
     try:
         # Before the worker reports ready, so a client told "ready" can enqueue at once.
         reaper.publish()
+        info_beat = reaper.presence
+        assert info_beat is not None
+        info_beat.maybe_beat()
     except StoreUnavailable:
         log.warning("Redis unreachable; the graphs' schemas are published once it is back")
     reaper.start()

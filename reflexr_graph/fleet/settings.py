@@ -7,6 +7,7 @@ an unknown ``REFLEXR_*`` variable is an error that names it and lists the known 
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Self
@@ -23,6 +24,9 @@ LEASE_TO_VISIBILITY_FACTOR = 4
 """The lease TTL may be at most this fraction of the visibility timeout (see the validator)."""
 
 DAY_S = 24 * 3600
+MIB = 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class Settings(BaseSettings):
@@ -34,6 +38,8 @@ class Settings(BaseSettings):
     graphs: Annotated[tuple[str, ...], NoDecode] = ()
     queue: str = Field("reflexr", min_length=1)
     max_attempts: int = Field(5, ge=1)
+    max_interruptions: int = Field(20, ge=1)
+    """Attempts cut short by the fleet (soft shutdown, Redis unreachable) before a run is dead."""
     retry_backoff_s: float = Field(2.0, gt=0)
     retry_backoff_max_s: float = Field(300.0, gt=0)
     lease_ttl_s: float = Field(30.0, gt=0)
@@ -41,6 +47,10 @@ class Settings(BaseSettings):
     run_retention_s: int = Field(7 * DAY_S, gt=0)
     dead_retention_s: int = Field(30 * DAY_S, gt=0)
     soft_shutdown_timeout_s: float = Field(10.0, ge=0)
+    unknown_graph_grace_s: float = Field(300.0, ge=0)
+    """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
+    max_payload_bytes: int = Field(2 * MIB, ge=1024)
+    """The largest inputs (and, separately, state) a run may be enqueued with, as JSON."""
     health_file: str = ""
     """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
 
@@ -121,9 +131,19 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "invalid settings: " + "; ".join(lines)
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment (``overrides`` win), or SettingsError saying what to fix."""
-    check_environment(os.environ)
+def load_settings(*, strict: bool = True, **overrides: Any) -> Settings:
+    """Settings from the environment (``overrides`` win), or SettingsError saying what to fix.
+
+    ``strict=False`` (clients) only warns about an unknown ``REFLEXR_*`` variable: a producer
+    deployed with an older build than the workers must not refuse to start over a setting it
+    does not know yet. Workers stay strict, where a typo would silently run with a default.
+    """
+    try:
+        check_environment(os.environ)
+    except SettingsError as exc:
+        if strict:
+            raise
+        log.warning("%s; this client goes on without them", exc)
     try:
         return Settings(**overrides)
     except ValidationError as exc:

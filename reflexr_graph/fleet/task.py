@@ -5,121 +5,59 @@ the truth, so a duplicate, late or replayed message is harmless. The claim decid
 whether this delivery runs anything, and every write of the attempt is fenced by the
 claim's token (G3).
 
-Nothing a message carries may crash the worker: a bad message is dead-lettered with a
-reason (``bad_message``, ``unknown_graph``, ``invalid_inputs``) and acknowledged.
+Messages the Client and the reaper send carry only the graph; a foreign producer's first
+message carries the inputs too and creates the record. Nothing a message carries may crash
+the worker: a bad message is dead-lettered with a reason (``bad_message``,
+``invalid_inputs``, ``idempotency_conflict``) and acknowledged. A message for a graph this
+worker does not run goes on to the graph's own queue, or waits for a worker that runs it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from celery import Task
-from celery.exceptions import Reject
+from celery.exceptions import Ignore, Reject
 from pydantic import ValidationError
 
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.errors import InvalidInputs, StoreUnavailable
-from reflexr_graph.fleet import attempt, observe
+from reflexr_graph.errors import (
+    AttemptFailed,
+    IdempotencyConflict,
+    InvalidInputs,
+    RunDeadLettered,
+    StoreUnavailable,
+)
+from reflexr_graph.fleet import attempt, observe, unserved
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.dispatch import TASK_NAME
+from reflexr_graph.fleet.message import (
+    MAX_KEY_LENGTH,
+    MAX_RUN_ID_LENGTH,
+    BadMessage,
+    RunMessage,
+    create_from_message,
+    parse_message,
+    to_json,
+)
+from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
-KWARGS = ("graph", "inputs", "state", "idempotency_key")
-MAX_RUN_ID_LENGTH = 200
-MAX_KEY_LENGTH = 512
 REQUEUE_PAUSE_S = 1.0
 """Pause before requeueing a message while Redis is unreachable, so it does not spin."""
 
 
-class BadMessage(Exception):
-    """The message cannot become a run; it is dead-lettered with ``reason``."""
-
-    def __init__(self, reason: Reason, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class RunMessage:
-    """The validated keyword arguments of one ``reflexr_graph.run`` message."""
-
-    graph: str
-    inputs: Any
-    state: Any
-    idempotency_key: str | None
-    inputs_json: str
-    state_json: str | None
-
-
-def to_json(value: Any, what: str) -> str:
-    """Compact JSON text, or BadMessage: NaN and Infinity are not JSON other languages read."""
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        raise BadMessage(
-            Reason.BAD_MESSAGE,
-            f"{what} is not plain JSON (NaN, Infinity or a non-JSON type); send JSON values",
-        ) from None
-
-
-def parse_message(args: tuple[Any, ...], kwargs: dict[str, Any]) -> RunMessage:
-    """Check the message's shape; BadMessage names what is wrong (never a value)."""
-    if args:
-        raise BadMessage(
-            Reason.BAD_MESSAGE,
-            f"{len(args)} positional argument(s) given; send graph, inputs, state and idempotency_key "
-            "as keyword arguments",
-        )
-    unexpected = sorted(str(k) for k in kwargs if k not in KWARGS)
-    if unexpected:
-        raise BadMessage(
-            Reason.BAD_MESSAGE,
-            f"unexpected keyword argument(s) {', '.join(unexpected)}; the task takes {', '.join(KWARGS)}",
-        )
-    graph = kwargs.get("graph")
-    if not isinstance(graph, str) or not graph:
-        raise BadMessage(Reason.BAD_MESSAGE, "keyword argument 'graph' is missing or not a non-empty string")
-    if "inputs" not in kwargs:
-        raise BadMessage(
-            Reason.BAD_MESSAGE, "keyword argument 'inputs' is missing; send the graph's inputs as JSON"
-        )
-    key = kwargs.get("idempotency_key")
-    if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
-        raise BadMessage(
-            Reason.BAD_MESSAGE,
-            f"'idempotency_key' must be a non-empty string of at most {MAX_KEY_LENGTH} characters",
-        )
-    inputs, state = kwargs["inputs"], kwargs.get("state")
-    return RunMessage(
-        graph=graph,
-        inputs=inputs,
-        state=state,
-        idempotency_key=key,
-        inputs_json=to_json(inputs, "'inputs'"),
-        state_json=None if state is None else to_json(state, "'state'"),
-    )
-
-
-def check_graph(app: FleetApp, msg: RunMessage) -> GraphAction:
-    """The message's graph, validated against its inputs and state, or BadMessage."""
-    action = app.reflexr_registry.get(msg.graph)
-    if action is None:
-        known = ", ".join(sorted(app.reflexr_registry)) or "none"
-        raise BadMessage(
-            Reason.UNKNOWN_GRAPH,
-            f"this worker has no graph named {msg.graph!r} (it runs: {known}); deploy a worker that "
-            "loads it (REFLEXR_GRAPHS)",
-        )
+def check_inputs(action: GraphAction, msg: RunMessage) -> None:
+    """A foreign producer's inputs and state, validated against the graph, or BadMessage."""
+    if not msg.has_inputs:
+        return  # a recorded run: its inputs were validated at enqueue, and again by the attempt
     try:
         action.validate_inputs(msg.inputs)
         action.initial_state(msg.state)
@@ -129,10 +67,11 @@ def check_graph(app: FleetApp, msg: RunMessage) -> GraphAction:
         raise BadMessage(
             Reason.INVALID_INPUTS, f"graph {msg.graph!r}: {exc.error_count()} validation error(s)"
         ) from None
-    return action
 
 
-def dead_letter_message(store: RedisStore, run_id: str, bad: BadMessage, kwargs: dict[str, Any]) -> None:
+def dead_letter_message(
+    store: RedisStore, run_id: str, bad: BadMessage, kwargs: dict[str, Any], *, keep_key: bool = True
+) -> Delivered:
     """Dead-letter a bad message, keeping what it did carry so an operator can see it."""
     graph = kwargs.get("graph")
     try:
@@ -140,6 +79,7 @@ def dead_letter_message(store: RedisStore, run_id: str, bad: BadMessage, kwargs:
     except BadMessage:
         inputs_json = ""
     key = kwargs.get("idempotency_key")
+    usable_key = isinstance(key, str) and 0 < len(key) <= MAX_KEY_LENGTH and keep_key
     recorded = store.dead_letter(
         run_id,
         reason=bad.reason.value,
@@ -147,61 +87,62 @@ def dead_letter_message(store: RedisStore, run_id: str, bad: BadMessage, kwargs:
         message=str(bad),
         graph=graph if isinstance(graph, str) else "",
         inputs_json=inputs_json,
-        idempotency_key=key if isinstance(key, str) and 0 < len(key) <= MAX_KEY_LENGTH else None,
+        idempotency_key=key if usable_key and isinstance(key, str) else None,
     )
-    if recorded:
-        observe.run_ended(graph if isinstance(graph, str) else "", Status.DEAD, bad.reason.value)
-        log.error(
-            "run %s dead-lettered (%s): %s; once that is fixed, replay it with `reflexr-graph dlq replay %s`",
-            run_id,
-            bad.reason.value,
-            bad,
-            run_id,
-        )
-    else:
+    if not recorded:
         log.warning("run %s: bad message (%s) for a run that already finished; message dropped", run_id, bad)
+        return Delivered(Outcome.DROPPED, run_id, bad.reason.value)
+    observe.run_ended(graph if isinstance(graph, str) else "", Status.DEAD, bad.reason.value)
+    log.error(
+        "run %s dead-lettered (%s): %s; once that is fixed, replay it with `reflexr-graph dlq replay %s`",
+        run_id,
+        bad.reason.value,
+        bad,
+        run_id,
+    )
+    return Delivered(Outcome.DEAD, run_id, bad.reason.value, str(bad))
 
 
 def claim_run(
     app: FleetApp, store: RedisStore, run_id: str, msg: RunMessage, action: GraphAction, worker: str = ""
-) -> Claim | None:
+) -> Claim | Delivered:
     """Claim the run under a fresh token, creating its record first for a message-only producer."""
     ttl_ms = app.reflexr_settings.lease_ttl_ms
     token = uuid.uuid4().hex
-    claim = store.claim(
-        run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key, worker=worker
-    )
-    if claim.outcome is ClaimOutcome.MISSING:
-        owner, _created = store.create_run(
+
+    def claim() -> Claim:
+        return store.claim(
             run_id,
+            token,
+            lease_ttl_ms=ttl_ms,
             graph=msg.graph,
-            inputs_json=msg.inputs_json,
-            state_json=msg.state_json,
             idempotency_key=msg.idempotency_key,
-            max_attempts=action.max_attempts or app.reflexr_settings.max_attempts,
-            # If this worker dies before claiming, the reaper sends the run again after this.
-            dispatch_grace_ms=ttl_ms,
-            # The producer's trace, as the Celery instrumentation carried it in the message.
-            trace_context=current_trace_context(),
+            worker=worker,
         )
+
+    found = claim()
+    if found.outcome is ClaimOutcome.MISSING:
+        max_attempts = action.max_attempts or app.reflexr_settings.max_attempts
+        owner = create_from_message(store, run_id, msg, max_attempts, app.reflexr_settings.lease_ttl_ms)
         if owner != run_id:
             log.info(
                 "run %s: idempotency key already names run %s; this message is a duplicate request, dropped",
                 run_id,
                 owner,
             )
-            return None
-        claim = store.claim(
-            run_id, token, lease_ttl_ms=ttl_ms, idempotency_key=msg.idempotency_key, worker=worker
-        )
-    if claim.claimed:
-        return claim
-    if claim.outcome is ClaimOutcome.DEAD:
+            return Delivered(Outcome.DROPPED, run_id, "duplicate_request")
+        found = claim()
+    if found.claimed:
+        return found
+    if found.outcome is ClaimOutcome.DEAD:
         # Only an attempt that died with its worker leaves a run to be dead-lettered at a claim.
-        observe.attempt_ended(claim.graph, "abandoned")
-        observe.run_ended(claim.graph, Status.DEAD, store.get(run_id).reason or Reason.MAX_ATTEMPTS.value)
-    log_not_claimed(claim)
-    return None
+        observe.attempt_ended(found.graph, "abandoned")
+        reason = store.get(run_id).reason or Reason.MAX_ATTEMPTS.value
+        observe.run_ended(found.graph, Status.DEAD, reason)
+        log_not_claimed(found)
+        return Delivered(Outcome.DEAD, run_id, reason, f"run {run_id} used all its attempts")
+    log_not_claimed(found)
+    return Delivered(Outcome.DROPPED, run_id, found.outcome.value)
 
 
 def log_not_claimed(claim: Claim) -> None:
@@ -236,9 +177,27 @@ def valid_run_id(run_id: object) -> bool:
     return isinstance(run_id, str) and 0 < len(run_id) <= MAX_RUN_ID_LENGTH and run_id.isprintable()
 
 
+def _deliver(
+    app: FleetApp, store: RedisStore, run_id: str, args: tuple[Any, ...], kwargs: dict[str, Any], worker: str
+) -> Claim | Delivered:
+    """Everything up to the claim: a Claim to run, or what became of the delivery instead."""
+    try:
+        msg = parse_message(args, kwargs, app.reflexr_settings.max_payload_bytes)
+        action = app.reflexr_registry.get(msg.graph)
+        if action is None:
+            return unserved.route(app, store, run_id, msg, kwargs)
+        check_inputs(action, msg)
+        return claim_run(app, store, run_id, msg, action, worker)
+    except BadMessage as bad:
+        return dead_letter_message(store, run_id, bad, kwargs)
+    except IdempotencyConflict as conflict:
+        refused = BadMessage(Reason.IDEMPOTENCY_CONFLICT, str(conflict))
+        return dead_letter_message(store, run_id, refused, kwargs, keep_key=False)
+
+
 def handle(
     app: FleetApp, run_id: str | None, args: tuple[Any, ...], kwargs: dict[str, Any], worker: str = ""
-) -> None:
+) -> Delivered:
     """Everything one delivery does: validate, claim, run one attempt, record its outcome.
 
     ``worker`` (the Celery node name) is recorded with the attempt, so operators see where it ran.
@@ -247,23 +206,42 @@ def handle(
         log.error(
             "message with an unusable task id (empty, too long or unprintable) dropped; fix the producer"
         )
-        return
+        return Delivered(Outcome.DROPPED, str(run_id)[:MAX_RUN_ID_LENGTH], Reason.BAD_MESSAGE.value)
     store = app.store()
     try:
-        try:
-            msg = parse_message(args, kwargs)
-            action = check_graph(app, msg)
-        except BadMessage as bad:
-            dead_letter_message(store, run_id, bad, kwargs)
-            return
-        claim = claim_run(app, store, run_id, msg, action, worker)
+        found = _deliver(app, store, run_id, args, kwargs, worker)
     except StoreUnavailable:
         # Before the claim the message may be the run's only record: it must not be acked.
         log.warning("run %s: Redis unreachable before the attempt started; requeueing the message", run_id)
         time.sleep(REQUEUE_PAUSE_S)
         raise Reject("Redis unreachable", requeue=True) from None
-    if claim is not None:
-        attempt.run_claimed(app, store, claim)
+    if isinstance(found, Delivered):
+        return found
+    return attempt.run_claimed(app, store, found)
+
+
+def report(delivered: Delivered) -> dict[str, str]:
+    """The Celery task's own outcome: success only for a finished run.
+
+    A failed attempt and a dead letter fail the task (AttemptFailed, RunDeadLettered, declared
+    in the task's ``throws``, so Celery records the state without logging a traceback: the
+    run's own log lines already said what happened). Every other delivery ran nothing to its
+    end (a duplicate, a forwarded or held message, an attempt cut short) and is ``Ignore``d:
+    Celery acks it without recording the task id as successful. That matters because every
+    delivery of a run has the run's id: a worker that had once seen the id "succeed" as a
+    dropped duplicate refused to cancel that run's real attempt at shutdown, and hung.
+    """
+    if delivered.outcome is Outcome.SUCCEEDED:
+        return delivered.as_result()
+    if delivered.outcome is Outcome.RETRYING:
+        raise AttemptFailed(
+            delivered.detail or f"run {delivered.run_id}: attempt failed ({delivered.reason})"
+        )
+    if delivered.outcome is Outcome.DEAD:
+        raise RunDeadLettered(
+            delivered.detail or f"run {delivered.run_id} dead-lettered ({delivered.reason})"
+        )
+    raise Ignore(f"run {delivered.run_id}: {delivered.outcome.value} ({delivered.reason or 'nothing ran'})")
 
 
 def register(app: FleetApp) -> None:
@@ -281,11 +259,12 @@ def register(app: FleetApp) -> None:
         acks_late=True,
         reject_on_worker_lost=True,
         ignore_result=True,
+        throws=(AttemptFailed, RunDeadLettered),
     )
-    def run(task: Task[Any, Any], *args: Any, **kwargs: Any) -> None:
+    def run(task: Task[Any, Any], *args: Any, **kwargs: Any) -> dict[str, str]:
         run_id = task.request.id
         try:
-            handle(app, run_id, args, kwargs, worker=task.request.hostname or "")
+            delivered = handle(app, run_id, args, kwargs, worker=task.request.hostname or "")
         except Reject:
             raise
         except Exception:
@@ -296,5 +275,7 @@ def register(app: FleetApp) -> None:
                 "run is retried by the reaper once its lease lapses",
                 run_id,
             )
+            raise Ignore(f"run {run_id}: internal error, see the log") from None
+        return report(delivered)
 
     _ = run  # registered by the decorator; the name is not used

@@ -109,12 +109,12 @@ class Fleet:
             **extra,
         }
 
-    def start(self, concurrency: int = 1, *, wait: bool = True, **env: str) -> Worker:
+    def start(self, concurrency: int = 1, *, wait: bool = True, pool: str = "prefork", **env: str) -> Worker:
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
             sys.executable, "-m", "celery", "-A", "workers", "worker",
-            "--pool=prefork", "-c", str(concurrency),
+            f"--pool={pool}", "-c", str(concurrency),
             "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
         ]  # fmt: skip

@@ -42,6 +42,9 @@ class Knobs(BaseModel):
         None, description="a path the gated node waits for, instead of a Redis gate"
     )
     sleep_s: float = 0.0
+    async_gate: bool = Field(
+        False, description="wait for the gate without blocking the event loop (a step that can be cancelled)"
+    )
     shutdown_redis: str | None = Field(None, description="the node that shuts Redis down (attempt 1 only)")
     secret: str | None = None
 
@@ -83,6 +86,17 @@ def _wait_redis_gate() -> None:
     raise TimeoutError(f"gate of run {run.run_id} never opened")
 
 
+async def _await_redis_gate() -> None:
+    run = current_run()
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for key in gate_keys(run.run_id, run.attempt):
+            if r().lpop(key):
+                return
+        await asyncio.sleep(0.05)  # the step's own polling: it yields, so it can be cancelled
+    raise TimeoutError(f"gate of run {run.run_id} never opened")
+
+
 def _wait_file_gate(path: str) -> None:
     deadline = time.monotonic() + GATE_TIMEOUT_S
     while not Path(path).exists():
@@ -99,6 +113,8 @@ async def visit(node: str, ctx: StepContext[Tally, None, Knobs]) -> Knobs:
     if knobs.gate == node:
         if knobs.file_gate:
             _wait_file_gate(knobs.file_gate)
+        elif knobs.async_gate:
+            await _await_redis_gate()
         else:
             _wait_redis_gate()
     ctx.state.steps.append(node)

@@ -41,10 +41,14 @@ def create_run(store: RedisStore, graph: str, inputs: Any, *, max_attempts: int 
 
 
 def claim(app: FleetApp, store: RedisStore, run_id: str) -> Claim:
-    """Claim as a delivery would once the retry is due: the tests' backoff is tens of milliseconds."""
+    """Claim as a delivery would once the retry is due (the tests' backoff is tens of milliseconds),
+    reaping a lapsed lease first as the fleet's reaper would."""
 
     def attempt() -> Claim | None:
         result = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=app.reflexr_settings.lease_ttl_ms)
+        if result.outcome is ClaimOutcome.BUSY:
+            store.reap()  # a lapsed lease is the reaper's to recover, as in the fleet
+            return None
         return None if result.outcome is ClaimOutcome.EARLY else result
 
     result = wait_for(attempt, 5, "the retry backoff to pass", poll_s=0.005)

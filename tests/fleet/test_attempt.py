@@ -13,6 +13,7 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, RunFailure, clock
+from reflexr_graph.errors import StoreUnavailable
 from reflexr_graph.fleet import attempt
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Status
@@ -319,8 +320,14 @@ def test_safe_message_and_traceback_rewrite_validation_errors() -> None:
         message = attempt.safe_message(exc.__cause__)  # type: ignore[arg-type]
     assert "a: Input should be a valid integer" in message
     assert SECRET not in tb and "KeyError" in tb and "led to the following" in tb
-    assert attempt.classify(RunFailure("x", reason="r", permanent=True)) == ("r", True)
-    assert attempt.classify(RuntimeError()) == ("step_failed", False)
+    assert attempt.classify(RunFailure("x", reason="r", permanent=True)) == attempt.Failure(
+        "r", permanent=True
+    )
+    assert attempt.classify(RuntimeError()) == attempt.Failure("step_failed")
+    unreachable = attempt.classify(StoreUnavailable("Redis could not be reached"))
+    assert unreachable == attempt.Failure("store_unavailable", counted=False), (
+        "Redis's failure, not the step's"
+    )
 
 
 def test_an_attempt_costs_one_round_trip_per_saved_boundary_plus_one(redis_url: str) -> None:

@@ -184,7 +184,8 @@ def test_celery_config_follows_the_design() -> None:
     assert conf["worker_prefetch_multiplier"] == 1
     assert conf["worker_soft_shutdown_timeout"] == 4
     assert conf["worker_enable_soft_shutdown_on_idle"]
-    assert conf["worker_cancel_long_running_tasks_on_connection_loss"]
+    # Issue 14: a Redis blip must not cancel running attempts; their lease keeps them (see app.py).
+    assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
     assert conf["broker_connection_retry_on_startup"]
     assert conf["task_default_queue"] == "q"
     opts = conf["broker_transport_options"]

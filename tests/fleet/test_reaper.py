@@ -8,9 +8,11 @@ import pytest
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.fleet.reaper import Reaper, lock_ttl_ms
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.records import WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.fleet.inproc import claim, create_run, fleet_app, queued_messages
@@ -25,30 +27,41 @@ def fake() -> Iterator[FakeClock]:
     clock.set_source(previous)
 
 
+SERVING_TTL_MS = 10 * 24 * 3600 * 1000
+"""A worker registered by hand stays live however far a test moves the fake clock."""
+
+
+def steps_queue(app: FleetApp) -> str:
+    return graph_queue(app.conf.task_default_queue, "steps")
+
+
 @pytest.fixture
-def app(redis_url: str) -> Iterator[FleetApp]:
+def app(redis_url: str, fake: FakeClock) -> Iterator[FleetApp]:
     app = fleet_app(redis_url, graphs.steps, lease_ttl_s=3)
+    # A live worker serves "steps", as the fleet's presence beat would say.
+    app.store().worker_beat(WorkerInfo(name="w@test", graphs=("steps",)), ttl_ms=SERVING_TTL_MS)
     yield app
     app.store().close()
     app.close()
 
 
 def test_lapsed_lease_is_reaped_and_sent_again(app: FleetApp, fake: FakeClock) -> None:
-    """G5: a run whose lease lapsed counts an abandoned attempt and gets a fresh message now, carrying
-    the run's own graph, inputs and idempotency key, with no countdown or ETA."""
+    """G5: a run whose lease lapsed counts an abandoned attempt and gets a fresh message now, on its
+    graph's queue, naming the graph only, with no countdown or ETA."""
     store = app.store()
     run_id = create_run(store, "steps", {"value": 3})
     claim(app, store, run_id)
     reaper = Reaper(app, store)
     reaper.tick()
-    assert queued_messages(store, app.conf.task_default_queue) == []  # lease still live
+    assert queued_messages(store, steps_queue(app)) == []  # lease still live
     fake.advance(3001)
     reaper.tick()
     info = store.get(run_id)
     assert (info.status, info.reason) == (Status.RETRYING, "abandoned")
-    [message] = queued_messages(store, app.conf.task_default_queue)
+    [message] = queued_messages(store, steps_queue(app))
     assert message["id"] == run_id and message["task"] == "reflexr_graph.run"
-    assert message["kwargs"] == {"graph": "steps", "inputs": {"value": 3}, "idempotency_key": run_id}
+    # Only a nudge: the graph, never the inputs (the worker reads them from the run record).
+    assert message["kwargs"] == {"graph": "steps"}
     assert message["args"] == [] and message["eta"] is None and message["countdown"] is None
     # Kept as a safety net, two lease TTLs later, in case the message is lost before a claim.
     assert store.client.zscore(keys.DUE, run_id) == clock.now_ms() + 6000
@@ -59,7 +72,7 @@ def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetA
     message with it until the visibility timeout, and the run holds no lease; the reaper sends it
     again after 2 lease TTLs, then twice as late each time, until a claim ends it."""
     store = app.store()
-    queue = app.conf.task_default_queue
+    queue = steps_queue(app)
     run_id = create_run(store, "steps", {})
     fake.advance(60_000)  # past the enqueue's dispatch grace: the reaper sends it
     reaper = Reaper(app, store)
@@ -86,10 +99,10 @@ def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:
                retry_delay_ms=5000)  # fmt: skip
     reaper = Reaper(app, store)
     reaper.tick()
-    assert queued_messages(store, app.conf.task_default_queue) == []
+    assert queued_messages(store, steps_queue(app)) == []
     fake.advance(5000)
     reaper.tick()
-    assert [m["id"] for m in queued_messages(store, app.conf.task_default_queue)] == [run_id]
+    assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
 
 
 def test_enqueued_run_whose_message_was_never_sent_is_sent_after_the_grace(
@@ -100,10 +113,10 @@ def test_enqueued_run_whose_message_was_never_sent_is_sent_after_the_grace(
     run_id = create_run(store, "steps", {"value": 1})
     reaper = Reaper(app, store)
     reaper.tick()
-    assert queued_messages(store, app.conf.task_default_queue) == []
+    assert queued_messages(store, steps_queue(app)) == []
     fake.advance(60_000)
     reaper.tick()
-    assert [m["id"] for m in queued_messages(store, app.conf.task_default_queue)] == [run_id]
+    assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
 
 
 def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
@@ -112,7 +125,7 @@ def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
     store.client.zadd(keys.DUE, {"ghost": 0})
     Reaper(app, store).dispatch_due()
     assert store.client.zscore(keys.DUE, "ghost") is None
-    assert queued_messages(store, app.conf.task_default_queue) == []
+    assert queued_messages(store, steps_queue(app)) == []
 
 
 def test_one_reaper_acts_at_a_time_and_hands_over_on_stop(app: FleetApp, fake: FakeClock) -> None:
@@ -125,11 +138,11 @@ def test_one_reaper_acts_at_a_time_and_hands_over_on_stop(app: FleetApp, fake: F
     run_id = create_run(store, "steps", {})
     fake.advance(60_000)
     second.tick()
-    assert queued_messages(store, app.conf.task_default_queue) == []  # the non-holder did nothing
+    assert queued_messages(store, steps_queue(app)) == []  # the non-holder did nothing
     first.stop()
     second.tick()
     assert second.holding
-    assert [m["id"] for m in queued_messages(store, app.conf.task_default_queue)] == [run_id]
+    assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
 
 
 def test_lock_ttl_is_three_ticks_whatever_the_lease() -> None:
@@ -143,3 +156,34 @@ def test_first_tick_publishes_the_graph_schemas(app: FleetApp, redis_url: str) -
     store: RedisStore = app.store()
     Reaper(app, store).tick()
     assert schemas.load(store, "steps").fingerprint == graphs.steps.fingerprint
+
+
+def test_due_run_of_a_graph_no_live_worker_serves_waits_then_is_dead(redis_url: str, fake: FakeClock) -> None:
+    """Issue 14: a due run whose graph no live worker serves gets no message (nobody would take it) and
+    waits, saying so in its history; if a worker for it appears it is sent; past the grace period with
+    none, it is dead-lettered as unknown_graph, with a message that says what to do."""
+    app = fleet_app(redis_url, graphs.steps, lease_ttl_s=3, unknown_graph_grace_s=60)
+    store = app.store()
+    queue = steps_queue(app)
+    waits, dies = create_run(store, "steps", {}), create_run(store, "steps", {})
+    fake.advance(60_000)  # past the enqueue's dispatch grace
+    reaper = Reaper(app, store)
+    reaper.tick()
+    assert queued_messages(store, queue) == []
+    assert [e.type for e in store.events(waits)][-1] == "waiting_for_worker"
+    assert store.get(waits).status is Status.QUEUED
+    fake.advance(30_000)
+    reaper.tick()
+    store.client.zrem(keys.DUE, dies)  # let only one of them find a worker
+    store.worker_beat(WorkerInfo(name="w@late", graphs=("steps",)), ttl_ms=5_000)
+    fake.advance(5_000)
+    reaper.tick()
+    assert [m["id"] for m in queued_messages(store, queue)] == [waits]
+    store.client.zadd(keys.DUE, {dies: clock.now_ms()})
+    fake.advance(30_000)  # the late worker's beat has expired: nobody serves steps again
+    reaper.tick()
+    info = store.get(dies)
+    assert (info.status, info.reason) == (Status.DEAD, "unknown_graph")
+    assert info.error is not None and "no live worker served graph 'steps' for 60s" in info.error
+    assert "replay" in info.error
+    app.close()

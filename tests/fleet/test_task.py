@@ -16,15 +16,16 @@ from kombu import Message
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
 from reflexr_graph.fleet.guard import message_problem
+from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.task import BadMessage, handle, parse_message
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.records import WorkerInfo
 from tests.fleet import graphs
-from tests.fleet.inproc import fleet_app
+from tests.fleet.inproc import fleet_app, queued_messages
 from tests.redis_server import RedisFactory
-from tests.waiting import wait_for
 
 SECRET = "s3cr3t-4417"
 
@@ -47,7 +48,6 @@ def app(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetApp]:
         ((), {"graph": "steps", "inputs": {}, "tenant": "x"}, "unexpected keyword argument(s) tenant"),
         ((), {"inputs": {}}, "'graph' is missing"),
         ((), {"graph": 7, "inputs": {}}, "'graph' is missing or not a non-empty string"),
-        ((), {"graph": "steps"}, "'inputs' is missing"),
         ((), {"graph": "steps", "inputs": {}, "idempotency_key": 5}, "'idempotency_key' must be"),
         ((), {"graph": "steps", "inputs": {"value": math.nan}}, "'inputs' is not plain JSON"),
         ((), {"graph": "steps", "inputs": {}, "state": {"x": math.inf}}, "'state' is not plain JSON"),
@@ -66,7 +66,6 @@ def test_parse_message_names_what_is_wrong(
 @pytest.mark.parametrize(
     ("kwargs", "reason", "words"),
     [
-        ({"graph": "nope", "inputs": {}}, "unknown_graph", "no graph named 'nope'"),
         ({"graph": "steps", "inputs": {"value": SECRET}}, "invalid_inputs", "value"),
         ({"graph": "steps", "inputs": {}, "state": {"steps": SECRET}}, "invalid_inputs", "state"),
         ({"graph": "steps"}, "bad_message", "'inputs' is missing"),
@@ -128,17 +127,71 @@ def test_embedded_worker_runs_an_enqueued_run(app: FleetApp) -> None:
     ):
         run_id = client.enqueue("steps", {"value": 11})
         info = client.wait(run_id, timeout=30)
-        other = "raw-" + run_id
-        send_run(client.app, other, "nope", {})
-        wait_for(lambda: client.store.client.exists(keys.run(other)), 30, "the dead letter")
-        dead = client.wait(other, timeout=30)
+        # A foreign producer's message on the base queue, with the inputs: the contract.
+        foreign = "raw-" + run_id
+        base = app.conf.task_default_queue
+        client.app.send_task(
+            TASK_NAME, kwargs={"graph": "steps", "inputs": {"value": 12}}, task_id=foreign, queue=base
+        )
+        other = client.wait(foreign, timeout=30)  # waits for the record the first delivery creates
     assert info.status is Status.SUCCEEDED and info.output == {
         "value": 11,
         "steps": ["s1", "s2", "s3"],
         "attempt": 1,
     }
-    assert (dead.status, dead.reason) == (Status.DEAD, "unknown_graph")
+    assert (other.status, other.output["value"]) == (Status.SUCCEEDED, 12)
     assert json.loads(json.dumps(info.output)) == info.output
+
+
+def test_message_for_a_graph_nobody_serves_waits_for_a_worker(app: FleetApp) -> None:
+    """Issue 14: a foreign message for a graph this worker lacks, which no live worker serves, is not
+    dead-lettered: its run is recorded from the message and waits (due again soon) for a worker."""
+    delivered = handle(app, "foreign-nope", (), {"graph": "nope", "inputs": {"x": 1}})
+    assert delivered.outcome is Outcome.HELD
+    info = app.store().get("foreign-nope")
+    assert (info.status, info.graph) == (Status.QUEUED, "nope")
+    assert [e.type for e in app.store().events("foreign-nope")][-1] == "waiting_for_worker"
+    assert app.store().client.zscore(keys.DUE, "foreign-nope") is not None
+
+
+def test_message_for_a_graph_another_worker_serves_is_forwarded(app: FleetApp) -> None:
+    """Issue 14: a message for a graph this worker lacks goes on, as it came, to that graph's queue when a
+    live worker serves it; no record is made here (the worker that runs it makes it)."""
+    app.store().worker_beat(WorkerInfo(name="other@host", graphs=("docproc",)), ttl_ms=60_000)
+    kwargs = {"graph": "docproc", "inputs": {"doc": 7}, "idempotency_key": "d-7"}
+    assert handle(app, "fwd-1", (), kwargs).outcome is Outcome.FORWARDED
+    queue = graph_queue(app.conf.task_default_queue, "docproc")
+    [message] = queued_messages(app.store(), queue)
+    assert (message["id"], message["kwargs"]) == ("fwd-1", kwargs)
+    assert not app.store().client.exists(keys.run("fwd-1"))
+
+
+def test_message_without_inputs_for_a_missing_record_is_a_bad_message(app: FleetApp) -> None:
+    """A message naming only the graph (as the Client's do) for a run that has no record is dead-lettered:
+    there are no inputs to create one from."""
+    handle(app, "no-inputs", (), {"graph": "steps"})
+    info = app.store().get("no-inputs")
+    assert (info.status, info.reason) == (Status.DEAD, "bad_message")
+    assert "'inputs' is missing" in (info.error or "")
+
+
+def test_the_task_state_says_what_became_of_the_attempt(app: FleetApp) -> None:
+    """Flower and celery events show the Celery task's state: a dead-lettered run's task fails
+    (RunDeadLettered), a retried attempt's task fails (AttemptFailed), a finished one succeeds; both
+    failures are expected exceptions (the task's throws), so Celery logs no traceback for them."""
+    from reflexr_graph.errors import AttemptFailed, RunDeadLettered
+    from reflexr_graph.fleet.task import report
+
+    task = app.tasks[TASK_NAME]
+    assert set(task.throws) == {AttemptFailed, RunDeadLettered}
+    dead = handle(app, "p-1", (), {"graph": "permanent", "inputs": {}})
+    with pytest.raises(RunDeadLettered, match="dead-lettered"):
+        report(dead)
+    retried = handle(app, "f-1", (), {"graph": "always_fails", "inputs": {}})
+    with pytest.raises(AttemptFailed, match="step_failed"):
+        report(retried)
+    ok = report(handle(app, "ok-1", (), {"graph": "steps", "inputs": {}}))
+    assert ok == {"run_id": "ok-1", "outcome": "succeeded", "reason": ""}
 
 
 def test_redis_unreachable_before_the_claim_requeues_the_message(private_redis: RedisFactory) -> None:

@@ -1,0 +1,64 @@
+"""A worker's presence in the registry: which graphs each live worker serves.
+
+The main process of every worker beats every few seconds (from its reaper thread), so the
+fleet can tell a graph nobody runs right now from one that is only slow to be picked up:
+``graphs`` lists the live workers of each graph, ``enqueue`` warns when none serves it, and
+a run waits for a worker (see ``unserved.py``) only while none does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from importlib import metadata
+from typing import Any
+
+from reflexr_graph import clock
+from reflexr_graph.store.records import WorkerInfo
+from reflexr_graph.store.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
+
+BEAT_EVERY_S = 2.0
+TTL_S = 10.0
+"""A worker that stopped beating counts as gone this long after its last beat."""
+
+
+def describe(consumer: Any, graphs: list[str]) -> WorkerInfo:
+    """What a worker says about itself, read from the Celery consumer that just became ready."""
+    queues: tuple[str, ...] = ()
+    task_consumer = getattr(consumer, "task_consumer", None)
+    if task_consumer is not None:
+        queues = tuple(sorted(q.name for q in task_consumer.queues))
+    pool = getattr(consumer, "pool", None)
+    controller = getattr(consumer, "controller", None)
+    return WorkerInfo(
+        name=str(getattr(consumer, "hostname", "") or f"pid-{os.getpid()}"),
+        graphs=tuple(sorted(graphs)),
+        queues=queues,
+        pid=os.getpid(),
+        pool=type(pool).__module__.rsplit(".", 1)[-1] if pool is not None else "",
+        concurrency=int(getattr(controller, "concurrency", 0) or 0),
+        version=metadata.version("reflexr-graph"),
+        started_at=clock.now(),
+    )
+
+
+class Presence:
+    """Beats for one worker; :meth:`maybe_beat` is called from the reaper's loop."""
+
+    def __init__(self, store: RedisStore, info: WorkerInfo) -> None:
+        self.store = store
+        self.info = info
+        self._next = 0.0
+
+    def maybe_beat(self) -> None:
+        now = time.monotonic()
+        if now >= self._next:
+            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000))
+            self._next = now + BEAT_EVERY_S
+
+    def leave(self) -> None:
+        """Leave the registry at shutdown, so the fleet stops counting this worker at once."""
+        self.store.worker_leave(self.info)

@@ -1,0 +1,44 @@
+"""Which queues a worker consumes: the base queue and one queue per graph it loads.
+
+The Client and the reaper send each run to its graph's queue (``dispatch.graph_queue``),
+so a worker only ever receives runs it can run. The base queue (``REFLEXR_QUEUE``) is the
+contract for foreign producers; a worker that takes a message there for a graph it lacks
+forwards it (unserved.py). The graph queues are added even when ``-Q`` names other queues:
+without them, the worker would never see its graphs' runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import signals
+
+from reflexr_graph.fleet.dispatch import graph_queue
+
+log = logging.getLogger(__name__)
+
+
+def _add_graph_queues(sender: Any = None, **_: Any) -> None:
+    # worker_init: after the worker selected its queues (-Q), before its consumer starts.
+    from reflexr_graph.fleet.app import FleetApp
+
+    app = getattr(sender, "app", None)
+    if not isinstance(app, FleetApp):
+        return
+    base = app.reflexr_settings.queue
+    for graph in sorted(app.reflexr_registry):
+        # A name, as -Q gives them: Celery builds the queue with an exchange and routing key of
+        # that name, as it does for the queue a producer names in send_task (celery-types says
+        # select_add takes only a Queue).
+        app.amqp.queues.select_add(graph_queue(base, graph))  # type: ignore[arg-type]
+
+
+_installed = False
+
+
+def install() -> None:
+    global _installed
+    if not _installed:
+        signals.worker_init.connect(_add_graph_queues, weak=False)
+        _installed = True

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 import uuid
 from types import TracebackType
 from typing import Any, Self
 
 from celery import Celery
+from pydantic_core import to_jsonable_python
 
 from reflexr_graph import errors, schemas, telemetry
 from reflexr_graph.core.tracing import current_trace_context
@@ -22,8 +24,10 @@ from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo, Status
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
 
 SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
@@ -38,14 +42,32 @@ def _producer_app(settings: Settings) -> Celery:
     return app
 
 
-def _to_json(value: Any, part: str) -> str:
+def _plain(value: Any, part: str) -> Any:
+    """``value`` as JSON data: a pydantic model or a dataclass (the graph's own input type) is dumped."""
     try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+        return to_jsonable_python(value)
+    except Exception:
+        raise errors.InvalidInputs(
+            f"the {part} are not JSON, a pydantic model or a dataclass; pass JSON values",
+            [{"loc": [part], "msg": "is not JSON-serializable", "type": "json"}],
+        ) from None
+
+
+def _to_json(value: Any, part: str, max_bytes: int) -> str:
+    try:
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
         raise errors.InvalidInputs(
             f"the {part} are not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
             [{"loc": [part], "msg": "is not plain JSON", "type": "json"}],
         ) from None
+    if len(text) > max_bytes:
+        raise errors.InvalidInputs(
+            f"the {part} are {len(text)} bytes of JSON, above REFLEXR_MAX_PAYLOAD_BYTES ({max_bytes}); "
+            "store large documents elsewhere (object storage, a database) and pass a reference",
+            [{"loc": [part], "msg": f"is larger than {max_bytes} bytes", "type": "too_large"}],
+        )
+    return text
 
 
 class Client:
@@ -59,7 +81,7 @@ class Client:
             dead_retention_s=settings.dead_retention_s,
         )
         self._app: Celery | None = None
-        self._schemas: dict[str, tuple[float, schemas.GraphSchema]] = {}
+        self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
         # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
         # the message. With no OTEL_* configuration and no provider, nothing is installed.
         telemetry.setup_process()
@@ -67,12 +89,12 @@ class Client:
     @classmethod
     def from_url(cls, redis_url: str, **overrides: Any) -> Client:
         """A client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
-        return cls(load_settings(redis_url=redis_url, **overrides))
+        return cls(load_settings(strict=False, redis_url=redis_url, **overrides))
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> Client:
         """A client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
-        return cls(settings or load_settings())
+        return cls(settings or load_settings(strict=False))
 
     @property
     def app(self) -> Celery:
@@ -96,40 +118,64 @@ class Client:
 
     # -- enqueue ----------------------------------------------------------------------------
 
-    def _published(self, name: str) -> schemas.GraphSchema:
-        """The published entry of ``name``, read at most every SCHEMA_CACHE_S: enqueue is a hot path."""
+    def _published(self, name: str) -> tuple[schemas.GraphSchema, list[str]]:
+        """The published entry of ``name`` and its live workers, read at most every SCHEMA_CACHE_S:
+        enqueue is a hot path."""
         now = time.monotonic()
         cached = self._schemas.get(name)
         if cached is not None and cached[0] > now:
-            return cached[1]
-        entry = schemas.load(self.store, name)
-        self._schemas[name] = (now + SCHEMA_CACHE_S, entry)
-        return entry
+            return cached[1], cached[2]
+        entry, workers = schemas.load_with_workers(self.store, name)
+        self._schemas[name] = (now + SCHEMA_CACHE_S, entry, workers)
+        if not workers:
+            log.warning(
+                "no live worker serves graph %r right now; its runs wait up to %gs "
+                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then are dead-lettered as unknown_graph",
+                name,
+                self.settings.unknown_graph_grace_s,
+            )
+        return entry, workers
 
     def graph(self, name: str) -> schemas.GraphSchema:
         """The published schema entry of graph ``name``; UnknownGraph if no worker published it."""
         return schemas.load(self.store, name)
 
     def graphs(self) -> list[schemas.GraphSchema]:
-        """Every graph a worker has published, by name."""
+        """Every graph a worker (or ``reflexr-graph publish``) has published, by name."""
         return schemas.list_graphs(self.store)
+
+    def serving(self, graphs: list[str]) -> dict[str, list[str]]:
+        """For each graph, the names of the live workers that run it."""
+        return self.store.serving(graphs)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every live worker: its name, graphs, queues, pool and concurrency."""
+        return self.store.live_workers()
 
     def enqueue(
         self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
     ) -> str:
         """Validate and queue a run of ``graph``; returns its run id.
 
-        Raises UnknownGraph or InvalidInputs (listing each failing location) before anything
-        is queued. With ``idempotency_key``, every caller using the same key while that run
-        lives gets the same run id, and only the first sends a message.
+        ``inputs`` and ``state`` are JSON values, or the graph's own pydantic models and
+        dataclasses. Raises UnknownGraph or InvalidInputs (listing each failing location)
+        before anything is queued; logs a warning when no live worker serves the graph (the
+        run then waits for one, up to REFLEXR_UNKNOWN_GRAPH_GRACE_S).
+
+        With ``idempotency_key``, every caller using the same key for the same graph, with
+        the same inputs and state, gets the same run id while that run's record lives (its
+        retention), and only the first sends a message; a dead run's key names the dead run,
+        which ``replay`` runs again. The same key with other inputs raises IdempotencyConflict.
         """
-        entry = self._published(graph)
+        entry, _workers = self._published(graph)
+        inputs, state = _plain(inputs, "inputs"), None if state is None else _plain(state, "state")
         schemas.validate(entry, inputs, state)
+        limit = self.settings.max_payload_bytes
         run_id, created = self.store.create_run(
             str(uuid.uuid4()),
             graph=graph,
-            inputs_json=_to_json(inputs, "inputs"),
-            state_json=None if state is None else _to_json(state, "state"),
+            inputs_json=_to_json(inputs, "inputs", limit),
+            state_json=None if state is None else _to_json(state, "state", limit),
             idempotency_key=idempotency_key,
             max_attempts=entry.max_attempts or self.settings.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
@@ -137,7 +183,7 @@ class Client:
             trace_context=current_trace_context(),
         )
         if created:
-            send_run(self.app, run_id, graph, inputs, state, idempotency_key)
+            send_run(self.app, run_id, graph)
         return run_id
 
     # -- reads ------------------------------------------------------------------------------
@@ -179,24 +225,26 @@ class Client:
         """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
 
         Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
-        changes. ``timeout=None`` waits for as long as it takes.
+        changes. A run a foreign producer sent with ``send_task`` has no record until a
+        worker takes its first delivery: ``wait`` waits for the record to appear too, within
+        the same timeout. ``timeout=None`` waits for as long as it takes.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         last = "0-0"
         while True:
-            info = self.store.get(run_id)
-            if info.status in TERMINAL:
+            try:
+                info: RunInfo | None = self.store.get(run_id)
+            except errors.RunNotFound:
+                info = None
+            if info is not None and info.status in TERMINAL:
                 return info
-            if deadline is None:
-                block_ms = 0
-            else:
+            block_ms = 0
+            if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise errors.WaitTimeout(
-                        f"run {run_id} is still {info.status.value} after {timeout:g}s; "
-                        "wait longer or check its workers"
-                    )
+                    raise errors.WaitTimeout(_wait_timeout(run_id, info, timeout))
                 block_ms = max(1, int(remaining * 1000))
+            # XREAD BLOCK on a stream that does not exist yet wakes when its first event is added.
             found = self.store.events(run_id, after=last, block_ms=block_ms)
             if found:
                 last = found[-1].id
@@ -204,20 +252,14 @@ class Client:
     # -- operator actions -------------------------------------------------------------------
 
     def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
-        """Queue a dead or cancelled run again; it resumes from its checkpoint unless ``from_start``.
+        """Queue a dead or cancelled run again, with a fresh attempt budget; it resumes from its
+        checkpoint unless ``from_start``.
 
         OperationRefused for a run in any other status, RunNotFound for an unknown id.
         """
         info = self.store.replay(run_id, from_start=from_start)
-        self._send_existing(run_id)
+        send_run(self.app, run_id, info.graph)
         return info
-
-    def _send_existing(self, run_id: str) -> None:
-        fields = self.store.message_fields(run_id)
-        if fields is None:
-            raise errors.RunNotFound(f"run {run_id} no longer exists (purged, or its retention passed)")
-        graph, inputs, state, idempotency_key = fields
-        send_run(self.app, run_id, graph, inputs, state, idempotency_key)
 
     def cancel(self, run_id: str) -> RunInfo:
         """Cancel a queued, running or retrying run; OperationRefused for a finished one."""
@@ -226,6 +268,16 @@ class Client:
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""
         return self.store.purge(run_id)
+
+
+def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> str:
+    if info is None:
+        return (
+            f"no run {run_id} appeared within {timeout:g}s: a run sent with send_task is recorded when a "
+            "worker takes its first delivery; check the id, and that a worker consumes the queue it was "
+            "sent to"
+        )
+    return f"run {run_id} is still {info.status.value} after {timeout:g}s; wait longer or check its workers"
 
 
 class AsyncClient:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 
 from reflexr_graph import errors
-from reflexr_graph.cli import commands, dlq, health, watch
+from reflexr_graph.cli import commands, dlq, health, publish, watch
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, CliError
 from reflexr_graph.cli.render import err
 from reflexr_graph.schemas import format_loc
 
-__all__ = ["app", "commands", "dlq", "health", "main", "watch"]
+__all__ = ["app", "commands", "dlq", "health", "main", "publish", "watch"]
 
 _USAGE_ERRORS = (
     errors.RunNotFound,

@@ -32,8 +32,12 @@ class CliState:
     @property
     def client(self) -> Client:
         if self._client is None:
-            overrides = {"redis_url": self.redis_url} if self.redis_url else {}
-            self._client = Client(load_settings(**overrides))
+            settings = (
+                load_settings(strict=False, redis_url=self.redis_url)
+                if self.redis_url
+                else load_settings(strict=False)
+            )
+            self._client = Client(settings)
         return self._client
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ def nothing_queued(r: redis.Redis, queue: str) -> bool:
         (["enqueue", "counter", "--input", '{"key": "a", "n": 1}', "--state", "[1,"], "--state"),
         (
             ["enqueue", "no-such-graph", "--input", "{}"],
-            "no worker has published a graph named 'no-such-graph'",
+            "no graph named 'no-such-graph' is published",
         ),
         (["enqueue", "counter", "--input", f'{{"key": "", "n": "{SECRET}"}}'], "inputs.n: must be of type"),
         (["enqueue", "counter"], "--input"),

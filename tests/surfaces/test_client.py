@@ -19,8 +19,9 @@ SECRET = "hunter2-private-value"
 
 
 def queued(r: redis.Redis, queue: str) -> tuple[int, int]:
-    """Messages waiting in the broker queue, and runs in the store."""
-    return int(r.llen(queue)), int(r.zcard(keys.ALL))
+    """Messages in the broker's queues (the base queue and its graphs' queues), and runs in the store."""
+    lists = [k for k in r.keys(f"{queue}*") if r.type(k) == b"list"]
+    return sum(int(r.llen(k)) for k in lists), int(r.zcard(keys.ALL))
 
 
 def test_enqueue_creates_a_run_and_one_message(client: Client, redis_client: redis.Redis, queue: str) -> None:

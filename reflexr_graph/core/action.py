@@ -6,6 +6,7 @@ safe to checkpoint, and the fingerprint that tells a checkpoint from another gra
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Any
@@ -31,6 +32,21 @@ def _required_adapter(tp: Any, what: str, graph_name: str) -> TypeAdapter[Any]:
             "use a pydantic model, a dataclass or JSON types so checkpoints can hold it"
         )
     return adapter
+
+
+def _created_in(action: object) -> str:
+    """Where ``GraphAction(...)`` was called, as ``module, line N``, for messages about this action.
+
+    The first frame outside the constructors of ``action`` (a subclass's ``__init__`` calling
+    ``super().__init__`` is skipped too), so an error can point at the user's code.
+    """
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None
+    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is action:
+        frame = frame.f_back
+    if frame is None:  # an interpreter without frame introspection
+        return "an unknown module"
+    return f"{frame.f_globals.get('__name__', '?')}, line {frame.f_lineno}"
 
 
 class GraphAction:
@@ -69,6 +85,7 @@ class GraphAction:
         if max_attempts is not None and max_attempts < 1:
             raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
         self.graph = graph
+        self.created_in = _created_in(self)
         self.max_attempts = max_attempts
         self.deps = deps
         self.state_adapter = _required_adapter(graph.state_type, "state", self.name)

@@ -31,6 +31,8 @@ from reflexr_graph.model import TERMINAL, RunInfo, Status
 
 QUEUE = "reflexr-demo"
 WORKER_SETTINGS = {
+    # The bundled example is loaded only where asked for, as a user's graph would be.
+    "REFLEXR_GRAPHS": "workers.examples.triage:triage",
     "REFLEXR_QUEUE": QUEUE,
     "REFLEXR_LEASE_TTL_S": "3",
     "REFLEXR_MAX_ATTEMPTS": "3",

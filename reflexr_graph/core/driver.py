@@ -35,6 +35,9 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
+    span: trace.Span
+    """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
+    pydantic-graph's ``run graph`` span, when the graph emits it."""
     inputs_json: str = "null"
     inputs_ok: bool = True
     skipped: dict[str, int] = field(default_factory=dict)
@@ -95,18 +98,19 @@ class _Saver:
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
-        trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq)
-        trace.get_current_span().add_event(
+        self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
+        self.span.add_event(
             tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node or "__end__"}
         )
 
 
-def _load(action: GraphAction, port: CheckpointPort, ctx: AttemptContext) -> Restored | Discarded | None:
+def _load(
+    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, span: trace.Span
+) -> Restored | Discarded | None:
     payload = port.load_checkpoint(ctx.run_id)
     if payload is None:
         return None
     restored = action.checkpoints.decode(payload)
-    span = trace.get_current_span()
     if isinstance(restored, Discarded):
         attrs = {tracing.ATTR_DISCARD_REASON: restored.reason.value}
         if restored.error:
@@ -138,18 +142,20 @@ async def run_attempt(
         tracing.ATTR_ATTEMPT: ctx.attempt,
     }
     parent = tracing.run_trace_parent(ctx.trace_context)
-    with tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs):
+    with tracing.TRACER.start_as_current_span(
+        tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
+    ) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
         try:
-            return await _drive(action, port, ctx, inputs, state)
+            return await _drive(action, port, ctx, span, inputs, state)
         finally:
             reset_current(token)
 
 
 async def _drive(
-    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any, state: Any
+    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, span: trace.Span, inputs: Any, state: Any
 ) -> Any:
-    restored = _load(action, port, ctx)
+    restored = _load(action, port, ctx, span)
     seq = restored.seq if restored is not None else 0
     if isinstance(restored, Restored) and restored.finished:
         log.info(
@@ -164,7 +170,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq)
+    saver = _Saver(action, port, ctx, seq, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

@@ -122,7 +122,7 @@ def _answering_pid(url: str) -> int | None:
 @pytest.mark.timeout(60)
 def test_a_server_is_stopped_when_the_process_that_started_it_exits() -> None:
     """Without detach, the atexit cleanup stops the server and removes its temporary data dir."""
-    url, _pid, data_dir = _started_by_a_process_that_exits("keep-owned")
+    url, _pid, data_dir = _started_by_a_process_that_exits("just-exit")
     assert _answering_pid(url) is None
     assert not data_dir.exists()
 

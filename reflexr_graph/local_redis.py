@@ -58,9 +58,16 @@ class RedisServer:
         password: str | None = None,
         extra_args: tuple[str, ...] = (),
         data_dir: Path | None = None,
+        own_session: bool = False,
     ) -> None:
-        """A given ``data_dir`` is kept (the demo keeps its AOF in .run/); the default temp dir is removed."""
+        """A given ``data_dir`` is kept (the demo keeps its AOF in .run/); the default temp dir is removed.
+
+        ``own_session`` starts the server in a session of its own, so a Ctrl-C or a closed
+        terminal reaches only this process, which decides whether the server stops (see
+        :meth:`detach`).
+        """
         self.appendonly = appendonly
+        self.own_session = own_session
         self.appendfsync = appendfsync
         self.password = password
         self.extra_args = extra_args
@@ -134,6 +141,23 @@ class RedisServer:
         self.stop()
         return self.start()
 
+    def detach(self) -> int:
+        """Leave the server running after this process exits, and return its pid (to stop it by).
+
+        It is no longer stopped at exit, its data dir is never removed, and this object can
+        no longer stop or restart it.
+        """
+        pid = self.pid
+        assert self._proc is not None
+        # Popen warns when it is collected while its child still runs (an unwaited child can
+        # linger as a zombie). This one is meant to outlive us, and once we exit, init reaps it;
+        # marking it done stops Popen from waiting for it or warning about it.
+        self._proc.returncode = 0
+        self._proc = None
+        self._owns_dir = False
+        _LIVE.discard(self)
+        return pid
+
     def close(self) -> None:
         """Stop, and delete the data dir unless the caller gave it; the server cannot restart afterwards."""
         self.stop()
@@ -186,7 +210,11 @@ class RedisServer:
         # and an undrained pipe could block the server.
         with self._stderr_file.open("ab") as err:
             self._proc = subprocess.Popen(
-                self._argv(port), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+                self._argv(port),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=self.own_session,
             )
         try:
             self._wait_ready()

@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import redis
 
-from tests.redis_server import RedisFactory
+from tests.redis_server import NO_RETRY, RedisFactory
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _demo(cwd: Path, **extra_env: str) -> str:
+def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXR_")}
-    env["PYTHONPATH"] = str(ROOT)
+    # Wide enough that no table cell wraps: the assertions read whole phrases.
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="200")
     env.update(extra_env)
     done = subprocess.run(
-        [sys.executable, "-m", "reflexr_graph", "demo"],
+        [sys.executable, "-m", "reflexr_graph", "demo", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -27,19 +33,26 @@ def _demo(cwd: Path, **extra_env: str) -> str:
         timeout=200,
     )
     out = done.stdout + done.stderr
-    assert done.returncode == 0, out
+    assert done.returncode == expect, out
     return " ".join(out.split())
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_demo_survives_a_crash_dead_letters_and_replays(tmp_path: Path) -> None:
-    """The demo kills a worker mid-step, dead-letters a poison run, replays it, and every run succeeds."""
+    """The demo kills a worker mid-step, dead-letters a poison run, replays it, and every run succeeds;
+    it names the step that was in flight and explains its table's columns."""
     text = _demo(tmp_path)
-    assert "of the 8 step executions done before the crash, 0 ran again" in text
+    assert "while crash-me's escalate step" in text
+    assert "of the 8 step executions done before the crash (plan:1 classify:6 assess:1), 0 ran again" in text
+    assert "only escalate, the step in flight, ran again (2 times in all)" in text
     assert "poison was dead-lettered after 3 attempts" in text
     assert "its plan step ran 1x" in text
+    assert "3 + 1 after replay" in text, "the summary shows the attempts before and after the replay"
+    assert "saved 5, before map, assess, decide, file and its output at the end" in text
+    assert "poison's classify:12 is 3 documents × 4 attempts" in text
     assert "every run succeeded" in text
+    assert "demo --keep" in text, "a normal run says how to keep its Redis for a look afterwards"
     assert (tmp_path / ".run" / "redis" / "appendonlydir").is_dir(), (
         "the private Redis keeps its AOF in .run/"
     )
@@ -56,3 +69,40 @@ def test_demo_uses_the_redis_that_reflexr_redis_url_names(
     assert "every run succeeded" in text and f"127.0.0.1:{server.port}" in text
     assert not (tmp_path / ".run" / "redis").exists()
     assert server.client().zcard("rg:all") == 8, "the runs were recorded in the given Redis"
+
+
+def _clients(url: str) -> list[str]:
+    with redis.Redis.from_url(url, retry=NO_RETRY, decode_responses=True) as r:
+        return [c.get("name", "") for c in r.client_list()]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_demo_keep_leaves_its_redis_running_with_the_runs(tmp_path: Path) -> None:
+    """--keep: the private Redis outlives the demo, with its runs, its workers gone, and the commands
+    to look at it printed; the next demo refuses to share its data dir until it is stopped."""
+    text = _demo(tmp_path, "--keep")
+    kept = json.loads((tmp_path / ".run" / "redis" / "kept.json").read_text())
+    url, pid = kept["url"], int(kept["pid"])
+    try:
+        assert f"left the demo's Redis running at {url} (redis-server pid {pid}" in text
+        assert f"export REFLEXR_REDIS_URL={url}" in text and f"kill {pid}" in text
+        with redis.Redis.from_url(url, retry=NO_RETRY) as r:
+            assert int(r.info("server")["process_id"]) == pid
+            assert r.zcard("rg:all") == 8, "the kept Redis holds the demo's runs"
+        # Every connection but this one has closed: the workers were stopped.
+        wait_for(lambda: len(_clients(url)) == 1, 30, "only the test's own connection")
+        refused = _demo(tmp_path, expect=1)
+        assert f"still uses {tmp_path.resolve() / '.run' / 'redis'}" in refused and f"kill {pid}" in refused
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)  # as the demo's message says
+    wait_for(lambda: not _answers(url), 20, "the kept Redis to stop")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with redis.Redis.from_url(url, socket_timeout=1.0, retry=NO_RETRY) as r:
+            return bool(r.ping())
+    except redis.ConnectionError:
+        return False

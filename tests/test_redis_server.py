@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import redis
 
 from tests.redis_server import NO_RETRY, RedisFactory, RedisServer
+from tests.waiting import wait_for
 
 
 def config_value(r: redis.Redis, name: str) -> str:
@@ -84,3 +92,52 @@ def test_missing_binary_error_mentions_make_redis(monkeypatch: pytest.MonkeyPatc
             server.start()
     finally:
         server.close()
+
+
+_START_AND_EXIT = """
+import sys
+from reflexr_graph.local_redis import RedisServer
+server = RedisServer(own_session=True).start()
+pid = server.detach() if sys.argv[1] == "detach" else server.pid
+print(server.url, pid, server.dir, flush=True)
+"""
+
+
+def _started_by_a_process_that_exits(how: str) -> tuple[str, int, Path]:
+    done = subprocess.run(
+        [sys.executable, "-c", _START_AND_EXIT, how], capture_output=True, text=True, timeout=60, check=True
+    )
+    url, pid, data_dir = done.stdout.split()
+    return url, int(pid), Path(data_dir)
+
+
+def _answering_pid(url: str) -> int | None:
+    try:
+        with redis.Redis.from_url(url, socket_timeout=1.0, retry=NO_RETRY) as r:
+            return int(r.info("server")["process_id"])
+    except redis.ConnectionError:
+        return None
+
+
+@pytest.mark.timeout(60)
+def test_a_server_is_stopped_when_the_process_that_started_it_exits() -> None:
+    """Without detach, the atexit cleanup stops the server and removes its temporary data dir."""
+    url, _pid, data_dir = _started_by_a_process_that_exits("just-exit")
+    assert _answering_pid(url) is None
+    assert not data_dir.exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_detached_server_outlives_the_process_that_started_it() -> None:
+    """detach() leaves the server running, data dir and all, after its starter exits (demo --keep);
+    own_session made it lead a session of its own, out of reach of the starter's Ctrl-C."""
+    url, pid, data_dir = _started_by_a_process_that_exits("detach")
+    try:
+        assert _answering_pid(url) == pid
+        assert data_dir.is_dir()
+        assert os.getsid(pid) == pid
+    finally:
+        with contextlib.suppress(redis.ConnectionError), redis.Redis.from_url(url, retry=NO_RETRY) as r:
+            r.shutdown(nosave=True)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    wait_for(lambda: _answering_pid(url) is None, 10, "the detached server to shut down")

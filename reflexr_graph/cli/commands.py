@@ -141,7 +141,17 @@ def worker(ctx: typer.Context) -> None:
 
 
 @app.command()
-def demo(ctx: typer.Context) -> None:
+def demo(
+    ctx: typer.Context,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Leave the demo's private Redis running afterwards (the workers still stop) "
+            "and print how to look at its runs and how to stop it.",
+        ),
+    ] = False,
+) -> None:
     """Run the showcase `make run` runs: a crash, a dead letter and a replay on a real fleet."""
     from reflexr_graph.demo import run_demo
 
@@ -149,4 +159,4 @@ def demo(ctx: typer.Context) -> None:
     redis_url = getattr(state, "redis_url", None)
     if redis_url:
         os.environ["REFLEXR_REDIS_URL"] = redis_url  # the demo uses that Redis instead of a private one
-    raise typer.Exit(run_demo())
+    raise typer.Exit(run_demo(keep=keep))

@@ -6,6 +6,7 @@ safe to checkpoint, and the fingerprint that tells a checkpoint from another gra
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -54,6 +55,21 @@ def _warn_unsafe_state(adapter: TypeAdapter[Any], graph_name: str) -> None:
     )
 
 
+def _created_in(action: object) -> str:
+    """Where ``GraphAction(...)`` was called, as ``module, line N``, for messages about this action.
+
+    The first frame outside the constructors of ``action`` (a subclass's ``__init__`` calling
+    ``super().__init__`` is skipped too), so an error can point at the user's code.
+    """
+    frame = inspect.currentframe()
+    frame = frame.f_back if frame is not None else None
+    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is action:
+        frame = frame.f_back
+    if frame is None:  # an interpreter without frame introspection
+        return "an unknown module"
+    return f"{frame.f_globals.get('__name__', '?')}, line {frame.f_lineno}"
+
+
 class GraphAction:
     """A durable graph: checkpointed at safe boundaries, resumed after a crash.
 
@@ -95,6 +111,7 @@ class GraphAction:
         if max_attempts is not None and max_attempts < 1:
             raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
         self.graph = graph
+        self.created_in = _created_in(self)
         self.max_attempts = max_attempts
         self.deps = deps
         self.state_adapter = _required_adapter(graph.state_type, "state", self.name)

@@ -52,6 +52,9 @@ class _Saver:
     ctx: AttemptContext
     seq: int
     skips: SkipTally
+    span: trace.Span
+    """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
+    pydantic-graph's ``run graph`` span, when the graph emits it."""
     inputs_ok: bool = True
 
     def prepare(self, inputs: Any) -> None:
@@ -105,7 +108,7 @@ class _Saver:
         # A finished checkpoint restores only the output, so it holds no state: a state that
         # would not read back must not stop the output from being kept.
         payload = self.action.checkpoints.encode(seq=self.seq + 1, output=output_json, finished=True)
-        trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq + 1)
+        self.span.set_attribute(tracing.ATTR_SEQ, self.seq + 1)
         return Finished(json.loads(output_json), payload, self.seq + 1)
 
     def _save(self, payload: str, next_node: str) -> None:
@@ -117,20 +120,17 @@ class _Saver:
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
-        trace.get_current_span().set_attribute(tracing.ATTR_SEQ, self.seq)
-        trace.get_current_span().add_event(
-            tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node}
-        )
+        self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
+        self.span.add_event(tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node})
 
 
 def _load(
-    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any
+    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, span: trace.Span, inputs: Any
 ) -> Restored | Discarded | None:
     payload = port.load_checkpoint(ctx.run_id)
     if payload is None:
         return None
     restored = action.checkpoints.decode(payload, run_inputs=inputs)
-    span = trace.get_current_span()
     if isinstance(restored, Discarded):
         attrs = {tracing.ATTR_DISCARD_REASON: restored.reason.value}
         if restored.error:
@@ -171,18 +171,26 @@ async def run_attempt(
     }
     tally = skips if skips is not None else SkipTally(action.name, ctx.run_id)
     parent = tracing.run_trace_parent(ctx.trace_context)
-    with tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs):
+    with tracing.TRACER.start_as_current_span(
+        tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
+    ) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
         try:
-            return await _drive(action, port, ctx, inputs, state, tally)
+            return await _drive(action, port, ctx, span, inputs, state, tally)
         finally:
             reset_current(token)
 
 
 async def _drive(
-    action: GraphAction, port: CheckpointPort, ctx: AttemptContext, inputs: Any, state: Any, skips: SkipTally
+    action: GraphAction,
+    port: CheckpointPort,
+    ctx: AttemptContext,
+    span: trace.Span,
+    inputs: Any,
+    state: Any,
+    skips: SkipTally,
 ) -> Finished:
-    restored = _load(action, port, ctx, inputs)
+    restored = _load(action, port, ctx, span, inputs)
     seq = restored.seq if restored is not None else 0
     if isinstance(restored, Restored) and restored.finished:
         log.info(
@@ -197,7 +205,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, skips)
+    saver = _Saver(action, port, ctx, seq, skips, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

@@ -214,7 +214,13 @@ StepWrapper = Callable[[str, Callable[[Any], Awaitable[Any]]], Callable[[Any], A
 
 
 def with_wrapped_steps(graph: AnyGraph, wrap: StepWrapper) -> AnyGraph:
-    """A copy of ``graph`` whose steps run through ``wrap(node_id, call)``; the user's graph is untouched."""
+    """A copy of ``graph`` whose steps run through ``wrap(node_id, call)``; the user's graph is untouched.
+
+    The copy keeps the graph's ``auto_instrument``: a graph that emits pydantic-graph's own
+    ``run graph {name}`` and ``run node {id}`` spans (its default, which Logfire users see) still
+    does when run durably, nested under the attempt's ``invoke_workflow`` span. ``wrap`` runs
+    inside ``run node``, so a step's ``execute_step`` span is that span's child.
+    """
     nodes: dict[NodeID, Any] = {}
     for node_id, node in graph.nodes.items():
         if isinstance(node, Step):
@@ -223,7 +229,7 @@ def with_wrapped_steps(graph: AnyGraph, wrap: StepWrapper) -> AnyGraph:
             nodes[node_id] = clone
         else:
             nodes[node_id] = node
-    return dataclasses.replace(graph, nodes=nodes, auto_instrument=False)
+    return dataclasses.replace(graph, nodes=nodes)
 
 
 def is_quiescent(run: AnyRun, batch: object) -> bool:

@@ -1,9 +1,11 @@
-"""The processes the demo starts and always stops: a private Redis and worker subprocesses."""
+"""The processes the demo starts and stops: worker subprocesses always, a private Redis unless kept."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,9 +13,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reflexr_graph.local_redis import RedisServer
+import redis
+
+from reflexr_graph.errors import ReflexrError
+from reflexr_graph.local_redis import NO_RETRY, RedisServer
 
 RUN_DIR = Path(".run")
+KEPT_FILE = "kept.json"
+"""In the private Redis's data dir: the pid and URL of a server ``demo --keep`` left running."""
 
 
 @dataclass
@@ -99,12 +106,49 @@ def worker_env(redis_url: str, overrides: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+class KeptRedisRunning(ReflexrError):
+    """A Redis that an earlier ``demo --keep`` left running still uses the demo's data dir."""
+
+
+def _kept_server(data_dir: Path) -> tuple[int, str] | None:
+    """The pid and URL of a Redis kept in ``data_dir`` that still answers as that process, if any."""
+    try:
+        kept = json.loads((data_dir / KEPT_FILE).read_text())
+        pid, url = int(kept["pid"]), str(kept["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        with redis.Redis.from_url(url, socket_timeout=1.0, retry=NO_RETRY) as r:
+            answering = int(r.info("server")["process_id"])
+    except (redis.RedisError, OSError):
+        return None
+    # The pid check guards against another server that took the port since.
+    return (pid, url) if answering == pid else None
+
+
 @contextlib.contextmanager
-def private_redis() -> Iterator[RedisServer]:
-    """The embedded default: a redis-server with AOF on, its data under .run/redis, on a free port."""
-    server = RedisServer(appendonly=True, appendfsync="everysec", data_dir=RUN_DIR.resolve() / "redis")
+def private_redis(*, keep: bool = False) -> Iterator[RedisServer]:
+    """The embedded default: a redis-server with AOF on, its data under .run/redis, on a free port.
+
+    Every demo starts it empty, so what ``--keep`` leaves holds that demo's runs only. It runs in
+    a session of its own, so a Ctrl-C reaches the demo, which then stops it, or with ``keep``
+    leaves it running and records it in .run/redis/kept.json.
+    """
+    data_dir = RUN_DIR.resolve() / "redis"
+    kept = _kept_server(data_dir)
+    if kept is not None:
+        raise KeptRedisRunning(
+            f"a Redis left running by `reflexr-graph demo --keep` still uses {data_dir} ({kept[1]}, "
+            f"pid {kept[0]}); stop it first with: kill {kept[0]}"
+        )
+    shutil.rmtree(data_dir, ignore_errors=True)
+    server = RedisServer(appendonly=True, appendfsync="everysec", data_dir=data_dir, own_session=True)
     server.start()
     try:
         yield server
     finally:
-        server.close()
+        if keep and server.running:
+            pid = server.detach()
+            (data_dir / KEPT_FILE).write_text(json.dumps({"pid": pid, "url": server.url}))
+        else:
+            server.close()

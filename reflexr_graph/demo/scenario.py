@@ -26,6 +26,12 @@ class RunSpec:
     role: str = "ordinary"
     run_id: str = ""
     notes: list[str] = field(default_factory=list)
+    attempts_before_replay: int = 0
+    """Attempts a dead-lettered run used before its replay, which starts a fresh count."""
+
+    @property
+    def documents(self) -> int:
+        return len(self.inputs["documents"])
 
 
 def _documents(start: int, count: int) -> list[dict[str, str]]:

@@ -1,8 +1,9 @@
-"""What the demo shows: a live table of runs, and the closing summary."""
+"""What the demo shows: a live table of runs, and the closing summary with its legend."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from rich.console import Group
 from rich.table import Table
@@ -24,6 +25,11 @@ STYLE = {
 
 def _status(info: RunInfo) -> Text:
     return Text(info.status.value, style=STYLE[info.status])
+
+
+def step_counts(executions: Mapping[str, int]) -> str:
+    """``plan:1 classify:6 assess:1``, in the graph's order."""
+    return " ".join(f"{k}:{executions[k]}" for k in STEP_ORDER if k in executions)
 
 
 def live_view(
@@ -48,15 +54,24 @@ def live_view(
     return Group(table, Text(line, style="bold"))
 
 
+def _attempts(spec: RunSpec, info: RunInfo) -> str:
+    if spec.attempts_before_replay:
+        return f"{spec.attempts_before_replay} + {info.attempts} after replay"
+    return str(info.attempts)
+
+
 def summary(specs: list[RunSpec], infos: dict[str, RunInfo], executions: dict[str, dict[str, int]]) -> Table:
     table = Table(title="summary", title_justify="left")
     for column in ("run", "status", "attempts", "checkpoints", "step executions", "notes"):
         table.add_column(column)
     for spec in specs:
         info = infos[spec.run_id]
-        done = executions.get(spec.run_id, {})
-        steps = " ".join(f"{k}:{done[k]}" for k in STEP_ORDER if k in done)
         table.add_row(
-            spec.label, _status(info), str(info.attempts), str(info.checkpoints), steps, "; ".join(spec.notes)
+            spec.label,
+            _status(info),
+            _attempts(spec, info),
+            str(info.checkpoints),
+            step_counts(executions.get(spec.run_id, {})),
+            "; ".join(spec.notes),
         )
     return table

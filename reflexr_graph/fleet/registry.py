@@ -76,12 +76,14 @@ def resolve(ref: str) -> GraphAction:
 def build_registry(refs: Iterable[str], actions: Iterable[GraphAction] = ()) -> Registry:
     """Resolve every reference and add ``actions``; two different graphs under one name is an error.
 
-    The same GraphAction listed twice (say, an example also named in REFLEXR_GRAPHS) is kept once.
+    The same GraphAction listed twice (say, in REFLEXR_GRAPHS and in ``actions``) is kept once. A
+    conflict names both sources: a reference as written, an action by where it was created.
     """
     registry: Registry = {}
     sources: dict[str, str] = {}
-    entries: list[tuple[str, GraphAction]] = [(ref, resolve(ref)) for ref in refs]
-    entries += [(f"{type(a).__module__}.{a.name}", a) for a in actions]
+    entries: list[tuple[str, GraphAction]] = [(repr(ref.strip()), resolve(ref)) for ref in refs]
+    # An action passed in code has no reference string; name where it was created instead.
+    entries += [(f"GraphAction(...) in {a.created_in}", a) for a in actions]
     for source, action in entries:
         existing = registry.get(action.name)
         if existing is None:
@@ -89,7 +91,7 @@ def build_registry(refs: Iterable[str], actions: Iterable[GraphAction] = ()) -> 
             sources[action.name] = source
         elif existing is not action:
             raise SettingsError(
-                f"two graphs are named {action.name!r} ({sources[action.name]!r} and {source!r}); "
+                f"two graphs are named {action.name!r} ({sources[action.name]} and {source}); "
                 "give one of them another name with GraphAction(graph, name=...)"
             )
     return registry

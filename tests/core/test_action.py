@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -26,6 +27,18 @@ def test_graph_without_a_name_is_refused() -> None:
     with pytest.raises(GraphDefinitionError, match="no name"):
         GraphAction(_tiny(name=None))
     assert GraphAction(_tiny(name=None), name="given").name == "given"
+
+
+class _Named(GraphAction):
+    def __init__(self, graph: Any) -> None:
+        super().__init__(graph, name="named")
+
+
+def test_an_action_knows_the_module_and_line_that_created_it() -> None:
+    """created_in points at the caller, past a subclass's constructor: registry errors cite it."""
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    plain, sub = GraphAction(_tiny()), _Named(_tiny())
+    assert plain.created_in == sub.created_in == f"{__name__}, line {line}"
 
 
 def test_not_a_graph_is_refused() -> None:

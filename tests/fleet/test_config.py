@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import ssl
+from pathlib import Path
 
 import pytest
 
@@ -140,8 +141,22 @@ def test_registry_rejects_two_graphs_with_one_name() -> None:
     assert "tests.fleet.refs.good:same_name" in str(err.value)
 
 
+def test_a_conflict_with_an_action_passed_in_code_names_where_it_was_created() -> None:
+    """An action given to build_registry in code has no reference: the error names the module and
+    line that created it (not a made-up path such as reflexr_graph.core.action.doubler)."""
+    line = next(
+        n
+        for n, text in enumerate(Path(good.__file__).read_text().splitlines(), 1)
+        if text.startswith("same_name")
+    )
+    with pytest.raises(SettingsError, match="two graphs are named 'doubler'") as err:
+        build_registry(["tests.fleet.refs.good:action"], [good.same_name])
+    assert "('tests.fleet.refs.good:action' and " in str(err.value)
+    assert f"GraphAction(...) in tests.fleet.refs.good, line {line})" in str(err.value)
+
+
 def test_registry_keeps_the_same_action_listed_twice_once() -> None:
-    """The same GraphAction named twice (say, an example also in REFLEXR_GRAPHS) is not a conflict."""
+    """The same GraphAction named twice (in REFLEXR_GRAPHS and passed in code) is not a conflict."""
     registry = build_registry(["tests.fleet.refs.good:action", "tests.fleet.refs.good:bare"], [good.action])
     assert sorted(registry) == ["bare", "doubler"]
     assert registry["doubler"] is good.action

@@ -18,21 +18,35 @@ from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests.fleet.conftest import ROOT, Fleet, Worker, executions, open_gate
 from tests.waiting import wait_for
+from workers.examples import TRIAGE
 
 RUN_WORKER = (
     "import sys; from reflexr_graph.fleet.worker import run_worker; sys.exit(run_worker(sys.argv[1:]))"
 )
 
 
-def test_workers_app_loads_settings_graphs_and_examples(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``celery -A workers`` finds ``workers.app``: the REFLEXR_GRAPHS graphs plus the triage example."""
-    monkeypatch.setenv("REFLEXR_GRAPHS", "tests.fleet.graphs:steps")
+def _registry_of_workers_app(graphs: str) -> str:
     out = subprocess.run(
         [sys.executable, "-c", "import workers; print(sorted(workers.app.reflexr_registry))"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "REFLEXR_GRAPHS": graphs},
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['steps', 'triage']"
+    return out.stdout.strip()
+
+
+def test_workers_app_loads_only_the_graphs_of_reflexr_graphs() -> None:
+    """``celery -A workers`` finds ``workers.app``, which runs the REFLEXR_GRAPHS graphs and nothing
+    else: the bundled triage example is not published, so a user's own graph may be named triage."""
+    assert _registry_of_workers_app("tests.fleet.graphs:steps,tests.fleet.refs.triage:triage") == (
+        "['steps', 'triage']"
+    )
+    assert _registry_of_workers_app("tests.fleet.graphs:steps") == "['steps']"
+
+
+def test_workers_app_loads_the_examples_when_asked() -> None:
+    """The examples load like any graph, when REFLEXR_GRAPHS names them (as the demo does)."""
+    assert _registry_of_workers_app(f"tests.fleet.graphs:steps,{TRIAGE}") == "['steps', 'triage']"
 
 
 def test_bad_graph_reference_stops_the_worker_with_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,9 +1,10 @@
-"""Example graphs every worker of the deployable app loads, alongside ``REFLEXR_GRAPHS``."""
+"""Example graphs, loaded only by a worker whose ``REFLEXR_GRAPHS`` names them.
 
-from reflexr_graph import GraphAction
-from workers.examples import triage as _triage
+``reflexr-graph demo`` starts its workers with ``REFLEXR_GRAPHS=workers.examples.triage:triage``;
+to try the example on a fleet of your own, add that reference to its ``REFLEXR_GRAPHS``.
+"""
 
-EXAMPLES: tuple[GraphAction, ...] = (_triage.triage,)
-"""Each example's GraphAction; the modules (``workers.examples.triage``) hold their demo helpers."""
+TRIAGE = "workers.examples.triage:triage"
+"""The ``REFLEXR_GRAPHS`` reference of the document-triage example."""
 
-__all__ = ["EXAMPLES"]
+__all__ = ["TRIAGE"]

@@ -1,0 +1,69 @@
+"""The legend under the demo's summary: what its columns count, with this run's own numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.table import Table
+from rich.text import Text
+
+from reflexr_graph.demo.scenario import RunSpec
+from reflexr_graph.model import RunInfo
+
+
+def _attempts(specs: Sequence[RunSpec]) -> str:
+    text = "Deliveries of the run to a worker; one SIGKILLed with its worker counts too."
+    replayed = [s for s in specs if s.attempts_before_replay]
+    for spec in replayed:
+        text += (
+            f" A dlq replay starts a fresh budget of attempts, so {spec.label} shows the "
+            f"{spec.attempts_before_replay} it used before its replay + those after it."
+        )
+    return text
+
+
+def _checkpoints(example: RunSpec, saved_before: Sequence[str]) -> str:
+    nodes = [n for n in saved_before if n]
+    output = " and its output at the end" if "" in saved_before else ""
+    return (
+        f"Saves of the run's progress in Redis, one round trip each: {example.label} saved "
+        f"{len(saved_before)}, before {', '.join(nodes)}{output}. map is the fork that starts one "
+        "classify per document; decide picks escalate (urgent) or file (routine). A retry resumes "
+        "from the latest checkpoint, so only the step in flight runs again."
+    )
+
+
+def _executions(
+    specs: Sequence[RunSpec], infos: Mapping[str, RunInfo], done: Mapping[str, Mapping[str, int]]
+) -> str:
+    sizes = sorted(s.documents for s in specs)
+    text = (
+        "How many times each step's code ran, over every attempt and worker (the triage example "
+        "counts them in Redis). classify is a map step: it runs once per document, and these runs "
+        f"have {sizes[0]} to {sizes[-1]} documents. A failure inside the map reruns all of its branches"
+    )
+    for spec in (s for s in specs if s.attempts_before_replay):
+        attempts = spec.attempts_before_replay + infos[spec.run_id].attempts
+        classify = done.get(spec.run_id, {}).get("classify", 0)
+        if classify == spec.documents * attempts:
+            text += (
+                f": {spec.label}'s classify:{classify} is {spec.documents} documents × {attempts} attempts"
+            )
+    return text + "."
+
+
+def legend(
+    specs: Sequence[RunSpec],
+    infos: Mapping[str, RunInfo],
+    done: Mapping[str, Mapping[str, int]],
+    saved_before: Sequence[str],
+) -> Table:
+    """Three rows, one per counting column. ``saved_before``: the first run's checkpoints, by next node
+    ("" for the output checkpoint)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column()
+    grid.add_row("attempts", Text(_attempts(specs)))
+    grid.add_row("checkpoints", Text(_checkpoints(specs[0], saved_before)))
+    grid.add_row("step executions", Text(_executions(specs, infos, done)))
+    return grid

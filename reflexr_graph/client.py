@@ -137,7 +137,17 @@ class Client:
             trace_context=current_trace_context(),
         )
         if created:
-            send_run(self.app, run_id, graph, inputs, state, idempotency_key)
+            try:
+                send_run(self.app, run_id, graph, inputs, state, idempotency_key)
+            except errors.StoreUnavailable as exc:
+                # The run is recorded and due: whoever retries must know it may run anyway.
+                raise type(exc)(
+                    f"{exc}; run {run_id} is recorded and a worker sends it within "
+                    f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (enqueue again with the same "
+                    "idempotency key to get the same run)",
+                    endpoint=exc.endpoint,
+                    kind=exc.kind,
+                ) from exc
         return run_id
 
     # -- reads ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.store import keys
-from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.redis_store import RedisStore, translate_errors
 
 GRAPHS = keys.GRAPHS
 """Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
@@ -64,6 +64,7 @@ def _text(value: object) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+@translate_errors
 def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAction]) -> list[str]:
     """Publish each graph's schema entry; returns the names whose entry was written.
 
@@ -84,6 +85,7 @@ def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAct
     return written
 
 
+@translate_errors
 def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     """The published entry of graph ``name``; UnknownGraph when no worker published it."""
     raw = _client(store_or_redis).hget(GRAPHS, name)
@@ -96,6 +98,7 @@ def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     return GraphSchema.model_validate_json(_text(raw))
 
 
+@translate_errors
 def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
     """Every published graph, by name."""
     raw: dict[Any, Any] = _client(store_or_redis).hgetall(GRAPHS)

@@ -31,6 +31,7 @@ from reflexr_graph.store.records import (
     text_map,
 )
 from reflexr_graph.store.scripts import Scripts
+from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -133,8 +134,11 @@ class RedisStore:
         """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
 
         Timeouts keep a dead server from hanging a worker; the health check replaces
-        connections that a NAT or proxy silently dropped while idle.
+        connections that a NAT or proxy silently dropped while idle. A TLS handshake counts
+        as connecting (``store/tls.py``).
         """
+        if url.startswith("rediss://"):
+            client_kw.setdefault("connection_class", HandshakeBoundSSLConnection)
         client = redis.Redis.from_url(
             url,
             socket_timeout=socket_timeout,

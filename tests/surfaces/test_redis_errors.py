@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from reflexr_graph import errors, schemas
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.store import RedisStore
+from tests.redis_server import RedisFactory
 from tests.surfaces.conftest import PASSWORD
 from tests.surfaces.graphs import ACTIONS
 
@@ -79,3 +82,23 @@ def test_broker_publish_failures_are_translated(redis_url: str, dead_url: str, q
         assert [info.status for info in live_store.list_runs()] == ["queued"]
     finally:
         client.close()
+
+
+@pytest.mark.timeout(30)
+def test_tls_handshake_is_bounded_by_the_connect_timeout(private_redis: RedisFactory) -> None:
+    """rediss:// to a plain Redis port: the server never answers the TLS hello. The handshake
+    is part of connecting, so it fails after the connect timeout (1s here), not the read
+    timeout (longer than this test may run)."""
+    server = private_redis()
+    store = RedisStore.from_url(
+        f"rediss://127.0.0.1:{server.port}/0",
+        socket_connect_timeout=1.0,
+        socket_timeout=120.0,
+        retry=Retry(NoBackoff(), 0),
+    )
+    try:
+        with pytest.raises(errors.StoreUnavailable, match="use redis://") as caught:
+            store.ping()
+        assert caught.value.kind == "tls_mismatch"
+    finally:
+        store.close()

@@ -6,9 +6,25 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 import typer
+from redis import exceptions as redis_errors
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.store.redis_store import RedisStore
+
+CONNECT_TIMEOUT_S = 2.0
+"""The CLI's TCP connect and TLS handshake limit: a wrong host, port or TLS setting shows in
+seconds. (Workers wait longer: they must ride out a blip, a person at a terminal need not.)"""
+_RETRY = Retry(
+    ExponentialWithJitterBackoff(base=0.05, cap=0.5),
+    1,
+    # A dropped connection is worth one quick retry; a timeout already took seconds, and
+    # retrying it would only double the wait before the error says what to fix.
+    supported_errors=(redis_errors.ConnectionError,),
+)
+
 
 app = typer.Typer(
     name="reflexr-graph",
@@ -33,7 +49,15 @@ class CliState:
     def client(self) -> Client:
         if self._client is None:
             overrides = {"redis_url": self.redis_url} if self.redis_url else {}
-            self._client = Client(load_settings(**overrides))
+            settings = load_settings(**overrides)
+            store = RedisStore.from_url(
+                settings.redis_url,
+                run_retention_s=settings.run_retention_s,
+                dead_retention_s=settings.dead_retention_s,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                retry=_RETRY,
+            )
+            self._client = Client(settings, store=store)
         return self._client
 
     def close(self) -> None:
@@ -60,6 +84,9 @@ def _global(
             show_default=False,
         ),
     ] = None,
+    _debug: Annotated[
+        bool, typer.Option("--debug", help="On an error, also print its traceback (for bug reports).")
+    ] = False,
 ) -> None:
     state = CliState(redis_url=redis_url)
     ctx.obj = state

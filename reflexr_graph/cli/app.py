@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Annotated
 
 import typer
@@ -32,7 +33,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Plain click help: typer's rich panels print a type placeholder even for flags (`--help <bool>`).
+    rich_markup_mode=None,
 )
 dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
@@ -73,6 +75,12 @@ def client_of(ctx: typer.Context) -> Client:
     return state.client
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"reflexr-graph {version('reflexr-graph')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     ctx: typer.Context,
@@ -80,10 +88,15 @@ def _global(
         str | None,
         typer.Option(
             "--redis-url",
+            metavar="URL",
             help="Redis URL of the fleet; overrides REFLEXR_REDIS_URL.",
             show_default=False,
         ),
     ] = None,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
     _debug: Annotated[
         bool, typer.Option("--debug", help="On an error, also print its traceback (for bug reports).")
     ] = False,
@@ -95,8 +108,13 @@ def _global(
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-GraphOpt = Annotated[str | None, typer.Option("--graph", "-g", help="Only runs of this graph.")]
-ReasonOpt = Annotated[str | None, typer.Option("--reason", "-r", help="Only runs dead for this reason.")]
+GraphOpt = Annotated[
+    str | None, typer.Option("--graph", "-g", metavar="GRAPH", help="Only runs of this graph.")
+]
+ReasonOpt = Annotated[
+    str | None, typer.Option("--reason", "-r", metavar="REASON", help="Only runs dead for this reason.")
+]
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
 
 
 def confirm(question: str, yes: bool) -> None:

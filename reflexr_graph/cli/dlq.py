@@ -10,11 +10,21 @@ from rich.progress import Progress
 
 from reflexr_graph import errors
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import GraphOpt, JsonOpt, ReasonOpt, YesOpt, client_of, confirm, dlq_app
+from reflexr_graph.cli.app import (
+    GraphOpt,
+    JsonOpt,
+    ReasonOpt,
+    RunArg,
+    YesOpt,
+    client_of,
+    confirm,
+    dlq_app,
+)
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
 from reflexr_graph.client import Client
 
-RunsArg = Annotated[list[str] | None, typer.Argument(metavar="[RUN]...", help="Run ids.", show_default=False)]
+# metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
+RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason).")]
 
 
@@ -27,11 +37,7 @@ def list_(
 
 
 @dlq_app.command()
-def show(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-    as_json: JsonOpt = False,
-) -> None:
+def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
     """Show a dead run: its error, traceback, attempts and the node its checkpoint resumes at."""
     client = client_of(ctx)
     info = client.get(run_id)

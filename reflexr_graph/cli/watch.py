@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
 import typer
 from rich.live import Live
@@ -11,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import app, client_of
+from reflexr_graph.cli.app import RunArg, app, client_of
 from reflexr_graph.model import TERMINAL, RunInfo, Status
 from reflexr_graph.store.records import RunEvent
 
@@ -35,10 +34,7 @@ def _view(info: RunInfo, last: RunEvent | None, started: float) -> Panel:
 
 
 @app.command()
-def watch(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-) -> None:
+def watch(ctx: typer.Context, run_id: RunArg) -> None:
     """Follow a run live (steps done, current node, attempts) until it ends."""
     client = client_of(ctx)
     started = time.monotonic()

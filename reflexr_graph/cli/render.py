@@ -79,25 +79,59 @@ def _plain(value: str) -> str:
     return value.replace("[", r"\[")
 
 
+def short_when(epoch_s: float) -> str:
+    """An epoch time as ``MM-DD HH:MM`` UTC, for tables where the width is short."""
+    if not epoch_s:
+        return "-"
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%m-%d %H:%M")
+
+
+_CELL_PAD = 3
+"""Width a column adds besides its text: padding on both sides and a border."""
+
+
+def _fitting(columns: list[tuple[str, list[str]]], required: int, width: int) -> list[int]:
+    """Indexes of the columns to show: the first ``required`` always, then each that still fits."""
+    need = [max(len(name), *(len(v) for v in values)) + _CELL_PAD for name, values in columns]
+    chosen = list(range(required))
+    used = sum(need[:required]) + 1
+    for index in range(required, len(columns)):
+        if used + need[index] <= width:
+            chosen.append(index)
+            used += need[index]
+    return chosen
+
+
 def run_table(runs: list[RunInfo], title: str) -> None:
-    """Runs, one a row."""
+    """Runs, one a row. Run ids never wrap, so they can be copied; on a narrow terminal the
+    columns that do not fit are left out (``--json`` has every field)."""
     if not runs:
         out.print(f"no {title}")
         return
+    columns: list[tuple[str, list[str]]] = [
+        ("run", [i.run_id for i in runs]),
+        ("status", [i.status.value for i in runs]),
+        ("graph", [i.graph for i in runs]),
+        ("updated", [short_when(i.updated_at) for i in runs]),
+        ("attempts", [f"{i.attempts}/{i.max_attempts}" for i in runs]),
+        ("reason", [i.reason or "-" for i in runs]),
+        ("next node", [i.next_node or "-" for i in runs]),
+    ]
+    chosen = _fitting(columns, required=3, width=out.width)
     table = Table(title=title)
-    for column in ("run", "graph", "status", "attempts", "next node", "reason", "updated"):
-        table.add_column(column, overflow="fold")
-    for info in runs:
-        table.add_row(
-            info.run_id,
-            _plain(info.graph),
-            status_text(info.status),
-            f"{info.attempts}/{info.max_attempts}",
-            _plain(info.next_node or "-"),
-            _plain(info.reason or "-"),
-            when(info.updated_at),
-        )
+    for index in chosen:
+        name = columns[index][0]
+        if name == "run":
+            table.add_column(name, no_wrap=True, min_width=max(len(v) for v in columns[index][1]))
+        else:
+            table.add_column(name, overflow="ellipsis" if name == "graph" else "fold")
+    for row, info in enumerate(runs):
+        cells = [status_text(info.status) if i == 1 else _plain(columns[i][1][row]) for i in chosen]
+        table.add_row(*cells)
     out.print(table)
+    if len(chosen) < len(columns):
+        left_out = ", ".join(columns[i][0] for i in range(len(columns)) if i not in chosen)
+        err.print(f"({left_out} left out to fit {out.width} columns; --json has every field)", markup=False)
 
 
 def event_table(events: list[RunEvent], run_id: str) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
@@ -91,12 +92,12 @@ def runs(
 
 @app.command()
 def history(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
-    """Show a run's events, oldest first."""
+    """Show a run's events, oldest first, with how long each step took."""
     events = client_of(ctx).history(run_id)
     if as_json:
         render.print_json([render.event_json(e) for e in events])
     else:
-        render.event_table(events, run_id)
+        history_view.show(events, run_id)
 
 
 @app.command()

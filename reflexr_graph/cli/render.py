@@ -71,12 +71,22 @@ def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
     if info.status is Status.SUCCEEDED:
         rows.append(("output", json.dumps(info.output)))
     for key, value in [*rows, *extra]:
-        table.add_row(key, value if key == "status" else _plain(value))
+        table.add_row(key, value if key == "status" else plain(value))
     out.print(table)
 
 
-def _plain(value: str) -> str:
+def plain(value: str) -> str:
+    """``value`` printed as is, not read as rich markup."""
     return value.replace("[", r"\[")
+
+
+def size(n_bytes: int) -> str:
+    """``512 B``, ``1.2 kB``, ``3.4 MB``."""
+    if n_bytes < 1000:
+        return f"{n_bytes} B"
+    if n_bytes < 1_000_000:
+        return f"{n_bytes / 1000:.1f} kB"
+    return f"{n_bytes / 1_000_000:.1f} MB"
 
 
 def short_when(epoch_s: float) -> str:
@@ -126,23 +136,12 @@ def run_table(runs: list[RunInfo], title: str) -> None:
         else:
             table.add_column(name, overflow="ellipsis" if name == "graph" else "fold")
     for row, info in enumerate(runs):
-        cells = [status_text(info.status) if i == 1 else _plain(columns[i][1][row]) for i in chosen]
+        cells = [status_text(info.status) if i == 1 else plain(columns[i][1][row]) for i in chosen]
         table.add_row(*cells)
     out.print(table)
     if len(chosen) < len(columns):
         left_out = ", ".join(columns[i][0] for i in range(len(columns)) if i not in chosen)
         err.print(f"({left_out} left out to fit {out.width} columns; --json has every field)", markup=False)
-
-
-def event_table(events: list[RunEvent], run_id: str) -> None:
-    """A run's events, oldest first."""
-    table = Table(title=f"history of {run_id}")
-    for column in ("at", "event", "details"):
-        table.add_column(column, overflow="fold")
-    for event in events:
-        details = ", ".join(f"{k}={v}" for k, v in sorted(event.fields.items()) if v != "")
-        table.add_row(when(event.at), event.type, _plain(details))
-    out.print(table)
 
 
 def graph_table(graphs: list[GraphSchema]) -> None:
@@ -156,10 +155,10 @@ def graph_table(graphs: list[GraphSchema]) -> None:
     for entry in graphs:
         fields = ", ".join(entry.inputs.get("properties", {})) or entry.inputs.get("type", "-")
         table.add_row(
-            _plain(entry.name),
+            plain(entry.name),
             entry.fingerprint[:16],
             str(entry.max_attempts or "default"),
-            _plain(str(fields)),
+            plain(str(fields)),
             when(entry.published_at),
         )
     out.print(table)

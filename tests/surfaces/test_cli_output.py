@@ -4,6 +4,7 @@ placeholders, readable history, a cut-short status, a watch that ends its line."
 from __future__ import annotations
 
 import functools
+import json
 import re
 import subprocess
 import uuid
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from importlib.metadata import version
 
 import pytest
+import redis
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -103,3 +105,39 @@ def test_run_ids_stay_whole_at_80_columns(
     assert re.search(rf"\b{dead}\b", listed.stdout), listed.stdout
     wide = cli_at(200, "runs")
     assert "next node" in wide.stdout and wide.stderr == ""
+
+
+def _run_with_a_retry(store: RedisStore, run_id: str, delay_ms: int) -> None:
+    """A run whose first attempt saved two checkpoints, then failed and waits for its retry."""
+    store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+    ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000, worker="w1@host").context()
+    store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2")
+    store.save_checkpoint(ctx, '{"a": 2}', seq=2, next_node="s3")
+    store.fail(
+        ctx,
+        error_type="ValueError",
+        message="broke",
+        traceback=None,
+        reason="step_failed",
+        permanent=False,
+        retry_delay_ms=delay_ms,
+    )
+
+
+def test_history_shows_times_and_step_durations(
+    cli80: Cli, store: RedisStore, redis_client: redis.Redis
+) -> None:
+    run_id = str(uuid.uuid4())
+    _run_with_a_retry(store, run_id, delay_ms=5_000)
+    due_at_ms = next(e.fields["due_at"] for e in store.events(run_id) if e.type == "run_retrying")
+    result = cli80("history", run_id)
+    assert result.returncode == 0, result.stderr
+    _fits(result.stdout)
+    assert due_at_ms not in result.stdout, "an epoch-ms field is shown as a time"
+    assert "(in 5.0s)" in result.stdout
+    assert re.search(r"\b\d\d:\d\d:\d\d\.\d{3}\b", result.stdout)
+    # Each checkpoint, and the failure, shows how long the step(s) before it took.
+    timed = re.findall(r"(\d+ms|\d+\.\d+s)\s+(run_progressed|attempt_failed)", result.stdout)
+    assert [kind for _took, kind in timed] == ["run_progressed", "run_progressed", "attempt_failed"]
+    raw = json.loads(cli80("history", run_id, "--json").stdout)
+    assert any(e["fields"].get("due_at") == due_at_ms for e in raw), "--json keeps the raw fields"

@@ -115,6 +115,7 @@ ReasonOpt = Annotated[
     str | None, typer.Option("--reason", "-r", metavar="REASON", help="Only runs dead for this reason.")
 ]
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
+FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]
 
 
 def confirm(question: str, yes: bool) -> None:

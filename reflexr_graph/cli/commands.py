@@ -9,7 +9,7 @@ import typer
 
 from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.model import RunInfo, Status
 
@@ -67,13 +67,13 @@ def enqueue(
 
 
 @app.command()
-def status(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
-    """Show one run."""
+def status(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
+    """Show one run (a long output or error is cut short unless --full; --json never cuts)."""
     info = client_of(ctx).get(run_id)
     if as_json:
         render.print_json(render.run_json(info))
     else:
-        render.run_detail(info)
+        render.run_detail(info, full=full)
 
 
 @app.command()

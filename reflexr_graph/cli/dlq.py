@@ -11,6 +11,7 @@ from rich.progress import Progress
 from reflexr_graph import errors
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import (
+    FullOpt,
     GraphOpt,
     JsonOpt,
     ReasonOpt,
@@ -37,7 +38,7 @@ def list_(
 
 
 @dlq_app.command()
-def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
     """Show a dead run: its error, traceback, attempts and the node its checkpoint resumes at."""
     client = client_of(ctx)
     info = client.get(run_id)
@@ -49,7 +50,7 @@ def show(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
     resume = "start (no checkpoint)"
     if ckpt is not None:
         resume = f"{ckpt['next_node'] or '-'} (checkpoint #{ckpt['seq']}, {ckpt['size']} bytes)"
-    render.run_detail(info, [("resumes at", resume)])
+    render.run_detail(info, [("resumes at", resume)], full=full, command="dlq show")
     if tb:
         render.out.rule("traceback of the last failed attempt")
         render.out.print(tb, markup=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,10 +52,46 @@ def event_json(event: RunEvent) -> dict[str, Any]:
     return {"id": event.id, "type": event.type, "at": event.at, "fields": event.fields}
 
 
-def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
-    """One run as a two-column table."""
+OUTPUT_LINES = 40
+"""Lines of a run's output (or error) `status` shows before cutting it short; --full shows all."""
+OUTPUT_CHARS = 4000
+"""And characters: one long line of JSON is as unreadable as hundreds of short ones."""
+
+
+@dataclass(frozen=True)
+class Clipped:
+    text: str
+    hidden_lines: int
+    hidden_chars: int
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.hidden_lines or self.hidden_chars)
+
+
+def clip(text: str, max_lines: int = OUTPUT_LINES, max_chars: int = OUTPUT_CHARS) -> Clipped:
+    """The start of ``text``, at most ``max_lines`` lines and ``max_chars`` characters."""
+    lines = text.splitlines()
+    kept = "\n".join(lines[:max_lines])
+    hidden_lines = max(0, len(lines) - max_lines)
+    hidden_chars = max(0, len(kept) - max_chars)
+    if hidden_chars:
+        kept = kept[:max_chars]
+    return Clipped(kept, hidden_lines, hidden_chars)
+
+
+def _value(value: Any) -> str:
+    """A run's output as JSON, indented when it is a container (a table cell wraps one long line)."""
+    return json.dumps(value, indent=2 if isinstance(value, dict | list) else None, default=str)
+
+
+def run_detail(
+    info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
+) -> None:
+    """One run as a two-column table; a long output or error is cut short unless ``full``
+    (``command`` is the one to run again with --full)."""
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     rows = [
         ("run", info.run_id),
@@ -69,10 +106,25 @@ def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
         ("updated", when(info.updated_at)),
     ]
     if info.status is Status.SUCCEEDED:
-        rows.append(("output", json.dumps(info.output)))
+        rows.append(("output", _value(info.output)))
+    cut: list[str] = []
     for key, value in [*rows, *extra]:
+        if key in ("output", "error") and not full and (short := clip(value)).cut:
+            value = short.text + "\n..."
+            more = (
+                f"{short.hidden_lines} more lines"
+                if short.hidden_lines
+                else f"{short.hidden_chars} more characters"
+            )
+            cut.append(f"{key} ({more})")
         table.add_row(key, value if key == "status" else plain(value))
     out.print(table)
+    if cut:
+        err.print(
+            f"{' and '.join(cut)} cut short: `reflexr-graph {command} {info.run_id} --full` shows all "
+            "(--json prints it whole)",
+            markup=False,
+        )
 
 
 def plain(value: str) -> str:

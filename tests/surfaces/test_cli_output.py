@@ -141,3 +141,21 @@ def test_history_shows_times_and_step_durations(
     assert [kind for _took, kind in timed] == ["run_progressed", "run_progressed", "attempt_failed"]
     raw = json.loads(cli80("history", run_id, "--json").stdout)
     assert any(e["fields"].get("due_at") == due_at_ms for e in raw), "--json keeps the raw fields"
+
+
+def test_status_cuts_a_long_output_short(cli80: Cli, store: RedisStore) -> None:
+    run_id = str(uuid.uuid4())
+    output = {"items": [{"i": i, "name": f"item {i}"} for i in range(300)]}
+    store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=1, dispatch_grace_ms=30_000)
+    ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+    store.succeed(ctx, json.dumps(output))
+
+    short = cli80("status", run_id)
+    assert short.returncode == 0, short.stderr
+    assert len(short.stdout.splitlines()) < 60
+    assert f"reflexr-graph status {run_id} --full" in short.stderr and "more lines" in short.stderr
+    assert '"item 299"' not in short.stdout
+    full = cli80("status", run_id, "--full")
+    assert '"item 299"' in full.stdout and full.stderr == ""
+    as_json = cli80("status", run_id, "--json")
+    assert json.loads(as_json.stdout)["output"] == output, "--json is never cut"

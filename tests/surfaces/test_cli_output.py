@@ -159,3 +159,14 @@ def test_status_cuts_a_long_output_short(cli80: Cli, store: RedisStore) -> None:
     assert '"item 299"' in full.stdout and full.stderr == ""
     as_json = cli80("status", run_id, "--json")
     assert json.loads(as_json.stdout)["output"] == output, "--json is never cut"
+
+
+@pytest.mark.usefixtures("published")
+def test_watch_ends_its_line_and_counts_checkpoints(cli80: Cli, client: Client) -> None:
+    run_id = client.enqueue("counter", {"key": "w", "n": 1})
+    client.cancel(run_id)
+    result = cli80("watch", run_id)
+    assert result.returncode == 1, "a cancelled run ends the watch with exit 1"
+    assert result.stdout.endswith("\n")
+    assert "checkpoints saved" in result.stdout and "steps done" not in result.stdout
+    assert f"run {run_id} ended cancelled" in result.stderr

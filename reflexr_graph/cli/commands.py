@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Annotated
 
 import typer
 
+from reflexr_graph import errors
 from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
+from reflexr_graph.client import Client
 from reflexr_graph.model import RunInfo, Status
 
 
@@ -22,6 +25,18 @@ def finish(info: RunInfo, as_json: bool) -> None:
         render.run_detail(info)
     if info.status in (Status.DEAD, Status.CANCELLED):
         raise typer.Exit(1)
+
+
+def _unknown_graph(client: Client, graph: str) -> errors.UnknownGraph:
+    """UnknownGraph with the published names closest to ``graph``, for a typo."""
+    names = [entry.name for entry in client.graphs()]
+    close = difflib.get_close_matches(graph, names, n=3, cutoff=0.6)
+    guess = f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    known = ", ".join(names) or "none yet"
+    return errors.UnknownGraph(
+        f"no worker has published a graph named {graph!r}{guess} (published: {known}); check the name, "
+        "or start a worker that loads it (REFLEXR_GRAPHS)"
+    )
 
 
 @app.command()
@@ -54,7 +69,10 @@ def enqueue(
     inputs = parse_json(input_, "--input")
     initial = None if state is None else parse_json(state, "--state")
     client = client_of(ctx)
-    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key)
+    try:
+        run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key)
+    except errors.UnknownGraph:
+        raise _unknown_graph(client, graph) from None
     if not wait:
         if as_json:
             render.print_json({"run_id": run_id})

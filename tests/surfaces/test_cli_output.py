@@ -170,3 +170,16 @@ def test_watch_ends_its_line_and_counts_checkpoints(cli80: Cli, client: Client) 
     assert result.stdout.endswith("\n")
     assert "checkpoints saved" in result.stdout and "steps done" not in result.stdout
     assert f"run {run_id} ended cancelled" in result.stderr
+
+
+@pytest.mark.usefixtures("published")
+def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
+    result = cli80("enqueue", "countr", "--input", "{}")
+    assert result.returncode == 2
+    assert "did you mean 'counter'?" in result.stderr
+    far = cli80("enqueue", "zzzz", "--input", "{}")
+    assert (
+        far.returncode == 2
+        and "did you mean" not in far.stderr
+        and "published: blocker, counter" in far.stderr
+    )

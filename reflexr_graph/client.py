@@ -282,9 +282,41 @@ class AsyncClient:
         """See :meth:`Client.cancel`."""
         return await asyncio.to_thread(self.sync.cancel, run_id)
 
-    async def dead_letters(self, graph: str | None = None, reason: str | None = None) -> list[RunInfo]:
+    async def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
         """See :meth:`Client.dead_letters`."""
-        return await asyncio.to_thread(self.sync.dead_letters, graph, reason)
+        return await asyncio.to_thread(self.sync.dead_letters, graph, reason, limit=limit)
+
+    async def runs(
+        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+    ) -> list[RunInfo]:
+        """See :meth:`Client.runs`."""
+        return await asyncio.to_thread(self.sync.runs, status=status, graph=graph, limit=limit)
+
+    async def graph(self, name: str) -> schemas.GraphSchema:
+        """See :meth:`Client.graph`."""
+        return await asyncio.to_thread(self.sync.graph, name)
+
+    async def graphs(self) -> list[schemas.GraphSchema]:
+        """See :meth:`Client.graphs`."""
+        return await asyncio.to_thread(self.sync.graphs)
+
+    async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
+        """See :meth:`Client.events`; a blocking read holds a worker thread while it waits."""
+        return await asyncio.to_thread(self.sync.events, run_id, after, block_ms)
+
+    async def traceback(self, run_id: str) -> str | None:
+        """See :meth:`Client.traceback`."""
+        return await asyncio.to_thread(self.sync.traceback, run_id)
+
+    async def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """See :meth:`Client.checkpoint_info`."""
+        return await asyncio.to_thread(self.sync.checkpoint_info, run_id)
+
+    async def purge(self, run_id: str) -> bool:
+        """See :meth:`Client.purge`."""
+        return await asyncio.to_thread(self.sync.purge, run_id)
 
     async def close(self) -> None:
         """See :meth:`Client.close`."""

@@ -51,5 +51,7 @@ def watch(ctx: typer.Context, run_id: RunArg) -> None:
     if not render.out.is_terminal:
         render.out.line()  # rich ends the last frame with a newline only on a terminal
     if info.status in (Status.DEAD, Status.CANCELLED):
-        render.err.print(f"run {run_id} ended {info.status.value}: {info.error or info.reason or '-'}")
+        render.err.print(
+            f"run {run_id} ended {info.status.value}: {info.error or info.reason or '-'}", markup=False
+        )
         raise typer.Exit(1)

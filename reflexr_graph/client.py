@@ -127,13 +127,6 @@ class Client:
             return cached[1], cached[2]
         entry, workers = schemas.load_with_workers(self.store, name)
         self._schemas[name] = (now + SCHEMA_CACHE_S, entry, workers)
-        if not workers:
-            log.warning(
-                "no live worker serves graph %r right now; its runs wait up to %gs "
-                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then are dead-lettered as unknown_graph",
-                name,
-                self.settings.unknown_graph_grace_s,
-            )
         return entry, workers
 
     def graph(self, name: str) -> schemas.GraphSchema:
@@ -167,7 +160,7 @@ class Client:
         retention), and only the first sends a message; a dead run's key names the dead run,
         which ``replay`` runs again. The same key with other inputs raises IdempotencyConflict.
         """
-        entry, _workers = self._published(graph)
+        entry, workers = self._published(graph)
         inputs, state = _plain(inputs, "inputs"), None if state is None else _plain(state, "state")
         schemas.validate(entry, inputs, state)
         limit = self.settings.max_payload_bytes
@@ -183,7 +176,25 @@ class Client:
             trace_context=current_trace_context(),
         )
         if created:
-            send_run(self.app, run_id, graph)
+            try:
+                send_run(self.app, run_id, graph)
+            except errors.StoreUnavailable as exc:
+                # The run is recorded and due: whoever retries must know it may run anyway.
+                raise type(exc)(
+                    f"{exc}; run {run_id} is recorded and a worker sends it within "
+                    f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (enqueue again with the same "
+                    "idempotency key to get the same run)",
+                    endpoint=exc.endpoint,
+                    kind=exc.kind,
+                ) from exc
+        if not workers:
+            log.warning(
+                "run %s queued, but no live worker serves graph %r right now: it waits up to %gs "
+                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then is dead-lettered as unknown_graph",
+                run_id,
+                graph,
+                self.settings.unknown_graph_grace_s,
+            )
         return run_id
 
     # -- reads ------------------------------------------------------------------------------
@@ -324,9 +335,49 @@ class AsyncClient:
         """See :meth:`Client.cancel`."""
         return await asyncio.to_thread(self.sync.cancel, run_id)
 
-    async def dead_letters(self, graph: str | None = None, reason: str | None = None) -> list[RunInfo]:
+    async def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
         """See :meth:`Client.dead_letters`."""
-        return await asyncio.to_thread(self.sync.dead_letters, graph, reason)
+        return await asyncio.to_thread(self.sync.dead_letters, graph, reason, limit=limit)
+
+    async def runs(
+        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+    ) -> list[RunInfo]:
+        """See :meth:`Client.runs`."""
+        return await asyncio.to_thread(self.sync.runs, status=status, graph=graph, limit=limit)
+
+    async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
+        """See :meth:`Client.serving`."""
+        return await asyncio.to_thread(self.sync.serving, graphs)
+
+    async def workers(self) -> list[WorkerInfo]:
+        """See :meth:`Client.workers`."""
+        return await asyncio.to_thread(self.sync.workers)
+
+    async def graph(self, name: str) -> schemas.GraphSchema:
+        """See :meth:`Client.graph`."""
+        return await asyncio.to_thread(self.sync.graph, name)
+
+    async def graphs(self) -> list[schemas.GraphSchema]:
+        """See :meth:`Client.graphs`."""
+        return await asyncio.to_thread(self.sync.graphs)
+
+    async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
+        """See :meth:`Client.events`; a blocking read holds a worker thread while it waits."""
+        return await asyncio.to_thread(self.sync.events, run_id, after, block_ms)
+
+    async def traceback(self, run_id: str) -> str | None:
+        """See :meth:`Client.traceback`."""
+        return await asyncio.to_thread(self.sync.traceback, run_id)
+
+    async def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """See :meth:`Client.checkpoint_info`."""
+        return await asyncio.to_thread(self.sync.checkpoint_info, run_id)
+
+    async def purge(self, run_id: str) -> bool:
+        """See :meth:`Client.purge`."""
+        return await asyncio.to_thread(self.sync.purge, run_id)
 
     async def close(self) -> None:
         """See :meth:`Client.close`."""

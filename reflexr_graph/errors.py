@@ -47,7 +47,22 @@ class AttemptCancelled(ReflexrError):
 
 
 class StoreUnavailable(ReflexrError):
-    """Redis could not be reached; the attempt fails and is retried."""
+    """Redis could not be reached or used; the attempt fails and is retried.
+
+    ``endpoint`` is ``host:port`` (never credentials) when known; ``kind`` names what went
+    wrong (``refused``, ``timeout``, ``auth``, ``db_index``, ``tls_mismatch``...), so callers
+    can act on it without parsing the message.
+    """
+
+    def __init__(self, message: str, *, endpoint: str = "", kind: str = "unavailable") -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.kind = kind
+
+
+class RedisMisconfigured(StoreUnavailable):
+    """Redis answered, but the URL or the server's setup is wrong: a password, the database
+    number, TLS, or not a Redis server at all. Retrying does not help until that is fixed."""
 
 
 class RunNotFound(ReflexrError, LookupError):

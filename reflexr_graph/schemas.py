@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.store import keys
-from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.redis_store import RedisStore, translate_errors
 
 GRAPHS = keys.GRAPHS
 """Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
@@ -65,6 +65,7 @@ def _text(value: object) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+@translate_errors
 def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAction]) -> list[str]:
     """Publish each graph's schema entry; returns the names whose entry was written.
 
@@ -87,8 +88,8 @@ def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAct
 
 def _unknown(store_or_redis: RedisStore | redis.Redis, name: str) -> errors.UnknownGraph:
     known = [g.name for g in list_graphs(store_or_redis)]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
     return errors.UnknownGraph(
         f"no graph named {name!r} is published ({hint}published: {', '.join(known) or 'none yet'}); "
         "check the name, start a worker that loads it (REFLEXR_GRAPHS), or publish its schema from a "
@@ -96,6 +97,7 @@ def _unknown(store_or_redis: RedisStore | redis.Redis, name: str) -> errors.Unkn
     )
 
 
+@translate_errors
 def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     """The published entry of graph ``name``; UnknownGraph when it was never published."""
     raw = _client(store_or_redis).hget(GRAPHS, name)
@@ -104,6 +106,7 @@ def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     return GraphSchema.model_validate_json(_text(raw))
 
 
+@translate_errors
 def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
     """The published entry of ``name`` and the live workers that serve it, in one round trip."""
     pipe = _client(store_or_redis).pipeline(transaction=False)
@@ -115,6 +118,7 @@ def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tu
     return GraphSchema.model_validate_json(_text(raw)), sorted(_text(w) for w in workers)
 
 
+@translate_errors
 def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
     """Every published graph, by name."""
     raw: dict[Any, Any] = _client(store_or_redis).hgetall(GRAPHS)

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Annotated
 
 import typer
+from redis import exceptions as redis_errors
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.store.redis_store import RedisStore
+
+CONNECT_TIMEOUT_S = 2.0
+"""The CLI's TCP connect and TLS handshake limit: a wrong host, port or TLS setting shows in
+seconds. (Workers wait longer: they must ride out a blip, a person at a terminal need not.)"""
+_RETRY = Retry(
+    ExponentialWithJitterBackoff(base=0.05, cap=0.5),
+    1,
+    # A dropped connection is worth one quick retry; a timeout already took seconds, and
+    # retrying it would only double the wait before the error says what to fix.
+    supported_errors=(redis_errors.ConnectionError,),
+)
+
 
 app = typer.Typer(
     name="reflexr-graph",
@@ -16,7 +34,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Plain click help: typer's rich panels print a type placeholder even for flags (`--help <bool>`).
+    rich_markup_mode=None,
 )
 dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
@@ -37,7 +56,14 @@ class CliState:
                 if self.redis_url
                 else load_settings(strict=False)
             )
-            self._client = Client(settings)
+            store = RedisStore.from_url(
+                settings.redis_url,
+                run_retention_s=settings.run_retention_s,
+                dead_retention_s=settings.dead_retention_s,
+                socket_connect_timeout=CONNECT_TIMEOUT_S,
+                retry=_RETRY,
+            )
+            self._client = Client(settings, store=store)
         return self._client
 
     def close(self) -> None:
@@ -53,6 +79,12 @@ def client_of(ctx: typer.Context) -> Client:
     return state.client
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"reflexr-graph {version('reflexr-graph')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     ctx: typer.Context,
@@ -60,20 +92,50 @@ def _global(
         str | None,
         typer.Option(
             "--redis-url",
+            metavar="URL",
             help="Redis URL of the fleet; overrides REFLEXR_REDIS_URL.",
             show_default=False,
         ),
     ] = None,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+    _debug: Annotated[
+        bool, typer.Option("--debug", help="On an error, also print its traceback (for bug reports).")
+    ] = False,
 ) -> None:
     state = CliState(redis_url=redis_url)
     ctx.obj = state
     ctx.call_on_close(state.close)
+    _show_warnings()
+
+
+class _WarningLine(logging.Handler):
+    """The library's warnings (no live worker serves a graph, an unknown REFLEXR_* setting) as
+    one ``warning: ...`` line each on stderr, so a person or a script sees them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        typer.echo(f"warning: {record.getMessage()}", err=True)
+
+
+def _show_warnings() -> None:
+    logger = logging.getLogger("reflexr_graph")
+    if not any(isinstance(h, _WarningLine) for h in logger.handlers):
+        handler = _WarningLine(level=logging.WARNING)
+        logger.addHandler(handler)
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
-GraphOpt = Annotated[str | None, typer.Option("--graph", "-g", help="Only runs of this graph.")]
-ReasonOpt = Annotated[str | None, typer.Option("--reason", "-r", help="Only runs dead for this reason.")]
+GraphOpt = Annotated[
+    str | None, typer.Option("--graph", "-g", metavar="GRAPH", help="Only runs of this graph.")
+]
+ReasonOpt = Annotated[
+    str | None, typer.Option("--reason", "-r", metavar="REASON", help="Only runs dead for this reason.")
+]
+RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
+FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]
 
 
 def confirm(question: str, yes: bool) -> None:

@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import JsonOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.model import RunInfo, Status
 
@@ -26,17 +27,26 @@ def finish(info: RunInfo, as_json: bool) -> None:
 @app.command()
 def enqueue(
     ctx: typer.Context,
-    graph: Annotated[str, typer.Argument(help="Name of a graph a worker published (see `graphs`).")],
-    input_: Annotated[
-        str, typer.Option("--input", "-i", help="Inputs as JSON, or @file.json (@- reads stdin).")
+    graph: Annotated[
+        str, typer.Argument(metavar="GRAPH", help="Name of a graph a worker published (see `graphs`).")
     ],
-    state: Annotated[str | None, typer.Option("--state", help="Initial state as JSON or @file.json.")] = None,
+    input_: Annotated[
+        str,
+        typer.Option(
+            "--input", "-i", metavar="JSON|@FILE", help="Inputs as JSON, or @file.json (@- reads stdin)."
+        ),
+    ],
+    state: Annotated[
+        str | None,
+        typer.Option("--state", metavar="JSON|@FILE", help="Initial state as JSON or @file.json."),
+    ] = None,
     idempotency_key: Annotated[
-        str | None, typer.Option("--idempotency-key", "-k", help="Same key, same run.")
+        str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same run.")
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run ends.")] = False,
     timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0, help="With --wait: give up after S seconds.")
+        float | None,
+        typer.Option("--timeout", min=0, metavar="S", help="With --wait: give up after S seconds."),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -57,27 +67,23 @@ def enqueue(
 
 
 @app.command()
-def status(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-    as_json: JsonOpt = False,
-) -> None:
-    """Show one run."""
+def status(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
+    """Show one run (a long output or error is cut short unless --full; --json never cuts)."""
     info = client_of(ctx).get(run_id)
     if as_json:
         render.print_json(render.run_json(info))
     else:
-        render.run_detail(info)
+        render.run_detail(info, full=full)
 
 
 @app.command()
 def runs(
     ctx: typer.Context,
     status_: Annotated[
-        Status | None, typer.Option("--status", "-s", help="Only runs in this status.")
+        Status | None, typer.Option("--status", "-s", metavar="STATUS", help="Only runs in this status.")
     ] = None,
-    graph: Annotated[str | None, typer.Option("--graph", "-g", help="Only runs of this graph.")] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N runs.")] = 50,
+    graph: GraphOpt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most N runs.")] = 50,
     as_json: JsonOpt = False,
 ) -> None:
     """List runs, newest first."""
@@ -85,25 +91,17 @@ def runs(
 
 
 @app.command()
-def history(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a run's events, oldest first."""
+def history(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
+    """Show a run's events, oldest first, with how long each step took."""
     events = client_of(ctx).history(run_id)
     if as_json:
         render.print_json([render.event_json(e) for e in events])
     else:
-        render.event_table(events, run_id)
+        history_view.show(events, run_id)
 
 
 @app.command()
-def cancel(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-    yes: YesOpt = False,
-) -> None:
+def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False) -> None:
     """Cancel a queued, running or retrying run."""
     client = client_of(ctx)
     info = client.get(run_id)

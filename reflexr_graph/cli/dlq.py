@@ -10,11 +10,22 @@ from rich.progress import Progress
 
 from reflexr_graph import errors
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import GraphOpt, JsonOpt, ReasonOpt, YesOpt, client_of, confirm, dlq_app
+from reflexr_graph.cli.app import (
+    FullOpt,
+    GraphOpt,
+    JsonOpt,
+    ReasonOpt,
+    RunArg,
+    YesOpt,
+    client_of,
+    confirm,
+    dlq_app,
+)
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
 from reflexr_graph.client import Client
 
-RunsArg = Annotated[list[str] | None, typer.Argument(metavar="[RUN]...", help="Run ids.", show_default=False)]
+# metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
+RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason).")]
 
 
@@ -27,11 +38,7 @@ def list_(
 
 
 @dlq_app.command()
-def show(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-    as_json: JsonOpt = False,
-) -> None:
+def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
     """Show a dead run: its error, traceback, attempts and the node its checkpoint resumes at."""
     client = client_of(ctx)
     info = client.get(run_id)
@@ -43,7 +50,7 @@ def show(
     resume = "start (no checkpoint)"
     if ckpt is not None:
         resume = f"{ckpt['next_node'] or '-'} (checkpoint #{ckpt['seq']}, {ckpt['size']} bytes)"
-    render.run_detail(info, [("resumes at", resume)])
+    render.run_detail(info, [("resumes at", resume)], full=full, command="dlq show")
     if tb:
         render.out.rule("traceback of the last failed attempt")
         render.out.print(tb, markup=False)

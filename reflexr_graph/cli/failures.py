@@ -1,10 +1,12 @@
-"""CLI failures and the exit codes they map to: 1 a failed run or command, 2 bad usage or input."""
+"""CLI failures and the exit codes they map to: 1 a failed run or command, 2 bad usage or input,
+3 Redis cannot be reached or used with the URL given."""
 
 from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
 
 
 class CliError(Exception):

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from reflexr_graph.cli.app import app, client_of
-from reflexr_graph.cli.failures import BadInput, CommandFailed
+from reflexr_graph.cli.failures import EXIT_UNREACHABLE, BadInput, CliError, CommandFailed
 from reflexr_graph.errors import StoreUnavailable
 from reflexr_graph.fleet.settings import load_settings
 
@@ -38,7 +38,8 @@ def _check_file(path: str, max_age_s: float) -> str:
 def health(
     ctx: typer.Context,
     max_age: Annotated[
-        float, typer.Option("--max-age", min=0.1, help="Seconds the worker's health file may be old.")
+        float,
+        typer.Option("--max-age", min=0.1, metavar="S", help="Seconds the worker's health file may be old."),
     ] = 30.0,
     redis: Annotated[bool, typer.Option("--redis", help="Also check that Redis answers.")] = False,
 ) -> None:
@@ -51,6 +52,6 @@ def health(
         try:
             client_of(ctx).store.ping()
         except StoreUnavailable as exc:
-            raise CommandFailed(f"Redis does not answer: {exc}") from None
+            raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
         said.append("Redis answers")
     typer.echo("; ".join(said))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,10 +52,46 @@ def event_json(event: RunEvent) -> dict[str, Any]:
     return {"id": event.id, "type": event.type, "at": event.at, "fields": event.fields}
 
 
-def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
-    """One run as a two-column table."""
+OUTPUT_LINES = 40
+"""Lines of a run's output (or error) `status` shows before cutting it short; --full shows all."""
+OUTPUT_CHARS = 4000
+"""And characters: one long line of JSON is as unreadable as hundreds of short ones."""
+
+
+@dataclass(frozen=True)
+class Clipped:
+    text: str
+    hidden_lines: int
+    hidden_chars: int
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.hidden_lines or self.hidden_chars)
+
+
+def clip(text: str, max_lines: int = OUTPUT_LINES, max_chars: int = OUTPUT_CHARS) -> Clipped:
+    """The start of ``text``, at most ``max_lines`` lines and ``max_chars`` characters."""
+    lines = text.splitlines()
+    kept = "\n".join(lines[:max_lines])
+    hidden_lines = max(0, len(lines) - max_lines)
+    hidden_chars = max(0, len(kept) - max_chars)
+    if hidden_chars:
+        kept = kept[:max_chars]
+    return Clipped(kept, hidden_lines, hidden_chars)
+
+
+def _value(value: Any) -> str:
+    """A run's output as JSON, indented when it is a container (a table cell wraps one long line)."""
+    return json.dumps(value, indent=2 if isinstance(value, dict | list) else None, default=str)
+
+
+def run_detail(
+    info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
+) -> None:
+    """One run as a two-column table; a long output or error is cut short unless ``full``
+    (``command`` is the one to run again with --full)."""
     table = Table(show_header=False, box=None, padding=(0, 2))
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     rows = [
         ("run", info.run_id),
@@ -69,46 +106,94 @@ def run_detail(info: RunInfo, extra: Iterable[tuple[str, str]] = ()) -> None:
         ("updated", when(info.updated_at)),
     ]
     if info.status is Status.SUCCEEDED:
-        rows.append(("output", json.dumps(info.output)))
+        rows.append(("output", _value(info.output)))
+    cut: list[str] = []
     for key, value in [*rows, *extra]:
-        table.add_row(key, value if key == "status" else _plain(value))
+        if key in ("output", "error") and not full and (short := clip(value)).cut:
+            value = short.text + "\n..."
+            more = (
+                f"{short.hidden_lines} more lines"
+                if short.hidden_lines
+                else f"{short.hidden_chars} more characters"
+            )
+            cut.append(f"{key} ({more})")
+        table.add_row(key, value if key == "status" else plain(value))
     out.print(table)
+    if cut:
+        err.print(
+            f"{' and '.join(cut)} cut short: `reflexr-graph {command} {info.run_id} --full` shows all "
+            "(--json prints it whole)",
+            markup=False,
+        )
 
 
-def _plain(value: str) -> str:
+def plain(value: str) -> str:
+    """``value`` printed as is, not read as rich markup."""
     return value.replace("[", r"\[")
 
 
+def size(n_bytes: int) -> str:
+    """``512 B``, ``1.2 kB``, ``3.4 MB``."""
+    if n_bytes < 1000:
+        return f"{n_bytes} B"
+    if n_bytes < 1_000_000:
+        return f"{n_bytes / 1000:.1f} kB"
+    return f"{n_bytes / 1_000_000:.1f} MB"
+
+
+def short_when(epoch_s: float) -> str:
+    """An epoch time as ``MM-DD HH:MM`` UTC, for tables where the width is short."""
+    if not epoch_s:
+        return "-"
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%m-%d %H:%M")
+
+
+_CELL_PAD = 3
+"""Width a column adds besides its text: padding on both sides and a border."""
+
+
+def _fitting(columns: list[tuple[str, list[str]]], required: int, width: int) -> list[int]:
+    """Indexes of the columns to show: the first ``required`` always, then each that still fits."""
+    need = [max(len(name), *(len(v) for v in values)) + _CELL_PAD for name, values in columns]
+    chosen = list(range(required))
+    used = sum(need[:required]) + 1
+    for index in range(required, len(columns)):
+        if used + need[index] <= width:
+            chosen.append(index)
+            used += need[index]
+    return chosen
+
+
 def run_table(runs: list[RunInfo], title: str) -> None:
-    """Runs, one a row."""
+    """Runs, one a row. Run ids never wrap, so they can be copied; on a narrow terminal the
+    columns that do not fit are left out (``--json`` has every field)."""
     if not runs:
         out.print(f"no {title}")
         return
+    columns: list[tuple[str, list[str]]] = [
+        ("run", [i.run_id for i in runs]),
+        ("status", [i.status.value for i in runs]),
+        ("graph", [i.graph for i in runs]),
+        ("updated", [short_when(i.updated_at) for i in runs]),
+        ("attempts", [f"{i.attempts}/{i.max_attempts}" for i in runs]),
+        ("reason", [i.reason or "-" for i in runs]),
+        ("next node", [i.next_node or "-" for i in runs]),
+    ]
+    chosen = _fitting(columns, required=3, width=out.width)
     table = Table(title=title)
-    for column in ("run", "graph", "status", "attempts", "next node", "reason", "updated"):
-        table.add_column(column, overflow="fold")
-    for info in runs:
-        table.add_row(
-            info.run_id,
-            _plain(info.graph),
-            status_text(info.status),
-            f"{info.attempts}/{info.max_attempts}",
-            _plain(info.next_node or "-"),
-            _plain(info.reason or "-"),
-            when(info.updated_at),
-        )
+    for index in chosen:
+        name = columns[index][0]
+        if name == "run":
+            table.add_column(name, no_wrap=True, min_width=max(len(v) for v in columns[index][1]))
+        else:
+            table.add_column(name, overflow="ellipsis" if name == "graph" else "fold")
+    for row, info in enumerate(runs):
+        cells = [status_text(info.status) if i == 1 else plain(columns[i][1][row]) for i in chosen]
+        table.add_row(*cells)
     out.print(table)
-
-
-def event_table(events: list[RunEvent], run_id: str) -> None:
-    """A run's events, oldest first."""
-    table = Table(title=f"history of {run_id}")
-    for column in ("at", "event", "details"):
-        table.add_column(column, overflow="fold")
-    for event in events:
-        details = ", ".join(f"{k}={v}" for k, v in sorted(event.fields.items()) if v != "")
-        table.add_row(when(event.at), event.type, _plain(details))
-    out.print(table)
+    if len(chosen) < len(columns):
+        left_out = ", ".join(columns[i][0] for i in range(len(columns)) if i not in chosen)
+        err.print(f"({left_out} left out to fit {out.width} columns; --json has every field)", markup=False)
 
 
 def graph_table(graphs: list[GraphSchema]) -> None:
@@ -122,10 +207,10 @@ def graph_table(graphs: list[GraphSchema]) -> None:
     for entry in graphs:
         fields = ", ".join(entry.inputs.get("properties", {})) or entry.inputs.get("type", "-")
         table.add_row(
-            _plain(entry.name),
+            plain(entry.name),
             entry.fingerprint[:16],
             str(entry.max_attempts or "default"),
-            _plain(str(fields)),
+            plain(str(fields)),
             when(entry.published_at),
         )
     out.print(table)

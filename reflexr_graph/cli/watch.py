@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
 
 import typer
 from rich.live import Live
@@ -11,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import app, client_of
+from reflexr_graph.cli.app import RunArg, app, client_of
 from reflexr_graph.model import TERMINAL, RunInfo, Status
 from reflexr_graph.store.records import RunEvent
 
@@ -24,7 +23,8 @@ def _view(info: RunInfo, last: RunEvent | None, started: float) -> Panel:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", render.status_text(info.status))
-    table.add_row("steps done", str(info.checkpoints))
+    # Checkpoints, not steps: a step at a boundary that is not safe to save leaves no trace.
+    table.add_row("checkpoints saved", str(info.checkpoints))
     table.add_row("current node", info.next_node or ("-" if info.status in TERMINAL else "(start)"))
     table.add_row("attempts", f"{info.attempts}/{info.max_attempts}")
     table.add_row("last event", last.type if last else "-")
@@ -35,11 +35,8 @@ def _view(info: RunInfo, last: RunEvent | None, started: float) -> Panel:
 
 
 @app.command()
-def watch(
-    ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(metavar="RUN", help="Run id.")],
-) -> None:
-    """Follow a run live (steps done, current node, attempts) until it ends."""
+def watch(ctx: typer.Context, run_id: RunArg) -> None:
+    """Follow a run live (checkpoints saved, current node, attempts) until it ends."""
     client = client_of(ctx)
     started = time.monotonic()
     info = client.get(run_id)
@@ -51,6 +48,10 @@ def watch(
                 cursor, last = found[-1].id, found[-1]
             info = client.get(run_id)
             live.update(_view(info, last, started), refresh=True)
+    if not render.out.is_terminal:
+        render.out.line()  # rich ends the last frame with a newline only on a terminal
     if info.status in (Status.DEAD, Status.CANCELLED):
-        render.err.print(f"run {run_id} ended {info.status.value}: {info.error or info.reason or '-'}")
+        render.err.print(
+            f"run {run_id} ended {info.status.value}: {info.error or info.reason or '-'}", markup=False
+        )
         raise typer.Exit(1)

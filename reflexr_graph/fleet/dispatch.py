@@ -11,6 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from reflexr_graph import errors
+from reflexr_graph.store import connection_errors
 
 TASK_NAME = "reflexr_graph.run"
 """The task name foreign producers send; part of the public contract."""
@@ -21,6 +26,20 @@ def graph_queue(base: str, graph: str) -> str:
     return f"{base}.{graph}"
 
 
+def _publish(app: Celery, run_id: str, kwargs: dict[str, Any], queue: str) -> None:
+    try:
+        app.send_task(TASK_NAME, kwargs=kwargs, task_id=run_id, queue=queue)
+    except (OperationalError, RedisError) as exc:
+        # kombu wraps redis-py's error; the same translation as the store's says what to fix.
+        at = connection_errors.Endpoint.of_url(app.conf.broker_url)
+        translated = connection_errors.translate(exc, at) or errors.StoreUnavailable(
+            f"the broker at {at.where} did not take the message of run {run_id} ({type(exc).__name__}); "
+            "retry once Redis is back",
+            endpoint=at.where,
+        )
+        raise translated from exc
+
+
 def send_run(app: Celery, run_id: str, graph: str, *, base_queue: str | None = None) -> None:
     """Send ``reflexr_graph.run`` for the recorded run ``run_id`` to its graph's queue, now.
 
@@ -29,12 +48,13 @@ def send_run(app: Celery, run_id: str, graph: str, *, base_queue: str | None = N
     the broker and shows in no monitoring tool. Never with a countdown or ETA: on Redis, a
     message held back longer than the visibility timeout is delivered again and again.
     Delayed retries wait in the store's due set, and the reaper calls this when they are due.
+    A broker that cannot be reached raises ``errors.StoreUnavailable`` (or
+    ``RedisMisconfigured``), as the store does.
     """
     base = base_queue or app.conf.task_default_queue
-    app.send_task(TASK_NAME, kwargs={"graph": graph}, task_id=run_id, queue=graph_queue(base, graph))
+    _publish(app, run_id, {"graph": graph}, graph_queue(base, graph))
 
 
 def forward(app: Celery, run_id: str, kwargs: dict[str, Any], graph: str) -> None:
     """Send a foreign producer's message on to its graph's queue, as it came (inputs and all)."""
-    base = app.conf.task_default_queue
-    app.send_task(TASK_NAME, kwargs=kwargs, task_id=run_id, queue=graph_queue(base, graph))
+    _publish(app, run_id, kwargs, graph_queue(app.conf.task_default_queue, graph))

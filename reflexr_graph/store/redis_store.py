@@ -19,7 +19,7 @@ from redis import exceptions as redis_errors
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
 from reflexr_graph.model import RunInfo, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import connection_errors, keys
 from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
@@ -33,6 +33,7 @@ from reflexr_graph.store.records import (
     text_map,
 )
 from reflexr_graph.store.scripts import Scripts
+from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,27 +57,39 @@ _BLOCK_MARGIN_MS = 1000
 _DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
 _LIST_PAGE = 200
 
-_UNAVAILABLE: tuple[type[Exception], ...] = (
-    redis_errors.ConnectionError,  # includes BusyLoadingError (a restart replaying its AOF)
-    redis_errors.TimeoutError,
-    redis_errors.ReadOnlyError,  # a replica after a Sentinel failover, until clients follow
-)
+
+def _client_of(args: tuple[Any, ...]) -> redis.Redis | None:
+    """The client behind a store method (``self``) or a function given a store or a client first."""
+    first = args[0] if args else None
+    if isinstance(first, RedisStore):
+        return first.client
+    return first if isinstance(first, redis.Redis) else None
 
 
-def _translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
-    """Report an unreachable Redis as StoreUnavailable, so callers need not know redis-py."""
+def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Report Redis being unreachable or misconfigured as StoreUnavailable (or RedisMisconfigured),
+    in one line that says what to fix, so callers need not know redis-py.
+
+    Connection errors, timeouts and read-only replicas always translate; other redis-py errors
+    only when connection_errors recognises them (a wrong DB number, not a Redis server...).
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
-        except _UNAVAILABLE as exc:
-            raise errors.StoreUnavailable(
-                f"Redis could not be reached ({type(exc).__name__}); the operation can be retried "
-                "once it is back"
-            ) from exc
+        except redis_errors.RedisError as exc:
+            client = _client_of(args)
+            translated = connection_errors.translate(exc, connection_errors.endpoint_of(client), client)
+            if translated is None:
+                raise
+            raise translated from exc
 
     return wrapper
+
+
+_translate_errors = translate_errors
+"""The store's methods use this name; other modules (schemas.py) use the public one."""
 
 
 def _not_found(run_id: str) -> errors.RunNotFound:
@@ -144,8 +157,11 @@ class RedisStore:
         """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
 
         Timeouts keep a dead server from hanging a worker; the health check replaces
-        connections that a NAT or proxy silently dropped while idle.
+        connections that a NAT or proxy silently dropped while idle. A TLS handshake counts
+        as connecting (``store/tls.py``).
         """
+        if url.startswith("rediss://"):
+            client_kw.setdefault("connection_class", HandshakeBoundSSLConnection)
         client = redis.Redis.from_url(
             url,
             socket_timeout=socket_timeout,

@@ -47,6 +47,6 @@ def test_nothing_to_check_is_bad_usage() -> None:
 
 
 def test_readiness_fails_when_redis_does_not_answer(tmp_path: Path) -> None:
-    """--redis makes the probe fail (exit 1) while Redis is unreachable, saying so."""
+    """--redis makes the probe fail (exit 3, Redis unreachable) while Redis is unreachable, saying so."""
     result = _health("--redis", REFLEXR_REDIS_URL="redis://127.0.0.1:1/0")
-    assert result.returncode == 1 and "Redis does not answer" in result.stderr
+    assert result.returncode == 3 and "Redis does not answer" in result.stderr

@@ -1,4 +1,5 @@
-"""Fixtures for surface tests: the CLI as a subprocess, real worker subprocesses, a Client."""
+"""Fixtures for surface tests: the CLI as a subprocess, real worker subprocesses, a Client, and
+Redis URLs that cannot be used (a killed server, an HTTP server)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,11 +19,14 @@ import redis
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
+from tests.redis_server import RedisFactory
 from tests.surfaces.graphs import ACTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 CLI_TIMEOUT_S = 60
+PASSWORD = "s3cret-in-the-url"
+"""The password of the Redis URLs in error tests: it must never show in a message."""
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -94,3 +100,31 @@ def worker(env: dict[str, str], queue: str, published: None) -> Iterator[subproc
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+
+
+class _Silent(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # a test's stderr is not an access log
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A plain HTTP server on a free port: something that answers, but not as Redis."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Silent)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def dead_url(private_redis: RedisFactory) -> str:
+    """The URL of a Redis that was running and is gone: its port refuses connections."""
+    server = private_redis(password=PASSWORD)
+    url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
+    server.kill()
+    return url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 
 import pytest
@@ -133,3 +134,42 @@ def test_non_json_inputs_are_refused_before_queueing(
     with pytest.raises(InvalidInputs, match="inputs"):
         client.enqueue("blocker", float("nan"))
     assert queued(redis_client, queue) == (0, 0)
+
+
+def _public_methods(cls: type) -> dict[str, inspect.Signature]:
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(cls, callable)
+        if not name.startswith("_")
+    }
+
+
+def test_async_client_has_every_method_of_the_client() -> None:
+    """The README says AsyncClient has the same methods: same names, same parameters, awaitable."""
+    sync, async_ = _public_methods(Client), _public_methods(AsyncClient)
+    assert set(sync) == set(async_), set(sync) ^ set(async_)
+    for name, signature in sync.items():
+        assert list(signature.parameters) == list(async_[name].parameters), name
+        defaults = [p.default for p in signature.parameters.values()]
+        assert defaults == [p.default for p in async_[name].parameters.values()], name
+        if name not in ("from_url", "from_settings"):
+            assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
+
+
+def test_async_client_reads_and_purges(redis_url: str, queue: str, published: None) -> None:
+    async def scenario() -> None:
+        async with AsyncClient.from_url(redis_url, queue=queue) as aclient:
+            run_id = await aclient.enqueue("counter", {"key": "a", "n": 1})
+            assert [r.run_id for r in await aclient.runs(status="queued", limit=5)] == [run_id]
+            assert [g.name for g in await aclient.graphs()] == ["blocker", "counter"]
+            assert (await aclient.graph("counter")).name == "counter"
+            assert [e.type for e in await aclient.events(run_id)] == ["run_enqueued"]
+            assert await aclient.traceback(run_id) is None
+            assert await aclient.checkpoint_info(run_id) is None
+            await aclient.cancel(run_id)
+            assert [r.run_id for r in await aclient.dead_letters(limit=10)] == []
+            assert await aclient.purge(run_id) is True
+            with pytest.raises(RunNotFound):
+                await aclient.get(run_id)
+
+    asyncio.run(scenario())

@@ -1,0 +1,341 @@
+"""Why Redis could not be used, as one line that says what to fix.
+
+redis-py and kombu report a wrong URL in many shapes: a refused connection, a TLS
+handshake that times out, ``DB index is out of range``, ``Protocol error, got "<"``...
+:func:`translate` turns each into ``errors.StoreUnavailable`` (the server is down or
+slow: retrying can help) or ``errors.RedisMisconfigured`` (the URL or the server's setup
+is wrong: retrying cannot help). Messages name the host and port, never the password, and
+never quote what the server sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from redis import exceptions as redis_errors
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from reflexr_graph import errors
+
+URL_SETTING = "REFLEXR_REDIS_URL"
+"""The setting that holds the URL (fleet.settings; named here because the store sits below it)."""
+_PROBE_TIMEOUT_S = 1.0
+_CHAIN_DEPTH = 8
+_SOCKET_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    ssl.SSLError,
+)
+"""Errors of the network itself; other OSErrors (a missing file...) are not about Redis."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the failed call went: enough to say what to fix, without any credential."""
+
+    host: str = "?"
+    port: int | None = None
+    db: int = 0
+    tls: bool = False
+    has_password: bool = False
+    connect_timeout_s: float | None = None
+    read_timeout_s: float | None = None
+
+    @property
+    def where(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+    @classmethod
+    def of_client(cls, client: redis.Redis) -> Endpoint:
+        pool = client.connection_pool
+        kw = pool.connection_kwargs
+        return cls(
+            host=str(kw.get("path") or kw.get("host", "localhost")),
+            port=None if kw.get("path") else int(kw.get("port", 6379)),
+            db=int(kw.get("db") or 0),
+            tls=issubclass(pool.connection_class, redis.SSLConnection),
+            has_password=bool(kw.get("password")),
+            connect_timeout_s=kw.get("socket_connect_timeout"),
+            read_timeout_s=kw.get("socket_timeout"),
+        )
+
+    @classmethod
+    def of_url(cls, url: str | None) -> Endpoint:
+        """The endpoint of a ``redis://`` or ``rediss://`` URL (the broker's, for kombu errors)."""
+        if not url:
+            return cls()
+        parts = urlsplit(url)
+        try:
+            port = parts.port or 6379
+        except ValueError:
+            port = None
+        db = parts.path.strip("/")
+        return cls(
+            host=parts.hostname or "localhost",
+            port=port,
+            db=int(db) if db.isdigit() else 0,
+            tls=parts.scheme == "rediss",
+            has_password=bool(parts.password),
+        )
+
+
+def endpoint_of(client: redis.Redis | None) -> Endpoint:
+    """The endpoint of ``client``; an unknown one (``?``) without a client."""
+    return Endpoint() if client is None else Endpoint.of_client(client)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during (kombu wraps redis-py's)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < _CHAIN_DEPTH:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _find(
+    exc: BaseException, kind: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    return next((e for e in _chain(exc) if isinstance(e, kind)), None)
+
+
+def _says(exc: BaseException, *phrases: str) -> bool:
+    text = " ".join(str(e) for e in _chain(exc)).lower()
+    return any(p.lower() in text for p in phrases)
+
+
+def _seconds(value: float | None) -> str:
+    return "" if not value else f" within {value:g}s"
+
+
+def _misconfigured(kind: str, at: Endpoint, message: str) -> errors.RedisMisconfigured:
+    return errors.RedisMisconfigured(message, endpoint=at.where, kind=kind)
+
+
+def _unavailable(kind: str, at: Endpoint, message: str) -> errors.StoreUnavailable:
+    return errors.StoreUnavailable(message, endpoint=at.where, kind=kind)
+
+
+def _tls(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
+    """TLS failures: an untrusted certificate, or TLS spoken to a port that does not speak it."""
+    cert = _find(exc, ssl.SSLCertVerificationError)
+    if isinstance(cert, ssl.SSLCertVerificationError):
+        return _misconfigured(
+            "tls_certificate",
+            at,
+            f"the TLS certificate of Redis at {at.where} is not trusted ({cert.verify_message}); "
+            f"give its CA in {URL_SETTING} with ?ssl_ca_certs=/path/ca.pem",
+        )
+    if not at.tls:
+        return None
+    if _find(exc, ssl.SSLError) is not None:
+        return _misconfigured(
+            "tls_mismatch",
+            at,
+            f"the TLS handshake with {at.where} failed: the server does not speak TLS on that port; "
+            f"use redis:// in {URL_SETTING}, or the port of its TLS listener",
+        )
+    if _says(exc, "handshake operation timed out"):
+        # A plain Redis port waits for a command and never answers a TLS hello.
+        return _unavailable(
+            "tls_mismatch",
+            at,
+            f"the TLS handshake with {at.where} did not finish{_seconds(at.connect_timeout_s)}: the server "
+            f"likely does not speak TLS on that port; use redis:// in {URL_SETTING}, or its TLS port",
+        )
+    return None
+
+
+def _auth(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
+    denied = _find(exc, redis_errors.NoPermissionError)
+    if denied is not None:
+        return _misconfigured(
+            "no_permission",
+            at,
+            f"the Redis user of {URL_SETTING} may not run a command reflexr needs on {at.where} (NOPERM); "
+            "grant it the commands and keys of the fleet",
+        )
+    failed = _find(exc, (redis_errors.AuthenticationError, redis_errors.AuthenticationWrongNumberOfArgsError))
+    if failed is None and not _says(exc, "NOAUTH", "WRONGPASS"):
+        return None
+    if _says(exc, "without any password configured"):
+        fix = f"Redis at {at.where} has no password set, but {URL_SETTING} gives one; remove it from the URL"
+    elif not at.has_password:
+        fix = (
+            f"Redis at {at.where} requires a password: give it in {URL_SETTING} as "
+            f"redis://:PASSWORD@{at.where}/{at.db}"
+        )
+    else:
+        fix = f"Redis at {at.where} rejected the password (or user name) in {URL_SETTING}; fix it"
+    return _misconfigured("auth", at, fix)
+
+
+def _database_count(client: redis.Redis | None) -> int | None:
+    """How many databases the server has (CONFIG GET on database 0), or None if it will not say."""
+    if client is None:
+        return None
+    pool = client.connection_pool
+    kwargs = {
+        **pool.connection_kwargs,
+        "db": 0,
+        "socket_timeout": _PROBE_TIMEOUT_S,
+        "socket_connect_timeout": _PROBE_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), 0),
+    }
+    with contextlib.suppress(redis_errors.RedisError, OSError, ValueError, TypeError):
+        probe = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
+        try:
+            found: dict[Any, Any] = probe.config_get("databases")
+        finally:
+            probe.close()
+        for key, value in found.items():
+            if _text(key) == "databases":
+                return int(_text(value))
+    return None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _server_side(
+    exc: BaseException, at: Endpoint, client: redis.Redis | None
+) -> errors.StoreUnavailable | None:
+    """Replies that say the URL points at the wrong thing: a database, a cluster, not Redis."""
+    if _says(exc, "DB index is out of range"):
+        count = _database_count(client)
+        has = f" (it has {count}: 0 to {count - 1})" if count else ""
+        return _misconfigured(
+            "db_index",
+            at,
+            f"Redis at {at.where} has no database {at.db}{has}; change the /{at.db} at the end of "
+            f"{URL_SETTING} (e.g. /0)",
+        )
+    if _says(exc, "SELECT is not allowed in cluster mode"):
+        return _misconfigured(
+            "cluster",
+            at,
+            f"Redis at {at.where} is a cluster node; reflexr needs a single primary (use /0, "
+            "or a Redis that is not a cluster)",
+        )
+    if _find(exc, redis_errors.InvalidResponse) is not None:
+        if _says(exc, "\\x15", "\x15"):  # a TLS alert record: the port speaks TLS
+            return _misconfigured(
+                "tls_mismatch", at, f"{at.where} speaks TLS; use rediss:// in {URL_SETTING}"
+            )
+        return _misconfigured(
+            "not_redis",
+            at,
+            f"{at.where} answered, but not as a Redis server (protocol error); is {URL_SETTING} "
+            "pointing at Redis?",
+        )
+    return None
+
+
+def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
+    """A server that is there but cannot serve yet: a replica, a restart, a full client table."""
+    if _find(exc, redis_errors.ReadOnlyError) is not None:
+        return _unavailable(
+            "read_only",
+            at,
+            f"Redis at {at.where} is a read-only replica; point {URL_SETTING} at the primary "
+            "(during a failover this passes once clients follow the new primary)",
+        )
+    if _find(exc, redis_errors.BusyLoadingError) is not None:
+        return _unavailable(
+            "loading", at, f"Redis at {at.where} is loading its data after a restart; retry in a moment"
+        )
+    if _says(exc, "max number of clients reached"):
+        return _unavailable(
+            "max_clients",
+            at,
+            f"Redis at {at.where} has reached its maxclients limit; raise maxclients or stop idle clients",
+        )
+    return None
+
+
+def _network(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
+    """The connection itself failed: refused, unresolvable, timed out, closed."""
+    if _find(exc, ConnectionRefusedError) is not None:
+        return _unavailable(
+            "refused",
+            at,
+            f"cannot connect to Redis at {at.where} (connection refused): start redis-server there, "
+            f"or fix the host and port in {URL_SETTING}",
+        )
+    if _find(exc, socket.gaierror) is not None:
+        return _unavailable(
+            "dns", at, f"cannot resolve the Redis host {at.host!r}; fix the host in {URL_SETTING}"
+        )
+    if _find(exc, redis_errors.TimeoutError) is not None or _find(exc, TimeoutError) is not None:
+        connecting = _says(exc, "connecting")
+        limit = at.connect_timeout_s if connecting else at.read_timeout_s
+        return _unavailable(
+            "timeout",
+            at,
+            f"Redis at {at.where} did not answer{_seconds(limit)}: check the host and port in "
+            f"{URL_SETTING}, and that nothing (a firewall, a VPN) blocks the way",
+        )
+    if _find(exc, ConnectionResetError) is not None or _says(exc, "closed by server"):
+        if not at.tls and _speaks_tls(at):
+            # A TLS port drops a plaintext client at once; say so rather than "retry".
+            return _misconfigured(
+                "tls_mismatch", at, f"{at.where} speaks TLS; use rediss:// in {URL_SETTING}"
+            )
+        return _unavailable("closed", at, f"Redis at {at.where} closed the connection; retry once it is back")
+    return None
+
+
+def _speaks_tls(at: Endpoint) -> bool:
+    """Whether a TLS handshake with the endpoint completes (certificates unchecked: only asking)."""
+    if at.port is None:
+        return False
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((at.host, at.port), timeout=_PROBE_TIMEOUT_S) as sock,
+            context.wrap_socket(sock, server_hostname=at.host),
+        ):
+            return True
+    except OSError:  # includes ssl.SSLError and timeouts
+        return False
+
+
+def translate(
+    exc: BaseException, at: Endpoint, client: redis.Redis | None = None
+) -> errors.StoreUnavailable | None:
+    """The StoreUnavailable (or RedisMisconfigured) that explains ``exc``; None if it is another error.
+
+    ``client`` lets a wrong database number be reported with the server's database count.
+    """
+    if _find(exc, (redis_errors.RedisError, *_SOCKET_ERRORS)) is None:
+        return None
+    for rule in (_tls, _auth, _state):
+        found = rule(exc, at)
+        if found is not None:
+            return found
+    found = _server_side(exc, at, client) or _network(exc, at)
+    if found is not None:
+        return found
+    if _find(exc, (redis_errors.ConnectionError, *_SOCKET_ERRORS)) is not None:
+        return _unavailable(
+            "unavailable",
+            at,
+            f"Redis at {at.where} could not be reached ({type(exc).__name__}); check {URL_SETTING}, "
+            "and retry once the server is back",
+        )
+    return None

@@ -1,0 +1,185 @@
+"""What the CLI prints for people, on an 80-column terminal: whole run ids, help without type
+placeholders, readable history, a cut-short status, a watch that ends its line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import uuid
+from collections.abc import Callable
+from importlib.metadata import version
+
+import pytest
+import redis
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from reflexr_graph.cli import app
+from reflexr_graph.client import Client
+from reflexr_graph.store import RedisStore
+from tests.surfaces.conftest import BIN, CLI_TIMEOUT_S, ROOT, Cli
+
+WIDTH = 80
+
+
+CliAt = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def cli_at(env: dict[str, str]) -> CliAt:
+    """``cli_at(width, ARGS...)``: the console script on a terminal ``width`` columns wide."""
+
+    def run(width: int, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "reflexr-graph"), *args],
+            env={**env, "COLUMNS": str(width)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=CLI_TIMEOUT_S,
+        )
+
+    return run
+
+
+@pytest.fixture
+def cli80(cli_at: CliAt) -> Cli:
+    return functools.partial(cli_at, WIDTH)
+
+
+@pytest.fixture
+def store(redis_url: str) -> RedisStore:
+    return RedisStore.from_url(redis_url)
+
+
+def _fits(text: str) -> None:
+    too_wide = [line for line in text.splitlines() if len(line) > WIDTH]
+    assert not too_wide, too_wide
+
+
+def _command_paths() -> list[list[str]]:
+    root = get_command(app)
+    paths: list[list[str]] = [[]]
+    for name, command in root.commands.items():  # type: ignore[attr-defined]
+        sub = getattr(command, "commands", None)
+        paths += [[name, s] for s in sub] if sub else [[name]]
+    return paths
+
+
+@pytest.mark.parametrize("path", _command_paths(), ids=lambda p: " ".join(p) or "root")
+def test_help_shows_no_type_placeholders(path: list[str]) -> None:
+    if path == ["worker"]:
+        pytest.skip("worker passes --help on to celery")
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(WIDTH)}, terminal_width=WIDTH)
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "[[" not in result.output, result.output
+    _fits(result.output)
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"reflexr-graph {version('reflexr-graph')}"
+
+
+@pytest.mark.usefixtures("published")
+def test_run_ids_stay_whole_at_80_columns(
+    cli80: Cli, cli_at: CliAt, client: Client, store: RedisStore
+) -> None:
+    queued = [client.enqueue("counter", {"key": f"k{i}", "n": i}) for i in range(2)]
+    dead = str(uuid.uuid4())
+    store.dead_letter(
+        dead, reason="invalid_inputs", error_type="InvalidInputs", message="bad", graph="a-long-graph-name-x"
+    )
+    runs = cli80("runs")
+    assert runs.returncode == 0, runs.stderr
+    _fits(runs.stdout)
+    for run_id in [*queued, dead]:
+        assert re.search(rf"\b{run_id}\b", runs.stdout), runs.stdout
+    assert "left out" in runs.stderr and "--json" in runs.stderr
+    listed = cli80("dlq", "list")
+    assert listed.returncode == 0, listed.stderr
+    _fits(listed.stdout)
+    assert re.search(rf"\b{dead}\b", listed.stdout), listed.stdout
+    wide = cli_at(200, "runs")
+    assert "next node" in wide.stdout and wide.stderr == ""
+
+
+def _run_with_a_retry(store: RedisStore, run_id: str, delay_ms: int) -> None:
+    """A run whose first attempt saved two checkpoints, then failed and waits for its retry."""
+    store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+    ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000, worker="w1@host").context()
+    store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2")
+    store.save_checkpoint(ctx, '{"a": 2}', seq=2, next_node="s3")
+    store.fail(
+        ctx,
+        error_type="ValueError",
+        message="broke",
+        traceback=None,
+        reason="step_failed",
+        permanent=False,
+        retry_delay_ms=delay_ms,
+    )
+
+
+def test_history_shows_times_and_step_durations(
+    cli80: Cli, store: RedisStore, redis_client: redis.Redis
+) -> None:
+    run_id = str(uuid.uuid4())
+    _run_with_a_retry(store, run_id, delay_ms=5_000)
+    due_at_ms = next(e.fields["due_at"] for e in store.events(run_id) if e.type == "run_retrying")
+    result = cli80("history", run_id)
+    assert result.returncode == 0, result.stderr
+    _fits(result.stdout)
+    assert due_at_ms not in result.stdout, "an epoch-ms field is shown as a time"
+    assert "(in 5.0s)" in result.stdout
+    assert re.search(r"\b\d\d:\d\d:\d\d\.\d{3}\b", result.stdout)
+    # Each checkpoint, and the failure, shows how long the step(s) before it took.
+    timed = re.findall(r"(\d+ms|\d+\.\d+s)\s+(run_progressed|attempt_failed)", result.stdout)
+    assert [kind for _took, kind in timed] == ["run_progressed", "run_progressed", "attempt_failed"]
+    raw = json.loads(cli80("history", run_id, "--json").stdout)
+    assert any(e["fields"].get("due_at") == due_at_ms for e in raw), "--json keeps the raw fields"
+
+
+def test_status_cuts_a_long_output_short(cli80: Cli, store: RedisStore) -> None:
+    run_id = str(uuid.uuid4())
+    output = {"items": [{"i": i, "name": f"item {i}"} for i in range(300)]}
+    store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=1, dispatch_grace_ms=30_000)
+    ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+    store.succeed(ctx, json.dumps(output))
+
+    short = cli80("status", run_id)
+    assert short.returncode == 0, short.stderr
+    assert len(short.stdout.splitlines()) < 60
+    assert f"reflexr-graph status {run_id} --full" in short.stderr and "more lines" in short.stderr
+    assert '"item 299"' not in short.stdout
+    full = cli80("status", run_id, "--full")
+    assert '"item 299"' in full.stdout and full.stderr == ""
+    as_json = cli80("status", run_id, "--json")
+    assert json.loads(as_json.stdout)["output"] == output, "--json is never cut"
+
+
+@pytest.mark.usefixtures("published")
+def test_watch_ends_its_line_and_counts_checkpoints(cli80: Cli, client: Client) -> None:
+    run_id = client.enqueue("counter", {"key": "w", "n": 1})
+    client.cancel(run_id)
+    result = cli80("watch", run_id)
+    assert result.returncode == 1, "a cancelled run ends the watch with exit 1"
+    assert result.stdout.endswith("\n")
+    assert "checkpoints saved" in result.stdout and "steps done" not in result.stdout
+    assert f"run {run_id} ended cancelled" in result.stderr
+
+
+@pytest.mark.usefixtures("published")
+def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
+    result = cli80("enqueue", "countr", "--input", "{}")
+    assert result.returncode == 2
+    assert "did you mean 'counter'?" in result.stderr
+    far = cli80("enqueue", "zzzz", "--input", "{}")
+    assert (
+        far.returncode == 2
+        and "did you mean" not in far.stderr
+        and "published: blocker, counter" in far.stderr
+    )

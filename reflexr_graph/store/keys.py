@@ -28,6 +28,12 @@ REAPER_LOCK = f"{PREFIX}:reaper:lock"
 """Held by the one reaper that may act at a time."""
 GRAPHS = f"{PREFIX}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
+QUARANTINE = f"{PREFIX}:quarantine"
+"""Queue items no worker could run, moved aside: a list of JSON entries, newest first, capped
+(store/quarantine.py)."""
+QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
+"""How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
+entries fall off the capped list."""
 
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,

@@ -28,6 +28,8 @@ SOCKET_TIMEOUT_S = 10.0
 SOCKET_CONNECT_TIMEOUT_S = 5.0
 HEALTH_CHECK_INTERVAL_S = 10
 STORE_RETRIES = 2
+TRANSPORT = "reflexr_graph.fleet.transport:Transport"
+CONSUMER = "reflexr_graph.fleet.consumer:FleetConsumer"
 
 
 class FleetApp(Celery):
@@ -71,8 +73,11 @@ class FleetApp(Celery):
 def _ssl_options(redis_url: str) -> dict[str, Any] | None:
     """Certificate checking for rediss:// unless the URL says otherwise.
 
-    Without options kombu falls back to CERT_NONE, which accepts any certificate; redis-py
-    (the store) verifies by default, and the broker connection should not be weaker.
+    kombu's own rediss transport falls back to CERT_NONE, which accepts any certificate;
+    redis-py (the store) verifies by default, and the broker connection should not be weaker.
+    The fleet's transport is not selected by the URL's scheme, so kombu knows the connection
+    is TLS from these options, or from the URL's own ``ssl_*`` options (kombu parses them):
+    for rediss:// one of the two is always there.
     """
     parts = urlsplit(redis_url)
     if parts.scheme != "rediss":
@@ -86,6 +91,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration the fleet runs with."""
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport, moving aside a queue item that is not a message instead of
+        # stopping the worker on it; the URL's scheme and TLS options apply as before.
+        "broker_transport": TRANSPORT,
         "broker_use_ssl": _ssl_options(settings.redis_url),
         # No result backend: outcomes live in the store, where the Client reads them.
         "task_ignore_result": True,
@@ -116,6 +124,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         },
         "task_default_queue": settings.queue,
+        # Celery's consumer, with the messages it rejects quarantined instead of dropped.
+        "worker_consumer": CONSUMER,
         "worker_hijack_root_logger": False,
     }
 

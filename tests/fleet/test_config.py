@@ -193,6 +193,8 @@ def test_celery_config_follows_the_design() -> None:
     assert 0 < opts["unacked_restore_interval"] <= 10
     assert {"socket_timeout", "socket_connect_timeout", "health_check_interval"} <= set(opts)
     assert conf["broker_use_ssl"] is None
+    assert conf["broker_transport"] == "reflexr_graph.fleet.transport:Transport"
+    assert conf["worker_consumer"] == "reflexr_graph.fleet.consumer:FleetConsumer"
 
 
 def test_rediss_broker_verifies_certificates_unless_the_url_says_otherwise() -> None:

@@ -11,6 +11,7 @@ import sys
 
 from reflexr_graph import errors
 from reflexr_graph.cli import commands, dlq, health, watch
+from reflexr_graph.cli import quarantine as quarantine  # registers `dlq messages`
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, CliError
 from reflexr_graph.cli.render import err

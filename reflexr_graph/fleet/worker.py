@@ -37,8 +37,22 @@ def _remap_effective() -> bool:
     return getattr(common, "REMAP_SIGTERM", None) == REMAP[1]
 
 
+def _status(code: object) -> int:
+    """A SystemExit code as a process exit status, as the interpreter would turn it into one."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
 def run_worker(argv: Sequence[str] | None = None) -> int:
-    """Run ``celery -A workers worker [argv...]`` in this process; returns its exit code.
+    """Run ``celery -A workers worker [argv...]`` in this process; returns its exit status.
+
+    It runs Celery's own command line as ``celery`` does (``app.worker_main`` would discard the
+    status), so both exit with the same status: 1 after an unrecoverable error at start or
+    SIGINT, 2 for bad usage.
 
     SIGTERM must be remapped to SIGQUIT before billiard is imported. If it already was
     imported without that, the worker is started by replacing this process with the
@@ -49,9 +63,18 @@ def run_worker(argv: Sequence[str] | None = None) -> int:
     if not _remap_effective():
         command = [sys.executable, "-m", "celery", "-A", APP_MODULE, "worker", *args]
         os.execv(sys.executable, command)  # does not return
-    app: FleetApp = importlib.import_module(APP_MODULE).app
+    # Loaded first so that invalid settings raise SettingsError, which the CLI reports in one
+    # line (exit 2, as Celery's own exit for an app that does not load).
+    importlib.import_module(APP_MODULE)
+    from celery.bin.celery import celery as celery_command
+
     try:
-        app.worker_main(["worker", *args])
+        celery_command.main(
+            args=["-A", APP_MODULE, "worker", *args],
+            prog_name="celery",
+            auto_envvar_prefix="CELERY",
+            standalone_mode=True,
+        )
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return _status(exc.code)
     return 0

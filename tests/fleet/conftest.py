@@ -45,6 +45,11 @@ FAST_ENV = {
     "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1",
 }
 """Small TTLs and backoffs, so crash tests recover in seconds."""
+ENTRY_POINTS = {
+    "celery": [sys.executable, "-m", "celery", "-A", "workers", "worker"],
+    "reflexr-graph": [sys.executable, "-m", "reflexr_graph", "worker"],
+}
+"""The two ways to start a worker, which must behave the same."""
 
 
 @dataclass
@@ -109,18 +114,22 @@ class Fleet:
             **extra,
         }
 
-    def start(self, concurrency: int = 1, *, wait: bool = True, **env: str) -> Worker:
+    def start(
+        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", **env: str
+    ) -> Worker:  # fmt: skip
+        """A worker started by ``entry``, a key of :data:`ENTRY_POINTS`."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker",
+            *ENTRY_POINTS[entry],
             "--pool=prefork", "-c", str(concurrency),
             "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
         ]  # fmt: skip
+        worker_env = self.worker_env(env)
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
-                argv, cwd=ROOT, env=self.worker_env(env), stdout=out, stderr=subprocess.STDOUT,
+                argv, cwd=ROOT, env=worker_env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
         worker = Worker(name, proc, log_path)

@@ -1,5 +1,6 @@
 """Starting the worker: ``workers`` is importable as the deployable app, and ``run_worker``
-starts the same worker programmatically, with SIGTERM remapped to soft shutdown."""
+starts the same worker programmatically, with SIGTERM remapped to soft shutdown; it and
+``celery -A workers worker`` exit with the same status."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
-from tests.fleet.conftest import ROOT, Fleet, Worker, executions, open_gate
+from tests.fleet.conftest import ENTRY_POINTS, ROOT, Fleet, Worker, executions, open_gate
 from tests.waiting import wait_for
 
 RUN_WORKER = (
@@ -84,3 +85,43 @@ def test_run_worker_starts_the_worker_with_soft_shutdown(
     fleet.start()
     assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
     assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s2:2", "s3:2"]
+
+
+def run_to_exit(entry: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ENTRY_POINTS[entry], *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["--pidfile=/nonexistent/dir/worker.pid"], {}, "LockFailed"),
+        (["-P", "no-such-pool"], {}, "no-such-pool"),
+        ([], {"REFLEXR_GRAPHS": "tests.fleet.graphs:nope"}, "has no attribute 'nope'"),
+    ],
+    ids=["unrecoverable-error-at-start", "bad-usage", "bad-graph-reference"],
+)
+def test_a_worker_failing_at_start_exits_with_the_same_status_either_way(
+    fleet: Fleet, args: list[str], env: dict[str, str], says: str
+) -> None:
+    """A supervisor that restarts only on failure must see it: ``reflexr-graph worker`` exits with the
+    status ``celery -A workers worker`` exits with, and it is not 0."""
+    worker_env = fleet.worker_env(env)
+    done = {entry: run_to_exit(entry, ["-Q", fleet.queue, *args], worker_env) for entry in ENTRY_POINTS}
+    codes = {entry: result.returncode for entry, result in done.items()}
+    print(f"\nexit statuses: {codes}")
+    assert codes["reflexr-graph"] == codes["celery"] != 0
+    for result in done.values():
+        assert says in result.stdout + result.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_worker_stopped_by_sigint_exits_1_either_way(fleet: Fleet, entry: str) -> None:
+    """Celery's Ctrl+C (a warm shutdown) exits 1; the wrapper used to exit 0 there."""
+    worker = fleet.start(entry=entry)
+    worker.signal(signal.SIGINT)
+    assert worker.wait_exit(30) == 1

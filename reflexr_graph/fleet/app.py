@@ -110,7 +110,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # SIGTERM (remapped to SIGQUIT) waits this long for the running attempt, then
         # cancels it and requeues its message at once.
         "worker_soft_shutdown_timeout": settings.soft_shutdown_timeout_s,
-        "worker_enable_soft_shutdown_on_idle": True,
+        # An idle worker has nothing to wait for, so it stops at once: on idle, Celery would
+        # sleep the whole timeout, which only helps ETA messages, and the fleet sends none.
+        "worker_enable_soft_shutdown_on_idle": False,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "broker_connection_retry_on_startup": True,
         # A worker must outlast a long Redis outage rather than exit after 100 retries.

@@ -115,9 +115,11 @@ class Fleet:
         }
 
     def start(
-        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", **env: str
+        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", remap: bool = True,
+        **env: str,
     ) -> Worker:  # fmt: skip
-        """A worker started by ``entry``, a key of :data:`ENTRY_POINTS`."""
+        """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`), with
+        ``REMAP_SIGTERM=SIGQUIT`` in its environment unless ``remap`` is False."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
@@ -127,6 +129,8 @@ class Fleet:
             "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
         ]  # fmt: skip
         worker_env = self.worker_env(env)
+        if not remap:
+            del worker_env["REMAP_SIGTERM"]
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
                 argv, cwd=ROOT, env=worker_env, stdout=out, stderr=subprocess.STDOUT,

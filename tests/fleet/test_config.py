@@ -183,7 +183,7 @@ def test_celery_config_follows_the_design() -> None:
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"] and conf["task_ignore_result"]
     assert conf["worker_prefetch_multiplier"] == 1
     assert conf["worker_soft_shutdown_timeout"] == 4
-    assert conf["worker_enable_soft_shutdown_on_idle"]
+    assert not conf["worker_enable_soft_shutdown_on_idle"], "an idle worker has nothing to wait for"
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"]
     assert conf["broker_connection_retry_on_startup"]
     assert conf["task_default_queue"] == "q"

@@ -133,13 +133,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
-    """A configured app with the ``reflexr_graph.run`` task and the reaper hooks registered."""
-    # Imported here: task and reaper import this module for FleetApp.
-    from reflexr_graph.fleet import reaper, task, telemetry_hooks
+    """A configured app with the ``reflexr_graph.run`` task and the worker hooks registered."""
+    # Imported here: these modules import this one for FleetApp.
+    from reflexr_graph.fleet import reaper, sigterm, task, telemetry_hooks
 
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
     task.register(app)
     reaper.install()
     telemetry_hooks.install()
+    sigterm.install()
     return app

@@ -135,7 +135,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
     """A configured app with the ``reflexr_graph.run`` task and the worker hooks registered."""
     # Imported here: these modules import this one for FleetApp.
-    from reflexr_graph.fleet import reaper, sigterm, task, telemetry_hooks
+    from reflexr_graph.fleet import reaper, sigterm, startup_log, task, telemetry_hooks
 
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
@@ -143,4 +143,5 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     reaper.install()
     telemetry_hooks.install()
     sigterm.install()
+    startup_log.install()
     return app

@@ -50,6 +50,8 @@ ENTRY_POINTS = {
     "reflexr-graph": [sys.executable, "-m", "reflexr_graph", "worker"],
 }
 """The two ways to start a worker, which must behave the same."""
+READY_LINE = "ready: serves graphs"
+"""What the fleet's worker logs once it consumes (fleet/startup_log.py)."""
 
 
 @dataclass
@@ -115,18 +117,18 @@ class Fleet:
         }
 
     def start(
-        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", remap: bool = True,
-        **env: str,
+        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery",
+        loglevel: str | None = "info", remap: bool = True, **env: str,
     ) -> Worker:  # fmt: skip
-        """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`), with
-        ``REMAP_SIGTERM=SIGQUIT`` in its environment unless ``remap`` is False."""
+        """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`), ``-l loglevel`` unless None,
+        with ``REMAP_SIGTERM=SIGQUIT`` in its environment unless ``remap`` is False."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
             *ENTRY_POINTS[entry],
             "--pool=prefork", "-c", str(concurrency),
             "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
+            "-Q", self.queue, "-n", f"{name}@%h", *(["-l", loglevel] if loglevel else []),
         ]  # fmt: skip
         worker_env = self.worker_env(env)
         if not remap:
@@ -146,7 +148,9 @@ class Fleet:
         def ready() -> bool:
             if not worker.alive():
                 pytest.fail(f"worker {worker.name} exited at startup:\n{worker.log()[-3000:]}")
-            return " ready." in worker.log()
+            log = worker.log()
+            # Celery's line at -l info; the fleet's own also without -l.
+            return " ready." in log or READY_LINE in log
 
         wait_for(ready, READY_TIMEOUT_S, f"worker {worker.name} to be ready")
 

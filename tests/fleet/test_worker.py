@@ -1,6 +1,6 @@
 """Starting the worker: ``workers`` is importable as the deployable app; ``reflexr-graph worker``
-(``run_worker``) and ``celery -A workers worker`` exit with the same status. Stopping it:
-tests/fleet/test_stopping.py."""
+(``run_worker``) and ``celery -A workers worker`` exit with the same status; a worker says which
+graphs and queues it serves at Celery's default log level. Stopping it: tests/fleet/test_stopping.py."""
 
 from __future__ import annotations
 
@@ -8,10 +8,18 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
-from tests.fleet.conftest import ENTRY_POINTS, ROOT, Fleet
+from reflexr_graph.client import Client
+from reflexr_graph.errors import UnknownGraph
+from reflexr_graph.fleet.registry import describe
+from reflexr_graph.model import Status
+from tests.fleet import graphs
+from tests.fleet.conftest import ENTRY_POINTS, READY_LINE, ROOT, Fleet
+from tests.waiting import wait_for
+from workers.examples import EXAMPLES
 
 
 def test_workers_app_loads_settings_graphs_and_examples(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,3 +84,37 @@ def test_a_worker_stopped_by_sigint_exits_1_either_way(fleet: Fleet, entry: str)
     worker = fleet.start(entry=entry)
     worker.signal(signal.SIGINT)
     assert worker.wait_exit(30) == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_without_l_says_at_start_which_graphs_and_queues_it_serves(
+    fleet: Fleet, client_for: Callable[[Fleet], Client]
+) -> None:
+    """Celery's default level is WARNING; the fleet's INFO lines show anyway, the start line first."""
+    worker = fleet.start(loglevel=None)
+    line = next(line for line in worker.log().splitlines() if READY_LINE in line)
+    assert "INFO" in line
+    assert f"serves graphs {describe({a.name: a for a in (*graphs.ALL, *EXAMPLES)})};" in line
+    assert line.endswith(f"consumes queues {fleet.queue}")
+    assert "reaper" in worker.log() and " ready." not in worker.log(), "reflexr_graph INFO, not Celery's"
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 1})
+    assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
+    wait_for(lambda: f"run {run_id} succeeded" in worker.log(), 10, "the pool child's INFO line")
+
+
+@pytest.mark.timeout(120)
+def test_an_explicit_log_level_is_respected(fleet: Fleet, client_for: Callable[[Fleet], Client]) -> None:
+    worker = fleet.start(loglevel="warning", wait=False)
+    client = client_for(fleet)
+    run_id = wait_for(lambda: _enqueue_when_published(client), 45, "the worker to publish its graphs")
+    assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
+    assert worker.alive()
+    assert "INFO" not in worker.log()
+
+
+def _enqueue_when_published(client: Client) -> str | None:
+    try:
+        return client.enqueue("steps", {"value": 1})
+    except UnknownGraph:
+        return None

@@ -75,7 +75,11 @@ def move_aside(client: redis.Redis, *, queue: str, reason: QuarantineReason, det
 
 
 def raw_of(message: Any) -> bytes:
-    """The envelope of a message kombu already read, as JSON again (kombu keeps it parsed)."""
+    """The envelope of a message kombu already read, as JSON again.
+
+    kombu's virtual transport keeps the parsed envelope as ``_raw`` (its unacked hash stores
+    the same); other transports get the parts kombu exposes.
+    """
     payload = getattr(message, "_raw", None)
     if payload is None:
         payload = {"headers": message.headers, "properties": message.properties, "body": message.body}

@@ -30,6 +30,10 @@ STEP_DURATION = METER.create_histogram("reflexr.step.duration", unit="s", descri
 RUNS_RECOVERED = METER.create_counter(
     "reflexr.runs.recovered", description="Runs the reaper re-enqueued after their lease lapsed"
 )
+QUARANTINED = METER.create_counter(
+    "reflexr.queue.quarantined",
+    description="Queue items a worker could not run and moved aside to the quarantine list, by reason",
+)
 
 ATTR_OUTCOME = "reflexr.outcome"
 ATTR_REASON = "reflexr.reason"

@@ -28,6 +28,8 @@ SOCKET_TIMEOUT_S = 10.0
 SOCKET_CONNECT_TIMEOUT_S = 5.0
 HEALTH_CHECK_INTERVAL_S = 10
 STORE_RETRIES = 2
+TRANSPORT = "reflexr_graph.fleet.transport:Transport"
+CONSUMER = "reflexr_graph.fleet.consumer:FleetConsumer"
 
 
 class FleetApp(Celery):
@@ -72,8 +74,11 @@ class FleetApp(Celery):
 def _ssl_options(redis_url: str) -> dict[str, Any] | None:
     """Certificate checking for rediss:// unless the URL says otherwise.
 
-    Without options kombu falls back to CERT_NONE, which accepts any certificate; redis-py
-    (the store) verifies by default, and the broker connection should not be weaker.
+    kombu's own rediss transport falls back to CERT_NONE, which accepts any certificate;
+    redis-py (the store) verifies by default, and the broker connection should not be weaker.
+    The fleet's transport is not selected by the URL's scheme, so kombu knows the connection
+    is TLS from these options, or from the URL's own ``ssl_*`` options (kombu parses them):
+    for rediss:// one of the two is always there.
     """
     parts = urlsplit(redis_url)
     if parts.scheme != "rediss":
@@ -87,6 +92,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration the fleet runs with."""
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport, moving aside a queue item that is not a message instead of
+        # stopping the worker on it; the URL's scheme and TLS options apply as before.
+        "broker_transport": TRANSPORT,
         "broker_use_ssl": _ssl_options(settings.redis_url),
         # No result backend: outcomes live in the store, where the Client reads them.
         "task_ignore_result": True,
@@ -103,7 +111,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # SIGTERM (remapped to SIGQUIT) waits this long for the running attempt, then
         # cancels it and requeues its message at once.
         "worker_soft_shutdown_timeout": settings.soft_shutdown_timeout_s,
-        "worker_enable_soft_shutdown_on_idle": True,
+        # An idle worker has nothing to wait for, so it stops at once: on idle, Celery would
+        # sleep the whole timeout, which only helps ETA messages, and the fleet sends none.
+        "worker_enable_soft_shutdown_on_idle": False,
         # Not cancelled: the lease, not the broker connection, is the attempt's right to the run.
         # A Redis blip drops the connection, and cancelling then threw every running attempt
         # away; the heartbeat keeps the lease for its TTL and gives the attempt up only then. The
@@ -121,14 +131,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "health_check_interval": HEALTH_CHECK_INTERVAL_S,
         },
         "task_default_queue": settings.queue,
+        # Celery's consumer, with the messages it rejects quarantined instead of dropped.
+        "worker_consumer": CONSUMER,
         "worker_hijack_root_logger": False,
     }
 
 
 def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
-    """A configured app with the ``reflexr_graph.run`` task and the reaper hooks registered."""
-    # Imported here: task and reaper import this module for FleetApp.
-    from reflexr_graph.fleet import pools, reaper, routing, task, telemetry_hooks
+    """A configured app with the ``reflexr_graph.run`` task and the worker hooks registered."""
+    # Imported here: these modules import this one for FleetApp.
+    from reflexr_graph.fleet import pools, reaper, routing, sigterm, startup_log, task, telemetry_hooks
 
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
@@ -137,4 +149,6 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     routing.install()
     pools.install()
     telemetry_hooks.install()
+    sigterm.install()
+    startup_log.install()
     return app

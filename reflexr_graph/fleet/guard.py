@@ -1,22 +1,23 @@
-"""A guard in front of Celery's task strategy: a malformed message is dropped, not fatal.
+"""A guard in front of Celery's task strategy: a malformed message is quarantined, not fatal.
 
 Celery 5.7's worker unpacks a message body as ``args, kwargs, embed`` in its main process,
 outside any error handler: a JSON body of another shape (a string, a number, a list of
 two) raises there and stops the whole worker ("Unrecoverable error"), and the message is
 restored to the queue at shutdown, so it stops the next worker too. A missing ``id``
-header does the same. The guard checks the shape first; the content type and JSON
-decoding are still checked by Celery, which rejects pickled and undecodable bodies itself.
+header does the same. The guard checks the shape first and moves a bad message aside to the
+quarantine list (``invalid_task``); the content type and JSON decoding are still checked by
+Celery, whose rejects the fleet's consumer quarantines too (fleet/consumer.py).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from celery.worker.strategy import default
 
-log = logging.getLogger(__name__)
+from reflexr_graph.fleet.quarantine import QuarantineReason, move_message_aside
+from reflexr_graph.fleet.task import valid_run_id
 
 
 def _protocol2_problem(payload: Any) -> str | None:
@@ -40,8 +41,8 @@ def _protocol2_problem(payload: Any) -> str | None:
 def _headers_problem(headers: Any) -> str | None:
     if not isinstance(headers, dict):
         return "its headers are not a mapping"
-    if not isinstance(headers.get("id"), str) or not headers["id"]:
-        return "its 'id' header (the run id) is missing or not a string"
+    if not valid_run_id(headers.get("id")):
+        return "its 'id' header (the run id) is missing, empty, too long, unprintable or not a string"
     timelimit = headers.get("timelimit")
     if timelimit is not None and not (isinstance(timelimit, list | tuple) and len(timelimit) == 2):
         return "its 'timelimit' header is not [soft, hard]"
@@ -67,20 +68,12 @@ def message_problem(message: Any, body: Any) -> str | None:
 def strategy(task: Any, app: Any, consumer: Any, **kwargs: Any) -> Callable[..., Any]:
     """Celery's default strategy for ``task``, behind :func:`message_problem`."""
     handler = default(task, app, consumer, **kwargs)
-    connection_errors = consumer.connection_errors
 
     def guarded(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
         problem = message_problem(message, body)
         if problem is None:
             return handler(message, body, ack, reject, callbacks, **kw)
-        headers = message.headers if isinstance(message.headers, dict) else {}
-        log.error(
-            "message %r for %s dropped: %s; the worker carries on, fix the producer",
-            str(headers.get("id", "?"))[:200],
-            task.name,
-            problem,
-        )
-        ack(log, connection_errors)
+        move_message_aside(message, QuarantineReason.INVALID_TASK, f"a {task.name} message: {problem}")
         return None
 
     return guarded

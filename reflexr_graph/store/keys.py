@@ -31,6 +31,12 @@ GRAPHS = f"{PREFIX}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
 WORKERS = f"{PREFIX}:workers"
 """Live workers, score = expiry ms of their last heartbeat; member = the worker's node name."""
+QUARANTINE = f"{PREFIX}:quarantine"
+"""Queue items no worker could run, moved aside: a list of JSON entries, newest first, capped
+(store/quarantine.py)."""
+QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
+"""How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
+entries fall off the capped list."""
 
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,

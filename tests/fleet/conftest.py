@@ -45,6 +45,13 @@ FAST_ENV = {
     "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1",
 }
 """Small TTLs and backoffs, so crash tests recover in seconds."""
+ENTRY_POINTS = {
+    "celery": [sys.executable, "-m", "celery", "-A", "workers", "worker"],
+    "reflexr-graph": [sys.executable, "-m", "reflexr_graph", "worker"],
+}
+"""The two ways to start a worker, which must behave the same."""
+READY_LINE = "ready: serves graphs"
+"""What the fleet's worker logs once it consumes (fleet/startup_log.py)."""
 
 
 @dataclass
@@ -109,18 +116,26 @@ class Fleet:
             **extra,
         }
 
-    def start(self, concurrency: int = 1, *, wait: bool = True, pool: str = "prefork", **env: str) -> Worker:
+    def start(
+        self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", pool: str = "prefork",
+        loglevel: str | None = "info", remap: bool = True, **env: str,
+    ) -> Worker:  # fmt: skip
+        """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`) with pool ``pool``, ``-l
+        loglevel`` unless None, and ``REMAP_SIGTERM=SIGQUIT`` in its environment unless not ``remap``."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker",
+            *ENTRY_POINTS[entry],
             f"--pool={pool}", "-c", str(concurrency),
             "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-Q", self.queue, "-n", f"{name}@%h", "-l", "info",
+            "-Q", self.queue, "-n", f"{name}@%h", *(["-l", loglevel] if loglevel else []),
         ]  # fmt: skip
+        worker_env = self.worker_env(env)
+        if not remap:
+            del worker_env["REMAP_SIGTERM"]
         with log_path.open("wb") as out:
             proc = subprocess.Popen(
-                argv, cwd=ROOT, env=self.worker_env(env), stdout=out, stderr=subprocess.STDOUT,
+                argv, cwd=ROOT, env=worker_env, stdout=out, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
         worker = Worker(name, proc, log_path)
@@ -133,7 +148,9 @@ class Fleet:
         def ready() -> bool:
             if not worker.alive():
                 pytest.fail(f"worker {worker.name} exited at startup:\n{worker.log()[-3000:]}")
-            return " ready." in worker.log()
+            log = worker.log()
+            # Celery's line at -l info; the fleet's own also without -l.
+            return " ready." in log or READY_LINE in log
 
         wait_for(ready, READY_TIMEOUT_S, f"worker {worker.name} to be ready")
 

@@ -198,7 +198,7 @@ def test_celery_config_follows_the_design() -> None:
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"] and conf["task_ignore_result"]
     assert conf["worker_prefetch_multiplier"] == 1
     assert conf["worker_soft_shutdown_timeout"] == 4
-    assert conf["worker_enable_soft_shutdown_on_idle"]
+    assert not conf["worker_enable_soft_shutdown_on_idle"], "an idle worker has nothing to wait for"
     # Issue 14: a Redis blip must not cancel running attempts; their lease keeps them (see app.py).
     assert conf["worker_cancel_long_running_tasks_on_connection_loss"] is False
     assert conf["broker_connection_retry_on_startup"]
@@ -209,6 +209,8 @@ def test_celery_config_follows_the_design() -> None:
     assert 0 < opts["unacked_restore_interval"] <= 10
     assert {"socket_timeout", "socket_connect_timeout", "health_check_interval"} <= set(opts)
     assert conf["broker_use_ssl"] is None
+    assert conf["broker_transport"] == "reflexr_graph.fleet.transport:Transport"
+    assert conf["worker_consumer"] == "reflexr_graph.fleet.consumer:FleetConsumer"
 
 
 def test_rediss_broker_verifies_certificates_unless_the_url_says_otherwise() -> None:

@@ -1,8 +1,9 @@
-"""Malformed messages against a real worker subprocess: each is dead-lettered with a reason or
-rejected, pickle is never loaded (G6), and the worker stays healthy (G4)."""
+"""Malformed messages against a real worker subprocess: each is dead-lettered with a reason or moved
+aside to the quarantine list with one, pickle is never loaded (G6), and the worker stays healthy (G4)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import pickle
 import uuid
@@ -18,12 +19,12 @@ from reflexr_graph.client import Client
 from reflexr_graph.fleet.dispatch import TASK_NAME
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.quarantine import Quarantine
 from tests.fleet.conftest import Fleet
+from tests.fleet.garbage import EMBED, envelope, headers
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
-
-EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
 class Touch:
@@ -34,15 +35,6 @@ class Touch:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Path.touch, (self.path,))
-
-
-def headers(task_id: str, task: str = TASK_NAME) -> dict[str, Any]:
-    """Celery message protocol 2 headers, as any producer library sends them."""
-    return {
-        "lang": "py", "task": task, "id": task_id, "root_id": task_id, "parent_id": None,
-        "group": None, "retries": 0, "eta": None, "expires": None, "timelimit": [None, None],
-        "shadow": None, "argsrepr": "", "kwargsrepr": "", "origin": "test", "ignore_result": True,
-    }  # fmt: skip
 
 
 def publish_raw(
@@ -64,6 +56,16 @@ def json_body(args: Any, kwargs: Any) -> bytes:
     return json.dumps([args, kwargs, EMBED]).encode()
 
 
+def protocol1(r: redis.Redis, queue: str, body: dict[str, Any]) -> str:
+    """Push a Celery protocol 1 message (the task's name and id in the body, none in the headers)."""
+    env = envelope(queue, {})
+    task_id = env["headers"]["id"]
+    del env["headers"]["task"]
+    env["body"] = base64.b64encode(json.dumps({"id": task_id, **body}).encode()).decode()
+    r.lpush(queue, json.dumps(env))
+    return task_id
+
+
 def dead_reason(r: redis.Redis, run_id: str) -> str | None:
     status, reason = r.hmget(keys.run(run_id), ["status", "reason"])
     if status is None or status.decode() != "dead":
@@ -75,8 +77,9 @@ def test_each_kind_of_bad_message(
     fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, tmp_path: Path
 ) -> None:
     """Unknown graph, invalid inputs, missing kwargs, NaN and positional args are dead-lettered with a
-    clear reason; pickle, garbage JSON, a body of the wrong shape and an unregistered task are
-    rejected without a run record; the pickle is never loaded; the worker serves a good run after."""
+    clear reason; pickle, garbage JSON, a body of the wrong shape, an unregistered task, none at all
+    and one Celery chokes on are quarantined with theirs, without a run record; the pickle is never
+    loaded; the worker serves a good run after."""
     fleet.env["REFLEXR_UNKNOWN_GRAPH_GRACE_S"] = "0"  # an unknown graph is dead at once, not after a wait
     worker = fleet.start()
     url, queue = fleet.redis_url, fleet.queue
@@ -91,14 +94,18 @@ def test_each_kind_of_bad_message(
         publish_raw(url, queue, json_body([1], {"graph": "steps", "inputs": {}})): "bad_message",
         publish_raw(url, queue, b'[[], {"graph": "steps", "inputs": {"value": NaN}}, {}]'): "bad_message",
     }
-    rejected = [
+    quarantined = {
         publish_raw(url, queue, pickle.dumps(((), {"graph": "steps", "inputs": Touch(marker)}, EMBED)),
-                    content_type="application/x-python-serialize", encoding="binary"),
-        publish_raw(url, queue, b"{not json"),
-        publish_raw(url, queue, b'"just a string"'),
-        publish_raw(url, queue, json_body([], ["not", "a", "dict"])),
-        publish_raw(url, queue, json_body([], {"graph": "steps", "inputs": {}}), task="no.such.task"),
-    ]  # fmt: skip
+                    content_type="application/x-python-serialize", encoding="binary"): "content_not_allowed",
+        publish_raw(url, queue, b"{not json"): "undecodable_body",
+        publish_raw(url, queue, b'"just a string"'): "invalid_task",
+        publish_raw(url, queue, json_body([], ["not", "a", "dict"])): "invalid_task",
+        publish_raw(url, queue, json_body([], {"graph": "steps", "inputs": {}}),
+                    task="no.such.task"): "unknown_task",
+        protocol1(redis_client, queue, {"args": [], "kwargs": {}}): "not_a_task",
+        # Celery looks the task up by a name that cannot be a dict key: nothing foresaw that one.
+        protocol1(redis_client, queue, {"task": ["a", "list"], "args": [], "kwargs": {}}): "handler_error",
+    }  # fmt: skip
     client = client_for(fleet)
     good = client.enqueue("steps", {"value": 1})
     assert client.wait(good, timeout=60).status is Status.SUCCEEDED
@@ -106,7 +113,13 @@ def test_each_kind_of_bad_message(
         assert (
             wait_for(lambda run_id=run_id: dead_reason(redis_client, run_id), 30, f"{run_id} dead") == reason
         )
-    for run_id in rejected:
+    quarantine = Quarantine(redis_client)
+    wait_for(
+        lambda: quarantine.length() >= len(quarantined), 30, "the rejected messages in the quarantine list"
+    )
+    entries = quarantine.items()
+    assert {json.loads(e.raw)["headers"]["id"]: e.reason for e in entries} == quarantined
+    for run_id in quarantined:
         assert not redis_client.exists(keys.run(run_id)), run_id
     assert not marker.exists(), "the worker unpickled a message"
     assert worker.alive()
@@ -118,10 +131,11 @@ def test_each_kind_of_bad_message(
 
 
 def test_a_hundred_malformed_messages_leave_the_worker_healthy(
-    fleet: Fleet, client_for: Callable[[Fleet], Client]
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
 ) -> None:
     """G4: 100 malformed messages in a row neither crash nor wedge the worker: its main process is
-    the same one, and a good run enqueued after them succeeds."""
+    the same one, and a good run enqueued after them succeeds. 40 became dead runs, 60 are in the
+    quarantine list."""
     fleet.env["REFLEXR_UNKNOWN_GRAPH_GRACE_S"] = "0"
     worker = fleet.start()
     url, queue = fleet.redis_url, fleet.queue
@@ -142,3 +156,4 @@ def test_a_hundred_malformed_messages_leave_the_worker_healthy(
     assert worker.alive()
     # The good run's own queue may be served before the rest of the base queue's garbage.
     wait_for(lambda: len(client.dead_letters()) == 40, 60, "the 40 bad messages to be dead-lettered")
+    assert Quarantine(redis_client).length() == 60

@@ -1,5 +1,6 @@
-"""Starting the worker: ``workers`` is importable as the deployable app, and ``run_worker``
-starts the same worker programmatically, with SIGTERM remapped to soft shutdown."""
+"""Starting the worker: ``workers`` is importable as the deployable app; ``reflexr-graph worker``
+(``run_worker``) and ``celery -A workers worker`` exit with the same status; a worker says which
+graphs and queues it serves at Celery's default log level. Stopping it: tests/fleet/test_stopping.py."""
 
 from __future__ import annotations
 
@@ -7,22 +8,19 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
-import redis
 
 from reflexr_graph.client import Client
+from reflexr_graph.errors import UnknownGraph
+from reflexr_graph.fleet.dispatch import graph_queue
+from reflexr_graph.fleet.registry import describe
 from reflexr_graph.model import Status
-from tests.fleet.conftest import ROOT, Fleet, Worker, executions, open_gate
+from tests.fleet import graphs
+from tests.fleet.conftest import ENTRY_POINTS, READY_LINE, ROOT, Fleet
 from tests.waiting import wait_for
 from workers.examples import TRIAGE
-
-RUN_WORKER = (
-    "import sys; from reflexr_graph.fleet.worker import run_worker; sys.exit(run_worker(sys.argv[1:]))"
-)
 
 
 def _registry_of_workers_app(graphs: str) -> str:
@@ -62,39 +60,76 @@ def test_bad_graph_reference_stops_the_worker_with_a_clear_error(monkeypatch: py
     )
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_run_worker_starts_the_worker_with_soft_shutdown(
-    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, tmp_path: Path
+def run_to_exit(entry: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ENTRY_POINTS[entry], *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["--pidfile=/nonexistent/dir/worker.pid"], {}, "LockFailed"),
+        (["-P", "no-such-pool"], {}, "no-such-pool"),
+        ([], {"REFLEXR_GRAPHS": "tests.fleet.graphs:nope"}, "has no attribute 'nope'"),
+    ],
+    ids=["unrecoverable-error-at-start", "bad-usage", "bad-graph-reference"],
+)
+def test_a_worker_failing_at_start_exits_with_the_same_status_either_way(
+    fleet: Fleet, args: list[str], env: dict[str, str], says: str
 ) -> None:
-    """run_worker(argv) runs the same worker as ``celery -A workers worker``; without REMAP_SIGTERM in
-    its environment it still remaps SIGTERM, so SIGTERM mid-step releases the lease."""
-    env = fleet.worker_env({})
-    env.pop("REMAP_SIGTERM")
-    name = f"rw-{uuid.uuid4().hex[:6]}"
-    log_path = tmp_path / f"{name}.log"
-    argv = ["-Q", fleet.queue, "-c", "1", "-n", f"{name}@%h", "-l", "info",
-            "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", RUN_WORKER, *argv], cwd=ROOT, env=env, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    worker = Worker(name, proc, log_path)
-    fleet.workers.append(worker)
-    fleet.wait_ready(worker)
+    """A supervisor that restarts only on failure must see it: ``reflexr-graph worker`` exits with the
+    status ``celery -A workers worker`` exits with, and it is not 0."""
+    worker_env = fleet.worker_env(env)
+    done = {entry: run_to_exit(entry, ["-Q", fleet.queue, *args], worker_env) for entry in ENTRY_POINTS}
+    codes = {entry: result.returncode for entry, result in done.items()}
+    print(f"\nexit statuses: {codes}")
+    assert codes["reflexr-graph"] == codes["celery"] != 0
+    for result in done.values():
+        assert says in result.stdout + result.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_worker_stopped_by_sigint_exits_1_either_way(fleet: Fleet, entry: str) -> None:
+    """Celery's Ctrl+C (a warm shutdown) exits 1; the wrapper used to exit 0 there."""
+    worker = fleet.start(entry=entry)
+    worker.signal(signal.SIGINT)
+    assert worker.wait_exit(30) == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_without_l_says_at_start_which_graphs_and_queues_it_serves(
+    fleet: Fleet, client_for: Callable[[Fleet], Client]
+) -> None:
+    """Celery's default level is WARNING; the fleet's INFO lines show anyway, the start line first."""
+    worker = fleet.start(loglevel=None)
+    line = next(line for line in worker.log().splitlines() if READY_LINE in line)
+    assert "INFO" in line
+    assert f"serves graphs {describe({a.name: a for a in graphs.ALL})};" in line
+    queues = sorted([fleet.queue, *(graph_queue(fleet.queue, a.name) for a in graphs.ALL)])
+    assert line.endswith(f"consumes queues {', '.join(queues)}"), "the base queue and one per graph"
+    assert "reaper" in worker.log() and " ready." not in worker.log(), "reflexr_graph INFO, not Celery's"
     client = client_for(fleet)
-    run_id = client.enqueue("steps", {"value": 1, "gate": "s2"})
-    wait_for(lambda: "s2:1" in executions(redis_client, run_id), 30, "s2 to start")
-    worker.signal(signal.SIGTERM)
-    code = worker.wait_exit(30)
-    assert "Soft Shutdown" in worker.log()
-    assert client.get(run_id).status is Status.RETRYING
-    assert [e.fields.get("reason") for e in client.history(run_id) if e.type == "run_retrying"] == [
-        "shutdown"
-    ]
-    print(f"\nrun_worker exit code after SIGTERM: {code}")
-    open_gate(redis_client, run_id, attempt=2)
-    fleet.start()
+    run_id = client.enqueue("steps", {"value": 1})
     assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
-    assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s2:2", "s3:2"]
+    wait_for(lambda: f"run {run_id} succeeded" in worker.log(), 10, "the pool child's INFO line")
+
+
+@pytest.mark.timeout(120)
+def test_an_explicit_log_level_is_respected(fleet: Fleet, client_for: Callable[[Fleet], Client]) -> None:
+    worker = fleet.start(loglevel="warning", wait=False)
+    client = client_for(fleet)
+    run_id = wait_for(lambda: _enqueue_when_published(client), 45, "the worker to publish its graphs")
+    assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
+    assert worker.alive()
+    assert "INFO" not in worker.log()
+
+
+def _enqueue_when_published(client: Client) -> str | None:
+    try:
+        return client.enqueue("steps", {"value": 1})
+    except UnknownGraph:
+        return None

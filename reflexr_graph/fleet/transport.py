@@ -1,0 +1,123 @@
+"""The fleet's broker transport: kombu's Redis transport, with bad queue items moved aside.
+
+kombu's Redis channel pops an item with BRPOP (or RPOP) and parses it as a message envelope
+in the worker's main process, outside any error handler, so one item that is not an
+envelope (``LPUSH reflexr 'not json'``) stops the worker, and every worker started while it
+is queued. The hook sits at the narrowest point there is: the channel's Redis client, where
+the reply to BRPOP or RPOP comes back. An item :func:`~reflexr_graph.fleet.envelope.envelope_problem`
+finds unsafe is put in the quarantine list instead, and the reply becomes "nothing popped",
+which kombu already handles; every other reply passes through untouched.
+
+The fleet's app selects it with Celery's ``broker_transport`` for its redis:// and rediss://
+URLs; TLS options reach the channel as with kombu's own transport.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+import redis
+from kombu.transport import redis as kombu_redis
+
+from reflexr_graph.fleet.envelope import envelope_problem
+from reflexr_graph.fleet.quarantine import move_aside
+
+log = logging.getLogger(__name__)
+
+
+class _Screened:
+    """A redis-py client whose BRPOP and RPOP replies pass ``screen(key, item)`` first.
+
+    ``screen`` returns False for an item it moved aside; the reply is then what an empty
+    queue gives (None), so kombu's channel polls on.
+    """
+
+    def __init__(self, *args: Any, screen: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._screen = screen
+
+    def parse_response(self, connection: Any, command_name: Any, **options: Any) -> Any:
+        # kombu sends BRPOP on its own connection and reads the reply with this method.
+        reply = super().parse_response(connection, command_name, **options)  # type: ignore[misc]
+        if command_name == "BRPOP" and reply:
+            key, item = reply
+            if not self._screen(key, item):
+                return None
+        return reply
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        reply = super().execute_command(*args, **options)  # type: ignore[misc]
+        # kombu's synchronous get pops with a plain RPOP of one item.
+        if (
+            len(args) == 2
+            and args[0] == "RPOP"
+            and isinstance(reply, bytes)
+            and not self._screen(args[1], reply)
+        ):
+            return None
+        return reply
+
+
+class ScreenedRedis(_Screened, redis.Redis):
+    pass
+
+
+class ScreenedPrefixedRedis(_Screened, kombu_redis.PrefixedStrictRedis):
+    """The same, for a channel with kombu's ``global_keyprefix`` option."""
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+
+
+class Channel(kombu_redis.Channel):
+    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+
+    def _get_client(self) -> Any:
+        # The one place kombu picks the class of its clients (BRPOP's included): an internal
+        # method, but the narrowest hook there is.
+        super()._get_client()  # type: ignore[misc]  # kombu's check of the redis-py version
+        if self.global_keyprefix:
+            return functools.partial(
+                ScreenedPrefixedRedis, screen=self._screen, global_keyprefix=self.global_keyprefix
+            )
+        return functools.partial(ScreenedRedis, screen=self._screen)
+
+    def _screen(self, key: Any, item: bytes) -> bool:
+        """True for an item kombu may read; otherwise move it aside and return False."""
+        problem = envelope_problem(item, codecs=self.codecs, decode_body=self.decode_body)
+        if problem is None:
+            return True
+        # The list's name, without the priority suffix kombu appends to it.
+        queue = _text(key).rsplit(self.sep, 1)[0]
+        try:
+            with self.conn_or_acquire() as client:
+                move_aside(client, queue=queue, reason=problem.reason, detail=problem.detail, raw=item)
+        except getattr(self, "connection_errors", ()):
+            # The item is already popped: with Redis gone it can be neither quarantined nor put
+            # back. Raised on, kombu reconnects as for any broker error.
+            log.error(
+                "queue item from %r (%s, %d bytes) is lost: Redis failed while moving it aside; the "
+                "worker reconnects",
+                queue,
+                problem.reason.value,
+                len(item),
+            )
+            raise
+        except Exception:
+            log.exception(
+                "queue item from %r (%s, %d bytes) could not be moved aside and is dropped; the worker "
+                "carries on",
+                queue,
+                problem.reason.value,
+                len(item),
+            )
+        return False
+
+
+class Transport(kombu_redis.Transport):
+    """kombu's Redis transport with the fleet's :class:`Channel`."""
+
+    Channel = Channel

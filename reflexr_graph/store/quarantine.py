@@ -1,0 +1,137 @@
+"""The quarantine list: queue items no worker could run, moved aside with a reason.
+
+A worker that pops an item it cannot turn into a run (not JSON, not a Celery message, an
+unknown task...) must neither crash nor silently drop it: the item goes here, with why,
+and the worker carries on. Operators read and clear the list with ``reflexr-graph dlq
+messages`` and ``dlq messages --purge``.
+
+Bounds: the list keeps the newest :data:`MAXLEN` entries, and an entry keeps at most the
+first :data:`RAW_LIMIT` bytes of its item (flagged ``truncated``), so a flood of garbage
+costs Redis at most about MAXLEN x RAW_LIMIT x 4/3 (base64) bytes, some 22 MB. The count
+per reason (``rg:quarantine:counts``) goes on counting what fell off the list.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+
+from reflexr_graph import clock
+from reflexr_graph.store import keys
+from reflexr_graph.store.records import text, text_map
+from reflexr_graph.store.redis_store import _translate_errors
+
+MAXLEN = 1000
+"""Entries kept; pushing one more drops the oldest."""
+RAW_LIMIT = 16 * 1024
+"""Bytes of an item kept in its entry; the rest is cut off (``truncated``) but ``size`` is the whole."""
+
+
+@dataclass(frozen=True)
+class QuarantinedItem:
+    """One entry of the list, as stored (JSON) and as the CLI shows it."""
+
+    time_ms: int
+    queue: str
+    reason: str
+    detail: str
+    size: int
+    raw: str
+    """The item's first RAW_LIMIT bytes: text when they are UTF-8, else base64 (see ``encoding``)."""
+    encoding: str
+    """``text`` or ``base64``."""
+    truncated: bool
+
+    @classmethod
+    def of(cls, *, queue: str, reason: str, detail: str, raw: bytes) -> QuarantinedItem:
+        kept = raw[:RAW_LIMIT]
+        if _valid_utf8(raw):
+            # A cut may split the last character: only that partial character is dropped.
+            body, encoding = kept.decode("utf-8", errors="ignore"), "text"
+        else:
+            body, encoding = base64.b64encode(kept).decode("ascii"), "base64"
+        return cls(
+            time_ms=clock.now_ms(),
+            queue=queue,
+            reason=reason,
+            detail=detail,
+            size=len(raw),
+            raw=body,
+            encoding=encoding,
+            truncated=len(raw) > RAW_LIMIT,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, value: object) -> QuarantinedItem:
+        data: dict[str, Any] = json.loads(text(value))
+        return cls(
+            time_ms=int(data.get("time_ms") or 0),
+            queue=str(data.get("queue", "")),
+            reason=str(data.get("reason", "")),
+            detail=str(data.get("detail", "")),
+            size=int(data.get("size") or 0),
+            raw=str(data.get("raw", "")),
+            encoding=str(data.get("encoding", "text")),
+            truncated=bool(data.get("truncated")),
+        )
+
+    def raw_bytes(self) -> bytes:
+        """The kept bytes of the item, decoded from the entry."""
+        return base64.b64decode(self.raw) if self.encoding == "base64" else self.raw.encode("utf-8")
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+class Quarantine:
+    """The quarantine list on one Redis client; reading it without Redis raises StoreUnavailable."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._r = client
+
+    def put(self, item: QuarantinedItem) -> None:
+        """Add ``item`` as the newest entry, drop what is past MAXLEN, and count it, in one MULTI.
+
+        It raises redis-py's errors as they are, not StoreUnavailable: its callers run inside
+        kombu and Celery, which reconnect on those.
+        """
+        pipe = self._r.pipeline(transaction=True)
+        pipe.lpush(keys.QUARANTINE, item.to_json())
+        pipe.ltrim(keys.QUARANTINE, 0, MAXLEN - 1)
+        pipe.hincrby(keys.QUARANTINE_COUNTS, item.reason, 1)
+        pipe.execute()
+
+    @_translate_errors
+    def items(self, limit: int = MAXLEN) -> list[QuarantinedItem]:
+        """Entries, newest first."""
+        return [QuarantinedItem.from_json(v) for v in self._r.lrange(keys.QUARANTINE, 0, max(0, limit - 1))]
+
+    @_translate_errors
+    def length(self) -> int:
+        return int(self._r.llen(keys.QUARANTINE))
+
+    @_translate_errors
+    def counts(self) -> dict[str, int]:
+        """Items moved aside since the last purge, by reason, including those past MAXLEN."""
+        return {reason: int(n) for reason, n in text_map(self._r.hgetall(keys.QUARANTINE_COUNTS)).items()}
+
+    @_translate_errors
+    def purge(self) -> int:
+        """Delete every entry and the counts; returns how many entries there were."""
+        pipe = self._r.pipeline(transaction=True)
+        pipe.llen(keys.QUARANTINE)
+        pipe.delete(keys.QUARANTINE, keys.QUARANTINE_COUNTS)
+        length, _ = pipe.execute()
+        return int(length)

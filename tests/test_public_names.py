@@ -1,4 +1,4 @@
-"""The names DESIGN.md says users and outside checks rely on."""
+"""The names users and outside checks rely on (docs/design.md#names-users-rely-on)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_client_methods() -> None:
 def test_run_info_fields() -> None:
     expected = {"run_id", "graph", "status", "attempts", "max_attempts", "output", "error", "reason",
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
-    # The fields DESIGN.md fixes are all there; issue 14 added the attempts that did not count
+    # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed and the replays.
     assert set(RunInfo.model_fields) == expected | {"interruptions", "skipped_boundaries", "replays"}
 

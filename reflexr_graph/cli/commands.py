@@ -14,14 +14,21 @@ from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.model import RunInfo, Status
 
 
-def finish(info: RunInfo, as_json: bool) -> None:
+def finish(info: RunInfo, as_json: bool, *, full: bool = False) -> None:
     """Print a run; a run that ended dead or cancelled makes the command fail (exit 1)."""
     if as_json:
         render.print_json(render.run_json(info))
     else:
-        render.run_detail(info)
+        render.run_detail(info, full=full)
     if info.status in (Status.DEAD, Status.CANCELLED):
         raise typer.Exit(1)
+
+
+WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run ends.")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0, metavar="S", help="With --wait: give up after S seconds."),
+]
 
 
 @app.command()
@@ -43,11 +50,8 @@ def enqueue(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same run.")
     ] = None,
-    wait: Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run ends.")] = False,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", min=0, metavar="S", help="With --wait: give up after S seconds."),
-    ] = None,
+    wait: WaitOpt = False,
+    timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Queue a run of GRAPH; prints its run id (with --wait, the finished run)."""
@@ -67,9 +71,24 @@ def enqueue(
 
 
 @app.command()
-def status(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
-    """Show one run (a long output or error is cut short unless --full; --json never cuts)."""
-    info = client_of(ctx).get(run_id)
+def status(
+    ctx: typer.Context,
+    run_id: RunArg,
+    wait: WaitOpt = False,
+    timeout: TimeoutOpt = None,
+    full: FullOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one run (a long output or error is cut short unless --full; --json never cuts).
+
+    With --wait, wait until it ends, and for its record to appear first: a run a foreign
+    producer sent has none until a worker takes its first delivery.
+    """
+    client = client_of(ctx)
+    if wait:
+        finish(client.wait(run_id, timeout=timeout), as_json, full=full)
+        return
+    info = client.get(run_id)
     if as_json:
         render.print_json(render.run_json(info))
     else:
@@ -112,12 +131,14 @@ def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False) -> None:
 
 @app.command()
 def graphs(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List the graphs workers have published, with their input schemas."""
-    found = client_of(ctx).graphs()
+    """List the published graphs, their input schemas and the live workers that serve each."""
+    client = client_of(ctx)
+    found = client.graphs()
+    serving = client.serving([g.name for g in found])
     if as_json:
-        render.print_json([g.model_dump(mode="json") for g in found])
+        render.print_json([{**g.model_dump(mode="json"), "workers": serving.get(g.name, [])} for g in found])
     else:
-        render.graph_table(found)
+        render.graph_table(found, serving)
 
 
 @app.command(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +85,25 @@ def _value(value: Any) -> str:
     return json.dumps(value, indent=2 if isinstance(value, dict | list) else None, default=str)
 
 
+def attempts_text(info: RunInfo) -> str:
+    """``2/5``, with the attempts that did not count and the replays when there were any."""
+    text = f"{info.attempts}/{info.max_attempts}"
+    if info.interruptions:
+        text += f" (+{info.interruptions} interrupted by shutdowns or Redis, not counted)"
+    if info.replays:
+        text += f"; replayed {info.replays}x (a replay starts a fresh attempt budget)"
+    return text
+
+
+def skipped_text(info: RunInfo) -> str:
+    if not info.skipped_boundaries:
+        return "0"
+    return (
+        f"{info.skipped_boundaries} (not checkpointed: a retry repeats the steps since the last saved "
+        "boundary; `history` says which)"
+    )
+
+
 def run_detail(
     info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
 ) -> None:
@@ -97,8 +116,9 @@ def run_detail(
         ("run", info.run_id),
         ("graph", info.graph),
         ("status", status_text(info.status)),
-        ("attempts", f"{info.attempts}/{info.max_attempts}"),
+        ("attempts", attempts_text(info)),
         ("checkpoints", str(info.checkpoints)),
+        ("skipped boundaries", skipped_text(info)),
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),
         ("error", info.error or "-"),
@@ -196,24 +216,32 @@ def run_table(runs: list[RunInfo], title: str) -> None:
         err.print(f"({left_out} left out to fit {out.width} columns; --json has every field)", markup=False)
 
 
-def graph_table(graphs: list[GraphSchema]) -> None:
-    """Published graphs, one a row."""
+def graph_table(graphs: list[GraphSchema], serving: Mapping[str, list[str]]) -> None:
+    """Published graphs, one a row, with the live workers that serve each."""
     if not graphs:
-        out.print("no graphs published yet: start a worker (reflexr-graph worker)")
+        out.print(
+            "no graphs published yet: start a worker (reflexr-graph worker), or `reflexr-graph publish`"
+        )
         return
     table = Table(title="graphs")
-    for column in ("graph", "fingerprint", "max attempts", "inputs", "published"):
+    for column in ("graph", "live workers", "max attempts", "inputs", "published"):
         table.add_column(column, overflow="fold")
     for entry in graphs:
         fields = ", ".join(entry.inputs.get("properties", {})) or entry.inputs.get("type", "-")
+        workers = serving.get(entry.name, [])
         table.add_row(
             plain(entry.name),
-            entry.fingerprint[:16],
+            plain(", ".join(workers)) if workers else "[red]none[/]",
             str(entry.max_attempts or "default"),
             plain(str(fields)),
             when(entry.published_at),
         )
     out.print(table)
+    if any(not serving.get(entry.name) for entry in graphs):
+        err.print(
+            "a graph with no live worker takes runs, which wait up to REFLEXR_UNKNOWN_GRAPH_GRACE_S for one",
+            markup=False,
+        )
 
 
 def runs(found: list[RunInfo], title: str, as_json: bool) -> None:

@@ -1,10 +1,10 @@
 """Which step boundaries are safe to checkpoint, from the graph's structure alone.
 
-A boundary is quiescent (ADR-0009, amendment 2026-09-28) when exactly one task comes
+A boundary is quiescent (docs/design.md#quiescent-boundaries) when exactly one task comes
 next, that task is not between a fork and its join (the join's region per
 ``graph.parent_forks``), and no fork without a join is in its fork stack.
 
-Refinement (DESIGN.md): ``__start__`` acts as a fork in ``parent_forks`` but runs a
+Refinement (docs/design.md#refinements): ``__start__`` acts as a fork in ``parent_forks`` but runs a
 single thread. A join whose parent is ``__start__`` would otherwise put every node
 before the first real fork in its region, so "plan, then map, then join" could not be
 saved before the map. The region used here keeps only the nodes that a real fork

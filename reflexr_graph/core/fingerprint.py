@@ -1,7 +1,7 @@
 """The graph fingerprint: a checkpoint from a graph with another fingerprint is discarded.
 
 It hashes the node ids and kinds, the edges (with their transforms) and the known input
-types (DESIGN.md), so an edge that gains a transform, or a node whose type changes,
+types (docs/design.md#refinements), so an edge that gains a transform, or a node whose type changes,
 changes it. It names types rather than hashing their schemas: a model that gains a
 field keeps its fingerprint, and its old checkpoints are discarded as ``invalid``.
 """

@@ -1,6 +1,7 @@
 """Every node's input type: from annotations, from edges (decisions and forks), or from input_types.
 
-The rules are ADR-0009's "Input types" finding as amended on 2026-09-29:
+The rules are those of docs/design.md#input-types (the checkpoint ADR's "Input types"
+finding, as amended on 2026-09-29):
 
 - a step's type is the Input of its ``StepContext[State, Deps, Input]`` annotation;
 - the end node's is the graph's output type;

@@ -1,4 +1,4 @@
-"""The read-back rule (ADR-0009, amendment 2026-09-29): save only what restores as it was.
+"""The read-back rule (docs/design.md#the-read-back-rule): save only what restores as it was.
 
 A value is written down through its type and read back through the same type; the
 boundary is saved only if what comes back equals what went in. Before a decision, the

@@ -1,6 +1,6 @@
 """The Celery app of the fleet, configured for at-least-once delivery on Redis.
 
-Every setting here follows DESIGN.md's research; the comments say what goes wrong
+Every setting here follows the research in docs/design.md#celery-on-redis; the comments say what goes wrong
 without it.
 """
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ConfigDict
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, GraphDefinitionError
+from reflexr_graph.errors import DurabilityWarning
 from tests.core import graphs
 
 
@@ -80,3 +84,41 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
 def test_max_attempts_must_be_positive() -> None:
     with pytest.raises(GraphDefinitionError, match="max_attempts"):
         GraphAction(_tiny(), max_attempts=0)
+
+
+class _Client:
+    """A plain object a user might keep in the state (a client, a connection)."""
+
+
+@dataclass
+class _WithAny:
+    notes: list[str] = field(default_factory=list)
+    client: Any = None
+
+
+class _WithObject(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    client: _Client | None = None
+    payload: dict[str, Any] = {}
+
+
+def test_a_state_type_that_cannot_be_seen_to_checkpoint_warns_when_built() -> None:
+    """Issue 14, item 8: a state field typed Any warns at build time, naming the field (an arbitrary
+    class is refused outright: pydantic cannot write it down at all); JSON containers of Any
+    (dict[str, Any]) and concrete types do not warn."""
+    with pytest.warns(DurabilityWarning, match=r"state field\(s\) client is typed Any") as caught:
+        GraphAction(_tiny(state_type=_WithAny))
+    assert "notes" not in str(caught[0].message)
+    with pytest.raises(GraphDefinitionError, match="cannot be serialized"):
+        GraphAction(_tiny(state_type=_WithObject))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        GraphAction(_tiny(state_type=graphs.Counted))
+
+
+def test_graph_names_must_be_usable_as_queue_names() -> None:
+    """A graph name names its Celery queue and scopes idempotency keys: no spaces, colons or slashes."""
+    for bad in ("two words", "a:b", "x/y", "-lead", "x" * 101):
+        with pytest.raises(GraphDefinitionError, match="is not usable"):
+            GraphAction(_tiny(), name=bad)
+    assert GraphAction(_tiny(), name="doc-proc_2.v1").name == "doc-proc_2.v1"

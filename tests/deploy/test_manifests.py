@@ -256,17 +256,21 @@ def test_k8s_secret_example_uses_tls_and_auth() -> None:
 
 
 def test_keda_scales_on_the_celery_queue_and_never_to_zero() -> None:
-    """KEDA watches the Redis list kombu keeps for the configured queue, and keeps at least one
-    worker so the reaper (which lives in workers) always runs."""
+    """KEDA watches the Redis lists kombu keeps for the configured queue and the graphs' queues, and
+    keeps at least one worker so the reaper (which lives in workers) always runs."""
     scaled = k8s_kind("ScaledObject", "reflexr-worker")["spec"]
     assert scaled["scaleTargetRef"]["name"] == "reflexr-worker"
     assert scaled["minReplicaCount"] >= 1
     assert scaled["maxReplicaCount"] >= scaled["minReplicaCount"]
     assert scaled["cooldownPeriod"] > 0
-    (trigger,) = scaled["triggers"]
-    assert trigger["type"] == "redis"
-    assert trigger["metadata"]["listName"] == setting(configmap_env(), "queue")
-    assert int(trigger["metadata"]["listLength"]) >= 1
+    base, *per_graph = scaled["triggers"]
+    queue = setting(configmap_env(), "queue")
+    assert base["metadata"]["listName"] == queue, "the base queue, where foreign producers send"
+    assert per_graph, "one trigger per graph queue: the Client and the reaper send runs there"
+    for trigger in (base, *per_graph):
+        assert trigger["type"] == "redis" and int(trigger["metadata"]["listLength"]) >= 1
+    assert all(t["metadata"]["listName"].startswith(f"{queue}.") for t in per_graph)
+    trigger = base
     auth = k8s_kind("TriggerAuthentication", trigger["authenticationRef"]["name"])["spec"]
     (ref,) = auth["secretTargetRef"]
     assert ref["parameter"] == "password"

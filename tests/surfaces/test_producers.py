@@ -12,6 +12,7 @@ import redis
 
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
+from reflexr_graph.core.port import Skipped
 from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph
 from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.fleet.settings import load_settings
@@ -127,3 +128,36 @@ def test_published_schemas_are_those_of_the_actions(redis_client: redis.Redis) -
     """The publish step writes the same entry a worker does (so a worker starting later changes nothing)."""
     assert schemas.publish(redis_client, ACTIONS) == [a.name for a in ACTIONS]
     assert schemas.publish(redis_client, ACTIONS) == []
+
+
+def test_graphs_lists_the_live_workers_of_each_graph(cli: Cli, published: None, redis_url: str) -> None:
+    """Item 9: `graphs` says which live workers serve each graph (none, once every worker stopped), in
+    the table and in --json."""
+    with Client.from_url(redis_url) as client:
+        client.store.worker_beat(WorkerInfo(name="w1@host", graphs=("counter",)), ttl_ms=60_000)
+    listed = {g["name"]: g["workers"] for g in json.loads(cli("graphs", "--json").stdout)}
+    assert listed == {"blocker": [], "counter": ["w1@host"]}
+    table = cli("graphs")
+    assert "w1@host" in table.stdout and "none" in table.stdout
+    assert "wait up to REFLEXR_UNKNOWN_GRAPH_GRACE_S" in table.stderr
+
+
+def test_status_shows_interruptions_and_skipped_boundaries(cli: Cli, client: Client) -> None:
+    """Item 1 and 8: `status` shows the attempts that did not count and the boundaries not checkpointed."""
+    run_id = client.enqueue("counter", {"key": "s", "n": 1})
+    claim = client.store.claim(run_id, "token-1", lease_ttl_ms=60_000)
+    client.store.save_checkpoint(
+        claim.context(), "{}", seq=1, next_node="s2", skipped=Skipped(2, "s1: state x2")
+    )
+    assert client.store.release(claim.context()) == "released"
+    shown = " ".join(cli("status", run_id).stdout.split())
+    assert "attempts 0/1 (+1 interrupted by shutdowns or Redis, not counted)" in shown
+    assert "skipped boundaries 2 (not checkpointed" in shown
+    history = cli("history", run_id).stdout
+    assert "boundaries_skipped" in history and "s1: state x2" in history
+
+
+def test_enqueue_in_the_cli_says_when_no_live_worker_serves_the_graph(cli: Cli, published: None) -> None:
+    out = cli("enqueue", "counter", "--input", '{"key": "c", "n": 1}')
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("warning: run ") and "no live worker serves graph 'counter'" in out.stderr

@@ -108,7 +108,8 @@ def _global(
     state = CliState(redis_url=redis_url)
     ctx.obj = state
     ctx.call_on_close(state.close)
-    _show_warnings()
+    if ctx.invoked_subcommand not in ("worker", "demo"):  # those log as a worker does
+        _show_warnings()
 
 
 class _WarningLine(logging.Handler):
@@ -116,7 +117,7 @@ class _WarningLine(logging.Handler):
     one ``warning: ...`` line each on stderr, so a person or a script sees them."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        typer.echo(f"warning: {record.getMessage()}", err=True)
+        typer.echo(f"{record.levelname.lower()}: {record.getMessage()}", err=True)
 
 
 def _show_warnings() -> None:

@@ -140,7 +140,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> FleetApp:
     """A configured app with the ``reflexr_graph.run`` task and the worker hooks registered."""
     # Imported here: these modules import this one for FleetApp.
-    from reflexr_graph.fleet import pools, reaper, routing, sigterm, startup_log, task, telemetry_hooks
+    from reflexr_graph.fleet import (
+        pools,
+        preflight,
+        reaper,
+        routing,
+        sigterm,
+        startup_log,
+        task,
+        telemetry_hooks,
+    )
 
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
@@ -148,6 +157,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     reaper.install()
     routing.install()
     pools.install()
+    preflight.install()
     telemetry_hooks.install()
     sigterm.install()
     startup_log.install()

@@ -6,7 +6,9 @@ import json
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic_graph import GraphBuilder, StepContext
 
+from reflexr_graph import GraphAction
 from reflexr_graph.core.tracing import ATTR_ATTEMPT, ATTR_GRAPH, ATTR_RUN_ID, INVOKE_WORKFLOW
 from reflexr_graph.errors import FencedOut
 from tests.core import graphs
@@ -122,3 +124,39 @@ def test_fork_stack_ids_are_prefixed_by_a_growing_resume_counter(harness: Harnes
     assert stacks == [["task:0"], ["r2/task:0"]]
     assert harness.attempt(action, run_id, inputs=1) == 5
     assert dict(CALLS) == {"s0": 1, "s1": 2, "s2": 2, "s3": 1}
+
+
+def _document_graph() -> GraphAction:
+    """read(document) -> count(length) -> end: a large input that only the first step reads."""
+    g = GraphBuilder(name="documents", state_type=graphs.Counted, input_type=str, output_type=int)
+
+    @g.step
+    async def read(ctx: StepContext[graphs.Counted, None, str]) -> int:
+        graphs.hit("read")
+        return len(ctx.inputs)
+
+    @g.step
+    async def count(ctx: StepContext[graphs.Counted, None, int]) -> int:
+        graphs.hit("count")
+        return ctx.inputs
+
+    g.add(g.edge_from(g.start_node).to(read), g.edge_from(read).to(count), g.edge_from(count).to(g.end_node))
+    return GraphAction(g.build())
+
+
+def test_the_graph_inputs_are_stored_once_not_in_every_checkpoint(harness: Harness) -> None:
+    """Issue 14: a 1 MB input made checkpoints of 1 MB each. Checkpoints now refer to the run's recorded
+    inputs ("inputs_ref": "run"), so the one after the first step is a few hundred bytes, and a retry
+    resumes from it with the run's inputs."""
+    action = _document_graph()
+    document = "x" * 1_000_000
+    run_id = harness.create(action, document)
+    FAIL["count"] = 1
+    with pytest.raises(Boom):
+        harness.attempt(action, run_id)
+    saved = harness.checkpoint(run_id)
+    assert saved is not None and saved["inputs"] is None and saved["inputs_ref"] == "run"
+    size = harness.store.checkpoint_info(run_id)
+    assert size is not None and size["size"] < 1000, size
+    assert harness.attempt(action, run_id) == 1_000_000
+    assert dict(CALLS) == {"read": 1, "count": 2}

@@ -133,3 +133,14 @@ def _enqueue_when_published(client: Client) -> str | None:
         return client.enqueue("steps", {"value": 1})
     except UnknownGraph:
         return None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_worker_on_a_redis_url_that_cannot_work_stops_saying_why(fleet: Fleet, entry: str) -> None:
+    """A URL no retry can fix (here a database the server does not have) stops the worker at start with
+    exit status 1 and one line saying what to fix, where Celery would retry it forever."""
+    fleet.redis_url = fleet.redis_url.rsplit("/", 1)[0] + "/99"
+    worker = fleet.start(entry=entry, wait=False)
+    assert worker.wait_exit(60) == 1
+    assert "has no database 99" in worker.log() and "the worker stops" in worker.log()

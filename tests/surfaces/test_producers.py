@@ -13,7 +13,7 @@ import redis
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from reflexr_graph.core.port import Skipped
-from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph
+from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph, WaitTimeout
 from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.store.records import WorkerInfo
@@ -161,3 +161,10 @@ def test_enqueue_in_the_cli_says_when_no_live_worker_serves_the_graph(cli: Cli, 
     out = cli("enqueue", "counter", "--input", '{"key": "c", "n": 1}')
     assert out.returncode == 0, out.stderr
     assert out.stderr.startswith("warning: run ") and "no live worker serves graph 'counter'" in out.stderr
+
+
+def test_wait_waits_for_a_foreign_runs_record_and_says_so_when_it_never_comes(client: Client) -> None:
+    """A foreign producer's run has no record until a worker takes its first delivery: wait() does not
+    raise RunNotFound at once, it waits for the record up to its timeout, then says what happened."""
+    with pytest.raises(WaitTimeout, match=r"no run sent-but-never-taken appeared within 0\.3s"):
+        client.wait("sent-but-never-taken", timeout=0.3)

@@ -12,7 +12,10 @@ from reflexr_graph.model import RunInfo
 
 
 def _attempts(specs: Sequence[RunSpec]) -> str:
-    text = "Deliveries of the run to a worker; one SIGKILLed with its worker counts too."
+    text = (
+        "Attempts that count toward max_attempts: each failed one, and one SIGKILLed with its worker. "
+        "An attempt a worker's soft shutdown (a deploy) hands back does not count."
+    )
     replayed = [s for s in specs if s.attempts_before_replay]
     for spec in replayed:
         text += (

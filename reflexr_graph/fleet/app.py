@@ -154,6 +154,8 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     app = FleetApp(settings, registry)
     app.conf.update(celery_config(settings))
     task.register(app)
+    # Each install() connects module-level receivers to Celery's signals; Celery keeps one entry
+    # per receiver, so building many apps in one process (tests, clients) connects each once.
     reaper.install()
     routing.install()
     pools.install()

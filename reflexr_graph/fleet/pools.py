@@ -83,11 +83,5 @@ def _adopt(sender: Any = None, **_: Any) -> None:
     sys.exit(1)
 
 
-_installed = False
-
-
 def install() -> None:
-    global _installed
-    if not _installed:
-        signals.worker_init.connect(_adopt, weak=False)
-        _installed = True
+    signals.worker_init.connect(_adopt, weak=False)

@@ -20,7 +20,6 @@ from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
 from reflexr_graph.fleet.app import FleetApp
 
 log = logging.getLogger(__name__)
-_installed = False
 
 
 def _check(sender: Any = None, **_: Any) -> None:
@@ -38,7 +37,4 @@ def _check(sender: Any = None, **_: Any) -> None:
 
 
 def install() -> None:
-    global _installed
-    if not _installed:
-        signals.worker_init.connect(_check, weak=False)
-        _installed = True
+    signals.worker_init.connect(_check, weak=False)

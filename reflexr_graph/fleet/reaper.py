@@ -286,7 +286,6 @@ class Reaper:
 # -- wiring into the worker's main process ----------------------------------------------------
 
 _reapers: dict[int, Reaper] = {}
-_installed = False
 
 
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
@@ -318,8 +317,5 @@ def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:
 
 def install() -> None:
     """Start a reaper in the main process of every worker of a FleetApp, and stop it at shutdown."""
-    global _installed
-    if not _installed:
-        signals.worker_ready.connect(_on_worker_ready, weak=False)
-        signals.worker_shutdown.connect(_on_worker_shutdown, weak=False)
-        _installed = True
+    signals.worker_ready.connect(_on_worker_ready, weak=False)
+    signals.worker_shutdown.connect(_on_worker_shutdown, weak=False)

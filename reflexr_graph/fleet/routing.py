@@ -34,11 +34,5 @@ def _add_graph_queues(sender: Any = None, **_: Any) -> None:
         app.amqp.queues.select_add(graph_queue(base, graph))  # type: ignore[arg-type]
 
 
-_installed = False
-
-
 def install() -> None:
-    global _installed
-    if not _installed:
-        signals.worker_init.connect(_add_graph_queues, weak=False)
-        _installed = True
+    signals.worker_init.connect(_add_graph_queues, weak=False)

@@ -29,7 +29,6 @@ REMAP = ("REMAP_SIGTERM", "SIGQUIT")
 _REEXECUTED = "_REFLEXR_REMAP_REEXEC"
 """Set for the re-executed process, so a remap that still does not take is not retried forever
 (not ``REFLEXR_*``: those are settings, and an unknown one stops the worker)."""
-_installed = False
 
 
 def remap_effective() -> bool:
@@ -83,7 +82,4 @@ def _on_celeryd_init(sender: Any = None, instance: Any = None, **_: Any) -> None
 
 def install() -> None:
     """Check the remap when a worker of a FleetApp starts."""
-    global _installed
-    if not _installed:
-        signals.celeryd_init.connect(_on_celeryd_init, weak=False)
-        _installed = True
+    signals.celeryd_init.connect(_on_celeryd_init, weak=False)

@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 PACKAGE_LOGGER = "reflexr_graph"
 FORMAT = "[%(asctime)s: %(levelname)s/%(processName)s] %(message)s"
 """Celery's own format, for the handler added when there is none."""
-_installed = False
 
 
 def loglevel_given() -> bool:
@@ -76,8 +75,5 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
 
 
 def install() -> None:
-    global _installed
-    if not _installed:
-        signals.celeryd_after_setup.connect(_on_after_setup, weak=False)
-        signals.worker_ready.connect(_on_worker_ready, weak=False)
-        _installed = True
+    signals.celeryd_after_setup.connect(_on_after_setup, weak=False)
+    signals.worker_ready.connect(_on_worker_ready, weak=False)

@@ -15,7 +15,6 @@ from celery import signals
 from reflexr_graph import telemetry
 
 log = logging.getLogger(__name__)
-_installed = False
 
 
 def _start(**_: Any) -> None:
@@ -32,10 +31,7 @@ def _stop(**_: Any) -> None:
 
 
 def install() -> None:
-    global _installed
-    if not _installed:
-        signals.worker_init.connect(_start, weak=False)
-        signals.worker_process_init.connect(_start, weak=False)
-        signals.worker_process_shutdown.connect(_stop, weak=False)
-        signals.worker_shutdown.connect(_stop, weak=False)
-        _installed = True
+    signals.worker_init.connect(_start, weak=False)
+    signals.worker_process_init.connect(_start, weak=False)
+    signals.worker_process_shutdown.connect(_stop, weak=False)
+    signals.worker_shutdown.connect(_stop, weak=False)

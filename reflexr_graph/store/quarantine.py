@@ -23,7 +23,7 @@ import redis
 from reflexr_graph import clock
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import text, text_map
-from reflexr_graph.store.redis_store import _translate_errors
+from reflexr_graph.store.redis_store import translate_errors
 
 MAXLEN = 1000
 """Entries kept; pushing one more drops the oldest."""
@@ -113,21 +113,21 @@ class Quarantine:
         pipe.hincrby(keys.QUARANTINE_COUNTS, item.reason, 1)
         pipe.execute()
 
-    @_translate_errors
+    @translate_errors
     def items(self, limit: int = MAXLEN) -> list[QuarantinedItem]:
         """Entries, newest first."""
         return [QuarantinedItem.from_json(v) for v in self._r.lrange(keys.QUARANTINE, 0, max(0, limit - 1))]
 
-    @_translate_errors
+    @translate_errors
     def length(self) -> int:
         return int(self._r.llen(keys.QUARANTINE))
 
-    @_translate_errors
+    @translate_errors
     def counts(self) -> dict[str, int]:
         """Items moved aside since the last purge, by reason, including those past MAXLEN."""
         return {reason: int(n) for reason, n in text_map(self._r.hgetall(keys.QUARANTINE_COUNTS)).items()}
 
-    @_translate_errors
+    @translate_errors
     def purge(self) -> int:
         """Delete every entry and the counts; returns how many entries there were."""
         pipe = self._r.pipeline(transaction=True)

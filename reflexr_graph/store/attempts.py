@@ -1,0 +1,283 @@
+"""The store as an attempt writes to it: create, claim, renew, checkpoint, succeed, fail, release."""
+
+from __future__ import annotations
+
+from reflexr_graph import clock, errors
+from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
+from reflexr_graph.model import Status
+from reflexr_graph.store import keys
+from reflexr_graph.store.base import (
+    _IDEM_ROUNDS,
+    EVENTS_MAXLEN,
+    TRACEBACK_LIMIT,
+    ScriptArg,
+    StoreBase,
+    _digest,
+    _fenced,
+    _guess,
+    _idem_guess,
+    translate_errors,
+)
+from reflexr_graph.store.records import (
+    Claim,
+    ClaimOutcome,
+    text,
+)
+
+
+class AttemptWrites(StoreBase):
+    """Creating runs and everything one attempt writes, each fenced by its token."""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @translate_errors
+    def create_run(
+        self,
+        run_id: str,
+        *,
+        graph: str,
+        inputs_json: str,
+        state_json: str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int,
+        dispatch_grace_ms: int,
+        trace_context: str = "",
+    ) -> tuple[str, bool]:
+        """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
+
+        With ``idempotency_key``, a live run of the same graph created with the same key is
+        returned instead, decided inside the script so concurrent callers create one run; if
+        that run was made from other inputs or state, IdempotencyConflict names it. The run is
+        also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
+        the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
+        trace every attempt of the run joins.
+        """
+        now = clock.now_ms()
+        digest = _digest(inputs_json, state_json) if idempotency_key else ""
+        expected = ""
+        for _ in range(_IDEM_ROUNDS):
+            args: list[ScriptArg] = [
+                graph,
+                inputs_json,
+                state_json or "",
+                idempotency_key or "",
+                max_attempts,
+                now + dispatch_grace_ms,
+                expected,
+                trace_context,
+                digest,
+            ]
+            owner_key = keys.run(expected or run_id)
+            guess = _idem_guess(graph, idempotency_key, run_id)
+            reply = self._run("create_run", run_id, guess, now, args, [owner_key])
+            outcome, found = text(reply[0]), text(reply[1])
+            if outcome == "conflict":
+                assert idempotency_key is not None
+                raise errors.IdempotencyConflict(graph=graph, idempotency_key=idempotency_key, run_id=found)
+            if outcome != "retry":
+                return found, outcome == "created"
+            expected = found  # another caller took the key since; check the run it names
+        raise errors.OperationRefused(f"idempotency key of run {run_id} kept changing hands; try again")
+
+    @translate_errors
+    def claim(
+        self,
+        run_id: str,
+        token: str,
+        *,
+        lease_ttl_ms: int,
+        graph: str = "",
+        idempotency_key: str | None = None,
+        worker: str = "",
+    ) -> Claim:
+        """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
+
+        ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
+        is dead-lettered here; the run's own key is used either way. ``worker`` names the
+        claiming worker on the ``attempt_started`` event, so operators see where each
+        attempt ran.
+        """
+        now = clock.now_ms()
+        args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
+        guess = _idem_guess(graph, idempotency_key, run_id)
+        reply = [text(v) for v in self._run("claim", run_id, guess, now, args)]
+        outcome = ClaimOutcome(reply[0])
+        if outcome is ClaimOutcome.MISSING:
+            return Claim(outcome, run_id, token)
+        status, number, counted, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[
+            1:
+        ]
+        return Claim(
+            outcome=outcome,
+            run_id=run_id,
+            token=token,
+            status=status,
+            attempt=int(number or 0),
+            counted=int(counted or 0),
+            resume_seq=int(resumes or 0),
+            graph=graph,
+            inputs_json=inputs,
+            state_json=state or None,
+            idempotency_key=idem,
+            max_attempts=int(max_attempts or 0),
+            trace_context=trace,
+            checkpoint=checkpoint or None,
+        )
+
+    @translate_errors
+    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool:
+        """Extend the lease; False when ``token`` lost the run (superseded, reaped or cancelled)."""
+        now = clock.now_ms()
+        return bool(self._run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms]))
+
+    @translate_errors
+    def load_checkpoint(self, run_id: str) -> str | None:
+        data = self._r.hget(keys.ckpt(run_id), "data")
+        return None if data is None else text(data)
+
+    @translate_errors
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
+        """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
+
+        It runs at every step boundary, so its script takes only the four keys it touches
+        rather than the per-run prelude's fifteen. ``skipped`` (boundaries the attempt could
+        not save since its last write) is recorded in the same call.
+        """
+        run_id = ctx.run_id
+        script_keys = [
+            keys.run(run_id),
+            keys.ckpt(run_id),
+            keys.events(run_id),
+            keys.status_set(Status.RUNNING),
+        ]
+        args: list[ScriptArg] = [
+            run_id,
+            clock.now_ms(),
+            ctx.token,
+            payload,
+            seq,
+            next_node or "",
+            EVENTS_MAXLEN,
+            skipped.count,
+            skipped.kinds,
+        ]
+        if not self._scripts("save_checkpoint", script_keys, args):
+            raise _fenced(ctx, "checkpoint")
+
+    @translate_errors
+    def succeed(
+        self,
+        ctx: AttemptContext,
+        output_json: str,
+        *,
+        checkpoint: str = "",
+        seq: int = 0,
+        skipped: Skipped = NO_SKIPS,
+    ) -> None:
+        """Record the output and start the retention of every key of the run.
+
+        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script.
+        """
+        args: list[ScriptArg] = [
+            ctx.token,
+            output_json,
+            self.run_retention_s,
+            checkpoint,
+            seq,
+            skipped.count,
+            skipped.kinds,
+        ]
+        if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
+            raise _fenced(ctx, "output")
+
+    @translate_errors
+    def fail(
+        self,
+        ctx: AttemptContext,
+        *,
+        error_type: str,
+        message: str,
+        traceback: str | None,
+        reason: str,
+        permanent: bool,
+        retry_delay_ms: int,
+        counted: bool = True,
+        skipped: Skipped = NO_SKIPS,
+    ) -> str:
+        """Record a failed attempt; returns ``'dead'`` or ``'retrying'``.
+
+        ``counted=False`` records an infrastructure failure (Redis unreachable mid-attempt): an
+        interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
+        """
+        now = clock.now_ms()
+        args: list[ScriptArg] = [
+            ctx.token,
+            error_type,
+            message,
+            (traceback or "")[-TRACEBACK_LIMIT:],
+            reason,
+            "1" if permanent else "0",
+            now + retry_delay_ms,
+            self.dead_retention_s,
+            "1" if counted else "0",
+            self.max_interruptions,
+            skipped.count,
+            skipped.kinds,
+        ]
+        outcome = text(self._run("fail", ctx.run_id, _guess(ctx), now, args))
+        if outcome == "fenced":
+            raise _fenced(ctx, "failure")
+        return outcome
+
+    @translate_errors
+    def dead_letter(
+        self,
+        run_id: str,
+        *,
+        reason: str,
+        error_type: str,
+        message: str,
+        graph: str = "",
+        inputs_json: str = "",
+        state_json: str | None = None,
+        idempotency_key: str | None = None,
+        max_attempts: int = 1,
+    ) -> bool:
+        """Dead-letter a run whose message is bad (unknown graph, invalid inputs), without a claim.
+
+        Creates the record from the message's fields when there is none. Not fenced: the
+        message itself is bad, whoever runs it. False when the run is already terminal.
+        """
+        args: list[ScriptArg] = [
+            reason,
+            error_type,
+            message,
+            graph,
+            inputs_json,
+            state_json or "",
+            idempotency_key or "",
+            max_attempts,
+            self.dead_retention_s,
+            _digest(inputs_json, state_json) if idempotency_key else "",
+        ]
+        guess = _idem_guess(graph, idempotency_key, run_id)
+        return bool(self._run("dead_letter", run_id, guess, clock.now_ms(), args))
+
+    @translate_errors
+    def release(self, ctx: AttemptContext) -> str:
+        """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'`` or ``'fenced'``.
+
+        The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
+        the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
+        """
+        args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
+        outcome = int(self._run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))
+        return {0: "fenced", 1: "released", 2: "dead"}[outcome]

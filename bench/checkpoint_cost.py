@@ -40,7 +40,12 @@ class Blob(BaseModel):
 
 def chain(steps: int = STEPS, *, ping: Callable[[], Any] | None = None) -> GraphAction:
     """A chain of trivial steps; with ``ping``, each step also makes one Redis round trip."""
-    g = GraphBuilder(name=f"chain{steps}", state_type=Blob, input_type=int, output_type=int)
+    # auto_instrument=False on both sides of every comparison: pydantic-graph's own spans (which
+    # go through logfire when it is installed, as in the dev extra) cost the same with or without
+    # reflexr, and the bench measures what durability adds.
+    g = GraphBuilder(
+        name=f"chain{steps}", state_type=Blob, input_type=int, output_type=int, auto_instrument=False
+    )
     nodes = []
     for i in range(steps):
 

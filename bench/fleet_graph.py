@@ -53,7 +53,13 @@ class Progress(BaseModel):
 
 
 def _recover() -> GraphAction:
-    g = GraphBuilder(name="bench_recover", state_type=Progress, input_type=RecoverIn, output_type=int)
+    g = GraphBuilder(
+        name="bench_recover",
+        state_type=Progress,
+        input_type=RecoverIn,
+        output_type=int,
+        auto_instrument=False,
+    )
 
     @g.step
     async def prepare(ctx: StepContext[Progress, None, RecoverIn]) -> float:
@@ -81,7 +87,9 @@ class HoldIn(BaseModel):
 
 
 def _hold() -> GraphAction:
-    g = GraphBuilder(name="bench_hold", state_type=Progress, input_type=HoldIn, output_type=int)
+    g = GraphBuilder(
+        name="bench_hold", state_type=Progress, input_type=HoldIn, output_type=int, auto_instrument=False
+    )
 
     @g.step
     async def record(ctx: StepContext[Progress, None, HoldIn]) -> int:

@@ -82,6 +82,7 @@ class Client:
         )
         self._app: Celery | None = None
         self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
+        self._unserved_news: set[str] = set()
         # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
         # the message. With no OTEL_* configuration and no provider, nothing is installed.
         telemetry.setup_process()
@@ -127,6 +128,10 @@ class Client:
             return cached[1], cached[2]
         entry, workers = schemas.load_with_workers(self.store, name)
         self._schemas[name] = (now + SCHEMA_CACHE_S, entry, workers)
+        if not workers:
+            # Said once the run is queued, and at most every SCHEMA_CACHE_S: a producer that
+            # enqueues thousands of runs while the workers are down gets the news, not a line each.
+            self._unserved_news.add(name)
         return entry, workers
 
     def graph(self, name: str) -> schemas.GraphSchema:
@@ -160,7 +165,7 @@ class Client:
         retention), and only the first sends a message; a dead run's key names the dead run,
         which ``replay`` runs again. The same key with other inputs raises IdempotencyConflict.
         """
-        entry, workers = self._published(graph)
+        entry, _workers = self._published(graph)
         inputs, state = _plain(inputs, "inputs"), None if state is None else _plain(state, "state")
         schemas.validate(entry, inputs, state)
         limit = self.settings.max_payload_bytes
@@ -187,10 +192,11 @@ class Client:
                     endpoint=exc.endpoint,
                     kind=exc.kind,
                 ) from exc
-        if not workers:
+        if graph in self._unserved_news:
+            self._unserved_news.discard(graph)
             log.warning(
-                "run %s queued, but no live worker serves graph %r right now: it waits up to %gs "
-                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then is dead-lettered as unknown_graph",
+                "run %s queued, but no live worker serves graph %r right now: its runs wait up to %gs "
+                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then are dead-lettered as unknown_graph",
                 run_id,
                 graph,
                 self.settings.unknown_graph_grace_s,

@@ -25,8 +25,9 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
 		$(MAKEFILE_LIST)
 
-install: $(STAMP) ## Create .venv (Python >= 3.11) and install the package with dev extras
+install: $(STAMP) ## Create .venv (Python >= 3.11) and install the package with the dev and ai extras
 
+# The ai extra too: reflexr_graph.ai is linted, type-checked and tested like the rest of the package.
 $(STAMP): pyproject.toml
 	@if ! $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1; then \
 		py=""; \
@@ -37,7 +38,7 @@ $(STAMP): pyproject.toml
 		echo "creating $(VENV) with $$py ($$($$py -V))"; \
 		rm -rf $(VENV) && $$py -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip; \
 	fi
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,ai]'
 	@touch $@
 
 redis: ## Make sure redis-server is installed (tests start their own instances)

@@ -25,7 +25,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -72,6 +72,12 @@ class TimedStore:
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.store.load_checkpoint(run_id)
 
+    def load_records(self, run_id: str) -> dict[str, str]:
+        return self.store.load_records(run_id)
+
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+        self.store.save_record(ctx, field, value)
+
     def save_checkpoint(
         self,
         ctx: AttemptContext,
@@ -79,10 +85,10 @@ class TimedStore:
         *,
         seq: int,
         next_node: str | None,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> None:
         t0 = time.perf_counter()
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, skipped=skipped)
+        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes)
         self.saves.append(time.perf_counter() - t0)
 
 

@@ -4,8 +4,11 @@ from typing import TYPE_CHECKING, Any
 
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
+from reflexr_graph.core.durable import durable_call
 from reflexr_graph.errors import (
+    DurabilityWarning,
     GraphDefinitionError,
+    IdempotencyConflict,
     InvalidInputs,
     OperationRefused,
     ReflexrError,
@@ -34,8 +37,10 @@ __all__ = [
     "AsyncClient",
     "Client",
     "CurrentRun",
+    "DurabilityWarning",
     "GraphAction",
     "GraphDefinitionError",
+    "IdempotencyConflict",
     "InvalidInputs",
     "OperationRefused",
     "ReflexrError",
@@ -46,4 +51,5 @@ __all__ = [
     "UnknownGraph",
     "WaitTimeout",
     "current_run",
+    "durable_call",
 ]

@@ -37,6 +37,7 @@ class Event(StrEnum):
     RUN_REPLAYED = "run_replayed"
     RUN_CANCELLED = "run_cancelled"
     BOUNDARIES_SKIPPED = "boundaries_skipped"
+    WORK_REUSED = "work_reused"
     WAITING_FOR_WORKER = "waiting_for_worker"
 
 
@@ -66,7 +67,9 @@ class RunInfo(BaseModel):
     counts attempts cut short by the fleet (a worker's soft shutdown, Redis unreachable),
     which do not. ``skipped_boundaries`` counts step boundaries that could not be
     checkpointed (a value that does not read back through its type, an input type reflexr
-    cannot know): a retry resumes from the boundary before them.
+    cannot know): a retry resumes from the boundary before them. ``reused_steps`` and
+    ``reused_calls`` count the branch steps and durable calls a retry answered from their
+    records instead of running them again.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -86,3 +89,5 @@ class RunInfo(BaseModel):
     interruptions: int = 0
     skipped_boundaries: int = 0
     replays: int = 0
+    reused_steps: int = 0
+    reused_calls: int = 0

@@ -37,8 +37,10 @@ def test_run_info_fields() -> None:
     expected = {"run_id", "graph", "status", "attempts", "max_attempts", "output", "error", "reason",
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
-    # (interruptions), the boundaries not checkpointed and the replays.
-    assert set(RunInfo.model_fields) == expected | {"interruptions", "skipped_boundaries", "replays"}
+    # (interruptions), the boundaries not checkpointed, the replays, and (issue 9) the work reused.
+    assert set(RunInfo.model_fields) == expected | {
+        "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
+    }  # fmt: skip
 
 
 def test_importing_the_package_does_not_load_celery() -> None:

@@ -22,7 +22,7 @@ from reflexr_graph.core.fingerprint import fingerprint
 from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
 from reflexr_graph.core.pg import AnyGraph, Kind
 from reflexr_graph.core.readback import Codec
-from reflexr_graph.core.tracing import traced_step
+from reflexr_graph.core.steps import StepSpec, wrapper
 from reflexr_graph.core.unsafe_types import unsafe_fields
 from reflexr_graph.errors import DurabilityWarning, GraphDefinitionError, InvalidInputs
 
@@ -124,7 +124,14 @@ class GraphAction:
         self.boundaries: BoundaryMap = build_boundary_map(self.kinds, self.edges, pg.parent_forks(graph))
         self.fingerprint = fingerprint(self.kinds, self.edges, self.input_types)
         self._codecs = {n: Codec(TypeAdapter(tp)) for n, tp in self.input_types.items()}
-        self.runnable = pg.with_wrapped_steps(graph, traced_step)
+        results = {
+            node: Codec(adapter)
+            for node in self.kinds
+            if (tp := pg.step_return_type(pg.node_of(graph, node))) is not pg.UNKNOWN
+            and (adapter := adapter_or_none(tp)) is not None
+        }
+        spec = StepSpec(self.fingerprint, Codec(self.state_adapter), self._codecs.get, results)
+        self.runnable = pg.with_wrapped_steps(graph, wrapper(spec))
 
     @cached_property
     def checkpoints(self) -> CheckpointCodec:

@@ -20,10 +20,11 @@ from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
+from reflexr_graph.core.journal import Journal, reset_journal, set_journal
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
-from reflexr_graph.core.skips import SkipReason, SkipTally
+from reflexr_graph.core.tally import SkipReason, Tally
 from reflexr_graph.errors import OutputNotSerializable
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    skips: SkipTally
+    tally: Tally
     span: trace.Span
     """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
     pydantic-graph's ``run graph`` span, when the graph emits it."""
@@ -77,20 +78,20 @@ class _Saver:
             return  # inside a fork's region: never a boundary, by the seed's rule
         codec = self.action.node_codec(task.node_id)
         if codec is None:
-            self.skips.skip(task.node_id, SkipReason.UNTYPED, "its input type is not known")
+            self.tally.skip(task.node_id, SkipReason.UNTYPED, "its input type is not known")
             return
         if not self.inputs_ok:
-            self.skips.skip(task.node_id, SkipReason.INPUTS, "the graph inputs do not read back")
+            self.tally.skip(task.node_id, SkipReason.INPUTS, "the graph inputs do not read back")
             return
         try:
             state = self.action.checkpoints.state.dump(run.state)
         except NotReadable as why:
-            self.skips.skip(task.node_id, SkipReason.STATE, f"the state {why}")
+            self.tally.skip(task.node_id, SkipReason.STATE, f"the state {why}")
             return
         try:
             node_inputs = codec.dump(task.inputs, same_class=self.action.is_decision(task.node_id))
         except NotReadable as why:
-            self.skips.skip(task.node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
+            self.tally.skip(task.node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
             return
         payload = self.action.checkpoints.encode(
             seq=self.seq + 1, state=state, next_task=(task.node_id, node_inputs, stack)
@@ -114,7 +115,7 @@ class _Saver:
     def _save(self, payload: str, next_node: str) -> None:
         started = time.perf_counter()
         self.port.save_checkpoint(
-            self.ctx, payload, seq=self.seq + 1, next_node=next_node, skipped=self.skips.take()
+            self.ctx, payload, seq=self.seq + 1, next_node=next_node, notes=self.tally.take()
         )
         attrs = {tracing.ATTR_GRAPH: self.action.name}
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
@@ -154,11 +155,11 @@ async def run_attempt(
     *,
     inputs: Any,
     state: Any = None,
-    skips: SkipTally | None = None,
+    tally: Tally | None = None,
 ) -> Finished:
     """Run one attempt of a run and return its outcome: the output and the finished checkpoint.
 
-    ``inputs`` and ``state`` are the run's recorded JSON values. ``skips`` collects the
+    ``inputs`` and ``state`` are the run's recorded JSON values. ``tally`` collects the
     boundaries that could not be saved; the caller records what is left of it with the
     attempt's outcome. Raises whatever a step raised (the caller decides on a retry),
     ``InvalidInputs`` for inputs or state that do not validate, ``OutputNotSerializable`` for
@@ -169,15 +170,18 @@ async def run_attempt(
         tracing.ATTR_GRAPH: action.name,
         tracing.ATTR_ATTEMPT: ctx.attempt,
     }
-    tally = skips if skips is not None else SkipTally(action.name, ctx.run_id)
+    tally = tally if tally is not None else Tally(action.name, ctx.run_id)
     parent = tracing.run_trace_parent(ctx.trace_context)
     with tracing.TRACER.start_as_current_span(
         tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
     ) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
+        journal = Journal(port, ctx, action.fingerprint, tally, dict(port.load_records(ctx.run_id)))
+        journal_token = set_journal(journal)
         try:
             return await _drive(action, port, ctx, span, inputs, state, tally)
         finally:
+            reset_journal(journal_token)
             reset_current(token)
 
 
@@ -188,7 +192,7 @@ async def _drive(
     span: trace.Span,
     inputs: Any,
     state: Any,
-    skips: SkipTally,
+    tally: Tally,
 ) -> Finished:
     restored = _load(action, port, ctx, span, inputs)
     seq = restored.seq if restored is not None else 0
@@ -205,7 +209,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, skips, span)
+    saver = _Saver(action, port, ctx, seq, tally, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

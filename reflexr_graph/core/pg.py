@@ -11,9 +11,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from types import FrameType
 from typing import Annotated, Any, TypeAlias, TypeVar, get_args, get_origin, get_type_hints
 
 from pydantic_graph import (
@@ -48,6 +50,7 @@ __all__ = [
     "NodeID",
     "NodeRunID",
     "Unknown",
+    "current_fork_stack",
     "edges",
     "is_quiescent",
     "make_request",
@@ -258,3 +261,25 @@ def task_fork_stack(task: GraphTaskRequest) -> list[ForkStackItem]:
 
 def step_context_inputs(ctx: Any) -> Any:
     return ctx.inputs
+
+
+_FRAME_DEPTH = 12
+
+
+def current_fork_stack() -> tuple[ForkStackItem, ...] | None:
+    """The fork stack of the task whose step is running, or None if it cannot be found.
+
+    pydantic-graph hands a step only its StepContext (state, deps, inputs), not its task, so the
+    task's fork stack is read from the frame of ``_GraphIterator._run_task`` that awaits the step,
+    a few frames up (private: see module docstring). None means "unknown", which callers treat
+    as a step whose branch they cannot tell: nothing is recorded for it.
+    """
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(_FRAME_DEPTH):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "_run_task" and "fork_stack" in frame.f_locals:
+            stack = frame.f_locals["fork_stack"]
+            return tuple(stack) if isinstance(stack, tuple | list) else None
+        frame = frame.f_back
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,18 +26,22 @@ class AttemptContext:
 
 
 @dataclass(frozen=True)
-class Skipped:
-    """Boundaries an attempt could not checkpoint since its last write: how many, and which kinds.
+class Notes:
+    """What an attempt hands the store with its next write, so it costs no round trip of its own.
 
-    ``kinds`` is a short text for operators (``"s2: state does not read back; d1: untyped"``),
-    never a value.
+    ``skipped``: boundaries it could not checkpoint since its last write, with ``skip_kinds`` a
+    short text for operators (``"s2: state x2; d1: untyped x1"``), never a value.
+    ``reused_steps`` and ``reused_calls``: branch steps and durable calls answered from their
+    records instead of running again.
     """
 
-    count: int = 0
-    kinds: str = ""
+    skipped: int = 0
+    skip_kinds: str = ""
+    reused_steps: int = 0
+    reused_calls: int = 0
 
 
-NO_SKIPS = Skipped()
+NO_NOTES = Notes()
 
 
 class CheckpointPort(Protocol):
@@ -50,6 +55,14 @@ class CheckpointPort(Protocol):
         """The latest checkpoint's JSON, or None when the run has none."""
         ...
 
+    def load_records(self, run_id: str) -> Mapping[str, str]:
+        """The work recorded since the latest checkpoint (core/journal.py), field -> JSON."""
+        ...
+
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip."""
+        ...
+
     def save_checkpoint(
         self,
         ctx: AttemptContext,
@@ -57,7 +70,7 @@ class CheckpointPort(Protocol):
         *,
         seq: int,
         next_node: str | None,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-
-from reflexr_graph.core import metrics
 
 TRACER = trace.get_tracer("reflexr_graph")
 
@@ -27,6 +22,12 @@ ATTR_DISCARD_REASON = "reflexr.checkpoint.reason"
 ATTR_DISCARD_ERROR = "reflexr.checkpoint.error"
 EVENT_RESUMED = "reflexr.checkpoint.resumed"
 EVENT_SAVED = "reflexr.checkpoint.saved"
+EVENT_STEP_REUSED = "reflexr.step.reused"
+"""A branch step returned its recorded result instead of running (journal.py)."""
+EVENT_CALL_REUSED = "reflexr.call.reused"
+"""A durable call returned its recorded result instead of running."""
+ATTR_REUSED = "reflexr.step.reused"
+ATTR_CALL = "reflexr.call.name"
 
 
 def run_trace_parent(trace_context: str) -> Context | None:
@@ -55,17 +56,3 @@ def current_trace_context() -> str:
 
 def step_span_name(node_id: str) -> str:
     return f"execute_step {node_id}"
-
-
-def traced_step(node_id: str, call: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
-    """Wrap a step so each execution gets an ``execute_step {node}`` span under ``invoke_workflow``."""
-
-    async def run_step(ctx: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            with TRACER.start_as_current_span(step_span_name(node_id), attributes={ATTR_NODE: node_id}):
-                return await call(ctx)
-        finally:
-            metrics.STEP_DURATION.record(time.perf_counter() - started, {ATTR_NODE: node_id})
-
-    return run_step

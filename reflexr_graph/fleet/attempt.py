@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.driver import Finished, run_attempt
-from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
-from reflexr_graph.core.skips import SkipTally
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import (
     AttemptCancelled,
     FencedOut,
@@ -148,7 +148,7 @@ class Recorder:
     store: RedisStore
     ctx: AttemptContext
     lease_left_s: Callable[[], float]
-    skips: SkipTally = field(default_factory=lambda: SkipTally("", ""))
+    tally: Tally = field(default_factory=lambda: Tally("", ""))
 
     def _unrecorded(self, what: str, result: Written) -> Delivered:
         ctx = self.ctx
@@ -178,7 +178,7 @@ class Recorder:
         delay_ms = retry.backoff_ms(
             ctx.attempt, base_s=settings.retry_backoff_s, max_s=settings.retry_backoff_max_s
         )
-        skipped = self.skips.take()
+        notes = self.tally.take()
         result, outcome = fenced_write(
             self.lease_left_s,
             lambda: self.store.fail(
@@ -190,7 +190,7 @@ class Recorder:
                 permanent=how.permanent,
                 retry_delay_ms=delay_ms,
                 counted=how.counted,
-                skipped=skipped,
+                notes=notes,
             ),
         )
         if result is not Written.OK:
@@ -234,11 +234,11 @@ class Recorder:
                     "non-JSON type); make the output type JSON-serializable"
                 )
             )
-        skipped = self.skips.take()
+        notes = self.tally.take()
         result, _ = fenced_write(
             self.lease_left_s,
             lambda: self.store.succeed(
-                ctx, output_json, checkpoint=finished.checkpoint, seq=finished.seq, skipped=skipped
+                ctx, output_json, checkpoint=finished.checkpoint, seq=finished.seq, notes=notes
             ),
         )
         if result is not Written.OK:
@@ -295,10 +295,19 @@ class AttemptPort:
 
     store: RedisStore
     claimed: str | None
+    records: Mapping[str, str]
     lease_left_s: Callable[[], float]
 
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.claimed
+
+    def load_records(self, run_id: str) -> Mapping[str, str]:
+        return self.records
+
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+        self._write(
+            ctx, f"record {field.split('|', 1)[0]}", lambda: self.store.save_record(ctx, field, value)
+        )
 
     def save_checkpoint(
         self,
@@ -307,18 +316,22 @@ class AttemptPort:
         *,
         seq: int,
         next_node: str | None,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> None:
-        result, _ = fenced_write(
-            self.lease_left_s,
-            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, skipped=skipped),
+        self._write(
+            ctx,
+            f"checkpoint {seq}",
+            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
         )
+
+    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], None]) -> None:
+        """One fenced write of the running graph: raised as the driver expects when it cannot land."""
+        result, _ = fenced_write(self.lease_left_s, op)
         if result is Written.FENCED:
             raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
         if result is Written.UNREACHABLE:
             raise StoreUnavailable(
-                f"Redis stayed unreachable while the lease of run {ctx.run_id} held; "
-                f"checkpoint {seq} not saved"
+                f"Redis stayed unreachable while the lease of run {ctx.run_id} held; {what} not saved"
             )
 
 
@@ -331,13 +344,13 @@ async def _drive(
     port: AttemptPort,
     ctx: AttemptContext,
     payload: tuple[Any, Any],
-    skips: SkipTally,
+    tally: Tally,
 ) -> Finished:
     task = asyncio.current_task()
     assert task is not None
     heartbeat.bind(asyncio.get_running_loop(), task)
     inputs, state = payload
-    return await run_attempt(action, port, ctx, inputs=inputs, state=state, skips=skips)
+    return await run_attempt(action, port, ctx, inputs=inputs, state=state, tally=tally)
 
 
 def _payload(claim: Claim) -> tuple[Any, Any]:
@@ -371,14 +384,14 @@ def _stopped(recorder: Recorder, heartbeat: Heartbeat, exc: BaseException) -> De
 def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim: Claim) -> Delivered:
     ctx = claim.context()
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=app.reflexr_settings.lease_ttl_s)
-    skips = SkipTally(action.name, ctx.run_id)
-    recorder = Recorder(app, store, ctx, heartbeat.lease_left_s, skips)
-    port = AttemptPort(store, claim.checkpoint, heartbeat.lease_left_s)
+    tally = Tally(action.name, ctx.run_id)
+    recorder = Recorder(app, store, ctx, heartbeat.lease_left_s, tally)
+    port = AttemptPort(store, claim.checkpoint, claim.records, heartbeat.lease_left_s)
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
     with heartbeat:
         try:
-            finished = loops.run(_drive(heartbeat, action, port, ctx, _payload(claim), skips))
+            finished = loops.run(_drive(heartbeat, action, port, ctx, _payload(claim), tally))
         except FencedOut:
             observe.attempt_ended(ctx.graph, "fenced")
             log.info(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import NO_SKIPS, AttemptContext, Skipped
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
@@ -18,11 +18,7 @@ from reflexr_graph.store.base import (
     _idem_guess,
     translate_errors,
 )
-from reflexr_graph.store.records import (
-    Claim,
-    ClaimOutcome,
-    text,
-)
+from reflexr_graph.store.records import Claim, ClaimOutcome, pairs_to_map, text, text_map
 
 
 class AttemptWrites(StoreBase):
@@ -105,7 +101,7 @@ class AttemptWrites(StoreBase):
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
         status, number, counted, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[
-            1:
+            1:12
         ]
         return Claim(
             outcome=outcome,
@@ -122,6 +118,7 @@ class AttemptWrites(StoreBase):
             max_attempts=int(max_attempts or 0),
             trace_context=trace,
             checkpoint=checkpoint or None,
+            records=pairs_to_map(reply[12:]),
         )
 
     @translate_errors
@@ -143,13 +140,14 @@ class AttemptWrites(StoreBase):
         *,
         seq: int,
         next_node: str | None,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> None:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
         It runs at every step boundary, so its script takes only the four keys it touches
-        rather than the per-run prelude's fifteen. ``skipped`` (boundaries the attempt could
-        not save since its last write) is recorded in the same call.
+        rather than the per-run prelude's sixteen. ``notes`` (boundaries the attempt could not
+        save since its last write, work it reused) are recorded in the same call, and the work
+        recorded since the previous checkpoint is dropped: this one holds it.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -157,6 +155,7 @@ class AttemptWrites(StoreBase):
             keys.ckpt(run_id),
             keys.events(run_id),
             keys.status_set(Status.RUNNING),
+            keys.memo(run_id),
         ]
         args: list[ScriptArg] = [
             run_id,
@@ -166,11 +165,25 @@ class AttemptWrites(StoreBase):
             seq,
             next_node or "",
             EVENTS_MAXLEN,
-            skipped.count,
-            skipped.kinds,
+            notes.skipped,
+            notes.skip_kinds,
+            notes.reused_steps,
+            notes.reused_calls,
         ]
         if not self._scripts("save_checkpoint", script_keys, args):
             raise _fenced(ctx, "checkpoint")
+
+    @translate_errors
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA."""
+        script_keys = [keys.run(ctx.run_id), keys.memo(ctx.run_id)]
+        if not self._scripts("record", script_keys, [ctx.token, field, value]):
+            raise _fenced(ctx, "record")
+
+    @translate_errors
+    def load_records(self, run_id: str) -> dict[str, str]:
+        """The work recorded since the run's latest checkpoint, field -> JSON."""
+        return text_map(self._r.hgetall(keys.memo(run_id)))
 
     @translate_errors
     def succeed(
@@ -180,7 +193,7 @@ class AttemptWrites(StoreBase):
         *,
         checkpoint: str = "",
         seq: int = 0,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> None:
         """Record the output and start the retention of every key of the run.
 
@@ -192,8 +205,10 @@ class AttemptWrites(StoreBase):
             self.run_retention_s,
             checkpoint,
             seq,
-            skipped.count,
-            skipped.kinds,
+            notes.skipped,
+            notes.skip_kinds,
+            notes.reused_steps,
+            notes.reused_calls,
         ]
         if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
             raise _fenced(ctx, "output")
@@ -210,7 +225,7 @@ class AttemptWrites(StoreBase):
         permanent: bool,
         retry_delay_ms: int,
         counted: bool = True,
-        skipped: Skipped = NO_SKIPS,
+        notes: Notes = NO_NOTES,
     ) -> str:
         """Record a failed attempt; returns ``'dead'`` or ``'retrying'``.
 
@@ -229,8 +244,10 @@ class AttemptWrites(StoreBase):
             self.dead_retention_s,
             "1" if counted else "0",
             self.max_interruptions,
-            skipped.count,
-            skipped.kinds,
+            notes.skipped,
+            notes.skip_kinds,
+            notes.reused_steps,
+            notes.reused_calls,
         ]
         outcome = text(self._run("fail", ctx.run_id, _guess(ctx), now, args))
         if outcome == "fenced":

@@ -73,9 +73,17 @@ def tb(run_id: str) -> str:
     return _tagged(run_id, "tb")
 
 
-def run_keys(run_id: str) -> tuple[str, str, str, str]:
+def memo(run_id: str) -> str:
+    """Work finished since the latest checkpoint: branch results and durable calls (field -> JSON).
+
+    Emptied by the script that saves the next checkpoint: that checkpoint holds it all.
+    """
+    return _tagged(run_id, "memo")
+
+
+def run_keys(run_id: str) -> tuple[str, str, str, str, str]:
     """Every per-run key; retention expires and purge deletes exactly these."""
-    return run(run_id), ckpt(run_id), events(run_id), tb(run_id)
+    return run(run_id), ckpt(run_id), events(run_id), tb(run_id), memo(run_id)
 
 
 def status_set(status: Status | str) -> str:
@@ -107,14 +115,19 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..15 the status sets in :data:`STATUS_ORDER`.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..15 the status sets in :data:`STATUS_ORDER`,
+    16 memo.
     """
     return [
-        *run_keys(run_id),
+        run(run_id),
+        ckpt(run_id),
+        events(run_id),
+        tb(run_id),
         idem(idem_guess),
         ALL,
         DEAD,
         LEASES,
         DUE,
         *(status_set(s) for s in STATUS_ORDER),
+        memo(run_id),
     ]

@@ -53,6 +53,8 @@ class Claim:
     """The enqueuer's trace context (W3C headers as JSON), or '' when none was recorded."""
     checkpoint: str | None = None
     """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
+    records: dict[str, str] = field(default_factory=dict)
+    """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
 
     @property
     def claimed(self) -> bool:
@@ -163,6 +165,8 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         interruptions=int(record.get("interruptions") or 0),
         skipped_boundaries=int(record.get("skipped") or 0),
         replays=int(record.get("replays") or 0),
+        reused_steps=int(record.get("reused_steps") or 0),
+        reused_calls=int(record.get("reused_calls") or 0),
     )
 
 

@@ -39,6 +39,7 @@ STANDALONE: tuple[str, ...] = (
     "lock_extend",
     "reschedule_due",
     "save_checkpoint",
+    "record",
     "worker_beat",
     "worker_leave",
 )

@@ -10,7 +10,7 @@ from typing import Any
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.core.skips import SkipTally
+from reflexr_graph.core.tally import Tally
 from reflexr_graph.store.redis_store import RedisStore
 
 LEASE_MS = 30_000
@@ -64,10 +64,10 @@ class Harness:
         recorded_inputs, recorded_state = self.recorded
         inputs = recorded_inputs if inputs is None else inputs
         state = recorded_state if state is None else state
-        skips = SkipTally(action.name, run_id)
+        tally = Tally(action.name, run_id)
         try:
             finished = asyncio.run(
-                run_attempt(action, self.store, ctx, inputs=inputs, state=state, skips=skips)
+                run_attempt(action, self.store, ctx, inputs=inputs, state=state, tally=tally)
             )
         except Exception as exc:
             self.store.fail(
@@ -78,7 +78,7 @@ class Harness:
                 reason="step_failed",
                 permanent=False,
                 retry_delay_ms=0,
-                skipped=skips.take(),
+                notes=tally.take(),
             )
             raise
         if crash_before_success:
@@ -86,7 +86,7 @@ class Harness:
         else:
             self.store.succeed(
                 ctx, json.dumps(finished.output), checkpoint=finished.checkpoint, seq=finished.seq,
-                skipped=skips.take(),
+                notes=tally.take(),
             )  # fmt: skip
         return finished.output
 

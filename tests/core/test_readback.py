@@ -72,7 +72,7 @@ def test_any_state_field_holding_a_model_blocks_middle_checkpoints(
     with pytest.warns(DurabilityWarning, match=r"state field\(s\) anything is typed Any"):
         action = graphs.any_state()
     run_id = harness.create(action, "x")
-    with caplog.at_level(logging.WARNING, logger="reflexr_graph.core.skips"):
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.core.tally"):
         assert harness.attempt(action, run_id, inputs="x") == "x"
     assert harness.progressed(run_id) == [""]
     info = harness.store.get(run_id)

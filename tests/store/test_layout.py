@@ -22,6 +22,7 @@ def test_per_run_keys_share_one_hash_tag() -> None:
     run_keys = keys.run_keys("0b7e-42")
     assert run_keys == (
         "rg:{0b7e-42}:run", "rg:{0b7e-42}:ckpt", "rg:{0b7e-42}:events", "rg:{0b7e-42}:tb",
+        "rg:{0b7e-42}:memo",
     )  # fmt: skip
     assert len({key_slot(k.encode()) for k in run_keys}) == 1
     assert {keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, keys.REAPER_LOCK} == {
@@ -60,5 +61,7 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     positions = {status: int(idx) for status, idx in re.findall(r"\b([a-z]+) = KEYS\[(\d+)\]", lib)}
     assert positions == {status.value: 10 + i for i, status in enumerate(keys.STATUS_ORDER)}
     sample = keys.script_keys("r", "k")
-    assert sample[:9] == [*keys.run_keys("r"), "rg:idem:k", "rg:all", "rg:dead", "rg:leases", "rg:due"]
-    assert sample[9:] == [keys.status_set(s) for s in keys.STATUS_ORDER]
+    run, ckpt, events, tb, memo = keys.run_keys("r")
+    assert sample[:9] == [run, ckpt, events, tb, "rg:idem:k", "rg:all", "rg:dead", "rg:leases", "rg:due"]
+    assert sample[9:15] == [keys.status_set(s) for s in keys.STATUS_ORDER]
+    assert sample[15:] == [memo]

@@ -16,7 +16,8 @@ from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_to
 
 
 def _ttls(raw: redis.Redis, run_id: str) -> dict[str, int]:
-    return {key: int(raw.ttl(key)) for key in keys.run_keys(run_id)}
+    """The TTL of each key of the run that exists (the memo exists only while work is recorded)."""
+    return {key: int(raw.ttl(key)) for key in keys.run_keys(run_id) if raw.exists(key)}
 
 
 def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redis) -> None:
@@ -219,6 +220,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     make_run(store, idempotency_key="idem-s")
     first = start(store)
     store.save_checkpoint(first, "{}", seq=1, next_node="b")  # creates the ckpt key
+    store.save_record(first, "c|b|x", "1")  # creates the memo key
     fail_once(store, first)  # creates the tb key
     ctx = start(store)
     store.succeed(ctx, "null")

@@ -10,6 +10,7 @@
 -- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
 -- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
+-- KEYS[16] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -19,6 +20,7 @@
 
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local K_MEMO = KEYS[16]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
@@ -128,7 +130,7 @@ local function owned_by(token)
 end
 
 local function expire_all(seconds)
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB}) do
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO}) do
     redis.call('EXPIRE', key, seconds)
   end
   if owns_idem() then
@@ -137,7 +139,7 @@ local function expire_all(seconds)
 end
 
 local function persist_all()
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB}) do
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO}) do
     redis.call('PERSIST', key)
   end
   if owns_idem() then
@@ -207,13 +209,20 @@ local function to_retrying(due_at, reason)
   emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
 end
 
--- Boundaries an attempt could not checkpoint since its last write (see driver.py): counted on
--- the run and told in its history, so nobody believes they have durability they lack.
-local function note_skipped(count, kinds)
-  local n = tonumber(count) or 0
+-- What an attempt tells with its writes (core/tally.py): boundaries it could not checkpoint,
+-- counted on the run and told in its history so nobody believes they have durability they
+-- lack; and branch steps and durable calls answered from their records instead of running.
+local function note(skipped, kinds, steps, calls)
+  local n = tonumber(skipped) or 0
   if n > 0 then
     redis.call('HINCRBY', K_RUN, 'skipped', n)
     emit('boundaries_skipped', 'count', n, 'kinds', kinds)
+  end
+  local s, c = tonumber(steps) or 0, tonumber(calls) or 0
+  if s + c > 0 then
+    redis.call('HINCRBY', K_RUN, 'reused_steps', s)
+    redis.call('HINCRBY', K_RUN, 'reused_calls', c)
+    emit('work_reused', 'steps', s, 'calls', c)
   end
 end
 

@@ -2,12 +2,12 @@
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there). The claim returns the
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16] memo (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
---   idempotency_key, max_attempts, trace, checkpoint JSON or ''} with outcome
+--   idempotency_key, max_attempts, trace, checkpoint JSON or '', memo field, value, ...} with outcome
 --   claimed|busy|finished|missing|dead|early, or {'idem', key}
 
 local token = ARGV[4]
@@ -16,6 +16,16 @@ local function reply(outcome)
   return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'), field('graph'),
     field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace'),
     redis.call('HGET', K_CKPT, 'data') or ''}
+end
+
+-- The work recorded since the checkpoint comes with it, so an attempt reads everything it
+-- resumes from in this one round trip.
+local function claimed()
+  local out = reply('claimed')
+  for _, item in ipairs(redis.call('HGETALL', K_MEMO)) do
+    table.insert(out, item)
+  end
+  return out
 end
 
 if not exists() then
@@ -31,7 +41,7 @@ end
 if status == 'running' then
   -- The same token again is this claim retried after a lost reply: answer it, change nothing.
   if token ~= '' and field('token') == token then
-    return reply('claimed')
+    return claimed()
   end
   -- Another attempt owns the run. Even when its lease has lapsed, the reaper recovers it, not this
   -- claim: only the reaper knows whether the lease lapsed in a Redis outage (an interruption) or
@@ -58,4 +68,4 @@ set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
 emit('attempt_started', 'attempt', attempt_number(), 'worker', ARGV[7])
-return reply('claimed')
+return claimed()

@@ -1,13 +1,14 @@
 -- fail.lua: record a failed attempt, fenced by the token; then retry later or dead-letter.
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..15] status sets
+-- KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16] memo (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] token  ARGV[5] error type  ARGV[6] error message  ARGV[7] traceback or ''
 -- ARGV[8] reason code  ARGV[9] '1' if permanent  ARGV[10] retry due ms
 -- ARGV[11] dead retention s  ARGV[12] '1' if the attempt counts toward max_attempts, '0' for an
 --   infrastructure failure (an interruption)  ARGV[13] max interruptions
 -- ARGV[14] boundaries skipped since the attempt's last write  ARGV[15] their kinds (text)
+-- ARGV[16] branch steps and ARGV[17] durable calls answered from records since then
 -- Returns 'dead' | 'retrying' | 'fenced' | {'idem', key}
 
 if not owned_by(ARGV[4]) then
@@ -25,7 +26,7 @@ if ARGV[7] ~= '' then
 else
   redis.call('DEL', K_TB)
 end
-note_skipped(ARGV[14], ARGV[15])
+note(ARGV[14], ARGV[15], ARGV[16], ARGV[17])
 local counted = ARGV[12] == '1'
 emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason, 'error_type', error_type,
   'counted', counted and '1' or '0')

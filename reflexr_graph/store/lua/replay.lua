@@ -1,7 +1,7 @@
 -- replay.lua: give a dead or cancelled run a fresh attempt budget and queue it again.
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[9] rg:due
--- KEYS[10..15] status sets
+-- KEYS[10..15] status sets  KEYS[16] memo
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 
@@ -23,7 +23,8 @@ redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attem
 redis.call('HINCRBY', K_RUN, 'replays', 1)
 redis.call('HDEL', K_RUN, 'unserved_since')
 if from_start then
-  redis.call('DEL', K_CKPT)
+  -- Work recorded since the checkpoint goes with it: a run from the start repeats everything.
+  redis.call('DEL', K_CKPT, K_MEMO)
   redis.call('HSET', K_RUN, 'checkpoints', 0, 'next_node', '')
 end
 redis.call('ZREM', K_DEAD, RUN_ID)

@@ -4,9 +4,11 @@
 -- KEYS[2] rg:{<run_id>}:ckpt    latest checkpoint hash
 -- KEYS[3] rg:{<run_id>}:events  event stream
 -- KEYS[4] rg:status:running     running status set (score = updated ms)
+-- KEYS[5] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
 -- ARGV[6] next node id or ''  ARGV[7] event stream cap
 -- ARGV[8] boundaries skipped since the attempt's last write  ARGV[9] their kinds (text)
+-- ARGV[10] branch steps and ARGV[11] durable calls answered from records since then
 -- Returns 1 when saved, 0 when the token does not own the run (the caller raises FencedOut).
 
 local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
@@ -19,12 +21,22 @@ redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size'
 redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
 redis.call('HSET', KEYS[1], 'next_node', next_node, 'updated_at', now)
 redis.call('ZADD', KEYS[4], 'XX', now, ARGV[1])
+-- A checkpoint is only ever taken with no fork in flight and no step running: everything the
+-- records kept (branch results, durable calls) is in it now, and a retry resumes from here.
+redis.call('DEL', KEYS[5])
 -- Boundaries the attempt could not save ride along with the next save: no round trip of their own.
 local skipped = tonumber(ARGV[8]) or 0
 if skipped > 0 then
   redis.call('HINCRBY', KEYS[1], 'skipped', skipped)
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'boundaries_skipped', 'at', now,
     'count', skipped, 'kinds', ARGV[9])
+end
+local steps, calls = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
+if steps + calls > 0 then
+  redis.call('HINCRBY', KEYS[1], 'reused_steps', steps)
+  redis.call('HINCRBY', KEYS[1], 'reused_calls', calls)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'work_reused', 'at', now,
+    'steps', steps, 'calls', calls)
 end
 -- Never the payload: events are shown to operators and state may be private.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'run_progressed', 'at', now,

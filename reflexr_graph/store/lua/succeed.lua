@@ -1,11 +1,12 @@
 -- succeed.lua: record the output, fenced by the token, and start the run's retention.
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
--- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded
+-- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded  KEYS[16] memo (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token  ARGV[5] output JSON  ARGV[6] run retention s
 -- ARGV[7] the finished checkpoint JSON, or '' (then the one saved before stays)  ARGV[8] its seq
 -- ARGV[9] boundaries skipped since the attempt's last write  ARGV[10] their kinds (text)
+-- ARGV[11] branch steps and ARGV[12] durable calls answered from records since then
 -- Returns 1 when recorded, 0 when the token does not own the run, or {'idem', key}.
 
 local token = ARGV[4]
@@ -29,7 +30,7 @@ if ARGV[7] ~= '' then
   redis.call('HSET', K_RUN, 'next_node', '')
   emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
 end
-note_skipped(ARGV[9], ARGV[10])
+note(ARGV[9], ARGV[10], ARGV[11], ARGV[12])
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
 redis.call('HSET', K_RUN, 'output', ARGV[5], 'reason', '', 'error_type', '', 'error', '')
 redis.call('ZREM', K_LEASES, RUN_ID)

@@ -1,10 +1,11 @@
-"""Boundaries an attempt could not checkpoint: said loudly, counted, and recorded on the run.
+"""What an attempt tells the store about its run beside checkpoints: skipped boundaries, reused work.
 
 A boundary that is not saved is not an error (a retry resumes from the one before), but a
 graph whose state cannot be written down would otherwise run with no durability at all
 while looking healthy. So each kind of skipped boundary is logged at WARNING once per
 attempt, counted in ``reflexr.checkpoint.skipped``, and handed to the store with the
 attempt's next write, which adds it to the run's ``skipped_boundaries`` and its history.
+Branch steps and durable calls answered from their records are counted the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from reflexr_graph.core import metrics
-from reflexr_graph.core.port import NO_SKIPS, Skipped
+from reflexr_graph.core.port import NO_NOTES, Notes
 from reflexr_graph.core.tracing import ATTR_GRAPH, ATTR_NODE
 
 log = logging.getLogger(__name__)
@@ -41,13 +42,23 @@ _ADVICE = {
 
 
 @dataclass
-class SkipTally:
-    """The skipped boundaries of one attempt, by node and reason."""
+class Tally:
+    """One attempt's skipped boundaries (by node and reason) and reused work, since its last write."""
 
     graph: str
     run_id: str
     pending: Counter[tuple[str, SkipReason]] = field(default_factory=Counter)
     logged: set[tuple[str, SkipReason]] = field(default_factory=set)
+    reused_steps: int = 0
+    reused_calls: int = 0
+    noted: set[str] = field(default_factory=set)
+
+    def note_once(self, node_id: str, message: str) -> None:
+        """Log ``message`` (with ``%s`` for the node) at WARNING, once per node per attempt."""
+        if node_id in self.noted:
+            return
+        self.noted.add(node_id)
+        log.warning(f"run %s: {message}", self.run_id, node_id)
 
     def skip(self, node_id: str, reason: SkipReason, why: str = "") -> None:
         """Note one boundary before ``node_id`` that was not saved."""
@@ -69,13 +80,14 @@ class SkipTally:
             _ADVICE[reason],
         )
 
-    def take(self) -> Skipped:
-        """What was skipped since the last write, for the store to record with the next one."""
-        if not self.pending:
-            return NO_SKIPS
+    def take(self) -> Notes:
+        """What happened since the last write, for the store to record with the next one."""
+        if not self.pending and not self.reused_steps and not self.reused_calls:
+            return NO_NOTES
         kinds = "; ".join(
             f"{node}: {reason.value} x{n}" for (node, reason), n in sorted(self.pending.items())
         )
-        taken = Skipped(sum(self.pending.values()), kinds)
+        taken = Notes(sum(self.pending.values()), kinds, self.reused_steps, self.reused_calls)
         self.pending.clear()
+        self.reused_steps = self.reused_calls = 0
         return taken

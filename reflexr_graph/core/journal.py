@@ -1,0 +1,81 @@
+"""The journal: work one attempt finished since the latest checkpoint, so a retry does not redo it.
+
+Checkpoints are taken only at quiescent boundaries (docs/design.md#quiescent-boundaries), so
+between two of them a fork's branches and a step's calls would be repeated by any retry. The
+journal records, in the run's ``memo`` hash, each branch step's result and each
+``durable_call``'s result as it finishes; a retry consults it before running anything. The
+next checkpoint holds all of that work, and the script that saves it empties the memo.
+
+A record is found by the *step execution* it belongs to:
+
+- the graph's fingerprint, so a changed graph never uses another graph's records;
+- the node id and the branch path: the fork ids and item indexes of the task's fork stack
+  (node-run ids are left out: an attempt numbers them afresh);
+- a digest of the step's inputs, and for a branch result of the state it started from.
+
+Why the digest, and why the items of a map mean the same work on the retry: a retry resumes
+from the latest checkpoint, so the tasks it starts from are restored as they were written
+down, inputs and state alike. When the boundary before the fork was saved, the fork's items
+come from that checkpoint and are the same; when it was not, the steps before the fork run
+again and may produce other items, and then the digests differ and nothing recorded is used.
+Either way a record is only ever used for the same step, in the same branch, given the same
+inputs: what the key says is exactly the work that was done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.tally import Tally
+
+
+class RecordPort(Protocol):
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None: ...
+
+
+def digest(*parts: str) -> str:
+    """A short, stable digest of JSON texts (or other strings) for a record's key."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:24]
+
+
+@dataclass
+class Journal:
+    """The records of one attempt: those the claim brought, and those it writes (one round trip each)."""
+
+    port: RecordPort
+    ctx: AttemptContext
+    fingerprint: str
+    tally: Tally
+    records: dict[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> str | None:
+        return self.records.get(key)
+
+    def put(self, key: str, value: str) -> None:
+        """Record ``value`` (JSON) under ``key``, fenced by the attempt's token."""
+        self.port.save_record(self.ctx, key, value)
+        self.records[key] = value
+
+
+_journal: ContextVar[Journal | None] = ContextVar("reflexr_journal", default=None)
+
+
+def current_journal() -> Journal | None:
+    """The journal of the attempt running in this context, or None outside one."""
+    return _journal.get()
+
+
+def set_journal(journal: Journal | None) -> object:
+    return _journal.set(journal)
+
+
+def reset_journal(token: object) -> None:
+    _journal.reset(token)  # type: ignore[arg-type]

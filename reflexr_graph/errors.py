@@ -125,3 +125,15 @@ class DurabilityWarning(UserWarning):
     A warning, not an error: the graph still runs, and retries still work, but from further
     back than the user may believe. Turn it into an error with ``-W error::...DurabilityWarning``.
     """
+
+
+class ExtraNotInstalled(ReflexrError, ImportError):
+    """An optional part of reflexr-graph was imported without the extra that brings its dependencies.
+
+    An ``ImportError`` too, so code that imports it optionally (``try: ... except ImportError``)
+    keeps working.
+    """
+
+
+class DurableAgentError(ReflexrError):
+    """A pydantic-ai agent cannot be made durable, or was run in a way its records cannot follow."""

@@ -1,0 +1,84 @@
+"""``StepDurability``: the pydantic-ai durability capability whose durable units are durable calls.
+
+pydantic-ai's durability base does the work an engine shares with every other (wrapping the
+agent's toolsets, routing each model request through a durable model, carrying tool errors that
+steer the model as values); this capability says what a reflexr-graph engine is: a running step
+is the durable container and each ``durable_call`` is a unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.capabilities.abstract import WrapRunHandler
+from pydantic_ai.durable_exec import (
+    JSON_CODEC,
+    BaseDurabilityCapability,
+    DurabilityEngineSpec,
+    conversation_id_from_run_id,
+)
+from pydantic_ai.models import Model
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import AgentDepsT, RunContext
+
+from reflexr_graph.ai.backend import DurableCallBackend, unstorable
+from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
+
+
+@dataclass(init=False, kw_only=True)
+class StepDurability(BaseDurabilityCapability[AgentDepsT]):
+    """Records an agent's model requests and tool calls inside a step, and replays them on retry.
+
+    Outside a running step it changes nothing: the agent runs as it would without it.
+    """
+
+    engine_spec = DurabilityEngineSpec(
+        engine_name="reflexr-graph",
+        durable_unit_noun="durable call",
+        durable_container_noun="step",
+        # durable_call records JSON, so results are reduced to JSON inside the call.
+        codec=JSON_CODEC,
+        serialization_failure=unstorable,
+        # Records are matched by name and order: tool calls run in parallel could finish, and
+        # so call durable_call, in another order on the retry.
+        sequential_tools_in_durable_context=True,
+        # A toolset passed to run() was never wrapped, so its tools would run unrecorded.
+        unsupported_runtime_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
+        # Durable calls run in the step's own process and task, so a run can hold one MCP
+        # session that its first call opens; function toolsets are entered around the run as
+        # without durability, and a dynamic toolset is resolved inside its own calls.
+        toolset_lifecycles={
+            "function": "enter-always",
+            "mcp": "enter-in-durable-unit",
+            "dynamic": "enter-never",
+        },
+        journal_discovery=True,
+        tool_config_key=None,
+    )
+
+    def __init__(self, *, name: str, models: Mapping[str, Model] | None = None) -> None:
+        super().__init__(name=name, models=models)
+
+    @property
+    def in_durable_context(self) -> bool:
+        return in_step()
+
+    def get_default_run_id(self) -> str | None:
+        # The same run id on every attempt, so the messages of a retried run carry the ids the
+        # recorded ones were made with.
+        return stable_run_id(self.name)
+
+    def get_default_conversation_id(self, run_id: str) -> str | None:
+        return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
+    def get_durable_operation_backend(self) -> DurableCallBackend:
+        return DurableCallBackend(self.name)
+
+    async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
+        if not self.in_durable_context:
+            return await super().wrap_run(ctx, handler=handler)
+        with one_run_at_a_time(self.name):
+            return await super().wrap_run(ctx, handler=handler)

@@ -1,0 +1,73 @@
+"""The durable call names of an agent's operations.
+
+A step's recorded calls are found again by name and by how many times the name was called, so
+these names are persisted data: renaming one strands the records of every run in flight. They
+are prefixed by the agent's name, so two agents in one step never read each other's records.
+"""
+
+from __future__ import annotations
+
+from pydantic_ai.durable_exec import (
+    CapabilityOperationId,
+    DurableOperationId,
+    DurableOperationNamer,
+    EventStreamHandlerId,
+    ModelCancelSuspendedResponseId,
+    ModelCompactMessagesId,
+    ModelRequestId,
+    ToolsetCallToolId,
+    ToolsetGetInstructionsId,
+    ToolsetGetToolsId,
+    ToolsetValidateToolArgumentsId,
+)
+
+# The namer protocol returns this type, which pydantic-ai does not re-export from durable_exec.
+from pydantic_ai.durable_exec._operation_names import DurableInvocationName
+
+
+class CallNames(DurableOperationNamer):
+    """``<agent>.model`` for model requests, ``<agent>.tool.<tool name>`` for tool calls, and so on.
+
+    Model requests are not told apart by model: a run that falls back to another model, or is
+    given one, keeps the order of its requests, which is what the records follow.
+    """
+
+    def __init__(self, agent_name: str) -> None:
+        self.agent_name = agent_name
+
+    def operation_name(self, operation_id: DurableOperationId) -> str:
+        agent = self.agent_name
+        match operation_id:
+            case ModelRequestId(streaming=True):
+                return f"{agent}.model.stream"
+            case ModelRequestId():
+                return f"{agent}.model"
+            case ModelCompactMessagesId():
+                return f"{agent}.model.compact"
+            case ModelCancelSuspendedResponseId():
+                return f"{agent}.model.cancel"
+            case EventStreamHandlerId():
+                return f"{agent}.event"
+            case CapabilityOperationId(capability_id=capability, operation=operation):
+                return f"{agent}.capability.{capability}.{operation}"
+            case ToolsetGetToolsId(toolset_id=toolset):
+                return f"{agent}.toolset.{toolset}.tools"
+            case ToolsetGetInstructionsId(toolset_id=toolset):
+                return f"{agent}.toolset.{toolset}.instructions"
+            case ToolsetValidateToolArgumentsId():
+                return f"{agent}.tool.validate"
+            case ToolsetCallToolId():
+                return f"{agent}.tool"
+        # pydantic-ai adds operation kinds in minor releases; a new one still gets a stable name.
+        return f"{agent}.{type(operation_id).__name__}"  # pragma: no cover
+
+    def invocation_name(
+        self, operation_id: DurableOperationId, *, label: str | None
+    ) -> DurableInvocationName:
+        # Tool operations are labelled with the tool's name; tool names are unique within an agent.
+        match operation_id, label:
+            case ToolsetCallToolId(), str():
+                return DurableInvocationName(f"{self.agent_name}.tool.{label}")
+            case ToolsetValidateToolArgumentsId(), str():
+                return DurableInvocationName(f"{self.agent_name}.tool.{label}.validate")
+        return DurableInvocationName(self.operation_name(operation_id))

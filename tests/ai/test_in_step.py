@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 import redis
-from pydantic_ai import Agent, FunctionToolset
+from pydantic_ai import Agent, FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import DynamicToolset
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, RunFailure
@@ -225,3 +226,48 @@ def test_a_streamed_run_is_recorded_and_replayed(harness: Harness, redis_client:
     assert recorded_names(redis_client, run_id) == ["streamer.model.stream"]
     assert harness.attempt(action, run_id) == "hello"
     assert len(streamed) == 1
+
+
+def test_a_tools_model_retry_and_a_dynamic_toolsets_tools_are_recorded(
+    harness: Harness, redis_client: redis.Redis
+) -> None:
+    """A tool that raises ModelRetry once steers the model as a value, so it is recorded like a
+    result; so are a dynamic toolset's tool lists. The retry runs neither the tool nor the toolset."""
+    ran: list[str] = []
+    tools = FunctionToolset[None]()
+
+    @tools.tool_plain
+    def flaky() -> str:
+        ran.append("flaky")
+        if ran.count("flaky") == 1:
+            raise ModelRetry("try again")
+        return "fine"
+
+    def toolset(ctx: RunContext[None]) -> FunctionToolset[None]:
+        ran.append("toolset")
+        return tools
+
+    def call_flaky(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) < 5:
+            return ModelResponse(parts=[ToolCallPart("flaky", {})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(call_flaky), name="dyn", toolsets=[DynamicToolset(toolset, id="box")])
+    durable = durable_agent(agent)
+    fail = [True]
+
+    async def run(prompt: str) -> str:
+        output = (await durable.run(prompt)).output
+        if fail.pop() if fail else False:
+            raise RuntimeError("after the run, on purpose")
+        return output
+
+    action = one_step("ai_dyn", run)
+    run_id = harness.create(action, "hi")
+    with pytest.raises(RuntimeError):
+        harness.attempt(action, run_id)
+    names = recorded_names(redis_client, run_id)
+    assert names.count("dyn.tool.flaky") == 2 and "dyn.toolset.box.tools" in names
+    first = list(ran)
+    assert harness.attempt(action, run_id) == "done"
+    assert ran == first and first.count("flaky") == 2

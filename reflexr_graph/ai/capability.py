@@ -31,7 +31,13 @@ from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
 class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     """Records an agent's model requests and tool calls inside a step, and replays them on retry.
 
-    Outside a running step it changes nothing: the agent runs as it would without it.
+    ``durable_agent(agent)`` adds it to each run of an agent built elsewhere; an agent you build
+    can take it directly, ``Agent(..., capabilities=[StepDurability(name="reporter")])``. Outside
+    a running step it changes nothing: the agent runs as it would without it.
+
+    Args:
+        name: the prefix of the agent's durable call names; stable, since records are found by it.
+        models: models a run may select with ``run(model=...)`` besides the agent's own, by id.
     """
 
     engine_spec = DurabilityEngineSpec(

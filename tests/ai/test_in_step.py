@@ -22,7 +22,7 @@ from pydantic_ai.toolsets import DynamicToolset
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, RunFailure
-from reflexr_graph.ai import durable_agent
+from reflexr_graph.ai import StepDurability, durable_agent
 from reflexr_graph.errors import DurableAgentError
 from reflexr_graph.store import keys
 from tests.ai import graphs
@@ -271,3 +271,31 @@ def test_a_tools_model_retry_and_a_dynamic_toolsets_tools_are_recorded(
     first = list(ran)
     assert harness.attempt(action, run_id) == "done"
     assert ran == first and first.count("flaky") == 2
+
+
+def test_the_capability_given_to_the_agent_at_construction_records_the_same(
+    harness: Harness, redis_client: redis.Redis
+) -> None:
+    """``Agent(..., capabilities=[StepDurability(name=...)])`` is the same durability without the wrapper."""
+    asked: list[int] = []
+
+    def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked.append(1)
+        return ModelResponse(parts=[TextPart(f"answer {len(asked)}")])
+
+    agent = Agent(FunctionModel(counted), name="built", capabilities=[StepDurability(name="built")])
+    fail = [True]
+
+    async def run(prompt: str) -> str:
+        output = (await agent.run(prompt)).output
+        if fail.pop() if fail else False:
+            raise RuntimeError("after the run, on purpose")
+        return output
+
+    action = one_step("ai_built", run)
+    run_id = harness.create(action, "hi")
+    with pytest.raises(RuntimeError):
+        harness.attempt(action, run_id)
+    assert recorded_names(redis_client, run_id) == ["built.model"]
+    assert harness.attempt(action, run_id) == "answer 1"
+    assert len(asked) == 1

@@ -16,14 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from bench import checkpoint_cost, enqueue, memory, profile, recovery, report, throughput
+from bench import checkpoint_cost, enqueue, journal_cost, memory, profile, recovery, report, throughput
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "throughput", "memory", "recovery", "enqueue", "profile")
-FULL = {"ckpt_reps": 7, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3, "prof_n": 300}
-QUICK = {"ckpt_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1, "prof_n": 10}
+NAMES = ("checkpoint", "journal", "throughput", "memory", "recovery", "enqueue", "profile")
+FULL = {
+    "ckpt_reps": 7, "journal_reps": 5, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3,
+    "prof_n": 300,
+}  # fmt: skip
+QUICK = {
+    "ckpt_reps": 1, "journal_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1,
+    "prof_n": 10,
+}  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
+    "journal": "1b. Recording finished work between checkpoints: branch results and durable calls",
     "throughput": "2. Throughput: durable vs plain Celery vs a Celery chain",
     "scaling": "3. Scaling: 1 vs 2 worker processes",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
@@ -81,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     if "checkpoint" in only:
         _say("[checkpoint]")
         sections["checkpoint"] = checkpoint_cost.render(checkpoint_cost.run(p["ckpt_reps"]))
-    if only - {"checkpoint"}:
+    if "journal" in only:
+        _say("[journal]")
+        sections["journal"] = journal_cost.render(journal_cost.run(p["journal_reps"]))
+    if only - {"checkpoint", "journal"}:
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))
     ordered = {TITLES[k]: sections[k] for k in TITLES if k in sections}

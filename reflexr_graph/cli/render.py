@@ -119,6 +119,7 @@ def run_detail(
         ("attempts", attempts_text(info)),
         ("checkpoints", str(info.checkpoints)),
         ("skipped boundaries", skipped_text(info)),
+        ("reused on retries", f"{info.reused_steps} branch steps, {info.reused_calls} durable calls"),
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),
         ("error", info.error or "-"),

@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = (
     "## 1. Checkpoint cost per step",
+    "## 1b. Recording finished work between checkpoints",
     "## 2. Throughput",
     "## 3. Scaling",
     "## 4. Recovery",

@@ -6,11 +6,14 @@ import asyncio
 from dataclasses import dataclass, field
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, ReflexrError, RunFailure, current_run, durable_call
+from reflexr_graph.core.tracing import ATTR_REUSED, EVENT_STEP_REUSED
+from reflexr_graph.store.redis_store import RedisStore
 from tests.core.graphs import CALLS, FAIL, SEEN, Boom, hit
 from tests.core.harness import Harness
 
@@ -232,3 +235,32 @@ def test_a_changed_graph_never_uses_the_records_of_the_old_one(harness: Harness)
     assert harness.attempt(changed, run_id) == [f"q:{n}" for n in range(4)]
     assert [CALLS[f"model{n}"] for n in range(4)] == [2, 2, 2, 1]
     assert harness.store.get(run_id).reused_calls == 0
+
+
+def test_the_step_span_says_its_result_was_recorded(harness: Harness, spans: InMemorySpanExporter) -> None:
+    """A branch step answered from its record gets a reflexr.step.reused event on its execute_step span,
+    and a durable call answered from its record one on the span it ran in."""
+    action = mapped("traced")
+    run_id = harness.create(action, 3)
+    FAIL["work2"] = 1
+    with pytest.raises(Boom):
+        harness.attempt(action, run_id)
+    spans.clear()
+    harness.attempt(action, run_id)
+    reused = [s for s in spans.get_finished_spans() if any(e.name == EVENT_STEP_REUSED for e in s.events)]
+    assert reused and all(s.name == "execute_step work" for s in reused)
+    assert all(s.attributes is not None and s.attributes[ATTR_REUSED] is True for s in reused)
+
+
+def test_a_record_costs_one_round_trip(harness: Harness) -> None:
+    """Recording a branch result or a durable call is one EVALSHA (the record script), nothing else."""
+    from tests.store.test_connection import CountingRedis
+
+    client = CountingRedis(connection_pool=harness.store.client.connection_pool)
+    store = RedisStore(client)
+    store.preload_scripts()
+    run_id = harness.create(mapped("counted"), 1)
+    ctx = harness.claim(run_id)
+    client.sent.clear()
+    store.save_record(ctx, "c|step|-|k|name|0", '"result"')
+    assert client.sent == ["EVALSHA"]

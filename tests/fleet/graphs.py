@@ -27,8 +27,9 @@ from pathlib import Path
 import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
+from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RunFailure, current_run
+from reflexr_graph import GraphAction, RunFailure, current_run, durable_call
 from reflexr_graph.fleet.settings import Settings
 
 GATE_TIMEOUT_S = 90.0
@@ -183,10 +184,84 @@ def _failing(name: str, how: str) -> GraphAction:
     return GraphAction(g.build())
 
 
+# -- issue 9: a map whose finished branches must not run again, and a step's durable calls ----
+
+
+class Fan(BaseModel):
+    items: int = 10
+    hold: int | None = Field(None, description="the item whose step waits for its gate (async)")
+
+
+def _fanout() -> GraphAction:
+    """plan -> map over ``items`` -> work (per item) -> join -> total."""
+    g = GraphBuilder(name="fanout", state_type=Tally, input_type=Fan, output_type=list[int])
+
+    @g.step
+    async def plan(ctx: StepContext[Tally, None, Fan]) -> list[int]:
+        record("plan")
+        held = -1 if ctx.inputs.hold is None else ctx.inputs.hold
+        # The held item is encoded in the item (10000 + i), so its step knows to wait.
+        return [10000 + i if i == held else i for i in range(ctx.inputs.items)]
+
+    @g.step
+    async def work(ctx: StepContext[Tally, None, int]) -> int:
+        item = ctx.inputs % 10000
+        record(f"work{item}")
+        if ctx.inputs >= 10000:
+            await _await_redis_gate()
+        return item * 10
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+
+    @g.step
+    async def total(ctx: StepContext[Tally, None, list[int]]) -> list[int]:
+        record("total")
+        return sorted(ctx.inputs)
+
+    g.add(
+        g.edge_from(g.start_node).to(plan),
+        g.edge_from(plan).map().to(work),
+        g.edge_from(work).to(collect),
+        g.edge_from(collect).to(total),
+        g.edge_from(total).to(g.end_node),
+    )
+    return GraphAction(g.build())
+
+
+class Calls(BaseModel):
+    calls: int = 4
+    kill_before: int = 3
+    loop: bool = False
+
+
+def _calls() -> GraphAction:
+    """One step that makes ``calls`` durable calls (one name in a loop, or distinct names), and on its
+    first attempt SIGKILLs its own worker right before call ``kill_before``."""
+    g = GraphBuilder(name="calls", input_type=Calls, output_type=list[int])
+
+    def service(n: int) -> int:
+        record(f"call{n}")
+        return n * n
+
+    @g.step
+    async def ask(ctx: StepContext[None, None, Calls]) -> list[int]:
+        results = []
+        for n in range(ctx.inputs.calls):
+            if n == ctx.inputs.kill_before and current_run().attempt == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            results.append(await durable_call("service" if ctx.inputs.loop else f"service{n}", service, n))
+        return results
+
+    g.add(g.edge_from(g.start_node).to(ask), g.edge_from(ask).to(g.end_node))
+    return GraphAction(g.build())
+
+
 steps = _steps()
 always_fails = _failing("always_fails", "raise")
 permanent = _failing("permanent", "permanent")
 kills_worker = _failing("kills_worker", "kill")
+fanout = _fanout()
+calls = _calls()
 
-ALL = (steps, always_fails, permanent, kills_worker)
+ALL = (steps, always_fails, permanent, kills_worker, fanout, calls)
 REFS = ",".join(f"tests.fleet.graphs:{a.name}" for a in ALL)

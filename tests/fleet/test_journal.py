@@ -1,0 +1,66 @@
+"""Issue 9 with real workers killed by pid: finished branches and recorded calls survive a crash."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from reflexr_graph.client import Client
+from reflexr_graph.model import Status
+from tests.fleet.conftest import Fleet, assert_consistent, count, open_gate
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def test_branches_that_finished_before_a_sigkill_do_not_run_again(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """A map over 10 items; the worker's pool child is SIGKILLed while item 7's step is still in flight
+    (the nine others have finished). The run resumes on the worker's next child from the checkpoint
+    before the fork; the nine finished branches return their recorded results, item 7 runs again, and
+    the output equals an uncrashed run's."""
+    worker = fleet.start()
+    client = client_for(fleet)
+    clean = client.wait(client.enqueue("fanout", {"items": 10}), timeout=60)
+    assert clean.status is Status.SUCCEEDED
+    run_id = client.enqueue("fanout", {"items": 10, "hold": 7})
+    open_gate(redis_client, run_id, attempt=2)
+    finished = [i for i in range(10) if i != 7]
+    wait_for(
+        lambda: all(count(redis_client, run_id, f"work{i}") == 1 for i in [*finished, 7]), 60, "nine done"
+    )
+    wait_for(lambda: len(client.store.load_records(run_id)) == 9, 30, "the nine results recorded")
+    os.kill(worker.child(), signal.SIGKILL)
+    info = client.wait(run_id, timeout=90)
+    assert info.status is Status.SUCCEEDED, info
+    assert info.output == clean.output
+    assert {i: count(redis_client, run_id, f"work{i}") for i in range(10)} == {
+        i: 2 if i == 7 else 1 for i in range(10)
+    }
+    assert count(redis_client, run_id, "plan") == 1
+    assert info.reused_steps == 9
+    assert_consistent(redis_client, run_id)
+
+
+@pytest.mark.parametrize("loop", [False, True], ids=["distinct-names", "one-name-in-a-loop"])
+def test_calls_recorded_before_a_sigkill_are_not_made_again(
+    loop: bool, fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """A step makes 3 durable calls, then its worker is SIGKILLed before the 4th. After recovery each of
+    the first 3 calls has run once and the 4th once; the same for 5 calls to one name in a loop."""
+    fleet.start()
+    client = client_for(fleet)
+    calls = 5 if loop else 4
+    run_id = client.enqueue("calls", {"calls": calls, "kill_before": 3, "loop": loop})
+    info = client.wait(run_id, timeout=90)
+    assert info.status is Status.SUCCEEDED, info
+    assert info.output == [n * n for n in range(calls)]
+    assert {n: count(redis_client, run_id, f"call{n}") for n in range(calls)} == dict.fromkeys(
+        range(calls), 1
+    )
+    assert (info.attempts, info.reused_calls) == (2, 3)

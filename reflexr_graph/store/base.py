@@ -19,38 +19,24 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.model import RunInfo
 from reflexr_graph.store import connection_errors, keys
-from reflexr_graph.store.records import (
-    pairs_to_map,
-    request_digest,
-    run_info,
-    text,
-)
+from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, ScriptArg, drive, per_run
+from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
 from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-ScriptArg = str | int | float
+T = TypeVar("T")
 
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
 DEFAULT_MAX_INTERRUPTIONS = 20
 
-# A script answers {'idem', key} when it was called with a wrong guess of the run's
-# idempotency key; the key of a run never changes, so one more round always settles it.
-_IDEM_ROUNDS = 3
 # Tracebacks of deep recursion can be megabytes; the end holds the frames that matter.
 TRACEBACK_LIMIT = 64 * 1024
 EVENTS_MAXLEN = 1000
 """Approximate cap of a run's event stream; the per-run scripts' prelude (lua/_lib.lua) uses the same."""
-# A blocking read must return before the client's socket timeout fires, or it would be
-# reported as the store being unavailable.
-_BLOCK_MARGIN_MS = 1000
-_DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
-_LIST_PAGE = 200
 
 
 def _client_of(args: tuple[Any, ...]) -> redis.Redis | None:
@@ -81,10 +67,6 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise translated from exc
 
     return wrapper
-
-
-def _not_found(run_id: str) -> errors.RunNotFound:
-    return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
 
 
 def _digest(inputs_json: str, state_json: str | None) -> str:
@@ -184,7 +166,25 @@ class StoreBase:
         """Load every script into Redis now, so no first call pays the NOSCRIPT round trip."""
         self._scripts.preload()
 
-    # -- script plumbing ---------------------------------------------------------------------
+    # -- operations (store/ops.py) -----------------------------------------------------------
+
+    @translate_errors
+    def _handle(self, request: Request) -> Any:
+        """Answer one request of an operation with this store's blocking client."""
+        if isinstance(request, Command):
+            return getattr(self._r, request.method)(*request.args, **request.kwargs)
+        if isinstance(request, Eval):
+            return self._scripts(request.name, request.keys, request.args)
+        if isinstance(request, Batch):
+            pipe = self._r.pipeline(transaction=False)
+            for command in request.commands:
+                getattr(pipe, command.method)(*command.args, **command.kwargs)
+            return pipe.execute()
+        raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    def do(self, op: Op[T]) -> T:
+        """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
+        return drive(op, self._handle)
 
     def _run(
         self,
@@ -196,18 +196,4 @@ class StoreBase:
         extra_keys: Sequence[str] = (),
     ) -> Any:
         """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
-        for _ in range(_IDEM_ROUNDS):
-            script_keys = [*keys.script_keys(run_id, idem_guess), *extra_keys]
-            reply = self._scripts(name, script_keys, [run_id, now, idem_guess, *args])
-            if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
-                return reply
-            idem_guess = text(reply[1])
-        raise errors.OperationRefused(f"run {run_id} kept changing during {name}; try again")
-
-    def _snapshot(self, run_id: str, reply: list[Any], refusal: str) -> RunInfo:
-        outcome = text(reply[0])
-        if outcome == "missing":
-            raise _not_found(run_id)
-        if outcome == "refused":
-            raise errors.OperationRefused(f"run {run_id} is {text(reply[1])}; {refusal}")
-        return run_info(pairs_to_map(reply[1:]))
+        return self.do(per_run(name, run_id, idem_guess, now, args, extra_keys))

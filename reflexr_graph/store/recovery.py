@@ -7,11 +7,8 @@ from typing import Any
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import (
-    ScriptArg,
-    StoreBase,
-    translate_errors,
-)
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.records import (
     text,
 )

@@ -16,6 +16,7 @@ from typing import Any
 
 from celery import Celery
 from kombu.serialization import dumps
+from opentelemetry import propagate
 
 from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
@@ -28,6 +29,8 @@ from reflexr_graph.store.ops import cmd
 def envelope(app: Celery, run_id: str, graph: str, queue: str) -> str:
     """The queue item kombu's Redis transport would push for ``send_run(app, run_id, graph)``."""
     message = app.amqp.as_task_v2(run_id, TASK_NAME, args=(), kwargs={"graph": graph})
+    # The caller's trace in the headers, where Celery's OpenTelemetry instrumentation puts it.
+    propagate.inject(message.headers)
     content_type, content_encoding, body = dumps(message.body, serializer="json")
     raw = body if isinstance(body, bytes) else body.encode(content_encoding)
     item: dict[str, Any] = {

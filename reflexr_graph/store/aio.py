@@ -21,6 +21,11 @@ from reflexr_graph.store.scripts import Scripts
 
 T = TypeVar("T")
 
+MAX_CONNECTIONS = 1024
+"""Connections one async store may open. Each blocked ``wait`` or event stream holds one for as
+long as it waits (redis.asyncio's default of 100 would refuse the 101st), and Redis allows
+10,000 clients by default."""
+
 
 class AsyncStore:
     """An async Redis client, its registered scripts, and the settings operations take."""
@@ -49,6 +54,7 @@ class AsyncStore:
         socket_timeout: float = 10.0,
         socket_connect_timeout: float = 5.0,
         health_check_interval: int = 15,
+        max_connections: int = MAX_CONNECTIONS,
         **client_kw: Any,
     ) -> Self:
         """A store on a ``redis://`` or ``rediss://`` URL, with the blocking store's timeouts."""
@@ -57,6 +63,7 @@ class AsyncStore:
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_connect_timeout,
             health_check_interval=health_check_interval,
+            max_connections=max_connections,
             **client_kw,
         )
         return cls(client, run_retention_s=run_retention_s, dead_retention_s=dead_retention_s)

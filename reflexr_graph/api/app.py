@@ -12,6 +12,12 @@ from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_token
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.fleet.settings import Settings, load_settings
 
+API_PREFIX = "/api"
+API_ROUTERS: tuple[APIRouter, ...] = (runs.router, waits.router, dead_letters.router, graphs.router)
+"""The routers under ``/api``, each behind the token."""
+OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
+"""The routers outside ``/api``: probes and the console page, which need no token."""
+
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The API and the console on the settings' Redis; the client opens with the app's lifespan."""
@@ -36,12 +42,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.api_token = settings.api_token
-    api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
-    for part in (runs.router, waits.router, dead_letters.router, graphs.router):
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)])
+    for part in API_ROUTERS:
         api.include_router(part)
     app.include_router(api)
-    app.include_router(health.router)
-    app.include_router(console.router)
+    for part in OPEN_ROUTERS:
+        app.include_router(part)
     app.mount("/static", console.static_files(), name="static")
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.api_max_body)

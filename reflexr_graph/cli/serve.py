@@ -14,7 +14,8 @@ from reflexr_graph.fleet.settings import load_settings
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option("--host", metavar="HOST", help="Address to listen on (not loopback: needs a token).")
+        str,
+        typer.Option("--host", metavar="HOST", help="Address to listen on (not loopback: needs a token)."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535, metavar="PORT")] = 8080,
 ) -> None:

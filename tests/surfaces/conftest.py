@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
@@ -21,6 +24,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
 from tests.redis_server import RedisFactory
 from tests.surfaces.graphs import ACTIONS
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -128,3 +132,53 @@ def dead_url(private_redis: RedisFactory) -> str:
     url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
     server.kill()
     return url
+
+
+API_TOKEN = "test-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiServer:
+    url: str
+    token: str
+    proc: subprocess.Popen[bytes]
+
+    def http(self, *, token: str | None = "default") -> httpx.Client:
+        """An httpx client on the server; with the server's token unless ``token`` says otherwise."""
+        given = self.token if token == "default" else token
+        headers = {"Authorization": f"Bearer {given}"} if given else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture
+def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit."""
+    port = free_port()
+    server_env = {**env, "REFLEXR_API_TOKEN": API_TOKEN, "REFLEXR_API_MAX_BODY": "65536"}
+    cmd = [str(BIN / "reflexr-graph"), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=server_env, cwd=ROOT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: proc.poll() is not None or _ready(url), timeout=30, what="the API server to answer")
+        assert proc.poll() is None, "the API server exited at start"
+        yield ApiServer(url, API_TOKEN, proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

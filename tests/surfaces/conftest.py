@@ -86,24 +86,43 @@ def cli(env: dict[str, str]) -> Cli:
     return run
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
 @pytest.fixture
-def worker(env: dict[str, str], queue: str, published: None) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
-    cmd = [
-        str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
-        "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+def start_worker(
+    env: dict[str, str], queue: str, published: None
+) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Start real ``celery worker`` subprocesses for the test graphs when the test says; each is
+    stopped by its pid at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        cmd = [
+            str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True))
+        return procs[-1]
+
     try:
-        yield proc
+        yield start
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        for proc in procs:
+            _stop(proc)
+
+
+@pytest.fixture
+def worker(start_worker: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
+    return start_worker()
 
 
 class _Silent(BaseHTTPRequestHandler):
@@ -176,9 +195,4 @@ def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
         assert proc.poll() is None, "the API server exited at start"
         yield ApiServer(url, API_TOKEN, proc)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        _stop(proc)

@@ -252,13 +252,14 @@ async function runPage(view, runId) {
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
-    result.replaceChildren();
-    if (run.status === "succeeded") result.append(h("h2", {}, "Output"), h("pre", { id: "run-output" }, json(run.output)));
-    if (run.error) result.append(h("h2", {}, "Error"), h("pre", { id: "run-error" }, run.error));
+    const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
+    if (run.status === "succeeded") parts.push(h("h2", {}, "Output"), h("pre", { id: "run-output" }, json(run.output)));
+    if (run.error) parts.push(h("h2", {}, "Error"), h("pre", { id: "run-error" }, run.error));
     if (run.status === "dead") {
       const dead = await api(`/api/dead-letters/${encodeURIComponent(runId)}`).catch(() => null);
-      if (dead && dead.traceback) result.append(h("h2", {}, "Traceback of the last failed attempt"), h("pre", { id: "run-traceback" }, dead.traceback));
+      if (dead && dead.traceback) parts.push(h("h2", {}, "Traceback of the last failed attempt"), h("pre", { id: "run-traceback" }, dead.traceback));
     }
+    result.replaceChildren(...parts);
     cancel.disabled = !["queued", "running", "retrying", "waiting"].includes(run.status);
     replay.disabled = !["dead", "cancelled"].includes(run.status);
     renderCheckpoints(checkpoints, run);

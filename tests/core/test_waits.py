@@ -4,11 +4,9 @@ wake returns at once, repeating nothing recorded before the wait (real attempts,
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from pydantic import BaseModel
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import (
@@ -16,7 +14,6 @@ from reflexr_graph import (
     GraphDefinitionError,
     ReflexrError,
     RunFailure,
-    SignalTimeout,
     durable_call,
     sleep,
     wait_for_signal,
@@ -24,54 +21,10 @@ from reflexr_graph import (
 from reflexr_graph.core.tracing import EVENT_SUSPENDED
 from reflexr_graph.errors import Suspended
 from reflexr_graph.model import Status
-from tests.core.graphs import CALLS, hit
+from tests.core.graphs import CALLS, hit, review_graph
 from tests.core.harness import Harness
 
 GRACE_MS = 30_000
-
-
-class Approval(BaseModel):
-    approved: bool
-    by: str
-
-
-@dataclass
-class Ticket:
-    notes: list[str] = field(default_factory=list)
-
-
-def review_graph(*, timeout: float | None = None, name: str = "review") -> GraphAction:
-    """prepare -> review (a durable call, then a wait for `approval`) -> close."""
-    g = GraphBuilder(name=name, state_type=Ticket, input_type=str, output_type=str)
-
-    @g.step
-    async def prepare(ctx: StepContext[Ticket, None, str]) -> str:
-        hit("prepare")
-        ctx.state.notes.append("prepared")
-        return ctx.inputs.upper()
-
-    @g.step
-    async def review(ctx: StepContext[Ticket, None, str]) -> str:
-        hit("review")
-        summary = await durable_call("summarize", lambda: hit("summarize") or f"summary of {ctx.inputs}")
-        try:
-            answer = await wait_for_signal("approval", Approval, timeout=timeout)
-        except SignalTimeout:
-            return f"{summary}: escalated"
-        return f"{summary}: {'approved' if answer.approved else 'rejected'} by {answer.by}"
-
-    @g.step
-    async def close(ctx: StepContext[Ticket, None, str]) -> str:
-        hit("close")
-        return ctx.inputs
-
-    g.add(
-        g.edge_from(g.start_node).to(prepare),
-        g.edge_from(prepare).to(review),
-        g.edge_from(review).to(close),
-        g.edge_from(close).to(g.end_node),
-    )
-    return GraphAction(g.build(), signals={"approval": Approval})
 
 
 def test_wait_then_signal_repeats_nothing_before_the_wait(

@@ -3,6 +3,7 @@ with its exit code (2 bad input, 1 a refused operation), never quoting the value
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def test_signals_to_finished_and_unknown_runs_are_refused(cli: Cli, client: Clie
     unknown = cli("signal", "no-such-run", "approval", "--value", "{}")
     assert unknown.returncode == 2
     assert "no run no-such-run" in unknown.stderr
+
+
+def test_a_waiting_run_shows_in_status_runs_history_and_json_and_the_signal_wakes_it(
+    cli: Cli, client: Client, run_id: str
+) -> None:
+    # Suspended as a worker's attempt would suspend it: claimed, then the step's wait.
+    claim = client.store.claim(run_id, "token-1", lease_ttl_ms=30_000)
+    client.store.wait(claim.context(), field="w|decide|-|d|approval|0", signal="approval", wake_at_ms=None)
+    status = cli("status", run_id)
+    assert "waiting" in status.stdout and "signal 'approval' (no timeout)" in status.stdout
+    as_json = json.loads(cli("status", run_id, "--json").stdout)
+    assert (as_json["status"], as_json["waiting_for"], as_json["wake_at"]) == ("waiting", "approval", None)
+    assert run_id in cli("runs", "--status", "waiting").stdout
+    assert run_id not in cli("runs", "--status", "queued").stdout
+    woke = cli("signal", run_id, "approval", "--value", '{"approved": true, "by": "ana"}')
+    assert woke.returncode == 0 and "it was waiting for it and is queued now" in woke.stdout
+    history = cli("history", run_id).stdout
+    assert "run_waiting" in history and "signal=approval" in history and "signal_received" in history
+    assert client.get(run_id).status.value == "queued"

@@ -181,3 +181,16 @@ def test_a_replay_counts_attempts_afresh_after_waits(store: RedisStore) -> None:
     info = store.get("run-1")
     assert info.status is not Status.DEAD, "three waits on a one-attempt budget are not failures"
     assert info.attempts == 0
+
+
+def test_a_timer_that_fires_while_no_worker_serves_the_graph_holds_the_run_like_a_queued_one(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    make_run(store)
+    suspend(store, wake_at_ms=fake_clock.ms + 1_000, signal="")
+    args = {"grace_ms": 60_000, "recheck_ms": 1_000, "message": "no worker"}
+    fake_clock.advance(1_000)
+    assert store.hold_unserved("run-1", **args) == "began", "a due waiting run waits for a worker"
+    fake_clock.advance(60_000)
+    assert store.hold_unserved("run-1", **args) == "dead"
+    assert store.get("run-1").reason == "unknown_graph"

@@ -174,6 +174,10 @@ def test_async_client_reads_and_purges(redis_url: str, queue: str, published: No
             assert [e.type for e in await aclient.events(run_id)] == ["run_enqueued"]
             assert await aclient.traceback(run_id) is None
             assert await aclient.checkpoint_info(run_id) is None
+            waiter = await aclient.enqueue("approvals", "t")
+            assert await aclient.signal(waiter, "approval", {"approved": True, "by": "ana"}) is False
+            await aclient.cancel(waiter)
+            await aclient.purge(waiter)
             await aclient.cancel(run_id)
             assert [r.run_id for r in await aclient.dead_letters(limit=10)] == []
             assert await aclient.purge(run_id) is True

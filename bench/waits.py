@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import fleet_graph
+from bench.checkpoint_cost import round_trip_s
 from bench.procs import Lab, wait_for
 from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
@@ -34,16 +35,6 @@ SLEEP_S = 2.0
 
 def _starts(client: Client, run_id: str) -> list[dict[str, float]]:
     return [json.loads(raw) for raw in client.store.client.lrange(fleet_graph.starts_key(run_id), 0, -1)]
-
-
-def _rtt_s(client: Client, n: int = 200) -> float:
-    r = client.store.client
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        r.ping()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def _waiting(client: Client, run_ids: list[str], what: str) -> None:
@@ -103,7 +94,7 @@ def run(
         with Client(load_settings(redis_url=lab.url, queue=QUEUE)) as client:
             memory = _memory(client, n_waiting)
             progress(f"  {memory['per_run']:.0f} B per waiting run ({memory['own_keys']} B in its own keys)")
-            rtt = _rtt_s(client)
+            rtt = round_trip_s(client.store)
             latency = _signal_latency(client, n_signals)
             progress(f"  signal to step: median {statistics.median(latency['wake']) * 1000:.1f} ms")
             lateness = _timer_lateness(client, n_sleeps)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
+from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
     DurabilityWarning,
     GraphDefinitionError,
@@ -14,7 +15,10 @@ from reflexr_graph.errors import (
     ReflexrError,
     RunFailure,
     RunNotFound,
+    SignalPending,
+    SignalTimeout,
     UnknownGraph,
+    UnknownSignal,
     WaitTimeout,
 )
 from reflexr_graph.model import RunInfo, Status
@@ -47,9 +51,14 @@ __all__ = [
     "RunFailure",
     "RunInfo",
     "RunNotFound",
+    "SignalPending",
+    "SignalTimeout",
     "Status",
     "UnknownGraph",
+    "UnknownSignal",
     "WaitTimeout",
     "current_run",
     "durable_call",
+    "sleep",
+    "wait_for_signal",
 ]

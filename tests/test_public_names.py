@@ -37,10 +37,23 @@ def test_run_info_fields() -> None:
     expected = {"run_id", "graph", "status", "attempts", "max_attempts", "output", "error", "reason",
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
-    # (interruptions), the boundaries not checkpointed, the replays, and (issue 9) the work reused.
+    # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
+    # (issue 10) what a waiting run waits for.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
+        "waiting_for", "wake_at",
     }  # fmt: skip
+
+
+def test_waiting_names() -> None:
+    """Issue 10: the waits a step makes, the signals a client sends, and the status in between."""
+    assert inspect.signature(reflexr_graph.wait_for_signal).parameters.keys() >= {"name", "type_", "timeout"}
+    assert callable(reflexr_graph.sleep)
+    assert "signals" in inspect.signature(GraphAction).parameters
+    assert issubclass(reflexr_graph.SignalTimeout, TimeoutError)
+    assert reflexr_graph.Status("waiting") is reflexr_graph.Status.WAITING
+    for cls in (Client, AsyncClient):
+        assert list(inspect.signature(cls.signal).parameters)[1:4] == ["run_id", "name", "value"]
 
 
 def test_importing_the_package_does_not_load_celery() -> None:

@@ -177,6 +177,10 @@ class AsyncClient:
         """See :meth:`Client.replay`."""
         return await self._do(self._core.replay(run_id, from_start))
 
+    async def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """See :meth:`Client.signal`."""
+        return await self._do(self._core.signal(run_id, name, value))
+
     async def cancel(self, run_id: str) -> RunInfo:
         """See :meth:`Client.cancel`."""
         return await self._do(cancel_run(run_id, self.store.run_retention_s))

@@ -23,6 +23,7 @@ from reflexr_graph.store.operator import replay_run
 from reflexr_graph.store.ops import Op, Publish
 from reflexr_graph.store.reads import run_events, run_record
 from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.waits import SignalOutcome, send_signal
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -83,19 +84,30 @@ class ClientCore:
         )
         run_id, created = yield from new_run(run)
         if created:
-            try:
-                yield Publish(run_id, graph)
-            except errors.StoreUnavailable as exc:
-                # The run is recorded and due: whoever retries must know it may run anyway.
-                raise type(exc)(
-                    f"{exc}; run {run_id} is recorded and a worker sends it within "
-                    f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (enqueue again with the same "
-                    "idempotency key to get the same run)",
-                    endpoint=exc.endpoint,
-                    kind=exc.kind,
-                ) from exc
+            advice = "enqueue again with the same idempotency key to get the same run"
+            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice)
         self._tell_unserved(graph, run_id)
         return Enqueued(run_id, created)
+
+    def signal(self, run_id: str, name: str, value: Any) -> Op[bool]:
+        """Validate and send a signal; True when it woke the run (its message is sent), False when
+        the value waits in the run's mailbox for the wait to come."""
+        info = yield from run_record(run_id)
+        if info.status in TERMINAL:
+            raise errors.OperationRefused(
+                f"run {run_id} is {info.status.value}; only a run that has not finished takes signals",
+                status=info.status.value,
+            )
+        entry, _workers = yield from self.published(info.graph)
+        value = plain(value, "value")
+        schemas.validate_signal(entry, name, value)
+        value_json = to_json(value, "value", self.settings.max_payload_bytes)
+        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS)
+        if outcome is SignalOutcome.KEPT:
+            return False
+        recorded = f"the signal is recorded and run {run_id} queued"
+        yield from _publish(run_id, graph, recorded, "do not send it again")
+        return True
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
         if graph in self._unserved_news:
@@ -141,6 +153,20 @@ class ClientCore:
             found = yield from run_events(run_id, last, block_ms, None, chunk_limit)
             if found:
                 last = found[-1].id
+
+
+def _publish(run_id: str, graph: str, recorded: str, advice: str) -> Op[None]:
+    """Send the run's message; the run is recorded and due, so a failed send is reported as such."""
+    try:
+        yield Publish(run_id, graph)
+    except errors.StoreUnavailable as exc:
+        # Whoever retries must know the run goes ahead anyway: the reaper sends the due run.
+        raise type(exc)(
+            f"{exc}; {recorded}, and a worker sends it within {DISPATCH_GRACE_MS // 1000}s once "
+            f"Redis answers ({advice})",
+            endpoint=exc.endpoint,
+            kind=exc.kind,
+        ) from exc
 
 
 def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> str:

@@ -16,7 +16,7 @@ def plain(value: Any, part: str) -> Any:
         return to_jsonable_python(value)
     except Exception:
         raise errors.InvalidInputs(
-            f"the {part} are not JSON, a pydantic model or a dataclass; pass JSON values",
+            f"{part}: not JSON, a pydantic model or a dataclass; pass JSON values",
             [{"loc": [part], "msg": "is not JSON-serializable", "type": "json"}],
         ) from None
 
@@ -27,12 +27,12 @@ def to_json(value: Any, part: str, max_bytes: int) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
         raise errors.InvalidInputs(
-            f"the {part} are not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
+            f"{part}: not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
             [{"loc": [part], "msg": "is not plain JSON", "type": "json"}],
         ) from None
     if len(text) > max_bytes:
         raise errors.InvalidInputs(
-            f"the {part} are {len(text)} bytes of JSON, above REFLEXR_MAX_PAYLOAD_BYTES ({max_bytes}); "
+            f"{part}: {len(text)} bytes of JSON, above REFLEXR_MAX_PAYLOAD_BYTES ({max_bytes}); "
             "store large documents elsewhere (object storage, a database) and pass a reference",
             [{"loc": [part], "msg": f"is larger than {max_bytes} bytes", "type": "too_large"}],
         )

@@ -203,8 +203,22 @@ class Client:
         """
         return self._do(self._core.replay(run_id, from_start))
 
+    def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.
+
+        The value (JSON, or the signal's own pydantic model or dataclass) is validated against
+        the schema the graph publishes for the signal before anything is written: UnknownSignal
+        for a name the graph does not declare, InvalidInputs listing each failing location. When
+        the run is waiting for this signal, it is queued at once (True). Otherwise the value is
+        kept in the run's mailbox, and the step's ``wait_for_signal(name, ...)`` takes it when it
+        gets there, without suspending (False). RunNotFound for an unknown run;
+        OperationRefused for a finished one; SignalPending when a signal of this name was sent
+        and not taken yet (a second would replace it).
+        """
+        return self._do(self._core.signal(run_id, name, value))
+
     def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a queued, running or retrying run; OperationRefused for a finished one."""
+        """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one."""
         return self.store.cancel(run_id)
 
     def purge(self, run_id: str) -> bool:

@@ -45,6 +45,7 @@ STATUS_ORDER: tuple[Status, ...] = (
     Status.SUCCEEDED,
     Status.DEAD,
     Status.CANCELLED,
+    Status.WAITING,
 )
 """Order of the status sets in :func:`script_keys`; ``_lib.lua`` mirrors it."""
 
@@ -81,9 +82,14 @@ def memo(run_id: str) -> str:
     return _tagged(run_id, "memo")
 
 
-def run_keys(run_id: str) -> tuple[str, str, str, str, str]:
+def mailbox(run_id: str) -> str:
+    """Signals sent to the run that no wait has taken yet (signal name -> value JSON)."""
+    return _tagged(run_id, "mailbox")
+
+
+def run_keys(run_id: str) -> tuple[str, str, str, str, str, str]:
     """Every per-run key; retention expires and purge deletes exactly these."""
-    return run(run_id), ckpt(run_id), events(run_id), tb(run_id), memo(run_id)
+    return run(run_id), ckpt(run_id), events(run_id), tb(run_id), memo(run_id), mailbox(run_id)
 
 
 def status_set(status: Status | str) -> str:
@@ -115,8 +121,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..15 the status sets in :data:`STATUS_ORDER`,
-    16 memo.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
+    17 memo, 18 mailbox.
     """
     return [
         run(run_id),
@@ -130,6 +136,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         DUE,
         *(status_set(s) for s in STATUS_ORDER),
         memo(run_id),
+        mailbox(run_id),
     ]
 
 

@@ -10,9 +10,9 @@ from reflexr_graph.store.records import text
 
 
 def cancel_run(run_id: str, run_retention_s: int) -> Op[RunInfo]:
-    """Cancel an active run; its running attempt is fenced out (renew_lease turns False)."""
+    """Cancel an active or waiting run; its running attempt is fenced out (renew_lease turns False)."""
     reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), [run_retention_s])
-    return snapshot(run_id, reply, "only queued, running or retrying runs can be cancelled")
+    return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
 
 
 def replay_run(run_id: str, from_start: bool) -> Op[RunInfo]:
@@ -30,8 +30,9 @@ def purge_run(run_id: str) -> Op[bool]:
     reply = yield from per_run("purge", run_id, run_id, clock.now_ms(), [])
     outcome = text(reply[0])
     if outcome == "refused":
+        status = text(reply[1])
         raise errors.OperationRefused(
-            f"run {run_id} is {text(reply[1])}; only dead or cancelled runs can be purged"
+            f"run {run_id} is {status}; only dead or cancelled runs can be purged", status=status
         )
     return outcome == "ok"
 

@@ -137,5 +137,6 @@ def snapshot(run_id: str, reply: list[Any], refusal: str) -> RunInfo:
     if outcome == "missing":
         raise not_found(run_id)
     if outcome == "refused":
-        raise errors.OperationRefused(f"run {run_id} is {text(reply[1])}; {refusal}")
+        status = text(reply[1])
+        raise errors.OperationRefused(f"run {run_id} is {status}; {refusal}", status=status)
     return run_info(pairs_to_map(reply[1:]))

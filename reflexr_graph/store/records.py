@@ -29,6 +29,8 @@ class ClaimOutcome(StrEnum):
     """The run had no attempts left and was dead-lettered by this claim."""
     EARLY = "early"
     """The run is retrying and its backoff has not passed; nothing changed (a stray duplicate message)."""
+    WAITING = "waiting"
+    """The run waits for a signal, or for a timer that has not fired; nothing changed (a stray message)."""
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,8 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         replays=int(record.get("replays") or 0),
         reused_steps=int(record.get("reused_steps") or 0),
         reused_calls=int(record.get("reused_calls") or 0),
+        waiting_for=record.get("waiting_for") or None,
+        wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
     )
 
 

@@ -19,6 +19,7 @@ SECTIONS = (
     "## 3. Scaling",
     "## 4. Recovery",
     "## 5. Redis memory per run",
+    "## 5b. Waiting runs",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
 )
@@ -30,6 +31,7 @@ RATIO_LINES = (
     "| added / RTT in situ |",
     "rate / Client.enqueue",
     "total / (inputs + state)",
+    "Redis memory per waiting run",
 )
 
 

@@ -1,8 +1,8 @@
 -- create_run.lua: create a queued run, or return the run an idempotency key already names.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[5] idem  KEYS[6] rg:all  KEYS[9] rg:due
 -- KEYS[10] rg:status:queued
--- KEYS[17] run hash of ARGV[10]'s run (the idem key's owner the caller expects), else KEYS[1]
+-- KEYS[19] run hash of ARGV[10]'s run (the idem key's owner the caller expects), else KEYS[1]
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
 --   idempotency key, '' for none  ARGV[8] max_attempts  ARGV[9] due ms (now + dispatch grace)
@@ -16,13 +16,13 @@
 local key, expected, digest = ARGV[7], ARGV[10], ARGV[12]
 if key ~= '' then
   local owner = redis.call('GET', K_IDEM) or ''
-  -- KEYS[17] must be declared up front, so a changed owner sends the caller round again.
+  -- KEYS[19] must be declared up front, so a changed owner sends the caller round again.
   if owner ~= expected then
     return {'retry', owner}
   end
   -- An idem key can outlive its run by a moment (expiry is lazy); then the key is reusable.
-  if owner ~= '' and redis.call('EXISTS', KEYS[17]) == 1 then
-    if (redis.call('HGET', KEYS[17], 'digest') or '') ~= digest then
+  if owner ~= '' and redis.call('EXISTS', KEYS[19]) == 1 then
+    if (redis.call('HGET', KEYS[19], 'digest') or '') ~= digest then
       return {'conflict', owner}
     end
     return {'existing', owner}

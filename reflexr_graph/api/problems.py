@@ -94,6 +94,13 @@ async def _reflexr(_request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, errors.InvalidInputs):
         found = _locations(exc.errors)
         return problem(422, "Unprocessable Content", str(exc), errors=found)
+    if isinstance(exc, errors.UnknownSignal):
+        bad = [
+            ProblemError(
+                loc=["body", "name"], msg="is not a signal the graph declares", type="unknown_signal"
+            )
+        ]
+        return problem(422, "Unprocessable Content", str(exc), errors=bad)
     if isinstance(exc, errors.IdempotencyConflict):
         return problem(409, "Conflict", str(exc), run_id=exc.run_id)
     if isinstance(exc, errors.RunNotFound | errors.UnknownGraph):

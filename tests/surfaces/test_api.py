@@ -237,11 +237,43 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"blocker", "counter"}
+        assert set(graphs) == {"approvals", "blocker", "counter"}
+        assert (
+            graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
+        )
         counter = graphs["counter"]["graph"]
         assert counter["inputs"]["properties"]["n"]["type"] == "integer"
         assert counter["mermaid"].startswith("stateDiagram-v2") and "s1 --> s2" in counter["mermaid"]
         _problem(http.get("/api/graphs/nope"), 404)
+
+
+def test_a_waiting_run_takes_a_signal_validated_against_its_schema(
+    api_server: ApiServer, worker: subprocess.Popen[bytes]
+) -> None:
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": "doc"}).json()["run_id"]
+        wait_for(
+            lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "waiting", what="the run to wait"
+        )
+        assert http.get(f"/api/runs/{run_id}").json()["waiting_for"] == "approval"
+        signal = f"/api/runs/{run_id}/signal"
+        invalid = http.post(signal, json={"name": "approval", "value": {"approved": SECRET}})
+        assert sorted(tuple(e["loc"]) for e in _problem(invalid, 422)["errors"]) == [  # type: ignore[attr-defined]
+            ("value", "approved"), ("value", "by"),
+        ]  # fmt: skip
+        assert SECRET not in invalid.text
+        unknown = _problem(http.post(signal, json={"name": "nope", "value": 1}), 422)
+        assert unknown["errors"] == [{"loc": ["body", "name"], "msg": "is not a signal the graph declares",
+                                      "type": "unknown_signal"}]  # fmt: skip
+        _problem(http.post(signal, json={"value": 1}), 422)
+        sent = http.post(signal, json={"name": "approval", "value": {"approved": True, "by": "ops"}}).json()
+        assert sent["woke"] is True and sent["run"]["status"] == "queued"
+        wait_for(
+            lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run to end"
+        )
+        assert http.get(f"/api/runs/{run_id}").json()["output"] == "doc: approved by ops"
+        _problem(http.post(signal, json={"name": "approval", "value": {"approved": True, "by": "x"}}), 409)
+        _problem(http.post("/api/runs/no-such-run/signal", json={"name": "approval", "value": 1}), 404)
 
 
 def test_serve_refuses_to_listen_beyond_loopback_without_a_token(cli: Cli) -> None:

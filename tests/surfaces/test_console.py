@@ -148,7 +148,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 2,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 3,
         "diagrams",
     )
     browser.save_screenshot(str(shots / "graphs.png"))
@@ -159,3 +159,22 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
         browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the enqueued run"
     )
     until(browser, lambda d: _text(d, "#run-output") == "6", "the output")
+
+
+def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
+    browser: webdriver.Chrome, api_server: ApiServer, worker: subprocess.Popen[bytes], shots: Path
+) -> None:
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": "contract"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#signal-by") is not None, "the signal form of the waiting run")
+    until(browser, lambda d: _marks(d) == {"decide": "waiting"}, "the waiting node marked")
+    browser.find_element(By.ID, "signal-approved").click()
+    browser.find_element(By.ID, "signal-by").send_keys("on-call")
+    browser.save_screenshot(str(shots / "waiting-run.png"))
+    _click(browser, "#send-signal")
+    until(
+        browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run to finish"
+    )
+    until(browser, lambda d: _text(d, "#run-output") == '"contract: approved by on-call"', "the output")
+    assert find(browser, "#signal-by") is None, "a finished run has no signal form"

@@ -251,6 +251,7 @@ async function runPage(view, runId) {
       ["status", badge(run.status)], ["graph", run.graph], ["attempts", `${run.attempts} of ${run.max_attempts}` + (run.interruptions ? ` (+${run.interruptions} interrupted)` : "")],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
+      ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
     const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
     if (run.status === "succeeded") parts.push(h("h2", {}, "Output"), h("pre", { id: "run-output" }, json(run.output)));
@@ -302,8 +303,8 @@ function renderCheckpoints(container, run) {
     ? `${run.checkpoints} saved; the run resumes at ${run.next_node || "the end"}.` : "None saved yet: a retry starts from the first step."));
 }
 
-// A waiting run's signal, as a form generated from the signal's JSON Schema (issue 10: the graph
-// schema's `signals`, RunInfo's `waiting_for`, POST /api/runs/{id}/signal).
+// A waiting run's signal, as a form generated from the signal's JSON Schema (the graph schema's
+// `signals`, RunInfo's `waiting_for`; sent with POST /api/runs/{id}/signal).
 function renderSignalForm(container, run, graph) {
   const signals = graph && graph.graph.signals;
   if (run.status !== "waiting" || !signals || !run.waiting_for || !signals[run.waiting_for]) { container.replaceChildren(); return; }

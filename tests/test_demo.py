@@ -133,7 +133,7 @@ def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(tmp_path: P
                 break
         assert f"http://127.0.0.1:{port}/" in seen[-1], "".join(seen)
         runs = wait_for(lambda: _runs(port), what="the console's API")
-        assert len(runs) == 8 and {r["status"] for r in runs} == {"succeeded"}
+        assert len(runs) == 9 and {r["status"] for r in runs} == {"succeeded"}
         assert proc.poll() is None, "it stays up until Ctrl-C"
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 0

@@ -9,16 +9,8 @@ DRIVER=/usr/bin/chromedriver
 
 have_both() { [ -x "$CHROMIUM" ] && [ -x "$DRIVER" ]; }
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        echo "error: need root to run: $*" >&2
-        return 1
-    fi
-}
+# shellcheck source=scripts/as-root.sh
+source "$(dirname "$0")/as-root.sh"
 
 if ! have_both; then
     if ! command -v apt-get >/dev/null 2>&1; then

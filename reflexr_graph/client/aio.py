@@ -12,10 +12,10 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas, telemetry
-from reflexr_graph.client.core import ClientCore, Enqueued
+from reflexr_graph import schemas
+from reflexr_graph.client.core import ClientBase, Enqueued
 from reflexr_graph.client.publish import MessageSender
-from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.operator import cancel_run, purge_run
@@ -35,29 +35,13 @@ from reflexr_graph.store.workers import live_workers, serving
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(ClientBase):
     """Enqueue and manage runs from asyncio code; the same methods and arguments as ``Client``."""
 
     def __init__(self, settings: Settings, store: AsyncStore | None = None) -> None:
-        self.settings = settings
-        self.store = store or AsyncStore.from_url(
-            settings.redis_url,
-            run_retention_s=settings.run_retention_s,
-            dead_retention_s=settings.dead_retention_s,
-        )
-        self._core = ClientCore(settings)
+        super().__init__(settings)
+        self.store = store or AsyncStore.from_url(settings.redis_url, **self.store_options)
         self._sender = MessageSender(settings)
-        telemetry.setup_process()
-
-    @classmethod
-    def from_url(cls, redis_url: str, **overrides: Any) -> AsyncClient:
-        """An async client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
-        return cls(load_settings(strict=False, redis_url=redis_url, **overrides))
-
-    @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> AsyncClient:
-        """An async client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
-        return cls(settings or load_settings(strict=False))
 
     @property
     def app(self) -> Celery:

@@ -11,12 +11,12 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
-from reflexr_graph import errors, schemas
+from reflexr_graph import errors, schemas, telemetry
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.operator import replay_run
@@ -40,6 +40,35 @@ class Enqueued:
 
     run_id: str
     created: bool
+
+
+class ClientBase:
+    """How both clients are built: from settings, or a URL with settings from the environment."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._core = ClientCore(settings)
+        # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
+        # the message. With no OTEL_* configuration and no provider, nothing is installed.
+        telemetry.setup_process()
+
+    @classmethod
+    def from_url(cls, redis_url: str, **overrides: Any) -> Self:
+        """A client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
+        return cls(load_settings(strict=False, redis_url=redis_url, **overrides))
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Self:
+        """A client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
+        return cls(settings or load_settings(strict=False))
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """What the client's store is built with besides the URL."""
+        return {
+            "run_retention_s": self.settings.run_retention_s,
+            "dead_retention_s": self.settings.dead_retention_s,
+        }
 
 
 class ClientCore:

@@ -11,11 +11,11 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas, telemetry
-from reflexr_graph.client.core import ClientCore, Enqueued
+from reflexr_graph import schemas
+from reflexr_graph.client.core import ClientBase, Enqueued
 from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
-from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store.ops import Op, Publish, Request, drive
 from reflexr_graph.store.reads import RunPage, dead_listing, runs_listing
@@ -32,31 +32,13 @@ def producer_app(settings: Settings) -> Celery:
     return app
 
 
-class Client:
+class Client(ClientBase):
     """Enqueue and manage runs. Build it with :meth:`from_url` or :meth:`from_settings`."""
 
     def __init__(self, settings: Settings, store: RedisStore | None = None) -> None:
-        self.settings = settings
-        self.store = store or RedisStore.from_url(
-            settings.redis_url,
-            run_retention_s=settings.run_retention_s,
-            dead_retention_s=settings.dead_retention_s,
-        )
+        super().__init__(settings)
+        self.store = store or RedisStore.from_url(settings.redis_url, **self.store_options)
         self._app: Celery | None = None
-        self._core = ClientCore(settings)
-        # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
-        # the message. With no OTEL_* configuration and no provider, nothing is installed.
-        telemetry.setup_process()
-
-    @classmethod
-    def from_url(cls, redis_url: str, **overrides: Any) -> Client:
-        """A client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
-        return cls(load_settings(strict=False, redis_url=redis_url, **overrides))
-
-    @classmethod
-    def from_settings(cls, settings: Settings | None = None) -> Client:
-        """A client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
-        return cls(settings or load_settings(strict=False))
 
     @property
     def app(self) -> Celery:

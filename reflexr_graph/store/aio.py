@@ -14,13 +14,14 @@ import redis.asyncio
 from redis import exceptions as redis_errors
 
 from reflexr_graph.store import connection_errors
-from reflexr_graph.store.base import DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
+from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
 
 T = TypeVar("T")
 
+_RETENTION = ("run_retention_s", "dead_retention_s")
 MAX_CONNECTIONS = 1024
 """Connections one async store may open. Each blocked ``wait`` or event stream holds one for as
 long as it waits (redis.asyncio's default of 100 would refuse the 101st), and Redis allows
@@ -45,28 +46,14 @@ class AsyncStore:
         self._scripts = Scripts(client)
 
     @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
-        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
-        socket_timeout: float = 10.0,
-        socket_connect_timeout: float = 5.0,
-        health_check_interval: int = 15,
-        max_connections: int = MAX_CONNECTIONS,
-        **client_kw: Any,
-    ) -> Self:
-        """A store on a ``redis://`` or ``rediss://`` URL, with the blocking store's timeouts."""
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """A store on a ``redis://`` or ``rediss://`` URL, with the blocking store's timeouts;
+        ``options`` are the retention settings and redis.asyncio's client options."""
+        retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
         client = redis.asyncio.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            health_check_interval=health_check_interval,
-            max_connections=max_connections,
-            **client_kw,
+            url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
-        return cls(client, run_retention_s=run_retention_s, dead_retention_s=dead_retention_s)
+        return cls(client, **retention)
 
     @property
     def client(self) -> redis.asyncio.Redis:

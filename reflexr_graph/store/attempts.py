@@ -99,14 +99,14 @@ class AttemptWrites(StoreBase):
         return self.do(
             new_run(
                 NewRun(
-                    run_id=run_id,
-                    graph=graph,
-                    inputs_json=inputs_json,
-                    state_json=state_json,
-                    idempotency_key=idempotency_key,
-                    max_attempts=max_attempts,
-                    dispatch_grace_ms=dispatch_grace_ms,
-                    trace_context=trace_context,
+                    run_id,
+                    graph,
+                    inputs_json,
+                    state_json,
+                    idempotency_key,
+                    max_attempts,
+                    dispatch_grace_ms,
+                    trace_context,
                 )
             )
         )
@@ -132,7 +132,7 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
         guess = _idem_guess(graph, idempotency_key, run_id)
-        reply = [text(v) for v in self._run("claim", run_id, guess, now, args)]
+        reply = [text(v) for v in self.do(per_run("claim", run_id, guess, now, args))]
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
@@ -161,7 +161,7 @@ class AttemptWrites(StoreBase):
     def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool:
         """Extend the lease; False when ``token`` lost the run (superseded, reaped or cancelled)."""
         now = clock.now_ms()
-        return bool(self._run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms]))
+        return bool(self.do(per_run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms])))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -246,7 +246,7 @@ class AttemptWrites(StoreBase):
             notes.reused_steps,
             notes.reused_calls,
         ]
-        if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
+        if not self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)):
             raise _fenced(ctx, "output")
 
     @translate_errors
@@ -285,7 +285,7 @@ class AttemptWrites(StoreBase):
             notes.reused_steps,
             notes.reused_calls,
         ]
-        outcome = text(self._run("fail", ctx.run_id, _guess(ctx), now, args))
+        outcome = text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args)))
         if outcome == "fenced":
             raise _fenced(ctx, "failure")
         return outcome
@@ -322,7 +322,7 @@ class AttemptWrites(StoreBase):
             _digest(inputs_json, state_json) if idempotency_key else "",
         ]
         guess = _idem_guess(graph, idempotency_key, run_id)
-        return bool(self._run("dead_letter", run_id, guess, clock.now_ms(), args))
+        return bool(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args)))
 
     @translate_errors
     def release(self, ctx: AttemptContext) -> str:
@@ -332,5 +332,5 @@ class AttemptWrites(StoreBase):
         the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
         """
         args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
-        outcome = int(self._run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))
+        outcome = int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
         return {0: "fenced", 1: "released", 2: "dead"}[outcome]

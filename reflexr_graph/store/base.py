@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ParamSpec, Self, TypeVar
 
 import redis
@@ -20,7 +20,7 @@ from redis import exceptions as redis_errors
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import connection_errors, keys
-from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, ScriptArg, drive, per_run
+from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
 from reflexr_graph.store.tls import HandshakeBoundSSLConnection
@@ -32,6 +32,12 @@ T = TypeVar("T")
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
 DEFAULT_MAX_INTERRUPTIONS = 20
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "health_check_interval": 15,
+}
+"""Timeouts of a store's Redis client (blocking or async) unless its caller gives others."""
 
 # Tracebacks of deep recursion can be megabytes; the end holds the frames that matter.
 TRACEBACK_LIMIT = 64 * 1024
@@ -122,9 +128,6 @@ class StoreBase:
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
-        socket_timeout: float = 10.0,
-        socket_connect_timeout: float = 5.0,
-        health_check_interval: int = 15,
         **client_kw: Any,
     ) -> Self:
         """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
@@ -135,13 +138,7 @@ class StoreBase:
         """
         if url.startswith("rediss://"):
             client_kw.setdefault("connection_class", HandshakeBoundSSLConnection)
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            health_check_interval=health_check_interval,
-            **client_kw,
-        )
+        client = redis.Redis.from_url(url, **{**CLIENT_DEFAULTS, **client_kw})
         return cls(
             client,
             run_retention_s=run_retention_s,
@@ -185,15 +182,3 @@ class StoreBase:
     def do(self, op: Op[T]) -> T:
         """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
         return drive(op, self._handle)
-
-    def _run(
-        self,
-        name: str,
-        run_id: str,
-        idem_guess: str,
-        now: int,
-        args: Sequence[ScriptArg],
-        extra_keys: Sequence[str] = (),
-    ) -> Any:
-        """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
-        return self.do(per_run(name, run_id, idem_guess, now, args, extra_keys))

@@ -76,21 +76,6 @@ def batch(commands: Sequence[Command]) -> Batch:
     return Batch(tuple(commands))
 
 
-def drive(op: Op[T], handle: Callable[[Request], Any]) -> T:
-    """Run ``op`` to its result, each request answered by ``handle`` (blocking)."""
-    reply: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            request = op.send(reply) if failure is None else op.throw(failure)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            reply, failure = handle(request), None
-        except Exception as exc:
-            reply, failure = None, exc
-
-
 async def drive_async(op: Op[T], handle: Callable[[Request], Awaitable[Any]]) -> T:
     """Run ``op`` to its result, each request answered by awaiting ``handle``."""
     reply: Any = None
@@ -104,6 +89,25 @@ async def drive_async(op: Op[T], handle: Callable[[Request], Awaitable[Any]]) ->
             reply, failure = await handle(request), None
         except Exception as exc:
             reply, failure = None, exc
+
+
+def drive(op: Op[T], handle: Callable[[Request], Any]) -> T:
+    """Run ``op`` to its result, each request answered by ``handle`` (blocking).
+
+    The same loop as :func:`drive_async`: with a handler that never suspends, its coroutine runs
+    to the end in one step, so there is one driver to get right.
+    """
+
+    async def answer(request: Request) -> Any:
+        return handle(request)
+
+    stepper = drive_async(op, answer)
+    try:
+        stepper.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    stepper.close()
+    raise RuntimeError("a blocking handler suspended the operation")
 
 
 # -- helpers shared by the operations ---------------------------------------------------------

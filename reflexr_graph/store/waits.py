@@ -59,7 +59,7 @@ class Waits(StoreBase):
         its timer). ``signal`` is '' for a durable sleep.
         """
         args: list[ScriptArg] = [ctx.token, signal, field, "" if wake_at_ms is None else wake_at_ms]
-        reply = [text(v) for v in self._run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)]
+        reply = [text(v) for v in self.do(per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args))]
         if reply[0] == "fenced":
             raise _fenced(ctx, "wait")
         if reply[0] == "recorded":

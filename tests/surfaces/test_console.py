@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,26 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.getbasetemp() / "console-screenshots"
     path.mkdir(exist_ok=True)
     return path
+
+
+@dataclass
+class Console:
+    """What a console test drives: the browser, the server it opens, the test's Redis, where shots go."""
+
+    browser: webdriver.Chrome
+    server: ApiServer
+    redis: redis.Redis
+    shots: Path
+
+    def shot(self, name: str) -> None:
+        self.browser.save_screenshot(str(self.shots / f"{name}.png"))
+
+
+@pytest.fixture
+def console(
+    browser: webdriver.Chrome, api_server: ApiServer, redis_client: redis.Redis, shots: Path
+) -> Console:
+    return Console(browser, api_server, redis_client, shots)
 
 
 def _open(browser: webdriver.Chrome, server: ApiServer, page: str) -> None:
@@ -74,12 +95,9 @@ def _marks(browser: webdriver.Chrome) -> dict[str, str]:
 
 
 def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
-    browser: webdriver.Chrome,
-    api_server: ApiServer,
-    start_worker: Callable[[], subprocess.Popen[bytes]],
-    redis_client: redis.Redis,
-    shots: Path,
+    console: Console, start_worker: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
     _open(browser, api_server, "runs")
     browser.execute_script("window.__sameDocument = true")  # gone if the page reloads
     with api_server.http() as http:
@@ -87,7 +105,7 @@ def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
     until(browser, lambda d: _status_in_row(d, run_id) == "queued", "the new run, queued")
     start_worker()
     until(browser, lambda d: _status_in_row(d, run_id) == "running", "the run to start")
-    browser.save_screenshot(str(shots / "runs.png"))
+    console.shot("runs")
     redis_client.rpush(release_key("live-1"), 1)
     until(browser, lambda d: _status_in_row(d, run_id) == "succeeded", "the run to succeed")
     assert browser.execute_script("return window.__sameDocument") is True
@@ -98,16 +116,13 @@ def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
     assert _text(browser, "#run-output") == '"live-1"'
     until(browser, lambda d: find(d, '#timeline tr[data-event="run_succeeded"]'), "the timeline's last event")
     assert browser.find_elements(By.CSS_SELECTOR, "#run-diagram svg")
-    browser.save_screenshot(str(shots / "run.png"))
+    console.shot("run")
 
 
 def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
-    browser: webdriver.Chrome,
-    api_server: ApiServer,
-    worker: subprocess.Popen[bytes],
-    redis_client: redis.Redis,
-    shots: Path,
+    console: Console, worker: subprocess.Popen[bytes]
 ) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
     with api_server.http() as http:
         run_id = http.post(
             "/api/runs", json={"graph": "counter", "inputs": {"key": "poison", "n": 4}}
@@ -115,13 +130,13 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     _open(browser, api_server, "dead")
     until(browser, lambda d: find(d, f'#dead-body tr[data-run="{run_id}"]'), "the dead letter")
     assert "s2 is told to fail" in _text(browser, f'tr[data-run="{run_id}"]')
-    browser.save_screenshot(str(shots / "dead-letters.png"))
+    console.shot("dead-letters")
 
     _click(browser, f'a[href="#/run/{run_id}"]')
     until(browser, lambda d: find(d, "#run-traceback") is not None, "the traceback")
     until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "failed"}, "s1 done and s2 failed")
     assert "RunFailure" in _text(browser, "#run-traceback")
-    browser.save_screenshot(str(shots / "dead-run.png"))
+    console.shot("dead-run")
 
     redis_client.set(ok_key("poison"), 1)  # the cause is fixed
     browser.find_element(By.ID, "replay").click()
@@ -138,12 +153,9 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
 
 
 def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
-    browser: webdriver.Chrome,
-    api_server: ApiServer,
-    worker: subprocess.Popen[bytes],
-    redis_client: redis.Redis,
-    shots: Path,
+    console: Console, worker: subprocess.Popen[bytes]
 ) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
     redis_client.set(ok_key("formed"), 1)
     _open(browser, api_server, "graphs")
     until(
@@ -151,7 +163,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 3,
         "diagrams",
     )
-    browser.save_screenshot(str(shots / "graphs.png"))
+    console.shot("graphs")
     browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
     browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
     browser.find_element(By.ID, "enqueue-counter").click()
@@ -162,8 +174,9 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
 
 
 def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
-    browser: webdriver.Chrome, api_server: ApiServer, worker: subprocess.Popen[bytes], shots: Path
+    console: Console, worker: subprocess.Popen[bytes]
 ) -> None:
+    browser, api_server = console.browser, console.server
     with api_server.http() as http:
         run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": "contract"}).json()["run_id"]
     _open(browser, api_server, f"run/{run_id}")
@@ -171,7 +184,7 @@ def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
     until(browser, lambda d: _marks(d) == {"decide": "waiting"}, "the waiting node marked")
     browser.find_element(By.ID, "signal-approved").click()
     browser.find_element(By.ID, "signal-by").send_keys("on-call")
-    browser.save_screenshot(str(shots / "waiting-run.png"))
+    console.shot("waiting-run")
     _click(browser, "#send-signal")
     until(
         browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run to finish"

@@ -11,6 +11,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -182,9 +183,9 @@ def _ready(url: str) -> bool:
         return False
 
 
-@pytest.fixture
-def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
-    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit."""
+@contextmanager
+def serving(env: dict[str, str]) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit, on ``env``'s Redis."""
     port = free_port()
     server_env = {**env, "REFLEXR_API_TOKEN": API_TOKEN, "REFLEXR_API_MAX_BODY": "65536"}
     cmd = [str(BIN / "reflexr-graph"), "serve", "--host", "127.0.0.1", "--port", str(port)]
@@ -196,3 +197,10 @@ def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
         yield ApiServer(url, API_TOKEN, proc)
     finally:
         _stop(proc)
+
+
+@pytest.fixture
+def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published."""
+    with serving(env) as server:
+        yield server

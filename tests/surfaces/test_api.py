@@ -12,7 +12,7 @@ import redis
 from fastapi.routing import APIRoute
 
 from reflexr_graph.api.app import API_PREFIX, API_ROUTERS, OPEN_ROUTERS
-from tests.surfaces.conftest import ApiServer, Cli
+from tests.surfaces.conftest import PASSWORD, ApiServer, Cli, serving
 from tests.surfaces.graphs import ok_key, release_key
 from tests.waiting import wait_for
 
@@ -274,6 +274,17 @@ def test_a_waiting_run_takes_a_signal_validated_against_its_schema(
         assert http.get(f"/api/runs/{run_id}").json()["output"] == "doc: approved by ops"
         _problem(http.post(signal, json={"name": "approval", "value": {"approved": True, "by": "x"}}), 409)
         _problem(http.post("/api/runs/no-such-run/signal", json={"name": "approval", "value": 1}), 404)
+
+
+def test_an_unusable_redis_is_a_503_that_says_what_to_fix_without_the_password(
+    env: dict[str, str], dead_url: str
+) -> None:
+    with serving({**env, "REFLEXR_REDIS_URL": dead_url}) as server, server.http() as http:
+        assert http.get("/healthz").status_code == 200, "the process itself is alive"
+        for path in ("/readyz", "/api/runs", "/api/graphs"):
+            response = http.get(path)
+            body = _problem(response, 503)
+            assert "REFLEXR_REDIS_URL" in str(body["detail"]) and PASSWORD not in response.text
 
 
 def test_serve_refuses_to_listen_beyond_loopback_without_a_token(cli: Cli) -> None:

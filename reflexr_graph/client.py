@@ -18,12 +18,12 @@ from typing import Any, Self
 from celery import Celery
 from pydantic_core import to_jsonable_python
 
-from reflexr_graph import errors, schemas, telemetry
+from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import Settings, load_settings
-from reflexr_graph.model import TERMINAL, RunInfo, Status
+from reflexr_graph.model import TERMINAL, CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -181,17 +181,25 @@ class Client:
             trace_context=current_trace_context(),
         )
         if created:
-            try:
-                send_run(self.app, run_id, graph)
-            except errors.StoreUnavailable as exc:
-                # The run is recorded and due: whoever retries must know it may run anyway.
-                raise type(exc)(
-                    f"{exc}; run {run_id} is recorded and a worker sends it within "
-                    f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (enqueue again with the same "
-                    "idempotency key to get the same run)",
-                    endpoint=exc.endpoint,
-                    kind=exc.kind,
-                ) from exc
+            self._send_created(run_id, graph)
+        self._say_if_unserved(run_id, graph)
+        return run_id
+
+    def _send_created(self, run_id: str, graph: str) -> None:
+        """Send the Celery message of a run just created."""
+        try:
+            send_run(self.app, run_id, graph)
+        except errors.StoreUnavailable as exc:
+            # The run is recorded and due: whoever retries must know it may run anyway.
+            raise type(exc)(
+                f"{exc}; run {run_id} is recorded and a worker sends it within "
+                f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (call again with the same "
+                "idempotency key to get the same run)",
+                endpoint=exc.endpoint,
+                kind=exc.kind,
+            ) from exc
+
+    def _say_if_unserved(self, run_id: str, graph: str) -> None:
         if graph in self._unserved_news:
             self._unserved_news.discard(graph)
             log.warning(
@@ -201,7 +209,6 @@ class Client:
                 graph,
                 self.settings.unknown_graph_grace_s,
             )
-        return run_id
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -268,15 +275,84 @@ class Client:
 
     # -- operator actions -------------------------------------------------------------------
 
-    def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """Queue a dead or cancelled run again, with a fresh attempt budget; it resumes from its
         checkpoint unless ``from_start``.
 
+        ``from_seq`` resumes it from an earlier checkpoint of its own history instead, to back
+        out of a bad step: that checkpoint becomes the latest, and the ones after it are dropped.
+        It is refused (StaleCheckpoint) when saved by another version of the graph, and
+        CheckpointNotFound names the seqs the run keeps when it keeps no such one.
+
         OperationRefused for a run in any other status, RunNotFound for an unknown id.
         """
-        info = self.store.replay(run_id, from_start=from_start)
+        if from_seq is not None:
+            if from_start:
+                raise errors.InvalidInputs(
+                    "replay from the start or from a checkpoint, not both",
+                    [{"loc": ["from_seq"], "msg": "cannot be given with from_start", "type": "conflict"}],
+                )
+            saved = self.store.read_checkpoint(run_id, from_seq)
+            time_travel.check_current(run_id, saved, self._published(saved.graph)[0])
+        info = self.store.replay(run_id, from_start=from_start, from_seq=from_seq)
         send_run(self.app, run_id, info.graph)
         return info
+
+    # -- time travel ------------------------------------------------------------------------
+
+    def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint the run keeps, oldest first, the latest last: ``seq``, ``saved_at``,
+        ``next_node``, ``size`` and the ``attempt`` that saved it. No values: see :meth:`checkpoint`.
+
+        A run keeps its latest checkpoint and up to ``REFLEXR_CHECKPOINT_HISTORY`` before it (as
+        the workers are configured); RunNotFound if there is no such run.
+        """
+        return self.store.checkpoints(run_id)
+
+    def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """Checkpoint ``seq`` of the run with its values as JSON: the state, the graph inputs and
+        the next task's inputs (the output, for the finished one).
+
+        RunNotFound, or CheckpointNotFound (naming the seqs the run keeps).
+        """
+        return time_travel.detail(run_id, self.store.read_checkpoint(run_id, seq))
+
+    def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """Create a new run of the same graph that resumes from checkpoint ``from_seq`` of
+        ``run_id``; returns the new run's id. Nothing of the source run changes, whatever its
+        status (it must still exist).
+
+        ``state`` (JSON, or the graph's own model or dataclass), when given, replaces the
+        checkpoint's state; it is validated against the published state schema first
+        (InvalidInputs, naming locations). A checkpoint saved by another version of the graph
+        is refused (StaleCheckpoint). A fork from the finished checkpoint is created succeeded
+        with the same output, and no attempt runs. The new run records ``forked_from`` and
+        ``forked_at_seq``. The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
+        """
+        saved = self.store.read_checkpoint(run_id, from_seq)
+        entry, _workers = self._published(saved.graph)
+        edited = None if state is None else _plain(state, "state")
+        if edited is not None:
+            _to_json(edited, "state", self.settings.max_payload_bytes)
+        seed = time_travel.seed(run_id, saved, entry, edited)
+        new_id, created = self.store.create_run(
+            str(uuid.uuid4()),
+            graph=saved.graph,
+            inputs_json=saved.inputs_json,
+            state_json=saved.state_json,
+            idempotency_key=idempotency_key,
+            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            trace_context=current_trace_context(),
+            fork=seed,
+        )
+        if seed.output_json is None:
+            if created:
+                self._send_created(new_id, saved.graph)
+            self._say_if_unserved(new_id, saved.graph)
+        return new_id
 
     def cancel(self, run_id: str) -> RunInfo:
         """Cancel a queued, running or retrying run; OperationRefused for a finished one."""
@@ -333,9 +409,25 @@ class AsyncClient:
         """See :meth:`Client.history`."""
         return await asyncio.to_thread(self.sync.history, run_id)
 
-    async def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
-        return await asyncio.to_thread(self.sync.replay, run_id, from_start=from_start)
+        return await asyncio.to_thread(self.sync.replay, run_id, from_start=from_start, from_seq=from_seq)
+
+    async def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """See :meth:`Client.checkpoints`."""
+        return await asyncio.to_thread(self.sync.checkpoints, run_id)
+
+    async def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """See :meth:`Client.checkpoint`."""
+        return await asyncio.to_thread(self.sync.checkpoint, run_id, seq)
+
+    async def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """See :meth:`Client.fork`."""
+        return await asyncio.to_thread(
+            self.sync.fork, run_id, from_seq=from_seq, state=state, idempotency_key=idempotency_key
+        )
 
     async def cancel(self, run_id: str) -> RunInfo:
         """See :meth:`Client.cancel`."""

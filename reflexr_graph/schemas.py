@@ -200,14 +200,25 @@ def check(
     return found
 
 
+def _raise_for(entry: GraphSchema, found: list[dict[str, object]], what: str) -> None:
+    if found:
+        detail = "; ".join(f"{format_loc(e['loc'])} {e['msg']}" for e in found)  # type: ignore[arg-type]
+        message = f"graph {entry.name!r} rejects {what}: {detail}; fix the listed fields"
+        raise errors.InvalidInputs(message, found)
+
+
+def _state_errors(entry: GraphSchema, state: Any) -> list[dict[str, object]]:
+    return check(entry.state, state, "state", _validator(entry, "state", entry.state))
+
+
 def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
     """Raise InvalidInputs listing every failing location of the inputs (and state, if given)."""
     found = check(entry.inputs, inputs, "inputs", _validator(entry, "inputs", entry.inputs))
     if state is not None:
-        found += check(entry.state, state, "state", _validator(entry, "state", entry.state))
-    if found:
-        detail = "; ".join(f"{format_loc(e['loc'])} {e['msg']}" for e in found)  # type: ignore[arg-type]
-        raise errors.InvalidInputs(
-            f"graph {entry.name!r} rejects these inputs: {detail}; fix the listed fields",
-            found,
-        )
+        found += _state_errors(entry, state)
+    _raise_for(entry, found, "these inputs")
+
+
+def validate_state(entry: GraphSchema, state: Any) -> None:
+    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state)."""
+    _raise_for(entry, _state_errors(entry, state), "this state")

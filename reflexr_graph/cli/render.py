@@ -126,6 +126,8 @@ def run_detail(
         ("created", when(info.created_at)),
         ("updated", when(info.updated_at)),
     ]
+    if info.forked_from:
+        rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
     if info.status is Status.SUCCEEDED:
         rows.append(("output", _value(info.output)))
     cut: list[str] = []

@@ -18,7 +18,22 @@ from reflexr_graph.store.base import (
     _idem_guess,
     translate_errors,
 )
-from reflexr_graph.store.records import Claim, ClaimOutcome, pairs_to_map, text, text_map
+from reflexr_graph.store.records import Claim, ClaimOutcome, ForkSeed, pairs_to_map, text, text_map
+
+
+def _fork_args(fork: ForkSeed | None, retention_s: int) -> list[ScriptArg]:
+    """create_run's ARGV[13..19]: a fork's checkpoint and lineage, or empty ones for a plain run."""
+    if fork is None:
+        return ["", 0, "", "", "0", "", retention_s]
+    return [
+        fork.checkpoint,
+        fork.seq,
+        fork.next_node or "",
+        fork.source_run_id,
+        "1" if fork.state_edited else "0",
+        fork.output_json or "",
+        retention_s,
+    ]
 
 
 class AttemptWrites(StoreBase):
@@ -38,6 +53,7 @@ class AttemptWrites(StoreBase):
         max_attempts: int,
         dispatch_grace_ms: int,
         trace_context: str = "",
+        fork: ForkSeed | None = None,
     ) -> tuple[str, bool]:
         """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
 
@@ -47,9 +63,16 @@ class AttemptWrites(StoreBase):
         also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
         the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
         trace every attempt of the run joins.
+
+        With ``fork``, the run is created with the fork's checkpoint as its latest, and its
+        lineage; one forked from a finished checkpoint is created succeeded, with its output,
+        and the caller sends no message. The idempotency key then compares ``fork.digest``.
         """
         now = clock.now_ms()
-        digest = _digest(inputs_json, state_json) if idempotency_key else ""
+        digest = ""
+        if idempotency_key:
+            digest = fork.digest if fork is not None else _digest(inputs_json, state_json)
+        seed = _fork_args(fork, self.run_retention_s)
         expected = ""
         for _ in range(_IDEM_ROUNDS):
             args: list[ScriptArg] = [
@@ -62,6 +85,7 @@ class AttemptWrites(StoreBase):
                 expected,
                 trace_context,
                 digest,
+                *seed,
             ]
             owner_key = keys.run(expected or run_id)
             guess = _idem_guess(graph, idempotency_key, run_id)
@@ -144,10 +168,11 @@ class AttemptWrites(StoreBase):
     ) -> None:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
-        It runs at every step boundary, so its script takes only the four keys it touches
-        rather than the per-run prelude's sixteen. ``notes`` (boundaries the attempt could not
-        save since its last write, work it reused) are recorded in the same call, and the work
-        recorded since the previous checkpoint is dropped: this one holds it.
+        It runs at every step boundary, so its script takes only the keys it touches rather
+        than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
+        last write, work it reused) are recorded in the same call, and the work recorded since
+        the previous checkpoint is dropped: this one holds it. The checkpoint it replaces moves
+        into the run's history, which the same call trims to ``checkpoint_history``.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -156,6 +181,8 @@ class AttemptWrites(StoreBase):
             keys.events(run_id),
             keys.status_set(Status.RUNNING),
             keys.memo(run_id),
+            keys.history(run_id),
+            keys.history_data(run_id),
         ]
         args: list[ScriptArg] = [
             run_id,
@@ -169,6 +196,7 @@ class AttemptWrites(StoreBase):
             notes.skip_kinds,
             notes.reused_steps,
             notes.reused_calls,
+            self.checkpoint_history,
         ]
         if not self._scripts("save_checkpoint", script_keys, args):
             raise _fenced(ctx, "checkpoint")
@@ -197,7 +225,8 @@ class AttemptWrites(StoreBase):
     ) -> None:
         """Record the output and start the retention of every key of the run.
 
-        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script.
+        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script;
+        the one it replaces moves into the run's history, as a save does.
         """
         args: list[ScriptArg] = [
             ctx.token,
@@ -209,6 +238,7 @@ class AttemptWrites(StoreBase):
             notes.skip_kinds,
             notes.reused_steps,
             notes.reused_calls,
+            self.checkpoint_history,
         ]
         if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
             raise _fenced(ctx, "output")

@@ -38,6 +38,7 @@ ScriptArg = str | int | float
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
 DEFAULT_MAX_INTERRUPTIONS = 20
+DEFAULT_CHECKPOINT_HISTORY = 100
 
 # A script answers {'idem', key} when it was called with a wrong guess of the run's
 # idempotency key; the key of a run never changes, so one more round always settles it.
@@ -125,11 +126,14 @@ class StoreBase:
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
+        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
     ) -> None:
         self._r = client
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
         self.max_interruptions = int(max_interruptions)
+        self.checkpoint_history = int(checkpoint_history)
+        """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
         self._scripts = Scripts(client)
 
     @classmethod
@@ -140,6 +144,7 @@ class StoreBase:
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
+        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
         socket_timeout: float = 10.0,
         socket_connect_timeout: float = 5.0,
         health_check_interval: int = 15,
@@ -165,6 +170,7 @@ class StoreBase:
             run_retention_s=run_retention_s,
             dead_retention_s=dead_retention_s,
             max_interruptions=max_interruptions,
+            checkpoint_history=checkpoint_history,
         )
 
     @property
@@ -203,6 +209,18 @@ class StoreBase:
                 return reply
             idem_guess = text(reply[1])
         raise errors.OperationRefused(f"run {run_id} kept changing during {name}; try again")
+
+    def _kept_seqs(self, run_id: str) -> list[int]:
+        """The seqs of the checkpoints a run keeps, oldest first: its history's, then the latest's."""
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zrange(keys.history(run_id), 0, -1, withscores=True)
+        pipe.hget(keys.ckpt(run_id), "seq")
+        history, latest = pipe.execute()
+        seqs = [int(score) for _, score in history]
+        return [*seqs, int(text(latest))] if latest is not None else seqs
+
+    def _no_checkpoint(self, run_id: str, seq: int) -> errors.CheckpointNotFound:
+        return errors.CheckpointNotFound(run_id=run_id, seq=seq, kept=self._kept_seqs(run_id))
 
     def _snapshot(self, run_id: str, reply: list[Any], refusal: str) -> RunInfo:
         outcome = text(reply[0])

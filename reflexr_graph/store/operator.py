@@ -26,13 +26,19 @@ class Operator(StoreBase):
         return self._snapshot(run_id, reply, "only queued, running or retrying runs can be cancelled")
 
     @translate_errors
-    def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """Queue a dead or cancelled run again with a fresh attempt budget; the caller sends the message.
 
-        The checkpoint is kept, so the run resumes where it stopped, unless ``from_start``.
+        The checkpoint is kept, so the run resumes where it stopped, unless ``from_start`` (the
+        checkpoint, its history and the records go) or ``from_seq``: checkpoint ``from_seq`` of
+        its history becomes the latest, the checkpoints after it and the records are dropped
+        (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
         """
-        args: list[ScriptArg] = ["1" if from_start else "0"]
+        args: list[ScriptArg] = ["1" if from_start else "0", "" if from_seq is None else int(from_seq)]
         reply = self._run("replay", run_id, run_id, clock.now_ms(), args)
+        if text(reply[0]) == "no_checkpoint":
+            assert from_seq is not None
+            raise self._no_checkpoint(run_id, from_seq)
         return self._snapshot(run_id, reply, "only dead or cancelled runs replay")
 
     @translate_errors

@@ -11,6 +11,8 @@
 -- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
 -- KEYS[16] rg:{<run_id>}:memo    work recorded since the latest checkpoint
+-- KEYS[17] rg:{<run_id>}:history       index of the checkpoints kept before the latest
+-- KEYS[18] rg:{<run_id>}:history:data  their JSON (see _history.lua)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -21,6 +23,7 @@
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_MEMO = KEYS[16]
+local K_HIST, K_HIST_DATA = KEYS[17], KEYS[18]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
@@ -130,7 +133,7 @@ local function owned_by(token)
 end
 
 local function expire_all(seconds)
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO}) do
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_HIST, K_HIST_DATA}) do
     redis.call('EXPIRE', key, seconds)
   end
   if owns_idem() then
@@ -139,7 +142,7 @@ local function expire_all(seconds)
 end
 
 local function persist_all()
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO}) do
+  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_HIST, K_HIST_DATA}) do
     redis.call('PERSIST', key)
   end
   if owns_idem() then

@@ -3,7 +3,7 @@
 -- and no worker for them: those must wait, not die.
 -- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16] memo (expiry)
+-- KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16..18] memo, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] grace ms  ARGV[5] when to look again (due ms)  ARGV[6] dead retention s
 -- ARGV[7] the error message to keep if it is dead-lettered

@@ -68,7 +68,14 @@ def _finished_has_no_state(run_id: str, seq: int) -> errors.InvalidInputs:
     return errors.InvalidInputs(
         f"checkpoint #{seq} of run {run_id} is the finished one: it holds the output, not a state to "
         "replace; fork from an earlier checkpoint to change the state",
-        [{"loc": ["state"], "msg": "cannot replace the state of a finished checkpoint", "type": "finished"}],
+        [
+            {
+                "loc": ["state"],
+                "msg": "cannot be replaced in the finished checkpoint, which holds the output: fork from "
+                "an earlier one to change the state",
+                "type": "finished",
+            }
+        ],
     )
 
 

@@ -190,11 +190,19 @@ def _create_fork(store: RedisStore, run_id: str, seed: ForkSeed, key: str | None
 def test_a_fork_starts_with_its_seed_as_its_latest_checkpoint(store: RedisStore, raw: redis.Redis) -> None:
     assert _create_fork(store, "fork-1", _seed(), key="f") == ("fork-1", True)
     info = store.get("fork-1")
-    assert (info.status, info.forked_from, info.forked_at_seq, info.next_node) == (Status.QUEUED, "src", 3, "s4")
+    assert (info.status, info.forked_from, info.forked_at_seq, info.next_node) == (
+        Status.QUEUED,
+        "src",
+        3,
+        "s4",
+    )
     assert [(c.seq, c.attempt) for c in store.checkpoints("fork-1")] == [(3, 0)]
     assert store.claim("fork-1", "t", lease_ttl_ms=30_000).checkpoint == '{"seq": 3}'
     forked = store.events("fork-1")[1]
-    assert (forked.type, forked.fields) == ("run_forked", {"from_run": "src", "seq": "3", "state_edited": "1"})
+    assert (forked.type, forked.fields) == (
+        "run_forked",
+        {"from_run": "src", "seq": "3", "state_edited": "1"},
+    )
     # The same key with the same request is the same fork; with another, a conflict.
     assert _create_fork(store, "fork-2", _seed(), key="f") == ("fork-1", False)
     other = ForkSeed(**{**_seed().__dict__, "digest": "d2"})

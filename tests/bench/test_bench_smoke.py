@@ -21,6 +21,7 @@ SECTIONS = (
     "## 5. Redis memory per run",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
+    "## 8. Checkpoint history: Redis memory per checkpoint kept",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -30,6 +31,7 @@ RATIO_LINES = (
     "| added / RTT in situ |",
     "rate / Client.enqueue",
     "total / (inputs + state)",
+    "per kept / JSON",
 )
 
 

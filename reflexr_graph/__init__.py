@@ -6,6 +6,7 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
 from reflexr_graph.errors import (
+    CheckpointNotFound,
     DurabilityWarning,
     GraphDefinitionError,
     IdempotencyConflict,
@@ -14,10 +15,11 @@ from reflexr_graph.errors import (
     ReflexrError,
     RunFailure,
     RunNotFound,
+    StaleCheckpoint,
     UnknownGraph,
     WaitTimeout,
 )
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -35,6 +37,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient",
+    "CheckpointDetail",
+    "CheckpointInfo",
+    "CheckpointNotFound",
     "Client",
     "CurrentRun",
     "DurabilityWarning",
@@ -47,6 +52,7 @@ __all__ = [
     "RunFailure",
     "RunInfo",
     "RunNotFound",
+    "StaleCheckpoint",
     "Status",
     "UnknownGraph",
     "WaitTimeout",

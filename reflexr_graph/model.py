@@ -103,9 +103,9 @@ class CheckpointInfo(BaseModel):
 
     ``seq`` numbers the run's checkpoints (a fork's go on from the one it started from);
     ``saved_at`` is epoch seconds; ``size`` is the checkpoint's JSON in bytes; ``attempt`` is the
-    number of the attempt that saved it, 0 for the checkpoint a fork started from (copied, not
-    saved by an attempt of this run). ``finished`` marks the checkpoint of the graph's output,
-    which has no ``next_node``.
+    number of the attempt that saved it, 0 when no attempt of this run did: the checkpoint a fork
+    started from (copied from its source), or one saved before checkpoints recorded their attempt.
+    ``finished`` marks the checkpoint of the graph's output, which has no ``next_node``.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -17,27 +17,32 @@ from rich.table import Table
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, RunArg, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo
 
 SeqArg = Annotated[
     int, typer.Argument(metavar="SEQ", min=0, help="The checkpoint's seq (see `checkpoints`).")
 ]
 
 
-def _attempt(info: CheckpointInfo) -> str:
-    # Attempt 0 saved nothing: the checkpoint was copied from the source run by a fork.
-    return str(info.attempt) if info.attempt else "fork"
+def _attempt(info: CheckpointInfo, run: RunInfo) -> str:
+    """The attempt that saved the checkpoint; ``fork`` for the one a fork was created with."""
+    if info.attempt:
+        return str(info.attempt)
+    # 0: no attempt of this run saved it. Either a fork copied it from its source run, or it was
+    # saved before checkpoints recorded their attempt.
+    return "fork" if run.forked_from and info.seq == run.forked_at_seq else "-"
 
 
 def _next(info: CheckpointInfo) -> str:
     return "(finished)" if info.finished else (info.next_node or "-")
 
 
-def _table(run_id: str, found: list[CheckpointInfo]) -> None:
+def _table(run: RunInfo, found: list[CheckpointInfo]) -> None:
     if not found:
-        render.out.print(f"no checkpoints for {run_id} (none saved yet, or replayed from the start)")
+        render.out.print(f"no checkpoints for {run.run_id} (none saved yet, or replayed from the start)")
         return
-    table = Table(title=f"checkpoints of {run_id}", box=box.SIMPLE_HEAD, show_edge=False)
+    caption = f"forked from {run.forked_from} at checkpoint #{run.forked_at_seq}" if run.forked_from else None
+    table = Table(title=f"checkpoints of {run.run_id}", caption=caption, box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("seq", justify="right", no_wrap=True)
     table.add_column("saved (UTC)", no_wrap=True)
     table.add_column("attempt", justify="right", no_wrap=True)
@@ -47,7 +52,7 @@ def _table(run_id: str, found: list[CheckpointInfo]) -> None:
         table.add_row(
             str(info.seq),
             render.when(info.saved_at),
-            _attempt(info),
+            _attempt(info, run),
             render.plain(_next(info)),
             render.size(info.size),
         )
@@ -57,11 +62,12 @@ def _table(run_id: str, found: list[CheckpointInfo]) -> None:
 @app.command()
 def checkpoints(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> None:
     """List the checkpoints a run keeps, oldest first: seq, time, attempt, next node, size."""
-    found = client_of(ctx).checkpoints(run_id)
+    client = client_of(ctx)
+    found = client.checkpoints(run_id)
     if as_json:
         render.print_json([info.model_dump(mode="json") for info in found])
     else:
-        _table(run_id, found)
+        _table(client.get(run_id), found)
 
 
 def _json_block(title: str, value: Any) -> None:
@@ -69,11 +75,18 @@ def _json_block(title: str, value: Any) -> None:
     render.out.print(json.dumps(value, indent=2, ensure_ascii=False), markup=False)
 
 
-def _detail(found: CheckpointDetail) -> None:
+def _saved_by(found: CheckpointDetail, run: RunInfo) -> str:
+    by = _attempt(found, run)
+    if by == "fork":
+        return f"a fork (copied from run {run.forked_from})"
+    return f"attempt {by}" if by != "-" else "an attempt (not recorded)"
+
+
+def _detail(found: CheckpointDetail, run: RunInfo) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    saved_by = "a fork (copied from its source run)" if not found.attempt else f"attempt {found.attempt}"
+    saved_by = _saved_by(found, run)
     for key, value in (
         ("run", found.run_id),
         ("checkpoint", f"#{found.seq} of graph {found.graph}"),
@@ -94,11 +107,12 @@ def _detail(found: CheckpointDetail) -> None:
 @app.command()
 def checkpoint(ctx: typer.Context, run_id: RunArg, seq: SeqArg, as_json: JsonOpt = False) -> None:
     """Show one checkpoint with its values: the state, the graph inputs, the next task's inputs."""
-    found = client_of(ctx).checkpoint(run_id, seq)
+    client = client_of(ctx)
+    found = client.checkpoint(run_id, seq)
     if as_json:
         render.print_json(found.model_dump(mode="json"))
     else:
-        _detail(found)
+        _detail(found, client.get(run_id))
 
 
 @app.command()

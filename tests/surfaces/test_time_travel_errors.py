@@ -129,6 +129,7 @@ def test_the_cli_shows_a_checkpoint_of_a_forked_run_as_copied(cli: Cli, client: 
     table = cli("checkpoints", fork_id)
     assert table.returncode == 0 and "fork" in table.stdout and "t4" in table.stdout
     shown = cli("checkpoint", fork_id, "3")
-    assert "by a fork (copied from its source run)" in shown.stdout and '"visited": []' in shown.stdout
+    assert f"by a fork (copied from run {source})" in shown.stdout and '"visited": []' in shown.stdout
+    assert f"forked from {source} at checkpoint #3" in table.stdout
     assert json.loads(cli("status", fork_id, "--json").stdout)["forked_at_seq"] == 3
     assert client.store.client.exists(keys.ckpt(source)), "the source keeps its own checkpoints"

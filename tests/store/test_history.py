@@ -16,6 +16,7 @@ from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import FakeClock, fail_once, make_run, start
+from tests.waiting import wait_for
 
 
 def _payload(seq: int) -> str:
@@ -117,6 +118,21 @@ def test_the_history_expires_with_the_run_and_purge_deletes_it(store: RedisStore
     assert all(0 < raw.ttl(k) <= RUN_RETENTION_S for k in history)
     assert store.purge("run-1")
     assert not any(raw.exists(k) for k in history)
+
+
+def test_retention_removes_the_history_along_with_the_run(redis_url: str, raw: redis.Redis) -> None:
+    store = RedisStore.from_url(redis_url, run_retention_s=1)
+    try:
+        make_run(store)
+        ctx = start(store)
+        _save(store, ctx, range(1, 4))
+        store.succeed(ctx, "1", checkpoint='{"finished": true}', seq=4)
+        assert raw.zcard(keys.history("run-1")) == 3
+        wait_for(lambda: not any(raw.exists(k) for k in keys.run_keys("run-1")), 10, "the run's retention")
+        with pytest.raises(errors.RunNotFound):
+            store.checkpoints("run-1")
+    finally:
+        store.close()
 
 
 def test_replay_from_a_seq_backs_out_of_the_steps_after_it(store: RedisStore, raw: redis.Redis) -> None:

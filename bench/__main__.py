@@ -26,19 +26,30 @@ from bench import (
     recovery,
     report,
     throughput,
+    waits,
 )
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "journal", "history", "throughput", "memory", "recovery", "enqueue", "profile")
+NAMES = (
+    "checkpoint",
+    "journal",
+    "history",
+    "throughput",
+    "memory",
+    "waits",
+    "recovery",
+    "enqueue",
+    "profile",
+)
 LOCAL = ("checkpoint", "journal", "history")
 """Benchmarks that need no fleet: they run against a private Redis in this process."""
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
-    "enq_n": 1000, "enq_reps": 3, "prof_n": 300,
+    "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
-    "enq_n": 50, "enq_reps": 1, "prof_n": 10,
+    "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -47,6 +58,7 @@ TITLES = {
     "scaling": "3. Scaling: 1 vs 2 worker processes",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
     "memory": "5. Redis memory per run",
+    "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
     "history": "8. Checkpoint history: Redis memory per checkpoint kept",
@@ -62,6 +74,9 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
     phases: dict[str, Callable[[], None]] = {
         "throughput": lambda: _throughput(the_lab, p, out),
         "memory": lambda: out.update(memory=memory.render(memory.run(the_lab, _say))),
+        "waits": lambda: out.update(
+            waits=waits.render(waits.run(the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], _say))
+        ),
         "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
         # Last: their runs are never consumed, so the reaper keeps re-sending them once their
         # dispatch grace passes, which would slow the reaper the recovery phase times.

@@ -4,7 +4,8 @@
 so the plain baseline (``bench.baseline_app``) runs exactly the same pydantic-graph graph.
 ``recover`` records each start of its slow step in Redis, so the benchmark sees when it
 runs again after its worker was killed. ``hold`` waits mid-run, after one checkpoint, until
-the benchmark has measured its memory.
+the benchmark has measured its memory. ``bench_wait`` waits for a signal or sleeps durably, for
+the cost of waiting runs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic import BaseModel
 from pydantic_graph import GraphBuilder, StepContext
 
 from bench.checkpoint_cost import chain
-from reflexr_graph import GraphAction, current_run
+from reflexr_graph import GraphAction, current_run, sleep, wait_for_signal
 from reflexr_graph.fleet.settings import load_settings
 
 FIVE = 5
@@ -112,7 +113,26 @@ def _hold() -> GraphAction:
     return GraphAction(g.build())
 
 
+def _waiter() -> GraphAction:
+    """One step that records each of its starts, then waits for the signal ``go`` (or sleeps, when its
+    input is a number of seconds) and returns."""
+    g = GraphBuilder(name="bench_wait", input_type=float, output_type=int, auto_instrument=False)
+
+    @g.step
+    async def ask(ctx: StepContext[None, None, float]) -> int:
+        run = current_run()
+        worker_redis().rpush(starts_key(run.run_id), json.dumps({"t": time.time(), "attempt": run.attempt}))
+        if ctx.inputs:
+            await sleep(ctx.inputs)
+            return 0
+        return await wait_for_signal("go", int)
+
+    g.add(g.edge_from(g.start_node).to(ask), g.edge_from(ask).to(g.end_node))
+    return GraphAction(g.build(), signals={"go": int})
+
+
 recover = _recover()
 hold = _hold()
-REFS = ",".join(f"bench.fleet_graph:{name}" for name in ("five_steps", "recover", "hold"))
+waiter = _waiter()
+REFS = ",".join(f"bench.fleet_graph:{name}" for name in ("five_steps", "recover", "hold", "waiter"))
 """REFLEXR_GRAPHS for every benchmark worker."""

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
+from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
     CheckpointNotFound,
     DurabilityWarning,
@@ -15,8 +16,11 @@ from reflexr_graph.errors import (
     ReflexrError,
     RunFailure,
     RunNotFound,
+    SignalPending,
+    SignalTimeout,
     StaleCheckpoint,
     UnknownGraph,
+    UnknownSignal,
     WaitTimeout,
 )
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
@@ -52,10 +56,15 @@ __all__ = [
     "RunFailure",
     "RunInfo",
     "RunNotFound",
+    "SignalPending",
+    "SignalTimeout",
     "StaleCheckpoint",
     "Status",
     "UnknownGraph",
+    "UnknownSignal",
     "WaitTimeout",
     "current_run",
     "durable_call",
+    "sleep",
+    "wait_for_signal",
 ]

@@ -26,6 +26,7 @@ from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.waits import SignalOutcome
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def _plain(value: Any, part: str) -> Any:
         return to_jsonable_python(value)
     except Exception:
         raise errors.InvalidInputs(
-            f"the {part} are not JSON, a pydantic model or a dataclass; pass JSON values",
+            f"{part}: not JSON, a pydantic model or a dataclass; pass JSON values",
             [{"loc": [part], "msg": "is not JSON-serializable", "type": "json"}],
         ) from None
 
@@ -58,12 +59,12 @@ def _to_json(value: Any, part: str, max_bytes: int) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
         raise errors.InvalidInputs(
-            f"the {part} are not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
+            f"{part}: not plain JSON (NaN, Infinity or a non-JSON type); pass JSON values",
             [{"loc": [part], "msg": "is not plain JSON", "type": "json"}],
         ) from None
     if len(text) > max_bytes:
         raise errors.InvalidInputs(
-            f"the {part} are {len(text)} bytes of JSON, above REFLEXR_MAX_PAYLOAD_BYTES ({max_bytes}); "
+            f"{part}: {len(text)} bytes of JSON, above REFLEXR_MAX_PAYLOAD_BYTES ({max_bytes}); "
             "store large documents elsewhere (object storage, a database) and pass a reference",
             [{"loc": [part], "msg": f"is larger than {max_bytes} bytes", "type": "too_large"}],
         )
@@ -181,23 +182,14 @@ class Client:
             trace_context=current_trace_context(),
         )
         if created:
-            self._send_created(run_id, graph)
+            self._send(
+                run_id,
+                graph,
+                f"run {run_id} is recorded",
+                "enqueue again with the same idempotency key to get the same run",
+            )
         self._say_if_unserved(run_id, graph)
         return run_id
-
-    def _send_created(self, run_id: str, graph: str) -> None:
-        """Send the Celery message of a run just created."""
-        try:
-            send_run(self.app, run_id, graph)
-        except errors.StoreUnavailable as exc:
-            # The run is recorded and due: whoever retries must know it may run anyway.
-            raise type(exc)(
-                f"{exc}; run {run_id} is recorded and a worker sends it within "
-                f"{DISPATCH_GRACE_MS // 1000}s once Redis answers (call again with the same "
-                "idempotency key to get the same run)",
-                endpoint=exc.endpoint,
-                kind=exc.kind,
-            ) from exc
 
     def _say_if_unserved(self, run_id: str, graph: str) -> None:
         if graph in self._unserved_news:
@@ -272,6 +264,49 @@ class Client:
             found = self.store.events(run_id, after=last, block_ms=block_ms)
             if found:
                 last = found[-1].id
+
+    # -- signals ----------------------------------------------------------------------------
+
+    def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.
+
+        The value (JSON, or the signal's own pydantic model or dataclass) is validated against
+        the schema the graph publishes for the signal before anything is written: UnknownSignal
+        for a name the graph does not declare, InvalidInputs listing each failing location. When
+        the run is waiting for this signal, it is queued at once (True). Otherwise the value is
+        kept in the run's mailbox, and the step's ``wait_for_signal(name, ...)`` takes it when it
+        gets there, without suspending (False). RunNotFound for an unknown run;
+        OperationRefused for a finished one; SignalPending when a signal of this name was sent
+        and not taken yet (a second would replace it).
+        """
+        info = self.store.get(run_id)
+        if info.status in TERMINAL:
+            raise errors.OperationRefused(
+                f"run {run_id} is {info.status.value}; only a run that has not finished takes signals",
+                status=info.status.value,
+            )
+        entry, _workers = self._published(info.graph)
+        value = _plain(value, "value")
+        schemas.validate_signal(entry, name, value)
+        value_json = _to_json(value, "value", self.settings.max_payload_bytes)
+        outcome, graph = self.store.signal(run_id, name, value_json, dispatch_grace_ms=DISPATCH_GRACE_MS)
+        if outcome is SignalOutcome.KEPT:
+            return False
+        self._send(run_id, graph, f"the signal is recorded and run {run_id} queued", "do not send it again")
+        return True
+
+    def _send(self, run_id: str, graph: str, recorded: str, advice: str) -> None:
+        """Send the run's message; the run is recorded and due, so a failed send is reported as such."""
+        try:
+            send_run(self.app, run_id, graph)
+        except errors.StoreUnavailable as exc:
+            # Whoever retries must know the run goes ahead anyway: the reaper sends the due run.
+            raise type(exc)(
+                f"{exc}; {recorded}, and a worker sends it within {DISPATCH_GRACE_MS // 1000}s once "
+                f"Redis answers ({advice})",
+                endpoint=exc.endpoint,
+                kind=exc.kind,
+            ) from exc
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -350,12 +385,17 @@ class Client:
         )
         if seed.output_json is None:
             if created:
-                self._send_created(new_id, saved.graph)
+                self._send(
+                    new_id,
+                    saved.graph,
+                    f"fork {new_id} is recorded",
+                    "fork again with the same idempotency key to get the same fork",
+                )
             self._say_if_unserved(new_id, saved.graph)
         return new_id
 
     def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a queued, running or retrying run; OperationRefused for a finished one."""
+        """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one."""
         return self.store.cancel(run_id)
 
     def purge(self, run_id: str) -> bool:
@@ -428,6 +468,10 @@ class AsyncClient:
         return await asyncio.to_thread(
             self.sync.fork, run_id, from_seq=from_seq, state=state, idempotency_key=idempotency_key
         )
+
+    async def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """See :meth:`Client.signal`."""
+        return await asyncio.to_thread(self.sync.signal, run_id, name, value)
 
     async def cancel(self, run_id: str) -> RunInfo:
         """See :meth:`Client.cancel`."""

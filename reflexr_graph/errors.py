@@ -82,7 +82,74 @@ class InvalidInputs(ReflexrError, ValueError):
 
 
 class OperationRefused(ReflexrError):
-    """The run is not in a status that allows this operation (replay of a running run, ...)."""
+    """The run is not in a status that allows this operation (replay of a running run, ...).
+
+    ``status`` is the run's status that refused it, when a run's status did.
+    """
+
+    def __init__(self, message: str, *, status: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SignalPending(OperationRefused):
+    """A signal of this name was sent to the run already and no wait has taken it yet.
+
+    A second value would silently replace what the first sender meant; send it again once the
+    run has taken the first (its history shows ``run_waiting`` again, or the run moved on).
+    """
+
+    def __init__(self, *, run_id: str, signal: str, status: str) -> None:
+        super().__init__(
+            f"run {run_id} already has a signal {signal!r} that no wait has taken yet; a second one "
+            "would replace it, so it is refused: send it again after the run takes the first",
+            status=status,
+        )
+        self.run_id = run_id
+        self.signal = signal
+
+
+class UnknownSignal(ReflexrError, LookupError):
+    """The graph declares no signal of this name (``GraphAction(..., signals={...})``)."""
+
+    def __init__(self, *, graph: str, signal: str, declared: tuple[str, ...]) -> None:
+        names = ", ".join(repr(n) for n in declared) or "none"
+        super().__init__(
+            f"graph {graph!r} declares no signal {signal!r} (it declares: {names}); check the name, or "
+            "declare it with GraphAction(graph, signals={name: type})"
+        )
+        self.graph = graph
+        self.signal = signal
+        self.declared = declared
+
+
+class SignalTimeout(ReflexrError, TimeoutError):
+    """Raised inside a step by ``wait_for_signal`` when its timeout passed before the signal came.
+
+    The step may catch it (to escalate, to go on without the answer); if it does not, the attempt
+    fails as any step failure does and is retried, and the retry sees the same timeout at once.
+    """
+
+    def __init__(self, *, signal: str, timeout_s: float) -> None:
+        super().__init__(f"signal {signal!r} did not arrive within {timeout_s:g}s")
+        self.signal = signal
+        self.timeout_s = timeout_s
+
+
+class Suspended(BaseException):
+    """The attempt suspended the run to wait for a signal or a timer; never an error.
+
+    Raised inside a step by ``wait_for_signal`` and ``sleep`` when the run must wait, and caught
+    by the worker, which ends the attempt as suspended. A BaseException, like
+    ``asyncio.CancelledError``, so that a step's ``except Exception`` does not swallow it: do not
+    catch it. It sits outside the ReflexrError tree because nothing should handle it as an error.
+    """
+
+    def __init__(self, *, signal: str | None, wake_at_ms: int | None) -> None:
+        what = f"signal {signal!r}" if signal else "a timer"
+        super().__init__(f"the run waits for {what}; the worker ends this attempt as suspended")
+        self.signal = signal
+        self.wake_at_ms = wake_at_ms
 
 
 class IdempotencyConflict(ReflexrError, ValueError):

@@ -15,6 +15,8 @@ class Status(StrEnum):
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    WAITING = "waiting"
+    """Suspended until a signal arrives or a timer fires; it holds no worker and no message."""
 
 
 TERMINAL: frozenset[Status] = frozenset({Status.SUCCEEDED, Status.DEAD, Status.CANCELLED})
@@ -23,7 +25,9 @@ ACTIVE: frozenset[Status] = frozenset({Status.QUEUED, Status.RUNNING, Status.RET
 """A run in one of these will reach a terminal status on its own (G1)."""
 REPLAYABLE: frozenset[Status] = frozenset({Status.DEAD, Status.CANCELLED})
 """An operator may replay a run only from one of these."""
-CANCELLABLE: frozenset[Status] = ACTIVE
+WAITING: frozenset[Status] = frozenset({Status.WAITING})
+"""A run in one of these waits for a signal or a timer (G8); without a timeout it waits until signalled."""
+CANCELLABLE: frozenset[Status] = ACTIVE | WAITING
 
 
 class Event(StrEnum):
@@ -39,6 +43,8 @@ class Event(StrEnum):
     BOUNDARIES_SKIPPED = "boundaries_skipped"
     WORK_REUSED = "work_reused"
     WAITING_FOR_WORKER = "waiting_for_worker"
+    RUN_WAITING = "run_waiting"
+    SIGNAL_RECEIVED = "signal_received"
     RUN_FORKED = "run_forked"
 
 
@@ -73,6 +79,9 @@ class RunInfo(BaseModel):
     records instead of running them again. A fork (``Client.fork``) names the run it was
     forked from and the seq of that run's checkpoint it started from, ``forked_from`` and
     ``forked_at_seq``; both are None for any other run.
+
+    A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
+    ``wake_at`` (epoch seconds; None without a timeout).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -94,6 +103,8 @@ class RunInfo(BaseModel):
     replays: int = 0
     reused_steps: int = 0
     reused_calls: int = 0
+    waiting_for: str | None = None
+    wake_at: float | None = None
     forked_from: str | None = None
     forked_at_seq: int | None = None
 

@@ -40,6 +40,8 @@ class GraphSchema(BaseModel):
     mermaid: str
     max_attempts: int | None = None
     published_at: float = 0.0
+    signals: dict[str, dict[str, Any]] = {}
+    """Signal name -> JSON Schema of its value, for each signal the graph's steps may wait for."""
 
     @classmethod
     def from_action(cls, action: GraphAction) -> GraphSchema:
@@ -54,7 +56,12 @@ class GraphSchema(BaseModel):
             mermaid=action.mermaid(),
             max_attempts=action.max_attempts,
             published_at=clock.now_ms() / 1000,
+            signals=schemas["signals"],
         )
+
+    def same_as(self, other: GraphSchema) -> bool:
+        """Whether the two entries say the same, whenever each was published."""
+        return self.model_dump(exclude={"published_at"}) == other.model_dump(exclude={"published_at"})
 
 
 def _client(store_or_redis: RedisStore | redis.Redis) -> redis.Redis:
@@ -69,18 +76,16 @@ def _text(value: object) -> str:
 def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAction]) -> list[str]:
     """Publish each graph's schema entry; returns the names whose entry was written.
 
-    An entry is rewritten only when its fingerprint or max_attempts changed, so restarting
-    a fleet of identical workers does not churn the hash.
+    An entry is rewritten only when what it says changed (fingerprint, schemas, signals,
+    max_attempts...), so restarting a fleet of identical workers does not churn the hash.
     """
     client = _client(store_or_redis)
     written: list[str] = []
     for action in actions:
         current = client.hget(GRAPHS, action.name)
-        if current is not None:
-            old = GraphSchema.model_validate_json(_text(current))
-            if old.fingerprint == action.fingerprint and old.max_attempts == action.max_attempts:
-                continue
         entry = GraphSchema.from_action(action)
+        if current is not None and GraphSchema.model_validate_json(_text(current)).same_as(entry):
+            continue
         client.hset(GRAPHS, action.name, entry.model_dump_json())
         written.append(action.name)
     return written
@@ -200,7 +205,7 @@ def check(
     return found
 
 
-def _raise_for(entry: GraphSchema, found: list[dict[str, object]], what: str) -> None:
+def _refuse(entry: GraphSchema, what: str, found: list[dict[str, object]]) -> None:
     if found:
         detail = "; ".join(f"{format_loc(e['loc'])} {e['msg']}" for e in found)  # type: ignore[arg-type]
         message = f"graph {entry.name!r} rejects {what}: {detail}; fix the listed fields"
@@ -211,14 +216,23 @@ def _state_errors(entry: GraphSchema, state: Any) -> list[dict[str, object]]:
     return check(entry.state, state, "state", _validator(entry, "state", entry.state))
 
 
+def validate_signal(entry: GraphSchema, name: str, value: Any) -> None:
+    """UnknownSignal for a name the graph does not declare; InvalidInputs listing each failing location."""
+    schema = entry.signals.get(name)
+    if schema is None:
+        raise errors.UnknownSignal(graph=entry.name, signal=name, declared=tuple(sorted(entry.signals)))
+    found = check(schema, value, "value", _validator(entry, f"signal:{name}", schema))
+    _refuse(entry, f"this value of signal {name!r}", found)
+
+
 def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
     """Raise InvalidInputs listing every failing location of the inputs (and state, if given)."""
     found = check(entry.inputs, inputs, "inputs", _validator(entry, "inputs", entry.inputs))
     if state is not None:
         found += _state_errors(entry, state)
-    _raise_for(entry, found, "these inputs")
+    _refuse(entry, "these inputs", found)
 
 
 def validate_state(entry: GraphSchema, state: Any) -> None:
     """Raise InvalidInputs listing every failing location of a state (a fork's replacement state)."""
-    _raise_for(entry, _state_errors(entry, state), "this state")
+    _refuse(entry, "this state", _state_errors(entry, state))

@@ -51,6 +51,10 @@ def test_demo_survives_a_crash_dead_letters_and_replays(tmp_path: Path) -> None:
     assert "3 + 1 after replay" in text, "the summary shows the attempts before and after the replay"
     assert "saved 5, before map, assess, decide, file and its output at the end" in text
     assert "poison's classify:12 is 3 documents × 4 attempts" in text
+    assert "is waiting for the signal 'approval': it holds no worker and no queue message" in text
+    assert "on-call answered: reflexr-graph signal" in text
+    assert "on-call succeeded (approved by on-call) on attempt 1" in text
+    assert "the page (a durable call) was made once" in text
     assert "every run succeeded" in text
     assert "demo --keep" in text, "a normal run says how to keep its Redis for a look afterwards"
     assert (tmp_path / ".run" / "redis" / "appendonlydir").is_dir(), (
@@ -68,7 +72,7 @@ def test_demo_uses_the_redis_that_reflexr_redis_url_names(
     text = _demo(tmp_path, REFLEXR_REDIS_URL=server.url)
     assert "every run succeeded" in text and f"127.0.0.1:{server.port}" in text
     assert not (tmp_path / ".run" / "redis").exists()
-    assert server.client().zcard("rg:all") == 8, "the runs were recorded in the given Redis"
+    assert server.client().zcard("rg:all") == 9, "the runs were recorded in the given Redis"
 
 
 def _clients(url: str) -> list[str]:
@@ -89,7 +93,7 @@ def test_demo_keep_leaves_its_redis_running_with_the_runs(tmp_path: Path) -> Non
         assert f"export REFLEXR_REDIS_URL={url}" in text and f"kill {pid}" in text
         with redis.Redis.from_url(url, retry=NO_RETRY) as r:
             assert int(r.info("server")["process_id"]) == pid
-            assert r.zcard("rg:all") == 8, "the kept Redis holds the demo's runs"
+            assert r.zcard("rg:all") == 9, "the kept Redis holds the demo's runs"
         # Every connection but this one has closed: the workers were stopped.
         wait_for(lambda: len(_clients(url)) == 1, 30, "only the test's own connection")
         refused = _demo(tmp_path, expect=1)

@@ -47,10 +47,10 @@ def test_run_info_fields() -> None:
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
-    # (issue 11) a fork's lineage.
+    # (issue 10) what a waiting run waits for, and (issue 11) a fork's lineage.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
-        "forked_from", "forked_at_seq",
+        "waiting_for", "wake_at", "forked_from", "forked_at_seq",
     }  # fmt: skip
 
 
@@ -69,6 +69,17 @@ def test_time_travel_names() -> None:
     assert {"state", "inputs", "next_inputs", "output"} <= set(CheckpointDetail.model_fields)
     for name in ("CheckpointInfo", "CheckpointDetail", "CheckpointNotFound", "StaleCheckpoint"):
         assert hasattr(reflexr_graph, name), name
+
+
+def test_waiting_names() -> None:
+    """Issue 10: the waits a step makes, the signals a client sends, and the status in between."""
+    assert inspect.signature(reflexr_graph.wait_for_signal).parameters.keys() >= {"name", "type_", "timeout"}
+    assert callable(reflexr_graph.sleep)
+    assert "signals" in inspect.signature(GraphAction).parameters
+    assert issubclass(reflexr_graph.SignalTimeout, TimeoutError)
+    assert reflexr_graph.Status("waiting") is reflexr_graph.Status.WAITING
+    for cls in (Client, AsyncClient):
+        assert list(inspect.signature(cls.signal).parameters)[1:4] == ["run_id", "name", "value"]
 
 
 def test_importing_the_package_does_not_load_celery() -> None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import sys
 
-from reflexr_graph.cli import commands, dlq, health, publish, quarantine, report, time_travel, watch
+from reflexr_graph.cli import commands, dlq, health, publish, quarantine, report, signals, time_travel, watch
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
-__all__ = ["app", "commands", "dlq", "health", "main", "publish", "quarantine", "run", "time_travel", "watch"]
+__all__ = [
+    "app", "commands", "dlq", "health", "main", "publish", "quarantine", "run", "signals", "time_travel",
+    "watch",
+]  # fmt: skip
 
 
 def run(argv: list[str] | None = None) -> int:

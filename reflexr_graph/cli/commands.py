@@ -121,7 +121,7 @@ def history(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> Non
 
 @app.command()
 def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False) -> None:
-    """Cancel a queued, running or retrying run."""
+    """Cancel a queued, running, retrying or waiting run."""
     client = client_of(ctx)
     info = client.get(run_id)
     confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value})?", yes)

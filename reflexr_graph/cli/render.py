@@ -25,6 +25,7 @@ STATUS_STYLE = {
     Status.SUCCEEDED: "green",
     Status.DEAD: "red",
     Status.CANCELLED: "magenta",
+    Status.WAITING: "bright_cyan",
 }
 
 
@@ -126,6 +127,8 @@ def run_detail(
         ("created", when(info.created_at)),
         ("updated", when(info.updated_at)),
     ]
+    if info.status is Status.WAITING:
+        rows[3:3] = [("waiting for", waiting_text(info))]
     if info.forked_from:
         rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
     if info.status is Status.SUCCEEDED:
@@ -148,6 +151,14 @@ def run_detail(
             "(--json prints it whole)",
             markup=False,
         )
+
+
+def waiting_text(info: RunInfo) -> str:
+    """``signal 'approval' (until 2026-12-01 10:00:00 UTC)``, ``a timer until ...``."""
+    until = f"until {when(info.wake_at)} UTC" if info.wake_at else "no timeout"
+    if info.waiting_for:
+        return f"signal {info.waiting_for!r} ({until})"
+    return f"a timer ({until})"
 
 
 def plain(value: str) -> str:

@@ -28,6 +28,7 @@ _USAGE_ERRORS = (
     errors.UnknownGraph,
     errors.InvalidInputs,
     errors.SettingsError,
+    errors.UnknownSignal,
 )
 """Bad usage or bad input (exit 2). A refused operation, such as replaying a running run, is a
 command that failed (exit 1): the input was fine, the run's status did not allow it."""

@@ -23,6 +23,8 @@ def _view(info: RunInfo, last: RunEvent | None, started: float) -> Panel:
     table.add_column(style="bold")
     table.add_column()
     table.add_row("status", render.status_text(info.status))
+    if info.status is Status.WAITING:
+        table.add_row("waiting for", render.plain(render.waiting_text(info)))
     # Checkpoints, not steps: a step at a boundary that is not safe to save leaves no trace.
     table.add_row("checkpoints saved", str(info.checkpoints))
     table.add_row("current node", info.next_node or ("-" if info.status in TERMINAL else "(start)"))

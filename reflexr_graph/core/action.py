@@ -22,6 +22,7 @@ from reflexr_graph.core.fingerprint import fingerprint
 from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
 from reflexr_graph.core.pg import AnyGraph, Kind
 from reflexr_graph.core.readback import Codec
+from reflexr_graph.core.signals import check_waits, declare
 from reflexr_graph.core.steps import StepSpec, wrapper
 from reflexr_graph.core.unsafe_types import unsafe_fields
 from reflexr_graph.errors import DurabilityWarning, GraphDefinitionError, InvalidInputs
@@ -82,6 +83,9 @@ class GraphAction:
         max_attempts: attempts before a failing run is dead-lettered; defaults to the
             ``REFLEXR_MAX_ATTEMPTS`` setting.
         deps: a callable that builds the graph's deps for each attempt.
+        signals: signal name -> type of its value, for each signal a step may wait for
+            (``wait_for_signal``). Their JSON Schemas are published with the graph's, so a
+            client validates a signal's value without the graph's code.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class GraphAction:
         input_types: Mapping[str, Any] | None = None,
         max_attempts: int | None = None,
         deps: Callable[[], Any] | None = None,
+        signals: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(graph, AnyGraph):
             raise GraphDefinitionError(
@@ -123,6 +128,10 @@ class GraphAction:
         self.input_types: dict[str, Any] = infer_input_types(graph, input_types)
         self.boundaries: BoundaryMap = build_boundary_map(self.kinds, self.edges, pg.parent_forks(graph))
         self.fingerprint = fingerprint(self.kinds, self.edges, self.input_types)
+        self.signal_adapters = declare(signals, self.name)
+        self.signals: dict[str, Any] = dict(signals or {})
+        steps = ((n, fn) for n in self.kinds if (fn := pg.step_function(pg.node_of(graph, n))) is not None)
+        check_waits(steps, self.signals, self.name)
         self._codecs = {n: Codec(TypeAdapter(tp)) for n, tp in self.input_types.items()}
         results = {
             node: Codec(adapter)
@@ -179,11 +188,12 @@ class GraphAction:
             raise InvalidInputs(f"graph {self.name!r}: {describe_errors(part, exc)}", errors) from None
 
     def schemas(self) -> dict[str, Any]:
-        """JSON Schemas of the inputs, state and output, as workers publish them."""
+        """JSON Schemas of the inputs, state, output and signals (name -> schema), as workers publish them."""
         return {
             "inputs": self.inputs_adapter.json_schema(),
             "state": self.state_adapter.json_schema(),
             "output": self.output_adapter.json_schema(),
+            "signals": {name: adapter.json_schema() for name, adapter in self.signal_adapters.items()},
         }
 
     def mermaid(self) -> str:

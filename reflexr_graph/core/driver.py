@@ -25,7 +25,7 @@ from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.core.tally import SkipReason, Tally
-from reflexr_graph.errors import OutputNotSerializable
+from reflexr_graph.errors import OutputNotSerializable, Suspended
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,8 @@ async def run_attempt(
     boundaries that could not be saved; the caller records what is left of it with the
     attempt's outcome. Raises whatever a step raised (the caller decides on a retry),
     ``InvalidInputs`` for inputs or state that do not validate, ``OutputNotSerializable`` for
-    an output that cannot be recorded, and ``FencedOut`` when another attempt took the run over.
+    an output that cannot be recorded, ``FencedOut`` when another attempt took the run over, and
+    ``Suspended`` when a step suspended the run to wait for a signal or a timer.
     """
     attrs: dict[str, str | int] = {
         tracing.ATTR_RUN_ID: ctx.run_id,
@@ -176,10 +177,18 @@ async def run_attempt(
         tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
     ) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
-        journal = Journal(port, ctx, action.fingerprint, tally, dict(port.load_records(ctx.run_id)))
+        records = dict(port.load_records(ctx.run_id))
+        journal = Journal(port, ctx, action.fingerprint, tally, records, action.signals)
         journal_token = set_journal(journal)
         try:
             return await _drive(action, port, ctx, span, inputs, state, tally)
+        except Suspended as suspended:
+            # Not an error: the attempt ends here and the run waits in Redis (G8).
+            attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
+            if suspended.wake_at_ms is not None:
+                attrs_s[tracing.ATTR_WAKE_AT] = suspended.wake_at_ms
+            span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
+            raise
         finally:
             reset_journal(journal_token)
             reset_current(token)

@@ -28,7 +28,8 @@ T = TypeVar("T")
 
 
 @lru_cache(maxsize=256)
-def _codec(tp: Any) -> Codec:
+def codec_of(tp: Any) -> Codec:
+    """The codec of type ``tp``, built once: a durable call's result or a signal's value."""
     return Codec(TypeAdapter(tp))
 
 
@@ -86,7 +87,7 @@ async def durable_call(
             "step of a graph a worker runs (a plain graph.run() has nothing to record into)"
         )
     tp = _result_type(fn, result_type)
-    codec = _codec(tp)
+    codec = codec_of(tp)
     key = execution.call_key(name)
     recorded = execution.journal.get(key) if key is not None else None
     if recorded is not None:

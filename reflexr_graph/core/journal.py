@@ -25,16 +25,23 @@ inputs: what the key says is exactly the work that was done.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from reflexr_graph.core.port import AttemptContext
+from opentelemetry import trace
+
+from reflexr_graph.core import tracing
+from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.core.tally import Tally
+from reflexr_graph.errors import Suspended
 
 
 class RecordPort(Protocol):
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None: ...
+
+    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult: ...
 
 
 def digest(*parts: str) -> str:
@@ -55,6 +62,8 @@ class Journal:
     fingerprint: str
     tally: Tally
     records: dict[str, str] = field(default_factory=dict)
+    signals: Mapping[str, Any] = field(default_factory=dict)
+    """The signals the graph declares: name -> type (``GraphAction(..., signals=...)``)."""
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)
@@ -63,6 +72,22 @@ class Journal:
         """Record ``value`` (JSON) under ``key``, fenced by the attempt's token."""
         self.port.save_record(self.ctx, key, value)
         self.records[key] = value
+
+    def wait(self, key: str, *, signal: str, wake_at_ms: int | None) -> str:
+        """The record of the wait ``key`` once it is over; raises Suspended when the run must wait.
+
+        One fenced round trip, which takes the signal from the mailbox, sees the timer fired, or
+        suspends the run (store/lua/wait.lua).
+        """
+        result = self.port.wait(self.ctx, field=key, signal=signal, wake_at_ms=wake_at_ms)
+        if result.record is not None:
+            self.records[key] = result.record
+            return result.record
+        attrs: dict[str, str | int] = {tracing.ATTR_SIGNAL: signal}
+        if result.wake_at_ms is not None:
+            attrs[tracing.ATTR_WAKE_AT] = result.wake_at_ms
+        trace.get_current_span().add_event(tracing.EVENT_SUSPENDED, attrs)
+        raise Suspended(signal=signal or None, wake_at_ms=result.wake_at_ms)
 
 
 _journal: ContextVar[Journal | None] = ContextVar("reflexr_journal", default=None)

@@ -35,5 +35,10 @@ QUARANTINED = METER.create_counter(
     description="Queue items a worker could not run and moved aside to the quarantine list, by reason",
 )
 
+RUNS_SUSPENDED = METER.create_counter(
+    "reflexr.runs.suspended",
+    description="Times a step suspended its run as waiting, by what it waits for (signal, timer)",
+)
 ATTR_OUTCOME = "reflexr.outcome"
+ATTR_WAIT = "reflexr.wait"
 ATTR_REASON = "reflexr.reason"

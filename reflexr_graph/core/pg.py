@@ -209,6 +209,14 @@ def step_return_type(step_node: object) -> Any:
     return _strip_annotated(hint)
 
 
+def step_function(step_node: object) -> Callable[..., Any] | None:
+    """The user's function behind a step node, or None for other nodes."""
+    if not isinstance(step_node, Step) or isinstance(step_node, NodeStep):
+        return None
+    call: Callable[..., Any] = step_node.call
+    return call
+
+
 def node_of(graph: AnyGraph, node_id: str) -> object:
     return graph.nodes[NodeID(node_id)]
 

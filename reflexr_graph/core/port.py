@@ -44,6 +44,19 @@ class Notes:
 NO_NOTES = Notes()
 
 
+@dataclass(frozen=True)
+class WaitResult:
+    """What the store answers a step's wait: its record once the wait is over, else the suspension.
+
+    ``record`` is the wait's JSON record (``{"signal": value}`` or ``{"due": true}``), or None
+    when the run was suspended as ``waiting``; then ``wake_at_ms`` says when its timer wakes it
+    (None: only the signal does).
+    """
+
+    record: str | None
+    wake_at_ms: int | None = None
+
+
 class CheckpointPort(Protocol):
     """Checkpoint storage, fenced by the attempt's token.
 
@@ -61,6 +74,15 @@ class CheckpointPort(Protocol):
 
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
         """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip."""
+        ...
+
+    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+        """Take signal ``signal`` ('' for a sleep) or see the timer fired, else suspend the run.
+
+        One round trip, fenced by ``ctx.token``.
+
+        ``field`` is the wait's record; ``wake_at_ms`` the wake time kept if the wait has none yet.
+        """
         ...
 
     def save_checkpoint(

@@ -63,15 +63,22 @@ class StepExecution:
     """The branch path: ``fork:index`` for each real fork of the task's fork stack."""
     prefix: str | None
     """``node|path|digest``; None when the execution cannot be keyed (inputs not written down)."""
-    calls: Counter[str] = field(default_factory=Counter)
+    calls: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def call_key(self, name: str) -> str | None:
         """The key of the next call of ``name`` in this execution (loops call it again and again)."""
+        return self._next("c", name)
+
+    def wait_key(self, name: str) -> str | None:
+        """The key of the next wait for signal ``name`` ('' for a sleep) in this execution."""
+        return self._next("w", name)
+
+    def _next(self, kind: str, name: str) -> str | None:
         if self.prefix is None:
             return None
-        n = self.calls[name]
-        self.calls[name] += 1
-        return f"c|{self.prefix}|{name}|{n}"
+        n = self.calls[(kind, name)]
+        self.calls[(kind, name)] += 1
+        return f"{kind}|{self.prefix}|{name}|{n}"
 
 
 _execution: ContextVar[StepExecution | None] = ContextVar("reflexr_step_execution", default=None)

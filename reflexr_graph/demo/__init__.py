@@ -4,7 +4,9 @@ It starts a private Redis (AOF on, data under .run/) unless REFLEXR_REDIS_URL na
 starts two worker processes, and enqueues a batch of document-triage runs. Then it
 SIGKILLs the worker that holds one run in the middle of a step and shows that run
 resume on the other worker from its checkpoint, lets a poison run be dead-lettered,
-"fixes" it and replays it through the real CLI, and ends with a summary and its legend.
+"fixes" it and replays it through the real CLI, shows a run waiting for an on-call
+engineer's approval while holding no worker and wakes it with the real CLI's ``signal``,
+and ends with a summary and its legend.
 Every process it started is stopped, whatever happens; with ``keep``, all but the private
 Redis, which it leaves running for ``reflexr-graph runs``, ``history`` and the like.
 """
@@ -22,7 +24,15 @@ from rich.live import Live
 from reflexr_graph.client import Client
 from reflexr_graph.demo.afterwards import Target, tell
 from reflexr_graph.demo.legend import legend
-from reflexr_graph.demo.phases import Demo, DemoFailed, crash_one, poison_and_replay, say
+from reflexr_graph.demo.phases import (
+    Demo,
+    DemoFailed,
+    approve_on_call,
+    crash_one,
+    poison_and_replay,
+    say,
+    wait_for_on_call,
+)
 from reflexr_graph.demo.processes import RUN_DIR, Fleet, private_redis, worker_env
 from reflexr_graph.demo.scenario import RunSpec, batch
 from reflexr_graph.demo.view import summary
@@ -100,13 +110,20 @@ def _showcase(console: Console, fleet: Fleet, url: str, specs: list[RunSpec]) ->
     client = Client(load_settings(redis_url=url, queue=QUEUE, max_attempts=max_attempts))
     _wait_for_graph(client, "triage")
     client.store.client.delete(FIXED_KEY)
-    for spec in specs:
-        spec.run_id = client.enqueue("triage", spec.inputs)
-    say(console, f"enqueued {len(specs)} document-triage runs")
+    page = next(s for s in specs if s.role == "approval")
+    page.run_id = client.enqueue("triage", page.inputs)
     with Live(console=console, refresh_per_second=8, transient=True) as live:
-        demo = Demo(client, fleet, specs, live)
+        # The run that waits for a person goes first, so it is waiting before anything else happens.
+        demo = Demo(client, fleet, [], live, batch=specs)
+        wait_for_on_call(demo, console)
+        for spec in specs:
+            if not spec.run_id:
+                spec.run_id = client.enqueue("triage", spec.inputs)
+                demo.specs.append(spec)
+        say(console, f"enqueued {len(specs) - 1} more document-triage runs")
         crash_one(demo, console)
         poison_and_replay(demo, console, url, QUEUE)
+        approve_on_call(demo, console, url, QUEUE)
         demo.wait("finishing the batch", lambda i: all(x.status in TERMINAL for x in i.values()))
     infos = demo.infos()
     done = {s.run_id: demo.executions(s.run_id) for s in specs}

@@ -14,7 +14,8 @@ from reflexr_graph.model import RunInfo
 def _attempts(specs: Sequence[RunSpec]) -> str:
     text = (
         "Attempts that count toward max_attempts: each failed one, and one SIGKILLed with its worker. "
-        "An attempt a worker's soft shutdown (a deploy) hands back does not count."
+        "An attempt a worker's soft shutdown (a deploy) hands back does not count, nor one that ends "
+        "because its run waits for a signal (on-call's first)."
     )
     replayed = [s for s in specs if s.attempts_before_replay]
     for spec in replayed:
@@ -43,7 +44,9 @@ def _executions(
     text = (
         "How many times each step's code ran, over every attempt and worker (the triage example "
         "counts them in Redis). classify is a map step: it runs once per document, and these runs "
-        f"have {sizes[0]} to {sizes[-1]} documents. A failure inside the map reruns all of its branches"
+        f"have {sizes[0]} to {sizes[-1]} documents. A branch that finished is recorded and not run again "
+        "on a retry; page is a durable call inside escalate, made once however often the step runs. "
+        "The poison run's classify fails for every document on every attempt"
     )
     for spec in (s for s in specs if s.attempts_before_replay):
         attempts = spec.attempts_before_replay + infos[spec.run_id].attempts

@@ -1,4 +1,5 @@
-"""The demo's phases on a running fleet: a worker SIGKILLed mid-step, and a poison run replayed."""
+"""The demo's phases on a running fleet: a worker SIGKILLed mid-step, a poison run replayed, and a run
+that waits for a person, woken by a signal."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.live import Live
@@ -18,6 +19,7 @@ from reflexr_graph.demo.scenario import RunSpec
 from reflexr_graph.demo.view import live_view, step_counts
 from reflexr_graph.errors import ReflexrError
 from reflexr_graph.model import TERMINAL, RunInfo, Status
+from reflexr_graph.store.keys import LEASES
 
 PHASE_TIMEOUT_S = 90.0
 REPORT_STEPS = ("escalate", "file")
@@ -37,7 +39,10 @@ class Demo:
     client: Client
     fleet: Fleet
     specs: list[RunSpec]
+    """The runs enqueued so far, as the live view shows them."""
     live: Live
+    batch: list[RunSpec] = field(default_factory=list)
+    """Every run of the demo, enqueued or not."""
 
     def infos(self) -> dict[str, RunInfo]:
         return {s.run_id: self.client.get(s.run_id) for s in self.specs}
@@ -67,6 +72,10 @@ class Demo:
 
     def spec(self, role: str) -> RunSpec:
         return next(s for s in self.specs if s.role == role)
+
+    def spec_of(self, role: str) -> RunSpec:
+        """The spec of ``role`` among every run of the batch, enqueued or not."""
+        return next(s for s in self.batch if s.role == role)
 
     def holder(self, run_id: str) -> Worker:
         """The worker whose attempt holds the run, from the run's latest attempt_started event."""
@@ -124,9 +133,7 @@ def poison_and_replay(demo: Demo, console: Console, redis_url: str, queue: str) 
     poison.notes.append(f"dead after {info.attempts} attempts")
     say(console, f"poison was dead-lettered after {info.attempts} attempts (reason {info.reason})")
     demo.client.store.client.set(FIXED_KEY, "1")
-    env = {**os.environ, "REFLEXR_REDIS_URL": redis_url, "REFLEXR_QUEUE": queue}
-    cli = [sys.executable, "-m", "reflexr_graph", "dlq", "replay", poison.run_id, "--yes"]
-    subprocess.run(cli, env=env, check=True, capture_output=True, timeout=60)
+    _cli(redis_url, queue, "dlq", "replay", poison.run_id, "--yes")
     poison.notes.append("fixed, replayed")
     say(
         console,
@@ -138,4 +145,47 @@ def poison_and_replay(demo: Demo, console: Console, redis_url: str, queue: str) 
         console,
         f"poison finished from its checkpoint: its plan step ran {plan_runs}x across "
         f"{info.attempts} attempts and the replay, which started a fresh budget of attempts",
+    )
+
+
+def wait_for_on_call(demo: Demo, console: Console) -> None:
+    """The on-call run pages on-call from its escalate step, then waits, holding no worker."""
+    page = demo.spec_of("approval")
+    demo.specs.append(page)
+    demo.wait("on-call: classifying, then paging on-call", lambda i: i[page.run_id].status is Status.WAITING)
+    info = demo.client.get(page.run_id)
+    leased = demo.client.store.client.zscore(LEASES, page.run_id) is not None
+    page.notes.append(f"waited for {info.waiting_for}")
+    say(
+        console,
+        f"on-call paged on-call from its escalate step and is {info.status.value} for the signal "
+        f"{info.waiting_for!r}: it holds {'a lease' if leased else 'no worker and no queue message'}, only "
+        "its record in Redis, while the rest of the demo runs",
+    )
+
+
+def approve_on_call(demo: Demo, console: Console, redis_url: str, queue: str) -> None:
+    """The real CLI sends the approval signal; the run resumes from the checkpoint before escalate."""
+    page = demo.spec("approval")
+    value = '{"approved": true, "by": "on-call"}'
+    _cli(redis_url, queue, "signal", page.run_id, "approval", "--value", value)
+    page.notes.append("approved by signal")
+    say(console, f"on-call answered: reflexr-graph signal {page.run_id} approval --value '{value}'")
+    demo.wait("on-call: woken by the signal, escalating", lambda i: i[page.run_id].status in TERMINAL)
+    done = demo.client.get(page.run_id)
+    steps = demo.executions(page.run_id)
+    approval = done.output.get("approval") if isinstance(done.output, dict) else None
+    say(
+        console,
+        f"on-call {done.status.value} ({approval}) on attempt {done.attempts}: the wait did not count, the "
+        "run resumed from its checkpoint before escalate, and the page (a durable call) was made "
+        + ("once" if steps.get("page") == 1 else f"{steps.get('page', 0)} times"),
+    )
+
+
+def _cli(redis_url: str, queue: str, *args: str) -> None:
+    """Run ``reflexr-graph ARGS...`` as an operator would, against the demo's Redis and queue."""
+    env = {**os.environ, "REFLEXR_REDIS_URL": redis_url, "REFLEXR_QUEUE": queue}
+    subprocess.run(
+        [sys.executable, "-m", "reflexr_graph", *args], env=env, check=True, capture_output=True, timeout=60
     )

@@ -1,4 +1,5 @@
-"""The demo's batch of document-triage runs: ordinary ones, one to crash, one poison run."""
+"""The demo's batch of document-triage runs: ordinary ones, one to crash, one poison run, and one whose
+escalation waits for an on-call engineer's approval."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _documents(start: int, count: int) -> list[dict[str, str]]:
 
 
 def batch(*, latency_s: float = 0.4, crash_report_s: float = 6.0) -> list[RunSpec]:
-    """Six ordinary runs, a run whose report step is slow enough to crash it mid-step, and a poison run."""
+    """Six ordinary runs, a run whose report step is slow enough to crash it mid-step, a poison run, and a
+    run that waits for approval before it escalates."""
     specs = [
         RunSpec(f"inbox-{n}", {"documents": _documents(n * 3, 3 + n % 3), "latency_s": latency_s})
         for n in range(6)
@@ -53,4 +55,11 @@ def batch(*, latency_s: float = 0.4, crash_report_s: float = 6.0) -> list[RunSpe
         )
     )
     specs.append(RunSpec("poison", {"documents": _documents(30, 3), "fail_until_fixed": True}, role="poison"))
+    # Documents 5 and 9 of TITLES (an outage, a lawsuit) make the verdict urgent, so it escalates.
+    urgent = _documents(45, 5)
+    specs.append(
+        RunSpec(
+            "on-call", {"documents": urgent, "latency_s": latency_s, "require_approval": True}, "approval"
+        )
+    )
     return specs

@@ -12,7 +12,7 @@ from rich.text import Text
 from reflexr_graph.demo.scenario import RunSpec
 from reflexr_graph.model import RunInfo, Status
 
-STEP_ORDER = ("plan", "classify", "assess", "escalate", "file")
+STEP_ORDER = ("plan", "classify", "assess", "page", "escalate", "file")
 STYLE = {
     Status.QUEUED: "grey62",
     Status.RUNNING: "cyan",
@@ -20,6 +20,7 @@ STYLE = {
     Status.SUCCEEDED: "green",
     Status.DEAD: "red",
     Status.CANCELLED: "magenta",
+    Status.WAITING: "bright_cyan",
 }
 
 

@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from reflexr_graph import clock
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.driver import Finished, run_attempt
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import (
     AttemptCancelled,
@@ -248,6 +249,24 @@ class Recorder:
         log.info("run %s succeeded on attempt %d", ctx.run_id, ctx.attempt)
         return Delivered(Outcome.SUCCEEDED, ctx.run_id)
 
+    def suspended(self, suspension: Suspension) -> Delivered:
+        """The run waits for a signal or a timer: the store recorded it, so this only tells it."""
+        ctx = self.ctx
+        observe.suspended(ctx.graph, suspension.signal)
+        what = f"signal {suspension.signal!r}" if suspension.signal else "a timer"
+        wake = suspension.wake_at_ms
+        left_s = 0.0 if wake is None else max(0, wake - clock.now_ms()) / 1000
+        timer = f" (it wakes by itself in {left_s:.1f}s)" if wake is not None else ""
+        log.info(
+            "run %s attempt %d suspended: the run waits for %s%s, holding no worker; it then resumes from "
+            "its last checkpoint (this attempt does not count toward max_attempts)",
+            ctx.run_id,
+            ctx.attempt,
+            what,
+            timer,
+        )
+        return Delivered(Outcome.SUSPENDED, ctx.run_id, "waiting")
+
     def release(self, why: str, budget_s: float | None = None) -> Delivered:
         """Hand the run back when the worker stops mid-attempt, so another worker resumes it at once.
 
@@ -288,6 +307,14 @@ class Recorder:
 # -- the store as one attempt sees it -------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Suspension:
+    """A step suspended the run: what it waits for ('' for a sleep) and when its timer wakes it."""
+
+    signal: str
+    wake_at_ms: int | None
+
+
 @dataclass
 class AttemptPort:
     """The checkpoint port of one attempt: the checkpoint came with the claim, so loading it costs
@@ -297,6 +324,24 @@ class AttemptPort:
     claimed: str | None
     records: Mapping[str, str]
     lease_left_s: Callable[[], float]
+    on_suspend: Callable[[], None] = lambda: None
+    """Called once the store suspended the run: the lease is given back, so stop renewing it."""
+    suspension: Suspension | None = None
+    """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
+
+    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+        what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
+        found: list[WaitResult] = []
+        self._write(
+            ctx,
+            what,
+            lambda: found.append(self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms)),
+        )
+        result = found[-1]
+        if result.record is None:
+            self.suspension = Suspension(signal, result.wake_at_ms)
+            self.on_suspend()
+        return result
 
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.claimed
@@ -386,31 +431,44 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=app.reflexr_settings.lease_ttl_s)
     tally = Tally(action.name, ctx.run_id)
     recorder = Recorder(app, store, ctx, heartbeat.lease_left_s, tally)
-    port = AttemptPort(store, claim.checkpoint, claim.records, heartbeat.lease_left_s)
+    port = AttemptPort(store, claim.checkpoint, claim.records, heartbeat.lease_left_s, heartbeat.let_go)
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
     with heartbeat:
         try:
             finished = loops.run(_drive(heartbeat, action, port, ctx, _payload(claim), tally))
-        except FencedOut:
-            observe.attempt_ended(ctx.graph, "fenced")
-            log.info(
-                "run %s attempt %d: another attempt took the run over; this one records nothing more",
-                ctx.run_id,
-                ctx.attempt,
-            )
-            return Delivered(Outcome.FENCED, ctx.run_id)
-        except (AttemptCancelled, asyncio.CancelledError) as exc:
-            return _stopped(recorder, heartbeat, exc)
-        except Exception as exc:
-            return recorder.failure(exc)
         except (SystemExit, KeyboardInterrupt):
             # Celery's soft shutdown terminates a prefork child with a signal that billiard turns
             # into SystemExit. The message is requeued; handing the run back lets the redelivery
             # claim it now instead of being dropped as busy until the lease lapses.
-            recorder.release("worker stopping", budget_s=RELEASE_BUDGET_S)
+            if port.suspension is None:
+                recorder.release("worker stopping", budget_s=RELEASE_BUDGET_S)
             raise
+        except BaseException as exc:
+            # Once a step suspended the run, the store holds it as waiting: whatever the graph raised
+            # on the way out (Suspended, or a concurrent branch fenced out by it) ends the attempt so.
+            if port.suspension is not None:
+                return recorder.suspended(port.suspension)
+            return _ended_by(recorder, heartbeat, exc)
         return recorder.success(finished)
+
+
+def _ended_by(recorder: Recorder, heartbeat: Heartbeat, exc: BaseException) -> Delivered:
+    """What an attempt that raised comes to: fenced, stopped, or failed; anything else propagates."""
+    ctx = recorder.ctx
+    if isinstance(exc, FencedOut):
+        observe.attempt_ended(ctx.graph, "fenced")
+        log.info(
+            "run %s attempt %d: another attempt took the run over; this one records nothing more",
+            ctx.run_id,
+            ctx.attempt,
+        )
+        return Delivered(Outcome.FENCED, ctx.run_id)
+    if isinstance(exc, (AttemptCancelled, asyncio.CancelledError)):
+        return _stopped(recorder, heartbeat, exc)
+    if isinstance(exc, Exception):
+        return recorder.failure(exc)
+    raise exc
 
 
 def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:

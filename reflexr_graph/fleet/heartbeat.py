@@ -50,6 +50,7 @@ class Heartbeat:
         self._lock = threading.Lock()
         self._target: tuple[asyncio.AbstractEventLoop, asyncio.Task[object]] | None = None
         self._cancel_requested = False
+        self._let_go = False
         self._last_ok = time.monotonic()
         self.lost: str | None = None
         self.interrupted: str | None = None
@@ -71,6 +72,17 @@ class Heartbeat:
         with self._lock:
             self._target = None
         _beater().unwatch(self, timeout=self._ttl_s)
+
+    def let_go(self) -> None:
+        """The attempt gave its lease back itself (it suspended the run): stop renewing, cancel nothing.
+
+        Does not wait for a renewal in flight: that one is refused by the store, and told apart
+        from a lost lease here, so it neither warns nor cancels the attempt as it ends.
+        """
+        with self._lock:
+            self._target = None
+            self._let_go = True
+        _beater().unwatch(self, timeout=0)
 
     def bind(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[object]) -> None:
         """The task to cancel when the lease is lost; cancelled at once if it already was."""
@@ -131,6 +143,8 @@ class Heartbeat:
             self._cancel_locked()
 
     def _lose(self, why: str) -> None:
+        if self._let_go:
+            return
         log.warning(
             "run %s attempt %d: lease lost (%s); cancelling this attempt, which records nothing more",
             self._ctx.run_id,

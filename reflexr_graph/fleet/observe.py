@@ -17,8 +17,15 @@ def run_started(graph: str) -> None:
 
 
 def attempt_ended(graph: str, outcome: str) -> None:
-    """``outcome``: succeeded, failed, fenced (another attempt took over), abandoned (its worker died)."""
+    """``outcome``: succeeded, failed, fenced (another attempt took over), abandoned (its worker died),
+    interrupted (the fleet cut it short), suspended (the run waits for a signal or a timer)."""
     metrics.ATTEMPTS.add(1, {ATTR_GRAPH: graph, metrics.ATTR_OUTCOME: outcome})
+
+
+def suspended(graph: str, signal: str) -> None:
+    """A step suspended its run as waiting for ``signal`` ('' for a timer); the attempt ended so."""
+    metrics.RUNS_SUSPENDED.add(1, {ATTR_GRAPH: graph, metrics.ATTR_WAIT: "signal" if signal else "timer"})
+    attempt_ended(graph, "suspended")
 
 
 def run_ended(graph: str, status: Status, reason: str = "") -> None:

@@ -159,6 +159,12 @@ def log_not_claimed(claim: Claim) -> None:
             "the run again when the retry is due",
             claim.run_id,
         )
+    elif claim.outcome is ClaimOutcome.WAITING:
+        log.info(
+            "run %s is waiting for a signal or a timer; this stray delivery is dropped (the signal or the "
+            "timer queues the run again)",
+            run_id,
+        )
     elif claim.outcome is ClaimOutcome.FINISHED:
         log.info("run %s is already %s; this delivery is dropped", run_id, claim.status)
     elif claim.outcome is ClaimOutcome.DEAD:

@@ -86,7 +86,7 @@ def hold(app: FleetApp, store: RedisStore, run_id: str, graph: str) -> Delivered
             run_id,
         )
         return Delivered(Outcome.DEAD, run_id, Reason.UNKNOWN_GRAPH.value, f"no live worker serves {graph!r}")
-    if outcome == "waiting":
+    if outcome == "began":
         log.warning(
             "run %s: no live worker serves graph %r; the run waits up to %gs for one "
             "(REFLEXR_UNKNOWN_GRAPH_GRACE_S), then is dead-lettered as unknown_graph",

@@ -227,5 +227,6 @@ class StoreBase:
         if outcome == "missing":
             raise _not_found(run_id)
         if outcome == "refused":
-            raise errors.OperationRefused(f"run {run_id} is {text(reply[1])}; {refusal}")
+            status = text(reply[1])
+            raise errors.OperationRefused(f"run {run_id} is {status}; {refusal}", status=status)
         return run_info(pairs_to_map(reply[1:]))

@@ -45,6 +45,7 @@ STATUS_ORDER: tuple[Status, ...] = (
     Status.SUCCEEDED,
     Status.DEAD,
     Status.CANCELLED,
+    Status.WAITING,
 )
 """Order of the status sets in :func:`script_keys`; ``_lib.lua`` mirrors it."""
 
@@ -81,6 +82,11 @@ def memo(run_id: str) -> str:
     return _tagged(run_id, "memo")
 
 
+def mailbox(run_id: str) -> str:
+    """Signals sent to the run that no wait has taken yet (signal name -> value JSON)."""
+    return _tagged(run_id, "mailbox")
+
+
 def history(run_id: str) -> str:
     """The index of the checkpoints kept before the latest: a sorted set, score = seq, member =
     ``seq|saved_at ms|size|attempt|next_node``. At most ``REFLEXR_CHECKPOINT_HISTORY`` entries."""
@@ -100,6 +106,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         events(run_id),
         tb(run_id),
         memo(run_id),
+        mailbox(run_id),
         history(run_id),
         history_data(run_id),
     )
@@ -134,8 +141,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..15 the status sets in :data:`STATUS_ORDER`,
-    16 memo, 17 history, 18 history data.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
+    17 memo, 18 mailbox, 19 history, 20 history data.
     """
     return [
         run(run_id),
@@ -149,6 +156,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         DUE,
         *(status_set(s) for s in STATUS_ORDER),
         memo(run_id),
+        mailbox(run_id),
         history(run_id),
         history_data(run_id),
     ]

@@ -21,9 +21,10 @@ class Operator(StoreBase):
 
     @translate_errors
     def cancel(self, run_id: str) -> RunInfo:
-        """Cancel an active run; its running attempt is fenced out (renew_lease turns False)."""
+        """Cancel an active or waiting run; its running attempt is fenced out (renew_lease turns False)."""
         reply = self._run("cancel", run_id, run_id, clock.now_ms(), [self.run_retention_s])
-        return self._snapshot(run_id, reply, "only queued, running or retrying runs can be cancelled")
+        refusal = "only queued, running, retrying or waiting runs can be cancelled"
+        return self._snapshot(run_id, reply, refusal)
 
     @translate_errors
     def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
@@ -47,7 +48,8 @@ class Operator(StoreBase):
         reply = self._run("purge", run_id, run_id, clock.now_ms(), [])
         outcome = text(reply[0])
         if outcome == "refused":
+            status = text(reply[1])
             raise errors.OperationRefused(
-                f"run {run_id} is {text(reply[1])}; only dead or cancelled runs can be purged"
+                f"run {run_id} is {status}; only dead or cancelled runs can be purged", status=status
             )
         return outcome == "ok"

@@ -29,6 +29,8 @@ class ClaimOutcome(StrEnum):
     """The run had no attempts left and was dead-lettered by this claim."""
     EARLY = "early"
     """The run is retrying and its backoff has not passed; nothing changed (a stray duplicate message)."""
+    WAITING = "waiting"
+    """The run waits for a signal, or for a timer that has not fired; nothing changed (a stray message)."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,8 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         reused_calls=int(record.get("reused_calls") or 0),
         forked_from=record.get("forked_from") or None,
         forked_at_seq=int(record["forked_at_seq"]) if record.get("forked_at_seq") else None,
+        waiting_for=record.get("waiting_for") or None,
+        wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
     )
 
 

@@ -21,6 +21,7 @@ from reflexr_graph.store.history import History
 from reflexr_graph.store.operator import Operator
 from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
+from reflexr_graph.store.waits import Waits
 from reflexr_graph.store.workers import Workers
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-class RedisStore(AttemptWrites, Recovery, Operator, Reads, History, Workers):
+class RedisStore(AttemptWrites, Waits, Recovery, Operator, Reads, History, Workers):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with

@@ -33,6 +33,8 @@ PER_RUN: tuple[str, ...] = (
     "purge",
     "prune",
     "hold_unserved",
+    "wait",
+    "signal",
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 

@@ -19,6 +19,7 @@ SECTIONS = (
     "## 3. Scaling",
     "## 4. Recovery",
     "## 5. Redis memory per run",
+    "## 5b. Waiting runs",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
     "## 8. Checkpoint history: Redis memory per checkpoint kept",
@@ -31,6 +32,7 @@ RATIO_LINES = (
     "| added / RTT in situ |",
     "rate / Client.enqueue",
     "total / (inputs + state)",
+    "Redis memory per waiting run",
     "per kept / JSON",
 )
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import BaseModel, Field
 from pydantic_graph import BaseNode, End, GraphBuilder, GraphRunContext, StepContext, reduce_list_append
 
-from reflexr_graph import GraphAction, current_run
+from reflexr_graph import GraphAction, SignalTimeout, current_run, durable_call, wait_for_signal
 
 T = TypeVar("T")
 
@@ -472,3 +472,50 @@ def base_nodes() -> GraphAction:
 
     g.add(g.node(First), g.node(Second), g.edge_from(g.start_node).to(begin))
     return GraphAction(g.build())
+
+
+# -- a step that waits for a person (issue 10) ----------------------------------------------------
+
+
+class Approval(BaseModel):
+    approved: bool
+    by: str
+
+
+@dataclass
+class Ticket:
+    notes: list[str] = field(default_factory=list)
+
+
+def review_graph(*, timeout: float | None = None, name: str = "review") -> GraphAction:
+    """prepare -> review (a durable call, then a wait for `approval`) -> close."""
+    g = GraphBuilder(name=name, state_type=Ticket, input_type=str, output_type=str)
+
+    @g.step
+    async def prepare(ctx: StepContext[Ticket, None, str]) -> str:
+        hit("prepare")
+        ctx.state.notes.append("prepared")
+        return ctx.inputs.upper()
+
+    @g.step
+    async def review(ctx: StepContext[Ticket, None, str]) -> str:
+        hit("review")
+        summary = await durable_call("summarize", lambda: hit("summarize") or f"summary of {ctx.inputs}")
+        try:
+            answer = await wait_for_signal("approval", Approval, timeout=timeout)
+        except SignalTimeout:
+            return f"{summary}: escalated"
+        return f"{summary}: {'approved' if answer.approved else 'rejected'} by {answer.by}"
+
+    @g.step
+    async def close(ctx: StepContext[Ticket, None, str]) -> str:
+        hit("close")
+        return ctx.inputs
+
+    g.add(
+        g.edge_from(g.start_node).to(prepare),
+        g.edge_from(prepare).to(review),
+        g.edge_from(review).to(close),
+        g.edge_from(close).to(g.end_node),
+    )
+    return GraphAction(g.build(), signals={"approval": Approval})

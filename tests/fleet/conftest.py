@@ -224,8 +224,7 @@ def assert_consistent(r: redis.Redis, run_id: str) -> None:
     status = r.hget(keys.run(run_id), "status")
     assert status is not None
     status_s = status.decode()
-    members = [s for s in ("queued", "running", "retrying", "succeeded", "dead", "cancelled")
-               if r.zscore(keys.status_set(s), run_id) is not None]  # fmt: skip
+    members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s), run_id) is not None]
     assert members == [status_s]
     if status_s in ("succeeded", "dead", "cancelled"):
         assert r.zscore(keys.LEASES, run_id) is None

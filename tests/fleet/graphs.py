@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RunFailure, current_run, durable_call
+from reflexr_graph import GraphAction, RunFailure, current_run, durable_call, sleep, wait_for_signal
 from reflexr_graph.fleet.settings import Settings
 
 GATE_TIMEOUT_S = 90.0
@@ -256,12 +256,84 @@ def _calls() -> GraphAction:
     return GraphAction(g.build())
 
 
+class Approval(BaseModel):
+    approved: bool
+    by: str
+
+
+class Review(BaseModel):
+    ticket: str = "t-1"
+    kill: str | None = Field(
+        None, description="'before_wait': SIGKILL the worker before the wait; 'after_suspend': right after"
+    )
+
+
+def _approve() -> GraphAction:
+    """prepare -> review (a durable call, then a wait for ``approval``) -> close. ``kill`` SIGKILLs the
+    worker on the first attempt just before the wait, or just after the run was suspended."""
+    g = GraphBuilder(name="approve", input_type=Review, output_type=str)
+
+    @g.step
+    async def prepare(ctx: StepContext[None, None, Review]) -> Review:
+        record("prepare")
+        return ctx.inputs
+
+    def summarize(ticket: str) -> str:
+        record("summarize")
+        return f"summary of {ticket}"
+
+    @g.step
+    async def review(ctx: StepContext[None, None, Review]) -> str:
+        record("review")
+        summary = await durable_call("summarize", summarize, ctx.inputs.ticket)
+        first = current_run().attempt == 1
+        if ctx.inputs.kill == "before_wait" and first:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            answer = await wait_for_signal("approval", Approval)
+        except BaseException:
+            if ctx.inputs.kill == "after_suspend" and first:
+                os.kill(os.getpid(), signal.SIGKILL)  # the run is waiting: the message is not acked yet
+            raise
+        return f"{summary}: {'approved' if answer.approved else 'rejected'} by {answer.by}"
+
+    @g.step
+    async def close(ctx: StepContext[None, None, str]) -> str:
+        record("close")
+        return ctx.inputs
+
+    g.add(
+        g.edge_from(g.start_node).to(prepare),
+        g.edge_from(prepare).to(review),
+        g.edge_from(review).to(close),
+        g.edge_from(close).to(g.end_node),
+    )
+    return GraphAction(g.build(), signals={"approval": Approval})
+
+
+def _napper() -> GraphAction:
+    """One step that sleeps durably for its input's seconds, then returns them."""
+    g = GraphBuilder(name="napper", input_type=float, output_type=float)
+
+    @g.step
+    async def nap(ctx: StepContext[None, None, float]) -> float:
+        record("nap")
+        await sleep(ctx.inputs)
+        record("woke")
+        return ctx.inputs
+
+    g.add(g.edge_from(g.start_node).to(nap), g.edge_from(nap).to(g.end_node))
+    return GraphAction(g.build())
+
+
 steps = _steps()
 always_fails = _failing("always_fails", "raise")
 permanent = _failing("permanent", "permanent")
 kills_worker = _failing("kills_worker", "kill")
 fanout = _fanout()
 calls = _calls()
+approve = _approve()
+napper = _napper()
 
-ALL = (steps, always_fails, permanent, kills_worker, fanout, calls)
+ALL = (steps, always_fails, permanent, kills_worker, fanout, calls, approve, napper)
 REFS = ",".join(f"tests.fleet.graphs:{a.name}" for a in ALL)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import workers.examples.triage as example
+from reflexr_graph import clock
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.task import handle
 from reflexr_graph.model import Status
@@ -50,6 +51,36 @@ def test_triage_plans_classifies_each_document_and_reports(app: FleetApp) -> Non
     }
     progressed = [e.fields["next_node"] for e in app.store().events("tri-1") if e.type == "run_progressed"]
     assert progressed[:2] == ["map", "assess"]
+
+
+def test_an_escalation_that_needs_approval_waits_for_the_on_call_signal(app: FleetApp) -> None:
+    """With require_approval, escalate pages on-call once and waits; the signal finishes the run, and
+    nothing before the wait ran again (the page is a durable call)."""
+    store = app.store()
+    kwargs = {"graph": "triage", "inputs": {"documents": DOCS, "require_approval": True}}
+    assert handle(app, "tri-3", (), kwargs).outcome.value == "suspended"
+    info = store.get("tri-3")
+    assert (info.status, info.waiting_for, info.next_node) == (Status.WAITING, "approval", "escalate")
+    store.signal("tri-3", "approval", '{"approved": true, "by": "ana"}', dispatch_grace_ms=60_000)
+    handle(app, "tri-3", (), kwargs)
+    info = store.get("tri-3")
+    assert info.status is Status.SUCCEEDED, info
+    assert (info.output["verdict"], info.output["approval"]) == ("urgent", "approved by ana")
+    assert example.executions(store.client, "tri-3") == {
+        "plan": 1, "classify": 3, "assess": 1, "page": 1, "escalate": 1,
+    }  # fmt: skip
+
+
+def test_an_unanswered_escalation_escalates_once_its_timeout_passes(app: FleetApp) -> None:
+    store = app.store()
+    inputs = {"documents": DOCS, "require_approval": True, "approval_timeout_s": 0.2}
+    handle(app, "tri-4", (), {"graph": "triage", "inputs": inputs})
+    wake_at = store.get("tri-4").wake_at
+    assert wake_at is not None
+    wait_for(lambda: clock.now() >= wake_at, 5, "the approval timeout to pass")
+    handle(app, "tri-4", (), {"graph": "triage", "inputs": inputs})
+    info = store.get("tri-4")
+    assert info.output["approval"] == "no answer within 0.2s: escalated without approval"
 
 
 def test_routine_documents_are_filed(app: FleetApp) -> None:

@@ -28,7 +28,7 @@ from tests.store.support import FakeClock
 @pytest.fixture
 def app(redis_url: str) -> Iterator[FleetApp]:
     graphs.reset()
-    actions = (graphs.linear(), graphs.linear(name="doomed"), fleet_graphs.steps)
+    actions = (graphs.linear(), graphs.linear(name="doomed"), fleet_graphs.steps, graphs.review_graph())
     app = fleet_app(redis_url, *actions, max_attempts=2)
     yield app
     app.store().close()
@@ -152,3 +152,32 @@ def test_a_crashed_attempt_is_counted_though_its_span_never_ends(app: FleetApp) 
     assert span.context is not None and span.context.trace_id == root.get_span_context().trace_id
     assert span.attributes is not None and span.attributes[tracing.ATTR_ATTEMPT] == 1
     assert span.attributes[tracing.ATTR_RUN_ID] == run_id, "the run's trace shows the attempt that died"
+
+
+def test_a_suspended_attempt_ends_its_spans_without_error_and_the_woken_one_joins_the_trace(
+    app: FleetApp,
+) -> None:
+    """The step's span ends with the suspension (an event naming the signal, never a value), nothing is
+    marked an error, the attempt counts as suspended, and the attempt the signal wakes joins the trace."""
+    store = app.store()
+    otel.SPANS.clear()
+    suspended = otel.metric_total("reflexr.attempts", reflexr__graph="review", reflexr__outcome="suspended")
+    with tracing.TRACER.start_as_current_span("enqueue") as root:
+        run_id = _enqueue(store, "review", '"t"')
+    delivered = attempt.run_claimed(app, store, claim(app, store, run_id))
+    assert (delivered.outcome.value, store.get(run_id).status) == ("suspended", Status.WAITING)
+    store.signal(run_id, "approval", '{"approved": true, "by": "ana"}', dispatch_grace_ms=60_000)
+    attempt.run_claimed(app, store, claim(app, store, run_id))
+    assert store.get(run_id).status is Status.SUCCEEDED
+    spans = otel.SPANS.get_finished_spans()
+    runs = [s for s in spans if s.name == tracing.INVOKE_WORKFLOW]
+    assert len(runs) == 2
+    assert all(s.context is not None and s.context.trace_id == root.get_span_context().trace_id for s in runs)
+    assert all(s.status.status_code is not trace.StatusCode.ERROR for s in spans)
+    reviews = [s for s in spans if s.name == "execute_step review"]
+    assert len(reviews) == 2, "the waiting step ran again once woken"
+    (event,) = [e for e in reviews[0].events if e.name == tracing.EVENT_SUSPENDED]
+    assert dict(event.attributes or {}) == {tracing.ATTR_SIGNAL: "approval"}
+    assert tracing.EVENT_CALL_REUSED in [e.name for e in reviews[1].events]
+    after = otel.metric_total("reflexr.attempts", reflexr__graph="review", reflexr__outcome="suspended")
+    assert after - suspended == 1

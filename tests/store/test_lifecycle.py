@@ -223,6 +223,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     store.save_record(first, "c|b|x", "1")  # creates the memo key
     fail_once(store, first)  # creates the tb key
     ctx = start(store)
+    store.signal("run-1", "approval", "true", dispatch_grace_ms=1000)  # creates the mailbox key
     store.succeed(ctx, "null", checkpoint='{"finished": true}', seq=2)  # moves seq 1 to the history
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key

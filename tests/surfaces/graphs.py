@@ -17,7 +17,7 @@ import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction, RunFailure
+from reflexr_graph import GraphAction, RunFailure, wait_for_signal
 
 
 class Job(BaseModel):
@@ -145,10 +145,29 @@ def _blocker() -> GraphAction:
     return GraphAction(g.build())
 
 
+class Approval(BaseModel):
+    approved: bool
+    by: str = Field(min_length=1)
+
+
+def _approvals() -> GraphAction:
+    """One step that waits for the signal ``approval`` and returns who decided."""
+    g = GraphBuilder(name="approvals", input_type=str, output_type=str)
+
+    @g.step
+    async def decide(ctx: StepContext[None, None, str]) -> str:
+        answer = await wait_for_signal("approval", Approval)
+        return f"{ctx.inputs}: {'approved' if answer.approved else 'rejected'} by {answer.by}"
+
+    g.add(g.edge_from(g.start_node).to(decide), g.edge_from(decide).to(g.end_node))
+    return GraphAction(g.build(), signals={"approval": Approval})
+
+
 counter = _counter()
 blocker = _blocker()
 chain = _chain()
-ACTIONS = (counter, blocker)
+approvals = _approvals()
+ACTIONS = (counter, blocker, approvals)
 WORKER_ACTIONS = (*ACTIONS, chain)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
 tests publish themselves, so graph listings elsewhere stay as they are."""

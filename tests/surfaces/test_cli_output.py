@@ -181,5 +181,5 @@ def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
     assert (
         far.returncode == 2
         and "did you mean" not in far.stderr
-        and "published: blocker, counter" in far.stderr
+        and "published: approvals, blocker, counter" in far.stderr
     )

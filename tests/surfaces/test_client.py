@@ -106,8 +106,8 @@ def test_operator_actions_refuse_wrong_statuses(client: Client) -> None:
         client.history("missing-run")
 
 
-def test_publish_rewrites_an_entry_only_when_the_fingerprint_changes(redis_client: redis.Redis) -> None:
-    assert schemas.publish(redis_client, ACTIONS) == ["counter", "blocker"]
+def test_publish_rewrites_an_entry_only_when_what_it_says_changes(redis_client: redis.Redis) -> None:
+    assert schemas.publish(redis_client, ACTIONS) == ["counter", "blocker", "approvals"]
     assert schemas.publish(redis_client, ACTIONS) == []
     entry = schemas.load(redis_client, "counter")
     assert entry.fingerprint == counter.fingerprint and "s2" in entry.mermaid
@@ -115,7 +115,15 @@ def test_publish_rewrites_an_entry_only_when_the_fingerprint_changes(redis_clien
         schemas.GRAPHS, "counter", entry.model_copy(update={"fingerprint": "old"}).model_dump_json()
     )
     assert schemas.publish(redis_client, ACTIONS) == ["counter"]
-    assert [g.name for g in schemas.list_graphs(redis_client)] == ["blocker", "counter"]
+    signals = schemas.load(redis_client, "approvals").signals
+    assert signals["approval"]["required"] == ["approved", "by"], "a signal's schema is published"
+    redis_client.hset(
+        schemas.GRAPHS,
+        "approvals",
+        schemas.load(redis_client, "approvals").model_copy(update={"signals": {}}).model_dump_json(),
+    )
+    assert schemas.publish(redis_client, ACTIONS) == ["approvals"], "a changed signal is published again"
+    assert [g.name for g in schemas.list_graphs(redis_client)] == ["approvals", "blocker", "counter"]
 
 
 def test_async_client(redis_url: str, queue: str, published: None) -> None:
@@ -161,11 +169,15 @@ def test_async_client_reads_and_purges(redis_url: str, queue: str, published: No
         async with AsyncClient.from_url(redis_url, queue=queue) as aclient:
             run_id = await aclient.enqueue("counter", {"key": "a", "n": 1})
             assert [r.run_id for r in await aclient.runs(status="queued", limit=5)] == [run_id]
-            assert [g.name for g in await aclient.graphs()] == ["blocker", "counter"]
+            assert [g.name for g in await aclient.graphs()] == ["approvals", "blocker", "counter"]
             assert (await aclient.graph("counter")).name == "counter"
             assert [e.type for e in await aclient.events(run_id)] == ["run_enqueued"]
             assert await aclient.traceback(run_id) is None
             assert await aclient.checkpoint_info(run_id) is None
+            waiter = await aclient.enqueue("approvals", "t")
+            assert await aclient.signal(waiter, "approval", {"approved": True, "by": "ana"}) is False
+            await aclient.cancel(waiter)
+            await aclient.purge(waiter)
             await aclient.cancel(run_id)
             assert [r.run_id for r in await aclient.dead_letters(limit=10)] == []
             assert await aclient.purge(run_id) is True

@@ -136,7 +136,7 @@ def test_graphs_lists_the_live_workers_of_each_graph(cli: Cli, published: None, 
     with Client.from_url(redis_url) as client:
         client.store.worker_beat(WorkerInfo(name="w1@host", graphs=("counter",)), ttl_ms=60_000)
     listed = {g["name"]: g["workers"] for g in json.loads(cli("graphs", "--json").stdout)}
-    assert listed == {"blocker": [], "counter": ["w1@host"]}
+    assert listed == {"approvals": [], "blocker": [], "counter": ["w1@host"]}
     table = cli("graphs")
     assert "w1@host" in table.stdout and "none" in table.stdout
     assert "wait up to REFLEXR_UNKNOWN_GRAPH_GRACE_S" in table.stderr

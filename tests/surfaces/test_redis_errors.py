@@ -76,7 +76,7 @@ def test_broker_publish_failures_are_translated(redis_url: str, dead_url: str, q
         with pytest.raises(errors.StoreUnavailable, match="connection refused") as direct:
             send_run(client.app, "run-x", "counter")
         assert direct.value.kind == "refused"
-        with pytest.raises(errors.StoreUnavailable, match="is recorded and a worker sends it") as caught:
+        with pytest.raises(errors.StoreUnavailable, match="is recorded, and a worker sends it") as caught:
             client.enqueue("counter", {"key": "a", "n": 1})
         assert PASSWORD not in str(caught.value)
         assert [info.status for info in live_store.list_runs()] == ["queued"]

@@ -3,6 +3,11 @@
     plan -> map over documents -> classify (each) -> join -> assess -> decision
          -> escalate (urgent) | file (routine) -> end
 
+With ``require_approval``, escalate pages an on-call engineer and waits for the signal
+``approval`` (reflexr-graph signal RUN approval --value '{"approved": true, "by": "ana"}')
+before it escalates. The run waits as ``waiting``, holding no worker; with
+``approval_timeout_s`` it escalates without an answer once that time has passed.
+
 Checkpoints land after plan (before the map), after the join (before assess), and before
 each report step, so a crash while classifying repeats only the classification, and a
 crash while reporting repeats nothing but the report.
@@ -11,6 +16,7 @@ Knobs for demos (``reflexr-graph demo``, the README):
 
 - ``latency_s`` (inputs): simulated model latency of each classification, to leave time
   to kill a worker mid-step; ``report_latency_s`` does the same for the report step.
+- ``require_approval`` and ``approval_timeout_s`` (inputs): see above.
 - ``fail_until_fixed`` (inputs): classification fails until the Redis key
   ``triage:demo:fixed`` exists. Enqueue such a run, watch it use up its attempts and land
   in the dead-letter queue, ``SET triage:demo:fixed 1``, then ``reflexr-graph dlq replay``.
@@ -27,7 +33,7 @@ import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext, reduce_list_append
 
-from reflexr_graph import GraphAction, RunFailure, current_run
+from reflexr_graph import GraphAction, RunFailure, SignalTimeout, current_run, durable_call, wait_for_signal
 from reflexr_graph.fleet.settings import Settings
 
 FIXED_KEY = "triage:demo:fixed"
@@ -56,12 +62,18 @@ class TriageInputs(BaseModel):
     latency_s: float = Field(0.0, ge=0, le=60, description="simulated classification latency per document")
     fail_until_fixed: bool = Field(False, description=f"classification fails until {FIXED_KEY} is set")
     report_latency_s: float = Field(0.0, ge=0, le=120, description="simulated latency of the report step")
+    require_approval: bool = Field(False, description="escalate waits for the signal 'approval' first")
+    approval_timeout_s: float | None = Field(
+        None, gt=0, description="escalate without an answer after this long (default: wait until signalled)"
+    )
 
 
 class TriageState(BaseModel):
     latency_s: float = 0.0
     report_latency_s: float = 0.0
     fail_until_fixed: bool = False
+    require_approval: bool = False
+    approval_timeout_s: float | None = None
     planned: int = 0
 
 
@@ -83,12 +95,23 @@ class Routine(BaseModel):
     items: list[Classification]
 
 
+class Approval(BaseModel):
+    """The on-call engineer's answer to an escalation: the value of the signal ``approval``."""
+
+    approved: bool
+    by: str = Field(min_length=1, max_length=200)
+    note: str = Field("", max_length=2000)
+
+
 class TriageReport(BaseModel):
     verdict: Literal["urgent", "routine"]
     documents: int
     urgent_documents: list[str]
     by_category: dict[str, int]
     report_key: str
+    approval: str | None = None
+    """What the on-call engineer decided, when the run asked: ``approved by ana``, ``declined by ana``,
+    or that no answer came in time."""
 
 
 @cache
@@ -138,6 +161,8 @@ def build() -> GraphAction:
         ctx.state.latency_s = ctx.inputs.latency_s
         ctx.state.report_latency_s = ctx.inputs.report_latency_s
         ctx.state.fail_until_fixed = ctx.inputs.fail_until_fixed
+        ctx.state.require_approval = ctx.inputs.require_approval
+        ctx.state.approval_timeout_s = ctx.inputs.approval_timeout_s
         ctx.state.planned = len(unique)
         return list(unique.values())
 
@@ -163,7 +188,9 @@ def build() -> GraphAction:
 
     @g.step
     async def escalate(ctx: StepContext[TriageState, None, Urgent]) -> TriageReport:
-        return await _report("escalate", ctx.state, "urgent", ctx.inputs.items)
+        approval = await _ask_on_call(ctx.state, ctx.inputs.items) if ctx.state.require_approval else None
+        report = await _report("escalate", ctx.state, "urgent", ctx.inputs.items)
+        return report.model_copy(update={"approval": approval})
 
     @g.step
     async def file(ctx: StepContext[TriageState, None, Routine]) -> TriageReport:
@@ -180,7 +207,23 @@ def build() -> GraphAction:
         g.edge_from(assess).to(decide),
         g.edge_from(escalate, file).to(g.end_node),
     )
-    return GraphAction(g.build())
+    return GraphAction(g.build(), signals={"approval": Approval})
+
+
+def _page(urgent: list[str]) -> str:
+    """Page the on-call engineer (simulated): a side effect, made once per run however often it waits."""
+    _ran("page")
+    return f"paged on-call about {', '.join(urgent)}"
+
+
+async def _ask_on_call(state: TriageState, items: list[Classification]) -> str:
+    """Page on-call once, then wait, holding no worker, for the signal ``approval``."""
+    await durable_call("page", _page, [c.document_id for c in items if c.urgency >= 7])
+    try:
+        answer = await wait_for_signal("approval", Approval, timeout=state.approval_timeout_s)
+    except SignalTimeout:
+        return f"no answer within {state.approval_timeout_s:g}s: escalated without approval"
+    return f"{'approved' if answer.approved else 'declined'} by {answer.by}"
 
 
 async def _report(

@@ -10,9 +10,11 @@
 -- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
 -- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
--- KEYS[16] rg:{<run_id>}:memo    work recorded since the latest checkpoint
--- KEYS[17] rg:{<run_id>}:history       index of the checkpoints kept before the latest
--- KEYS[18] rg:{<run_id>}:history:data  their JSON (see _history.lua)
+-- KEYS[16] rg:status:waiting
+-- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
+-- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
+-- KEYS[19] rg:{<run_id>}:history       index of the checkpoints kept before the latest
+-- KEYS[20] rg:{<run_id>}:history:data  their JSON (see _history.lua)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -22,16 +24,20 @@
 
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local K_MEMO = KEYS[16]
-local K_HIST, K_HIST_DATA = KEYS[17], KEYS[18]
+local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
+local K_HIST, K_HIST_DATA = KEYS[19], KEYS[20]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
+  waiting = KEYS[16],
 }
+-- Every key of the run: retention expires them all, purge deletes them all.
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_HIST, K_HIST_DATA}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
 local REPLAYABLE = {dead = true, cancelled = true}
+local CANCELLABLE = {queued = true, running = true, retrying = true, waiting = true}
 -- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
 local EVENTS_MAXLEN = 1000
 
@@ -133,7 +139,7 @@ local function owned_by(token)
 end
 
 local function expire_all(seconds)
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_HIST, K_HIST_DATA}) do
+  for _, key in ipairs(PER_RUN) do
     redis.call('EXPIRE', key, seconds)
   end
   if owns_idem() then
@@ -142,7 +148,7 @@ local function expire_all(seconds)
 end
 
 local function persist_all()
-  for _, key in ipairs({K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_HIST, K_HIST_DATA}) do
+  for _, key in ipairs(PER_RUN) do
     redis.call('PERSIST', key)
   end
   if owns_idem() then
@@ -176,9 +182,10 @@ local function interrupt(max_interruptions)
   return n > tonumber(max_interruptions)
 end
 
--- The number of the attempt now running: every claim since the last replay, counted or not.
+-- The number of the attempt now running: every claim since the last replay, counted or not
+-- (attempts that ended in a wait count as 'suspensions').
 local function attempt_number()
-  return num('attempts') + num('interruptions')
+  return num('attempts') + num('interruptions') + num('suspensions')
 end
 
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),

@@ -1,14 +1,14 @@
 -- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there). The claim returns the
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there). The claim returns the
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16..18] memo, history (expiry)
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
 -- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
 --   idempotency_key, max_attempts, trace, checkpoint JSON or '', memo field, value, ...} with outcome
---   claimed|busy|finished|missing|dead|early, or {'idem', key}
+--   claimed|busy|finished|missing|dead|early|waiting, or {'idem', key}
 
 local token = ARGV[4]
 
@@ -38,6 +38,11 @@ end
 if status == 'retrying' and num('retry_at') > tonumber(NOW) then
   return reply('early')
 end
+-- A waiting run is claimed only once its timer is due (a signal makes it queued instead): any
+-- other message about it is a stray duplicate, and it must keep holding no worker.
+if status == 'waiting' and (num('wake_at') == 0 or num('wake_at') > tonumber(NOW)) then
+  return reply('waiting')
+end
 if status == 'running' then
   -- The same token again is this claim retried after a lost reply: answer it, change nothing.
   if token ~= '' and field('token') == token then
@@ -63,7 +68,7 @@ redis.call('HINCRBY', K_RUN, 'resumes', 1)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
 redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7], 'dispatches', 0)
-redis.call('HDEL', K_RUN, 'unserved_since')
+redis.call('HDEL', K_RUN, 'unserved_since', 'waiting_for', 'wake_at')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

@@ -1,8 +1,8 @@
 -- create_run.lua: create a queued run, or return the run an idempotency key already names.
 -- A fork (ARGV[13..19]) is created with the checkpoint it resumes from.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[2] ckpt  KEYS[3] events  KEYS[5] idem  KEYS[6] rg:all  KEYS[9] rg:due
--- KEYS[10] rg:status:queued  KEYS[13] rg:status:succeeded  KEYS[4], KEYS[16..18] (expiry)
+-- KEYS[10] rg:status:queued  KEYS[13] rg:status:succeeded  KEYS[4], KEYS[17..20] (expiry)
 -- KEYS[#KEYS], the last, after the prelude's: run hash of ARGV[10]'s run (the idem key's owner
 --   the caller expects), else KEYS[1]
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id

@@ -1,13 +1,13 @@
 -- hold_unserved.lua: keep a due run whose graph no live worker serves, or dead-letter it once
 -- it has waited out the grace period. A rolling deploy that adds a graph briefly has runs of it
 -- and no worker for them: those must wait, not die.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..15] status sets  KEYS[16..18] memo, history (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] grace ms  ARGV[5] when to look again (due ms)  ARGV[6] dead retention s
 -- ARGV[7] the error message to keep if it is dead-lettered
--- Returns 'waiting' (the wait just began) | 'held' | 'dead' | 'skip' (claimed or finished
+-- Returns 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
 --   meanwhile) | 'gone' | {'idem', key}
 
 if not exists() then
@@ -15,7 +15,8 @@ if not exists() then
   return 'gone'
 end
 local status = field('status')
-if status ~= 'queued' and status ~= 'retrying' then
+-- A waiting run is due when its timer fires: it needs a worker then like any queued run.
+if status ~= 'queued' and status ~= 'retrying' and status ~= 'waiting' then
   return 'skip'
 end
 local actual = idem_mismatch()
@@ -36,4 +37,4 @@ if tonumber(NOW) - since >= tonumber(ARGV[4]) then
   return 'dead'
 end
 redis.call('ZADD', K_DUE, ARGV[5], RUN_ID)
-return began and 'waiting' or 'held'
+return began and 'began' or 'held'

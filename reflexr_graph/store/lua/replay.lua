@@ -1,7 +1,7 @@
 -- replay.lua: give a dead or cancelled run a fresh attempt budget and queue it again.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[9] rg:due
--- KEYS[10..15] status sets  KEYS[16] memo  KEYS[17] history  KEYS[18] history data
+-- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox  KEYS[19..20] history
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
 -- ARGV[5] the seq of the checkpoint to resume from, '' for the latest (_history.lua)
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
@@ -30,7 +30,7 @@ end
 -- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide. A replay
 -- starts a fresh attempt budget; prev_attempts and replays keep what came before, for operators.
 redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attempt_number(),
-  'attempts', 0, 'interruptions', 0, 'reason', '', 'error_type', '', 'error', '', 'token', '',
+  'attempts', 0, 'interruptions', 0, 'suspensions', 0, 'reason', '', 'error_type', '', 'error', '', 'token', '',
   'output', '')
 redis.call('HINCRBY', K_RUN, 'replays', 1)
 redis.call('HDEL', K_RUN, 'unserved_since')

@@ -1,8 +1,8 @@
 -- succeed.lua: record the output, fenced by the token, and start the run's retention.
--- Prelude: _lib.lua (KEYS[1..15], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
--- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded  KEYS[16] memo (expiry)
--- KEYS[17] history  KEYS[18] history data: the checkpoint the finished one replaces moves there
+-- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded  KEYS[17..18] memo, mailbox (expiry)
+-- KEYS[19] history  KEYS[20] history data: the checkpoint the finished one replaces moves there
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token  ARGV[5] output JSON  ARGV[6] run retention s
 -- ARGV[7] the finished checkpoint JSON, or '' (then the one saved before stays)  ARGV[8] its seq

@@ -1,0 +1,66 @@
+"""Waits: a step suspends its run for a signal or a timer, and a signal wakes it (G8).
+
+A waiting run is only Redis data: its record with ``waiting_for`` and ``wake_at``, its
+status-set entry, a due-set entry when a timer wakes it, and the memo record that keeps the
+wait's wake time. No lease, no Celery message, no worker slot.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from reflexr_graph import clock, errors
+from reflexr_graph.core.port import AttemptContext, WaitResult
+from reflexr_graph.store.base import ScriptArg, StoreBase, _fenced, _guess, _not_found, translate_errors
+from reflexr_graph.store.records import text
+
+
+class SignalOutcome(StrEnum):
+    QUEUED = "queued"
+    """The run waited for this signal and is queued now: its message must be sent."""
+    KEPT = "kept"
+    """The run does not wait for it yet: the value waits in its mailbox for the wait to come."""
+
+
+class Waits(StoreBase):
+    """Suspending a run from inside a step, and the signals that wake it."""
+
+    @translate_errors
+    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+        """Take the signal (or see the timer fired), or suspend the run: one EVALSHA, fenced by the token.
+
+        ``field`` is the wait's record in the memo; ``wake_at_ms`` the wake time to keep when this
+        wait has none yet (the first one kept wins, so a step that runs again does not restart
+        its timer). ``signal`` is '' for a durable sleep.
+        """
+        args: list[ScriptArg] = [ctx.token, signal, field, "" if wake_at_ms is None else wake_at_ms]
+        reply = [text(v) for v in self._run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)]
+        if reply[0] == "fenced":
+            raise _fenced(ctx, "wait")
+        if reply[0] == "recorded":
+            return WaitResult(record=reply[1])
+        return WaitResult(record=None, wake_at_ms=int(reply[1]) if reply[1] else None)
+
+    @translate_errors
+    def signal(
+        self, run_id: str, name: str, value_json: str, *, dispatch_grace_ms: int
+    ) -> tuple[SignalOutcome, str]:
+        """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
+
+        Returns the outcome and the run's graph (for the message to send when QUEUED).
+        RunNotFound for an unknown run, OperationRefused for a finished one, SignalPending
+        when one of that name was sent and not taken yet.
+        """
+        now = clock.now_ms()
+        args: list[ScriptArg] = [name, value_json, now + dispatch_grace_ms]
+        reply = [text(v) for v in self._run("signal", run_id, run_id, now, args)]
+        outcome = reply[0]
+        if outcome == "missing":
+            raise _not_found(run_id)
+        if outcome == "refused":
+            raise errors.OperationRefused(
+                f"run {run_id} is {reply[1]}; only a run that has not finished takes signals", status=reply[1]
+            )
+        if outcome == "duplicate":
+            raise errors.SignalPending(run_id=run_id, signal=name, status=reply[1])
+        return SignalOutcome(outcome), reply[1] if outcome == "queued" else ""

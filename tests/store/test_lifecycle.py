@@ -224,7 +224,6 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     fail_once(store, first)  # creates the tb key
     store.signal("run-1", "later", "1", dispatch_grace_ms=0)  # creates the mailbox key
     ctx = start(store)
-    store.signal("run-1", "approval", "true", dispatch_grace_ms=1000)  # creates the mailbox key
     store.succeed(ctx, "null", checkpoint='{"finished": true}', seq=2)  # moves seq 1 to the history
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key

@@ -19,7 +19,7 @@ ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
 $(STAMP): FORCE
 endif
 
-.PHONY: help install redis lint fmt test test-fast run bench clean FORCE
+.PHONY: help install redis browser lint fmt test test-fast run serve bench clean FORCE
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
@@ -44,6 +44,9 @@ $(STAMP): pyproject.toml
 redis: ## Make sure redis-server is installed (tests start their own instances)
 	@bash scripts/ensure-redis.sh
 
+browser: ## Make sure Debian's chromium and chromium-driver are installed (the console's browser tests)
+	@bash scripts/ensure-chromium.sh
+
 lint: install ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -60,14 +63,17 @@ define run_pytest
 	exit $$rc
 endef
 
-test: install redis lint ## Lint, then the full test suite with coverage
+test: install redis browser lint ## Lint, then the full test suite with coverage
 	$(call run_pytest,--cov --cov-branch --cov-report=term)
 
-test-fast: install redis ## Tests without the slow crash/chaos ones, no lint
+test-fast: install redis browser ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,-m "not slow")
 
 run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay
 	$(BIN)/reflexr-graph demo
+
+serve: install redis ## The showcase, then its console at http://127.0.0.1:8080/ until Ctrl-C
+	$(BIN)/reflexr-graph demo --serve
 
 bench: install redis ## Run every benchmark and regenerate docs/benchmarks.md
 	$(BIN)/python -m bench

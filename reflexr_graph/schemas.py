@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.store import keys
+from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore, translate_errors
 
 GRAPHS = keys.GRAPHS
@@ -91,8 +92,12 @@ def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAct
     return written
 
 
-def _unknown(store_or_redis: RedisStore | redis.Redis, name: str) -> errors.UnknownGraph:
-    known = [g.name for g in list_graphs(store_or_redis)]
+def _store(store_or_redis: RedisStore | redis.Redis) -> RedisStore:
+    return store_or_redis if isinstance(store_or_redis, RedisStore) else RedisStore(store_or_redis)
+
+
+def _unknown(name: str) -> Op[errors.UnknownGraph]:
+    known = [g.name for g in (yield from published_graphs())]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
     return errors.UnknownGraph(
@@ -102,33 +107,44 @@ def _unknown(store_or_redis: RedisStore | redis.Redis, name: str) -> errors.Unkn
     )
 
 
-@translate_errors
-def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
+def published_graph(name: str) -> Op[GraphSchema]:
     """The published entry of graph ``name``; UnknownGraph when it was never published."""
-    raw = _client(store_or_redis).hget(GRAPHS, name)
+    raw = yield cmd("hget", GRAPHS, name)
     if raw is None:
-        raise _unknown(store_or_redis, name)
+        raise (yield from _unknown(name))
     return GraphSchema.model_validate_json(_text(raw))
 
 
-@translate_errors
-def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
+def published_with_workers(name: str) -> Op[tuple[GraphSchema, list[str]]]:
     """The published entry of ``name`` and the live workers that serve it, in one round trip."""
-    pipe = _client(store_or_redis).pipeline(transaction=False)
-    pipe.hget(GRAPHS, name)
-    pipe.zrangebyscore(keys.served(name), clock.now_ms(), "+inf")
-    raw, workers = pipe.execute()
+    raw, workers = yield batch(
+        [cmd("hget", GRAPHS, name), cmd("zrangebyscore", keys.served(name), clock.now_ms(), "+inf")]
+    )
     if raw is None:
-        raise _unknown(store_or_redis, name)
+        raise (yield from _unknown(name))
     return GraphSchema.model_validate_json(_text(raw)), sorted(_text(w) for w in workers)
 
 
-@translate_errors
-def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
+def published_graphs() -> Op[list[GraphSchema]]:
     """Every published graph, by name."""
-    raw: dict[Any, Any] = _client(store_or_redis).hgetall(GRAPHS)
+    raw: dict[Any, Any] = yield cmd("hgetall", GRAPHS)
     entries = [GraphSchema.model_validate_json(_text(v)) for v in raw.values()]
     return sorted(entries, key=lambda e: e.name)
+
+
+def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
+    """See :func:`published_graph`."""
+    return _store(store_or_redis).do(published_graph(name))
+
+
+def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
+    """See :func:`published_with_workers`."""
+    return _store(store_or_redis).do(published_with_workers(name))
+
+
+def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
+    """See :func:`published_graphs`."""
+    return _store(store_or_redis).do(published_graphs())
 
 
 # -- validation ------------------------------------------------------------------------------

@@ -8,17 +8,8 @@ MIN_VERSION="6.2"
 
 have_redis() { command -v redis-server >/dev/null 2>&1; }
 
-# Run as root directly; otherwise through sudo when it exists (a developer's machine).
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        echo "error: need root to run: $*" >&2
-        return 1
-    fi
-}
+# shellcheck source=scripts/as-root.sh
+source "$(dirname "$0")/as-root.sh"
 
 install_redis() {
     if command -v apt-get >/dev/null 2>&1; then

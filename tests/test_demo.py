@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
 from tests.redis_server import NO_RETRY, RedisFactory
+from tests.surfaces.conftest import free_port
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +112,44 @@ def _answers(url: str) -> bool:
             return bool(r.ping())
     except redis.ConnectionError:
         return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(tmp_path: Path) -> None:
+    """`demo --serve` serves the demo's runs on the console until SIGINT (Ctrl-C), then stops everything."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXR_")}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="200")
+    cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "console: http://127.0.0.1:" in line:
+                break
+        assert f"http://127.0.0.1:{port}/" in seen[-1], "".join(seen)
+        runs = wait_for(lambda: _runs(port), what="the console's API")
+        assert len(runs) == 9 and {r["status"] for r in runs} == {"succeeded"}
+        assert proc.poll() is None, "it stays up until Ctrl-C"
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _runs(port: int) -> list[dict[str, object]] | None:
+    try:
+        found: list[dict[str, object]] = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5).json()[
+            "runs"
+        ]
+    except httpx.HTTPError:
+        return None
+    return found

@@ -170,6 +170,17 @@ def demo(
             "and print how to look at its runs and how to stop it.",
         ),
     ] = False,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Afterwards, serve the web console on the demo's runs (workers still running) and "
+            "print its URL; stay up until Ctrl-C.",
+        ),
+    ] = False,
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, metavar="PORT", help="With --serve.")
+    ] = 8080,
 ) -> None:
     """Run the showcase `make run` runs: a crash, a dead letter and a replay on a real fleet."""
     from reflexr_graph.demo import run_demo
@@ -178,4 +189,4 @@ def demo(
     redis_url = getattr(state, "redis_url", None)
     if redis_url:
         os.environ["REFLEXR_REDIS_URL"] = redis_url  # the demo uses that Redis instead of a private one
-    raise typer.Exit(run_demo(keep=keep))
+    raise typer.Exit(run_demo(keep=keep, serve_port=port if serve else None))

@@ -77,27 +77,41 @@ def _redis(keep: bool) -> Iterator[Target]:
         yield Target(server.url, private=True, kept_pid=server.pid if keep else None)
 
 
-def run_demo(console: Console | None = None, *, keep: bool = False) -> int:
-    """Run the showcase; 0 when every run succeeded, 1 otherwise. ``keep`` leaves a private Redis running."""
+def run_demo(console: Console | None = None, *, keep: bool = False, serve_port: int | None = None) -> int:
+    """Run the showcase; 0 when every run succeeded, 1 otherwise. ``keep`` leaves a private Redis running;
+    with ``serve_port``, the console serves the demo's runs on that port, with its workers, until Ctrl-C."""
     console = console or Console()
     RUN_DIR.mkdir(exist_ok=True)
     specs = batch()
     with _redis(keep) as target:
         try:
-            code = _with_fleet(console, target.url, specs)
+            code = _with_fleet(console, target.url, specs, serve_port)
         finally:
             # After a failure too: a kept Redis is how to look at what went wrong.
             tell(console, target, specs)
     return code
 
 
-def _with_fleet(console: Console, url: str, specs: list[RunSpec]) -> int:
+def _with_fleet(console: Console, url: str, specs: list[RunSpec], serve_port: int | None) -> int:
     fleet = Fleet(worker_env(url, WORKER_SETTINGS))
     try:
-        return _showcase(console, fleet, url, specs)
+        code = _showcase(console, fleet, url, specs)
+        if serve_port is not None:
+            _serve(console, url, serve_port)
+        return code
     finally:
         say(console, "stopping the workers (SIGTERM, soft shutdown)")
         fleet.stop()
+
+
+def _serve(console: Console, url: str, port: int) -> None:
+    """The console on the demo's Redis, its two workers still running, until Ctrl-C."""
+    from reflexr_graph.api.serve import serve
+
+    say(console, "serving the console on the demo's runs; the workers keep running (Ctrl-C stops it all)")
+    # uvicorn hands Ctrl-C back once it has shut down; here it is the asked-for end, not a failure.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(load_settings(redis_url=url, queue=QUEUE), host="127.0.0.1", port=port)
 
 
 def _showcase(console: Console, fleet: Fleet, url: str, specs: list[RunSpec]) -> int:

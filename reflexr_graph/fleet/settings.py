@@ -55,6 +55,11 @@ class Settings(BaseSettings):
     """The largest inputs (and, separately, state) a run may be enqueued with, as JSON."""
     health_file: str = ""
     """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
+    api_token: str = Field("", repr=False)
+    """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires; '' for none."""
+    api_max_body: int = Field(5 * MIB, ge=1024)
+    """The largest request body the HTTP API accepts, in bytes (inputs and state, each up to
+    ``max_payload_bytes``, with room to spare)."""
 
     @field_validator("graphs", mode="before")
     @classmethod

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
-    _IDEM_ROUNDS,
+    DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
     TRACEBACK_LIMIT,
-    ScriptArg,
     StoreBase,
     _digest,
     _fenced,
@@ -18,13 +19,33 @@ from reflexr_graph.store.base import (
     _idem_guess,
     translate_errors,
 )
+from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
 from reflexr_graph.store.records import Claim, ClaimOutcome, ForkSeed, pairs_to_map, text, text_map
 
 
-def _fork_args(fork: ForkSeed | None, retention_s: int) -> list[ScriptArg]:
+@dataclass(frozen=True)
+class NewRun:
+    """What creating a run writes (``create_run.lua``)."""
+
+    run_id: str
+    graph: str
+    inputs_json: str
+    state_json: str | None
+    idempotency_key: str | None
+    max_attempts: int
+    dispatch_grace_ms: int
+    trace_context: str = ""
+    fork: ForkSeed | None = None
+    """A fork's checkpoint and lineage: the run is created with them (``time_travel.py``)."""
+    retention_s: int = DEFAULT_RUN_RETENTION_S
+    """How long a run created finished (a fork of a finished checkpoint) is kept."""
+
+
+def _fork_args(run: NewRun) -> list[ScriptArg]:
     """create_run's ARGV[13..19]: a fork's checkpoint and lineage, or empty ones for a plain run."""
+    fork = run.fork
     if fork is None:
-        return ["", 0, "", "", "0", "", retention_s]
+        return ["", 0, "", "", "0", "", run.retention_s]
     return [
         fork.checkpoint,
         fork.seq,
@@ -32,8 +53,55 @@ def _fork_args(fork: ForkSeed | None, retention_s: int) -> list[ScriptArg]:
         fork.source_run_id,
         "1" if fork.state_edited else "0",
         fork.output_json or "",
-        retention_s,
+        run.retention_s,
     ]
+
+
+def new_run(run: NewRun) -> Op[tuple[str, bool]]:
+    """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
+
+    With an idempotency key, a live run of the same graph created with the same key is
+    returned instead, decided inside the script so concurrent callers create one run; if
+    that run was made from other inputs or state, IdempotencyConflict names it. The run is
+    also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
+    the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
+    trace every attempt of the run joins.
+
+    With ``fork``, the run is created with the fork's checkpoint as its latest, and its
+    lineage; one forked from a finished checkpoint is created succeeded, with its output, and
+    the caller sends no message. The idempotency key then compares the fork's digest.
+    """
+    now = clock.now_ms()
+    key = run.idempotency_key
+    digest = ""
+    if key:
+        digest = run.fork.digest if run.fork is not None else _digest(run.inputs_json, run.state_json)
+    seed = _fork_args(run)
+    expected = ""
+    for _ in range(IDEM_ROUNDS):
+        args: list[ScriptArg] = [
+            run.graph,
+            run.inputs_json,
+            run.state_json or "",
+            key or "",
+            run.max_attempts,
+            now + run.dispatch_grace_ms,
+            expected,
+            run.trace_context,
+            digest,
+            *seed,
+        ]
+        owner_key = keys.run(expected or run.run_id)
+        guess = _idem_guess(run.graph, key, run.run_id)
+        reply = yield from per_run("create_run", run.run_id, guess, now, args, [owner_key])
+        outcome, found = text(reply[0]), text(reply[1])
+        if outcome == "conflict":
+            assert key is not None
+            raise errors.IdempotencyConflict(graph=run.graph, idempotency_key=key, run_id=found)
+        if outcome != "retry":
+            return found, outcome == "created"
+        expected = found  # another caller took the key since; check the run it names
+    raise errors.OperationRefused(f"idempotency key of run {run.run_id} kept changing hands; try again")
 
 
 class AttemptWrites(StoreBase):
@@ -41,7 +109,6 @@ class AttemptWrites(StoreBase):
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    @translate_errors
     def create_run(
         self,
         run_id: str,
@@ -55,49 +122,27 @@ class AttemptWrites(StoreBase):
         trace_context: str = "",
         fork: ForkSeed | None = None,
     ) -> tuple[str, bool]:
-        """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
+        """Create a queued run (or a fork, with ``fork``); returns ``(run_id, True)``, or
+        ``(existing_id, False)`` if it exists.
 
-        With ``idempotency_key``, a live run of the same graph created with the same key is
-        returned instead, decided inside the script so concurrent callers create one run; if
-        that run was made from other inputs or state, IdempotencyConflict names it. The run is
-        also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
-        the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
-        trace every attempt of the run joins.
-
-        With ``fork``, the run is created with the fork's checkpoint as its latest, and its
-        lineage; one forked from a finished checkpoint is created succeeded, with its output,
-        and the caller sends no message. The idempotency key then compares ``fork.digest``.
+        See :func:`new_run`, the operation it runs.
         """
-        now = clock.now_ms()
-        digest = ""
-        if idempotency_key:
-            digest = fork.digest if fork is not None else _digest(inputs_json, state_json)
-        seed = _fork_args(fork, self.run_retention_s)
-        expected = ""
-        for _ in range(_IDEM_ROUNDS):
-            args: list[ScriptArg] = [
-                graph,
-                inputs_json,
-                state_json or "",
-                idempotency_key or "",
-                max_attempts,
-                now + dispatch_grace_ms,
-                expected,
-                trace_context,
-                digest,
-                *seed,
-            ]
-            owner_key = keys.run(expected or run_id)
-            guess = _idem_guess(graph, idempotency_key, run_id)
-            reply = self._run("create_run", run_id, guess, now, args, [owner_key])
-            outcome, found = text(reply[0]), text(reply[1])
-            if outcome == "conflict":
-                assert idempotency_key is not None
-                raise errors.IdempotencyConflict(graph=graph, idempotency_key=idempotency_key, run_id=found)
-            if outcome != "retry":
-                return found, outcome == "created"
-            expected = found  # another caller took the key since; check the run it names
-        raise errors.OperationRefused(f"idempotency key of run {run_id} kept changing hands; try again")
+        return self.do(
+            new_run(
+                NewRun(
+                    run_id,
+                    graph,
+                    inputs_json,
+                    state_json,
+                    idempotency_key,
+                    max_attempts,
+                    dispatch_grace_ms,
+                    trace_context,
+                    fork,
+                    self.run_retention_s,
+                )
+            )
+        )
 
     @translate_errors
     def claim(
@@ -120,7 +165,7 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
         guess = _idem_guess(graph, idempotency_key, run_id)
-        reply = [text(v) for v in self._run("claim", run_id, guess, now, args)]
+        reply = [text(v) for v in self.do(per_run("claim", run_id, guess, now, args))]
         outcome = ClaimOutcome(reply[0])
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
@@ -149,7 +194,7 @@ class AttemptWrites(StoreBase):
     def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool:
         """Extend the lease; False when ``token`` lost the run (superseded, reaped or cancelled)."""
         now = clock.now_ms()
-        return bool(self._run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms]))
+        return bool(self.do(per_run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms])))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -240,7 +285,7 @@ class AttemptWrites(StoreBase):
             notes.reused_calls,
             self.checkpoint_history,
         ]
-        if not self._run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args):
+        if not self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)):
             raise _fenced(ctx, "output")
 
     @translate_errors
@@ -279,7 +324,7 @@ class AttemptWrites(StoreBase):
             notes.reused_steps,
             notes.reused_calls,
         ]
-        outcome = text(self._run("fail", ctx.run_id, _guess(ctx), now, args))
+        outcome = text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args)))
         if outcome == "fenced":
             raise _fenced(ctx, "failure")
         return outcome
@@ -316,7 +361,7 @@ class AttemptWrites(StoreBase):
             _digest(inputs_json, state_json) if idempotency_key else "",
         ]
         guess = _idem_guess(graph, idempotency_key, run_id)
-        return bool(self._run("dead_letter", run_id, guess, clock.now_ms(), args))
+        return bool(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args)))
 
     @translate_errors
     def release(self, ctx: AttemptContext) -> str:
@@ -326,5 +371,5 @@ class AttemptWrites(StoreBase):
         the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
         """
         args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
-        outcome = int(self._run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))
+        outcome = int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
         return {0: "fenced", 1: "released", 2: "dead"}[outcome]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ParamSpec, Self, TypeVar
 
 import redis
@@ -19,39 +19,31 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.model import RunInfo
 from reflexr_graph.store import connection_errors, keys
-from reflexr_graph.store.records import (
-    pairs_to_map,
-    request_digest,
-    run_info,
-    text,
-)
+from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
+from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
 from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-ScriptArg = str | int | float
+T = TypeVar("T")
 
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
 DEFAULT_MAX_INTERRUPTIONS = 20
 DEFAULT_CHECKPOINT_HISTORY = 100
+CLIENT_DEFAULTS: dict[str, Any] = {
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "health_check_interval": 15,
+}
+"""Timeouts of a store's Redis client (blocking or async) unless its caller gives others."""
 
-# A script answers {'idem', key} when it was called with a wrong guess of the run's
-# idempotency key; the key of a run never changes, so one more round always settles it.
-_IDEM_ROUNDS = 3
 # Tracebacks of deep recursion can be megabytes; the end holds the frames that matter.
 TRACEBACK_LIMIT = 64 * 1024
 EVENTS_MAXLEN = 1000
 """Approximate cap of a run's event stream; the per-run scripts' prelude (lua/_lib.lua) uses the same."""
-# A blocking read must return before the client's socket timeout fires, or it would be
-# reported as the store being unavailable.
-_BLOCK_MARGIN_MS = 1000
-_DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
-_LIST_PAGE = 200
 
 
 def _client_of(args: tuple[Any, ...]) -> redis.Redis | None:
@@ -82,10 +74,6 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise translated from exc
 
     return wrapper
-
-
-def _not_found(run_id: str) -> errors.RunNotFound:
-    return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
 
 
 def _digest(inputs_json: str, state_json: str | None) -> str:
@@ -145,9 +133,6 @@ class StoreBase:
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
         checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
-        socket_timeout: float = 10.0,
-        socket_connect_timeout: float = 5.0,
-        health_check_interval: int = 15,
         **client_kw: Any,
     ) -> Self:
         """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
@@ -158,13 +143,7 @@ class StoreBase:
         """
         if url.startswith("rediss://"):
             client_kw.setdefault("connection_class", HandshakeBoundSSLConnection)
-        client = redis.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_connect_timeout,
-            health_check_interval=health_check_interval,
-            **client_kw,
-        )
+        client = redis.Redis.from_url(url, **{**CLIENT_DEFAULTS, **client_kw})
         return cls(
             client,
             run_retention_s=run_retention_s,
@@ -190,43 +169,22 @@ class StoreBase:
         """Load every script into Redis now, so no first call pays the NOSCRIPT round trip."""
         self._scripts.preload()
 
-    # -- script plumbing ---------------------------------------------------------------------
+    # -- operations (store/ops.py) -----------------------------------------------------------
 
-    def _run(
-        self,
-        name: str,
-        run_id: str,
-        idem_guess: str,
-        now: int,
-        args: Sequence[ScriptArg],
-        extra_keys: Sequence[str] = (),
-    ) -> Any:
-        """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
-        for _ in range(_IDEM_ROUNDS):
-            script_keys = [*keys.script_keys(run_id, idem_guess), *extra_keys]
-            reply = self._scripts(name, script_keys, [run_id, now, idem_guess, *args])
-            if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
-                return reply
-            idem_guess = text(reply[1])
-        raise errors.OperationRefused(f"run {run_id} kept changing during {name}; try again")
+    @translate_errors
+    def _handle(self, request: Request) -> Any:
+        """Answer one request of an operation with this store's blocking client."""
+        if isinstance(request, Command):
+            return getattr(self._r, request.method)(*request.args, **request.kwargs)
+        if isinstance(request, Eval):
+            return self._scripts(request.name, request.keys, request.args)
+        if isinstance(request, Batch):
+            pipe = self._r.pipeline(transaction=False)
+            for command in request.commands:
+                getattr(pipe, command.method)(*command.args, **command.kwargs)
+            return pipe.execute()
+        raise TypeError(f"the store cannot answer a {type(request).__name__} request")
 
-    def _kept_seqs(self, run_id: str) -> list[int]:
-        """The seqs of the checkpoints a run keeps, oldest first: its history's, then the latest's."""
-        pipe = self._r.pipeline(transaction=True)
-        pipe.zrange(keys.history(run_id), 0, -1, withscores=True)
-        pipe.hget(keys.ckpt(run_id), "seq")
-        history, latest = pipe.execute()
-        seqs = [int(score) for _, score in history]
-        return [*seqs, int(text(latest))] if latest is not None else seqs
-
-    def _no_checkpoint(self, run_id: str, seq: int) -> errors.CheckpointNotFound:
-        return errors.CheckpointNotFound(run_id=run_id, seq=seq, kept=self._kept_seqs(run_id))
-
-    def _snapshot(self, run_id: str, reply: list[Any], refusal: str) -> RunInfo:
-        outcome = text(reply[0])
-        if outcome == "missing":
-            raise _not_found(run_id)
-        if outcome == "refused":
-            status = text(reply[1])
-            raise errors.OperationRefused(f"run {run_id} is {status}; {refusal}", status=status)
-        return run_info(pairs_to_map(reply[1:]))
+    def do(self, op: Op[T]) -> T:
+        """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
+        return drive(op, self._handle)

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+import redis.asyncio
 from redis import exceptions as redis_errors
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -55,14 +56,14 @@ class Endpoint:
         return self.host if self.port is None else f"{self.host}:{self.port}"
 
     @classmethod
-    def of_client(cls, client: redis.Redis) -> Endpoint:
+    def of_client(cls, client: redis.Redis | redis.asyncio.Redis) -> Endpoint:
         pool = client.connection_pool
         kw = pool.connection_kwargs
         return cls(
             host=str(kw.get("path") or kw.get("host", "localhost")),
             port=None if kw.get("path") else int(kw.get("port", 6379)),
             db=int(kw.get("db") or 0),
-            tls=issubclass(pool.connection_class, redis.SSLConnection),
+            tls=issubclass(pool.connection_class, (redis.SSLConnection, redis.asyncio.SSLConnection)),
             has_password=bool(kw.get("password")),
             connect_timeout_s=kw.get("socket_connect_timeout"),
             read_timeout_s=kw.get("socket_timeout"),

@@ -160,3 +160,12 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         history(run_id),
         history_data(run_id),
     ]
+
+
+def broker_queue(queue: str) -> str:
+    """The list kombu's Redis transport keeps a Celery queue in (priority 0): the queue's own name.
+
+    Only the async client writes it directly (``client/publish.py``); everything else goes
+    through kombu.
+    """
+    return queue

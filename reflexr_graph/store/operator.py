@@ -1,55 +1,60 @@
-"""An operator's actions on runs: cancel, replay, purge."""
+"""An operator's actions on runs: cancel, replay, purge (operations the async client runs too)."""
 
 from __future__ import annotations
 
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo
-from reflexr_graph.store.base import (
-    ScriptArg,
-    StoreBase,
-    translate_errors,
-)
-from reflexr_graph.store.records import (
-    text,
-)
+from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.history import missing_checkpoint
+from reflexr_graph.store.ops import Op, ScriptArg, per_run, snapshot
+from reflexr_graph.store.records import text
+
+
+def cancel_run(run_id: str, run_retention_s: int) -> Op[RunInfo]:
+    """Cancel an active or waiting run; its running attempt is fenced out (renew_lease turns False)."""
+    reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), [run_retention_s])
+    return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
+
+
+def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
+    """Queue a dead or cancelled run again with a fresh attempt budget; the caller sends the message.
+
+    The checkpoint is kept, so the run resumes where it stopped, unless ``from_start`` (the
+    checkpoint, its history and the records go) or ``from_seq``: checkpoint ``from_seq`` of
+    its history becomes the latest, the checkpoints after it and the records are dropped
+    (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
+    """
+    args: list[ScriptArg] = ["1" if from_start else "0", "" if from_seq is None else int(from_seq)]
+    reply = yield from per_run("replay", run_id, run_id, clock.now_ms(), args)
+    if text(reply[0]) == "no_checkpoint":
+        assert from_seq is not None
+        raise (yield from missing_checkpoint(run_id, from_seq))
+    return snapshot(run_id, reply, "only dead or cancelled runs replay")
+
+
+def purge_run(run_id: str) -> Op[bool]:
+    """Delete a dead or cancelled run and its index entries; False when there is no such run."""
+    reply = yield from per_run("purge", run_id, run_id, clock.now_ms(), [])
+    outcome = text(reply[0])
+    if outcome == "refused":
+        status = text(reply[1])
+        raise errors.OperationRefused(
+            f"run {run_id} is {status}; only dead or cancelled runs can be purged", status=status
+        )
+    return outcome == "ok"
 
 
 class Operator(StoreBase):
     """Cancel, replay and purge, each refused for a run whose status does not allow it."""
 
-    # -- operator actions ----------------------------------------------------------------------
-
-    @translate_errors
     def cancel(self, run_id: str) -> RunInfo:
-        """Cancel an active or waiting run; its running attempt is fenced out (renew_lease turns False)."""
-        reply = self._run("cancel", run_id, run_id, clock.now_ms(), [self.run_retention_s])
-        refusal = "only queued, running, retrying or waiting runs can be cancelled"
-        return self._snapshot(run_id, reply, refusal)
+        """See :func:`cancel_run`."""
+        return self.do(cancel_run(run_id, self.run_retention_s))
 
-    @translate_errors
     def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
-        """Queue a dead or cancelled run again with a fresh attempt budget; the caller sends the message.
+        """See :func:`replay_run`."""
+        return self.do(replay_run(run_id, from_start, from_seq))
 
-        The checkpoint is kept, so the run resumes where it stopped, unless ``from_start`` (the
-        checkpoint, its history and the records go) or ``from_seq``: checkpoint ``from_seq`` of
-        its history becomes the latest, the checkpoints after it and the records are dropped
-        (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
-        """
-        args: list[ScriptArg] = ["1" if from_start else "0", "" if from_seq is None else int(from_seq)]
-        reply = self._run("replay", run_id, run_id, clock.now_ms(), args)
-        if text(reply[0]) == "no_checkpoint":
-            assert from_seq is not None
-            raise self._no_checkpoint(run_id, from_seq)
-        return self._snapshot(run_id, reply, "only dead or cancelled runs replay")
-
-    @translate_errors
     def purge(self, run_id: str) -> bool:
-        """Delete a dead or cancelled run and its index entries; False when there is no such run."""
-        reply = self._run("purge", run_id, run_id, clock.now_ms(), [])
-        outcome = text(reply[0])
-        if outcome == "refused":
-            status = text(reply[1])
-            raise errors.OperationRefused(
-                f"run {run_id} is {status}; only dead or cancelled runs can be purged", status=status
-            )
-        return outcome == "ok"
+        """See :func:`purge_run`."""
+        return self.do(purge_run(run_id))

@@ -1,41 +1,183 @@
-"""Reading runs: records, events (blocking reads included), listings, checkpoint metadata."""
+"""Reading runs: records, events (blocking reads included), listings, checkpoint metadata.
+
+Each read is an operation (``store/ops.py``) that the blocking store and the async client both
+run; :class:`Reads` is the blocking store's face of them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from reflexr_graph import clock
+from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import (
-    _BLOCK_MARGIN_MS,
-    _DEFAULT_SOCKET_TIMEOUT_S,
-    _LIST_PAGE,
-    StoreBase,
-    _not_found,
-    translate_errors,
-)
-from reflexr_graph.store.records import (
-    RunEvent,
-    run_event,
-    run_info,
-    text,
-    text_map,
-)
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
+from reflexr_graph.store.records import RunEvent, run_event, run_info, text, text_map
+
+# A blocking read must return before the client's socket timeout fires, or it would be
+# reported as the store being unavailable.
+_BLOCK_MARGIN_MS = 1000
+_DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
+_LIST_PAGE = 200
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of a listing, newest first; ``cursor`` continues after its last run (None: no more)."""
+
+    runs: list[RunInfo]
+    cursor: str | None
+
+
+def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
+    """The longest XREAD BLOCK a client with these connection settings survives (None: any)."""
+    # redis-py 8 leaves its default socket timeout out of connection_kwargs; an explicit
+    # None (present in kw) means reads never time out.
+    if "socket_timeout" in connection_kwargs:
+        timeout = connection_kwargs["socket_timeout"]
+    else:
+        timeout = connection_kwargs.get("orig_socket_timeout", _DEFAULT_SOCKET_TIMEOUT_S)
+    if not timeout:
+        return None
+    timeout_ms = int(float(timeout) * 1000)
+    return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+
+def run_record(run_id: str) -> Op[RunInfo]:
+    record = text_map((yield cmd("hgetall", keys.run(run_id))))
+    if not record:
+        raise not_found(run_id)
+    return run_info(record)
+
+
+def last_traceback(run_id: str) -> Op[str | None]:
+    tb = yield cmd("get", keys.tb(run_id))
+    return None if tb is None else text(tb)
+
+
+def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
+    fields = ["seq", "saved_at", "size", "next_node"]
+    seq, saved_at, size, next_node = yield cmd("hmget", keys.ckpt(run_id), fields)
+    if seq is None:
+        return None
+    return {
+        "seq": int(text(seq)),
+        "saved_at": int(text(saved_at) or 0) / 1000,
+        "size": int(text(size) or 0),
+        "next_node": text(next_node) or None,
+    }
+
+
+def _range(key: str, after: str, count: int | None) -> Op[list[RunEvent]]:
+    entries: list[Any] = (yield cmd("xrange", key, min=f"({after}", max="+", count=count)) or []
+    return [run_event(entry_id, fields) for entry_id, fields in entries]
+
+
+def run_events(
+    run_id: str, after: str, block_ms: int | None, count: int | None, chunk_limit: int | None
+) -> Op[list[RunEvent]]:
+    """Events after stream id ``after``, oldest first; with ``block_ms``, wait up to that long
+    (0: forever) for the first new one, in XREAD BLOCKs of at most ``chunk_limit`` ms."""
+    key = keys.events(run_id)
+    found = yield from _range(key, after, count)
+    if found or block_ms is None:
+        return found
+    # XREAD BLOCK only as the wake-up: its reply shape differs between RESP2 and RESP3
+    # (and redis-py versions), while XRANGE reads the events the same way everywhere.
+    remaining = block_ms
+    while True:
+        chunk = remaining if remaining > 0 else (chunk_limit or 0)
+        if chunk_limit is not None:
+            chunk = min(chunk, chunk_limit)
+        if (yield cmd("xread", {key: after}, count=1, block=chunk)):
+            return (yield from _range(key, after, count))
+        if block_ms > 0:
+            remaining -= chunk
+            if remaining <= 0:
+                return []
+
+
+def _parse_cursor(cursor: str) -> tuple[float, str]:
+    score, sep, run_id = cursor.partition(":")
+    try:
+        if not sep or not run_id:
+            raise ValueError
+        return float(int(score)), run_id
+    except ValueError:
+        raise errors.InvalidInputs(
+            "the cursor is not one a listing returned; pass the `cursor` of the previous page",
+            [{"loc": ["cursor"], "msg": "is not a listing cursor", "type": "cursor"}],
+        ) from None
+
+
+def _after(rows: list[tuple[str, float]], cursor: tuple[float, str] | None) -> list[tuple[str, float]]:
+    """Rows past the cursor: equal scores are ordered by run id, descending, as ZREVRANGE does."""
+    if cursor is None:
+        return rows
+    score, run_id = cursor
+    return [(m, s) for m, s in rows if s < score or m < run_id]
+
+
+def listing(
+    index: str, limit: int, keep: Callable[[RunInfo], bool], cursor: str | None = None
+) -> Op[RunPage]:
+    """Runs of ``index`` that ``keep`` accepts, highest score first, from ``cursor`` on."""
+    after = None if cursor is None else _parse_cursor(cursor)
+    top: float | str = "+inf" if after is None else after[0]
+    found: list[RunInfo] = []
+    offset = 0
+    while len(found) < limit:
+        page = yield cmd(
+            "zrevrangebyscore", index, top, "-inf", start=offset, num=_LIST_PAGE, withscores=True
+        )
+        if not page:
+            return RunPage(found, None)
+        offset += len(page)
+        rows = _after([(text(m), float(s)) for m, s in page], after)
+        records = (yield batch([cmd("hgetall", keys.run(m)) for m, _ in rows])) if rows else []
+        for (run_id, score), raw in zip(rows, records, strict=True):
+            record = text_map(raw)
+            if not record:
+                # Its keys expired; drop the stale index entries while we are here.
+                yield from per_run("prune", run_id, run_id, clock.now_ms(), [])
+                offset -= 1
+                continue
+            info = run_info(record)
+            if keep(info):
+                found.append(info)
+                if len(found) == limit:
+                    return RunPage(found, f"{int(score)}:{run_id}")
+    return RunPage(found, None)
+
+
+def runs_listing(
+    status: Status | str | None, graph: str | None, limit: int, cursor: str | None = None
+) -> Op[RunPage]:
+    """Runs newest first: by update time within a status, else by creation time."""
+    index = keys.status_set(status) if status else keys.ALL
+    return listing(index, limit, lambda info: graph is None or info.graph == graph, cursor)
+
+
+def dead_listing(graph: str | None, reason: str | None, limit: int, cursor: str | None = None) -> Op[RunPage]:
+    """Dead-lettered runs, most recently dead first."""
+
+    def keep(info: RunInfo) -> bool:
+        return (graph is None or info.graph == graph) and (reason is None or info.reason == reason)
+
+    return listing(keys.DEAD, limit, keep, cursor)
 
 
 class Reads(StoreBase):
     """Everything the clients and the CLI read about runs."""
 
-    # -- reads -----------------------------------------------------------------------------------
-
-    @translate_errors
     def get(self, run_id: str) -> RunInfo:
-        record = text_map(self._r.hgetall(keys.run(run_id)))
-        if not record:
-            raise _not_found(run_id)
-        return run_info(record)
+        return self.do(run_record(run_id))
 
     @translate_errors
     def trace_context(self, run_id: str) -> str:
@@ -60,28 +202,14 @@ class Reads(StoreBase):
         graph = text(self._r.hget(keys.run(run_id), "graph"))
         return graph or None
 
-    @translate_errors
     def traceback(self, run_id: str) -> str | None:
         """The last failed attempt's traceback, if it had one."""
-        tb = self._r.get(keys.tb(run_id))
-        return None if tb is None else text(tb)
+        return self.do(last_traceback(run_id))
 
-    @translate_errors
     def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
         """The latest checkpoint's metadata (``seq``, ``saved_at`` s, ``size`` bytes, ``next_node``)."""
-        seq, saved_at, size, next_node = self._r.hmget(
-            keys.ckpt(run_id), ["seq", "saved_at", "size", "next_node"]
-        )
-        if seq is None:
-            return None
-        return {
-            "seq": int(text(seq)),
-            "saved_at": int(text(saved_at) or 0) / 1000,
-            "size": int(text(size) or 0),
-            "next_node": text(next_node) or None,
-        }
+        return self.do(latest_checkpoint(run_id))
 
-    @translate_errors
     def events(
         self, run_id: str, after: str = "0-0", block_ms: int | None = None, *, count: int | None = None
     ) -> list[RunEvent]:
@@ -90,82 +218,20 @@ class Reads(StoreBase):
         With ``block_ms``, waits up to that long (0: forever) for the first new event, with
         XREAD BLOCK: this is how ``wait`` sleeps on a notification instead of polling.
         """
-        key = keys.events(run_id)
-        found = self._range(key, after, count)
-        if found or block_ms is None:
-            return found
-        return self._read_blocking(key, after, block_ms, count)
+        return self.do(run_events(run_id, after, block_ms, count, self.max_block_ms))
 
-    def _range(self, key: str, after: str, count: int | None) -> list[RunEvent]:
-        entries: list[Any] = self._r.xrange(key, min=f"({after}", max="+", count=count) or []
-        return [run_event(entry_id, fields) for entry_id, fields in entries]
-
-    def _read_blocking(self, key: str, after: str, block_ms: int, count: int | None) -> list[RunEvent]:
-        # XREAD BLOCK only as the wake-up: its reply shape differs between RESP2 and RESP3
-        # (and redis-py versions), while XRANGE reads the events the same way everywhere.
-        chunk_limit = self._max_block_ms()
-        remaining = block_ms
-        while True:
-            chunk = remaining if remaining > 0 else (chunk_limit or 0)
-            if chunk_limit is not None:
-                chunk = min(chunk, chunk_limit)
-            if self._r.xread({key: after}, count=1, block=chunk):
-                return self._range(key, after, count)
-            if block_ms > 0:
-                remaining -= chunk
-                if remaining <= 0:
-                    return []
-
-    def _max_block_ms(self) -> int | None:
-        kw = self._r.connection_pool.connection_kwargs
-        # redis-py 8 leaves its default socket timeout out of connection_kwargs; an explicit
-        # None (present in kw) means reads never time out.
-        if "socket_timeout" in kw:
-            timeout = kw["socket_timeout"]
-        else:
-            timeout = kw.get("orig_socket_timeout", _DEFAULT_SOCKET_TIMEOUT_S)
-        if not timeout:
-            return None
-        timeout_ms = int(float(timeout) * 1000)
-        return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
-
-    @translate_errors
     def list_runs(
         self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
     ) -> list[RunInfo]:
         """Runs newest first: by update time within a status, else by creation time."""
-        index = keys.status_set(status) if status else keys.ALL
-        return self._scan_index(index, limit, lambda info: graph is None or info.graph == graph)
+        return self.do(runs_listing(status, graph, limit)).runs
 
-    @translate_errors
     def dead_letters(
         self, *, graph: str | None = None, reason: str | None = None, limit: int = 1000
     ) -> list[RunInfo]:
         """Dead-lettered runs, most recently dead first."""
+        return self.do(dead_listing(graph, reason, limit)).runs
 
-        def keep(info: RunInfo) -> bool:
-            return (graph is None or info.graph == graph) and (reason is None or info.reason == reason)
-
-        return self._scan_index(keys.DEAD, limit, keep)
-
-    def _scan_index(self, index: str, limit: int, keep: Callable[[RunInfo], bool]) -> list[RunInfo]:
-        found: list[RunInfo] = []
-        start = 0
-        while len(found) < limit:
-            members = [text(m) for m in self._r.zrevrange(index, start, start + _LIST_PAGE - 1)]
-            if not members:
-                break
-            start += len(members)
-            pipe = self._r.pipeline(transaction=False)
-            for run_id in members:
-                pipe.hgetall(keys.run(run_id))
-            for run_id, raw in zip(members, pipe.execute(), strict=True):
-                record = text_map(raw)
-                if not record:
-                    # Its keys expired; drop the stale index entries while we are here.
-                    self._run("prune", run_id, run_id, clock.now_ms(), [])
-                    continue
-                info = run_info(record)
-                if keep(info):
-                    found.append(info)
-        return found[:limit]
+    @property
+    def max_block_ms(self) -> int | None:
+        return max_block_ms(self._r.connection_pool.connection_kwargs)

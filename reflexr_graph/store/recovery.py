@@ -7,11 +7,8 @@ from typing import Any
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import (
-    ScriptArg,
-    StoreBase,
-    translate_errors,
-)
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.ops import ScriptArg, per_run
 from reflexr_graph.store.records import (
     text,
 )
@@ -40,7 +37,7 @@ class Recovery(StoreBase):
         handled: list[str] = []
         for member in lapsed:
             run_id = text(member)
-            outcome = text(self._run("reap", run_id, run_id, now, args))
+            outcome = text(self.do(per_run("reap", run_id, run_id, now, args)))
             if outcome in ("dead", "retrying"):
                 handled.append(run_id)
         return handled
@@ -89,7 +86,7 @@ class Recovery(StoreBase):
             old = self._r.zrangebyscore(keys.status_set(status), "-inf", now - seconds * 1000, 0, limit)
             for member in old:
                 run_id = text(member)
-                pruned += int(self._run("prune", run_id, run_id, now, []))
+                pruned += int(self.do(per_run("prune", run_id, run_id, now, [])))
         return pruned
 
     # -- graphs without a live worker -----------------------------------------------------------
@@ -104,7 +101,7 @@ class Recovery(StoreBase):
         """
         now = clock.now_ms()
         args: list[ScriptArg] = [grace_ms, now + recheck_ms, self.dead_retention_s, message]
-        return text(self._run("hold_unserved", run_id, run_id, now, args))
+        return text(self.do(per_run("hold_unserved", run_id, run_id, now, args)))
 
     # -- reaper lock -----------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ from importlib import resources
 from typing import Any
 
 import redis
-from redis.commands.core import Script
+import redis.asyncio
+from redis.commands.core import AsyncScript, Script
 
 _LIB = "_lib"
 _HISTORY = "_history"
@@ -46,6 +47,7 @@ STANDALONE: tuple[str, ...] = (
     "save_checkpoint",
     "record",
     "read_checkpoint",
+    "list_checkpoints",
     "worker_beat",
     "worker_leave",
 )
@@ -75,11 +77,14 @@ def source(name: str) -> str:
 
 
 class Scripts:
-    """The registered scripts of one client; each call is one EVALSHA once the script is cached."""
+    """The registered scripts of one client; each call is one EVALSHA once the script is cached.
 
-    def __init__(self, client: redis.Redis) -> None:
+    The client may be blocking or a ``redis.asyncio`` one, whose scripts' calls are awaited.
+    """
+
+    def __init__(self, client: redis.Redis | redis.asyncio.Redis) -> None:
         self._client = client
-        self._scripts: dict[str, Script] = {
+        self._scripts: dict[str, Script | AsyncScript] = {
             name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
         }
 
@@ -87,6 +92,7 @@ class Scripts:
         return self._scripts[name](keys=keys, args=args)
 
     def preload(self) -> None:
-        """SCRIPT LOAD every script, so even the first call of each is a single round trip."""
+        """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""
+        assert isinstance(self._client, redis.Redis)
         for script in self._scripts.values():
             script.sha = self._client.script_load(script.script)

@@ -11,7 +11,8 @@ from enum import StrEnum
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
-from reflexr_graph.store.base import ScriptArg, StoreBase, _fenced, _guess, _not_found, translate_errors
+from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
+from reflexr_graph.store.ops import Op, ScriptArg, not_found, per_run
 from reflexr_graph.store.records import text
 
 
@@ -20,6 +21,30 @@ class SignalOutcome(StrEnum):
     """The run waited for this signal and is queued now: its message must be sent."""
     KEPT = "kept"
     """The run does not wait for it yet: the value waits in its mailbox for the wait to come."""
+
+
+def send_signal(
+    run_id: str, name: str, value_json: str, dispatch_grace_ms: int
+) -> Op[tuple[SignalOutcome, str]]:
+    """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
+
+    Returns the outcome and the run's graph (for the message to send when QUEUED).
+    RunNotFound for an unknown run, OperationRefused for a finished one, SignalPending
+    when one of that name was sent and not taken yet.
+    """
+    now = clock.now_ms()
+    args: list[ScriptArg] = [name, value_json, now + dispatch_grace_ms]
+    reply = [text(v) for v in (yield from per_run("signal", run_id, run_id, now, args))]
+    outcome = reply[0]
+    if outcome == "missing":
+        raise not_found(run_id)
+    if outcome == "refused":
+        raise errors.OperationRefused(
+            f"run {run_id} is {reply[1]}; only a run that has not finished takes signals", status=reply[1]
+        )
+    if outcome == "duplicate":
+        raise errors.SignalPending(run_id=run_id, signal=name, status=reply[1])
+    return SignalOutcome(outcome), reply[1] if outcome == "queued" else ""
 
 
 class Waits(StoreBase):
@@ -34,33 +59,15 @@ class Waits(StoreBase):
         its timer). ``signal`` is '' for a durable sleep.
         """
         args: list[ScriptArg] = [ctx.token, signal, field, "" if wake_at_ms is None else wake_at_ms]
-        reply = [text(v) for v in self._run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)]
+        reply = [text(v) for v in self.do(per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args))]
         if reply[0] == "fenced":
             raise _fenced(ctx, "wait")
         if reply[0] == "recorded":
             return WaitResult(record=reply[1])
         return WaitResult(record=None, wake_at_ms=int(reply[1]) if reply[1] else None)
 
-    @translate_errors
     def signal(
         self, run_id: str, name: str, value_json: str, *, dispatch_grace_ms: int
     ) -> tuple[SignalOutcome, str]:
-        """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
-
-        Returns the outcome and the run's graph (for the message to send when QUEUED).
-        RunNotFound for an unknown run, OperationRefused for a finished one, SignalPending
-        when one of that name was sent and not taken yet.
-        """
-        now = clock.now_ms()
-        args: list[ScriptArg] = [name, value_json, now + dispatch_grace_ms]
-        reply = [text(v) for v in self._run("signal", run_id, run_id, now, args)]
-        outcome = reply[0]
-        if outcome == "missing":
-            raise _not_found(run_id)
-        if outcome == "refused":
-            raise errors.OperationRefused(
-                f"run {run_id} is {reply[1]}; only a run that has not finished takes signals", status=reply[1]
-            )
-        if outcome == "duplicate":
-            raise errors.SignalPending(run_id=run_id, signal=name, status=reply[1])
-        return SignalOutcome(outcome), reply[1] if outcome == "queued" else ""
+        """See :func:`send_signal`."""
+        return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms))

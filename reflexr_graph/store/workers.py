@@ -6,15 +6,31 @@ from collections.abc import Sequence
 
 from reflexr_graph import clock
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import (
-    ScriptArg,
-    StoreBase,
-    translate_errors,
-)
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd
 from reflexr_graph.store.records import (
     WorkerInfo,
     text,
 )
+
+
+def live_workers() -> Op[list[WorkerInfo]]:
+    """Every worker whose heartbeat has not expired, by name."""
+    names = [text(n) for n in (yield cmd("zrangebyscore", keys.WORKERS, clock.now_ms(), "+inf"))]
+    if not names:
+        return []
+    raw = yield cmd("mget", [keys.worker(n) for n in names])
+    return sorted(
+        (WorkerInfo.model_validate_json(text(r)) for r in raw if r is not None), key=lambda w: w.name
+    )
+
+
+def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
+    """For each graph, the names of the live workers that serve it (one round trip)."""
+    now = clock.now_ms()
+    commands = [cmd("zrangebyscore", keys.served(graph), now, "+inf") for graph in graphs]
+    replies = (yield batch(commands)) if graphs else []
+    return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
 
 
 class Workers(StoreBase):
@@ -35,23 +51,10 @@ class Workers(StoreBase):
         script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
         self._scripts("worker_leave", script_keys, [info.name])
 
-    @translate_errors
     def live_workers(self) -> list[WorkerInfo]:
         """Every worker whose heartbeat has not expired, by name."""
-        names = [text(n) for n in self._r.zrangebyscore(keys.WORKERS, clock.now_ms(), "+inf")]
-        if not names:
-            return []
-        raw = self._r.mget([keys.worker(n) for n in names])
-        return sorted(
-            (WorkerInfo.model_validate_json(text(r)) for r in raw if r is not None), key=lambda w: w.name
-        )
+        return self.do(live_workers())
 
-    @translate_errors
     def serving(self, graphs: Sequence[str]) -> dict[str, list[str]]:
         """For each graph, the names of the live workers that serve it (one round trip)."""
-        now = clock.now_ms()
-        pipe = self._r.pipeline(transaction=False)
-        for graph in graphs:
-            pipe.zrangebyscore(keys.served(graph), now, "+inf")
-        replies = pipe.execute() if graphs else []
-        return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
+        return self.do(serving(graphs))

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
@@ -21,6 +25,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.fleet.settings import load_settings
 from tests.redis_server import RedisFactory
 from tests.surfaces.graphs import ACTIONS
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -82,24 +87,43 @@ def cli(env: dict[str, str]) -> Cli:
     return run
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
 @pytest.fixture
-def worker(env: dict[str, str], queue: str, published: None) -> Iterator[subprocess.Popen[bytes]]:
-    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
-    cmd = [
-        str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
-        "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
+def start_worker(
+    env: dict[str, str], queue: str, published: None
+) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Start real ``celery worker`` subprocesses for the test graphs when the test says; each is
+    stopped by its pid at teardown."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        cmd = [
+            str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
+            "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True))
+        return procs[-1]
+
     try:
-        yield proc
+        yield start
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        for proc in procs:
+            _stop(proc)
+
+
+@pytest.fixture
+def worker(start_worker: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
+    return start_worker()
 
 
 class _Silent(BaseHTTPRequestHandler):
@@ -128,3 +152,55 @@ def dead_url(private_redis: RedisFactory) -> str:
     url = f"redis://:{PASSWORD}@127.0.0.1:{server.port}/0"
     server.kill()
     return url
+
+
+API_TOKEN = "test-token-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiServer:
+    url: str
+    token: str
+    proc: subprocess.Popen[bytes]
+
+    def http(self, *, token: str | None = "default") -> httpx.Client:
+        """An httpx client on the server; with the server's token unless ``token`` says otherwise."""
+        given = self.token if token == "default" else token
+        headers = {"Authorization": f"Bearer {given}"} if given else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@contextmanager
+def serving(env: dict[str, str]) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit, on ``env``'s Redis."""
+    port = free_port()
+    server_env = {**env, "REFLEXR_API_TOKEN": API_TOKEN, "REFLEXR_API_MAX_BODY": "65536"}
+    cmd = [str(BIN / "reflexr-graph"), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, env=server_env, cwd=ROOT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: proc.poll() is not None or _ready(url), timeout=30, what="the API server to answer")
+        assert proc.poll() is None, "the API server exited at start"
+        yield ApiServer(url, API_TOKEN, proc)
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture
+def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published."""
+    with serving(env) as server:
+        yield server

@@ -1,0 +1,61 @@
+"""The FastAPI app: routes, error handling, security, and the AsyncClient it runs on."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI
+
+from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, waits
+from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_token
+from reflexr_graph.client import AsyncClient
+from reflexr_graph.fleet.settings import Settings, load_settings
+
+API_PREFIX = "/api"
+API_ROUTERS: tuple[APIRouter, ...] = (runs.router, waits.router, dead_letters.router, graphs.router)
+"""The routers under ``/api``, each behind the token."""
+OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
+"""The routers outside ``/api``: probes and the console page, which need no token."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API and the console on the settings' Redis; the client opens with the app's lifespan."""
+    settings = settings or load_settings(strict=False)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Created on the server's loop: redis.asyncio connections belong to one loop.
+        app.state.client = AsyncClient(settings)
+        try:
+            yield
+        finally:
+            await app.state.client.close()
+
+    app = FastAPI(
+        title="reflexr-graph",
+        summary="Durable pydantic-graph runs: enqueue, follow, cancel, replay, and their dead letters.",
+        version=_version(),
+        lifespan=lifespan,
+        # FastAPI's docs pages load their assets from a CDN; the console and /openapi.json need none.
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.api_token = settings.api_token
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)])
+    for part in API_ROUTERS:
+        api.include_router(part)
+    app.include_router(api)
+    for part in OPEN_ROUTERS:
+        app.include_router(part)
+    app.mount("/static", console.static_files(), name="static")
+    problems.install(app)
+    app.add_middleware(BodyLimit, limit=settings.api_max_body)
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("reflexr-graph")

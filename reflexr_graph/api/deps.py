@@ -1,0 +1,18 @@
+"""What routes get from the app: its AsyncClient."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from reflexr_graph.client import AsyncClient
+
+
+def _client(request: Request) -> AsyncClient:
+    client = request.app.state.client
+    assert isinstance(client, AsyncClient)
+    return client
+
+
+ClientDep = Annotated[AsyncClient, Depends(_client)]

@@ -1,0 +1,24 @@
+"""``/healthz`` (the process answers) and ``/readyz`` (and Redis answers): probes, with no token."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.models import Health
+from reflexr_graph.api.problems import Problem
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """Liveness: the server answers."""
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"model": Problem}})
+async def readyz(client: ClientDep) -> Health:
+    """Readiness: Redis answers (503 with what to fix when it does not)."""
+    await client.store.ping()
+    return Health(status="ready")

@@ -1,0 +1,92 @@
+"""What the API's routes take and give, as pydantic models (and so in the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from reflexr_graph.model import RunInfo
+from reflexr_graph.schemas import GraphSchema
+from reflexr_graph.store.records import RunEvent
+
+
+class EnqueueRequest(BaseModel):
+    """A run to queue: the graph's name, its inputs and, optionally, its initial state."""
+
+    graph: str = Field(min_length=1)
+    inputs: Any = Field(description="JSON inputs, validated against the graph's published schema")
+    state: Any = None
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=512, description="Or the Idempotency-Key header"
+    )
+
+
+class ReplayRequest(BaseModel):
+    from_start: bool = Field(False, description="Discard the checkpoint and run from the first step")
+
+
+class BulkReplayRequest(BaseModel):
+    """Dead runs to replay: the ``run_ids`` given, or every dead run matching ``graph``/``reason``."""
+
+    run_ids: list[str] | None = Field(None, max_length=1000)
+    graph: str | None = None
+    reason: str | None = None
+    from_start: bool = False
+
+
+class Refusal(BaseModel):
+    run_id: str
+    status: int
+    detail: str
+
+
+class BulkReplayResult(BaseModel):
+    replayed: list[str]
+    refused: list[Refusal]
+
+
+class RunPageOut(BaseModel):
+    """One page of runs, newest first; pass ``cursor`` back to get the next (null: no more)."""
+
+    runs: list[RunInfo]
+    cursor: str | None
+
+
+class EventOut(BaseModel):
+    """One event of a run's history: its stream id, type, time (epoch s) and fields (no payloads)."""
+
+    id: str
+    type: str
+    at: float
+    fields: dict[str, str]
+
+    @classmethod
+    def of(cls, event: RunEvent) -> EventOut:
+        return cls(id=event.id, type=event.type, at=event.at, fields=event.fields)
+
+
+class CheckpointOut(BaseModel):
+    seq: int
+    saved_at: float
+    size: int
+    next_node: str | None
+
+
+class DeadLetterOut(BaseModel):
+    """A dead run with what an operator needs to decide: its error, traceback and checkpoint."""
+
+    run: RunInfo
+    traceback: str | None
+    checkpoint: CheckpointOut | None
+
+
+class GraphOut(BaseModel):
+    """A published graph: its JSON Schemas, Mermaid diagram, and the live workers that serve it."""
+
+    graph: GraphSchema
+    workers: list[str]
+
+
+class Health(BaseModel):
+    status: str

@@ -1,0 +1,116 @@
+"""``/api/runs``: enqueue, list, read, follow, cancel and replay runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from reflexr_graph import errors
+from reflexr_graph.api import stream
+from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.models import EnqueueRequest, EventOut, ReplayRequest, RunPageOut
+from reflexr_graph.api.problems import Problem
+from reflexr_graph.model import RunInfo, Status
+
+router = APIRouter(prefix="/runs", tags=["runs"])
+
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such run"}}
+REFUSED: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "The run's status does not allow it"},
+    **NOT_FOUND,
+}
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=RunInfo,
+    responses={
+        200: {"model": RunInfo, "description": "The idempotency key already named this run"},
+        404: {"model": Problem, "description": "No such graph is published"},
+        409: {"model": Problem, "description": "The idempotency key names a run with other inputs"},
+        422: {"model": Problem, "description": "The inputs or state do not validate"},
+    },
+)
+async def enqueue(
+    body: EnqueueRequest,
+    client: ClientDep,
+    response: Response,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=512)] = None,
+) -> RunInfo:
+    """Queue a run of a published graph, validated against its schema (201), or return the run an
+    idempotency key already names (200). The ``Idempotency-Key`` header is the idempotency key."""
+    key = body.idempotency_key
+    if idempotency_key is not None and key is not None and idempotency_key != key:
+        raise errors.InvalidInputs(
+            "the Idempotency-Key header and the body's idempotency_key differ; send one of them",
+            [
+                {
+                    "loc": ["header", "Idempotency-Key"],
+                    "msg": "differs from body.idempotency_key",
+                    "type": "mismatch",
+                }
+            ],
+        )
+    done = await client.enqueue_run(
+        body.graph, body.inputs, state=body.state, idempotency_key=idempotency_key or key
+    )
+    response.status_code = 201 if done.created else 200
+    response.headers["Location"] = f"/api/runs/{done.run_id}"
+    return await client.get(done.run_id)
+
+
+@router.get("", response_model=RunPageOut)
+async def list_runs(
+    client: ClientDep,
+    status: Status | None = None,
+    graph: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> RunPageOut:
+    """Runs newest first (by update time within a status), a page at a time."""
+    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor)
+    return RunPageOut(runs=page.runs, cursor=page.cursor)
+
+
+@router.get("/{run_id}", response_model=RunInfo, responses=NOT_FOUND)
+async def get_run(run_id: str, client: ClientDep) -> RunInfo:
+    """One run: status, attempts, timing, output or error."""
+    return await client.get(run_id)
+
+
+@router.get(
+    "/{run_id}/events",
+    response_model=list[EventOut],
+    responses={
+        200: {"content": {stream.MEDIA_TYPE: {}}, "description": "With Accept: text/event-stream, live"},
+        **NOT_FOUND,
+    },
+)
+async def events(run_id: str, request: Request, client: ClientDep) -> list[EventOut] | StreamingResponse:
+    """The run's history, oldest first; with ``Accept: text/event-stream``, a live stream of its
+    events (SSE, resumable with ``Last-Event-ID``) that ends when the run does."""
+    history = await client.history(run_id)  # 404 before any stream starts
+    if stream.MEDIA_TYPE not in request.headers.get("accept", ""):
+        return [EventOut.of(e) for e in history]
+    after = stream.last_event_id(request.headers.get("last-event-id"))
+    return StreamingResponse(
+        stream.run_stream(client, run_id, after),
+        media_type=stream.MEDIA_TYPE,
+        headers={"X-Accel-Buffering": "no"},
+    )
+
+
+@router.post("/{run_id}/cancel", response_model=RunInfo, responses=REFUSED)
+async def cancel(run_id: str, client: ClientDep) -> RunInfo:
+    """Cancel a queued, running or retrying run; a running attempt stops at its next boundary."""
+    return await client.cancel(run_id)
+
+
+@router.post("/{run_id}/replay", response_model=RunInfo, responses=REFUSED)
+async def replay(run_id: str, client: ClientDep, body: ReplayRequest | None = None) -> RunInfo:
+    """Queue a dead or cancelled run again with a fresh attempt budget, from its checkpoint
+    unless ``from_start``."""
+    return await client.replay(run_id, from_start=bool(body and body.from_start))

@@ -1,0 +1,401 @@
+// The reflexr-graph console: a small script over the HTTP API, with no build step.
+// Every request carries the API token as a bearer header, as any API client's would (no cookies).
+// Pages: #/runs, #/run/<id>, #/dead, #/graphs. Values are always set as text, never as HTML.
+"use strict";
+
+const TOKEN_KEY = "reflexr-api-token";
+const POLL_MS = 1000;
+const ACTIVE = ["queued", "running", "retrying", "waiting"];
+const STATUSES = ["queued", "running", "retrying", "waiting", "succeeded", "dead", "cancelled"];
+
+let stopPage = () => {};  // what the current page must stop (timers, streams) when another opens
+
+// -- helpers ----------------------------------------------------------------------------------
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) el.append(c instanceof Node ? c : String(c ?? ""));
+  return el;
+}
+
+function badge(status) { return h("span", { class: `badge s-${status}`, "data-status": status }, status); }
+function when(s) { return s ? new Date(s * 1000).toLocaleString() : "-"; }
+function json(v) { return JSON.stringify(v, null, 2); }
+function notice(text) {
+  const el = document.getElementById("notice");
+  el.hidden = !text;
+  el.textContent = text || "";
+}
+
+async function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(path, { ...options, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
+  if (res.status === 401) notice("This server needs its API token: enter it at the top right.");
+  if (!res.ok) {
+    let detail = res.statusText;
+    try { detail = (await res.json()).detail || detail; } catch (_) { /* not a problem document */ }
+    throw new Error(`${res.status}: ${detail}`);
+  }
+  return options.raw ? res : res.json();
+}
+
+function confirmDialog(text) {
+  const dialog = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+    dialog.showModal();
+  });
+}
+
+function repeat(fn) {  // run fn now and every POLL_MS until the page changes
+  let timer = null, stopped = false;
+  const tick = async () => {
+    try { await fn(); } catch (e) { notice(e.message); }
+    if (!stopped) timer = setTimeout(tick, POLL_MS);
+  };
+  tick();
+  return () => { stopped = true; clearTimeout(timer); };
+}
+
+// -- Server-Sent Events over fetch (EventSource cannot send the Authorization header) --------
+
+async function follow(runId, onEvent, signal) {
+  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, {
+    headers: { Accept: "text/event-stream" }, signal, raw: true,
+  });
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let type = "message", data = null;
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event: ")) type = line.slice(7);
+        else if (line.startsWith("data: ")) data = line.slice(6);
+      }
+      if (data !== null) onEvent(type, JSON.parse(data));
+    }
+  }
+}
+
+// -- diagrams -----------------------------------------------------------------------------
+
+let diagramCount = 0;
+
+function edgesOf(mermaidText) {
+  const edges = [];
+  for (const line of mermaidText.split("\n")) {
+    const m = line.trim().match(/^(\S+)\s+-->\s+([^\s:]+)/);
+    if (m) edges.push([m[1], m[2]]);
+  }
+  return edges;
+}
+
+// Each node's mark from the run and its events: done, current, failed or waiting.
+function nodeMarks(mermaidText, run, events) {
+  const edges = edgesOf(mermaidText);
+  const preds = {}, succs = {};
+  for (const [a, b] of edges) {
+    (preds[b] = preds[b] || []).push(a);
+    (succs[a] = succs[a] || []).push(b);
+  }
+  const first = (succs["[*]"] || [])[0];
+  const reached = events.filter((e) => e.type === "run_progressed").map((e) => e.fields.next_node).filter(Boolean);
+  const at = run.next_node || (run.status === "succeeded" ? null : first);
+  const marks = {};
+  const markBack = (node) => {  // a node with one way in was passed through that way
+    let p = preds[node];
+    while (p && p.length === 1 && p[0] !== "[*]" && !marks[p[0]]) {
+      marks[p[0]] = "done";
+      p = preds[p[0]];
+    }
+  };
+  for (const node of reached) if (node !== at) { marks[node] = "done"; }
+  for (const node of Object.keys(marks)) markBack(node);
+  if (run.status === "succeeded") { for (const node of reached) marks[node] = "done"; markBack("[*]"); }
+  if (at && at !== "[*]") {
+    markBack(at);
+    const now = { dead: "failed", waiting: "waiting", queued: "current", running: "current", retrying: "current" };
+    if (now[run.status]) marks[at] = now[run.status];
+  }
+  delete marks["[*]"];
+  return marks;
+}
+
+async function renderDiagram(container, mermaidText, marks = {}) {
+  let text = mermaidText;
+  const lines = Object.entries(marks).map(([node, mark]) => `  class ${node} ${mark}`);
+  if (lines.length) {
+    text += "\n  classDef done fill:#d1fadf,stroke:#16a34a\n  classDef current fill:#dbeafe,stroke:#2563eb,stroke-width:3px";
+    text += "\n  classDef failed fill:#fee2e2,stroke:#dc2626\n  classDef waiting fill:#fef9c3,stroke:#ca8a04\n" + lines.join("\n");
+  }
+  try {
+    const { svg } = await window.mermaid.render(`diagram-${++diagramCount}`, text);
+    container.innerHTML = svg;  // mermaid's own output, sanitized by it (securityLevel strict)
+  } catch (e) {
+    container.replaceChildren(h("pre", {}, mermaidText));
+  }
+  const legend = h("ul", { class: "marks", id: "node-marks" },
+    Object.entries(marks).map(([node, mark]) => h("li", { class: `m-${mark}`, "data-node": node, "data-mark": mark }, `${node}: ${mark}`)));
+  container.append(legend);
+}
+
+// -- forms from JSON Schema (enqueue a run; a waiting run's signal) ------------------------
+
+function resolve(schema, root) {
+  if (schema && schema.$ref && schema.$ref.startsWith("#/$defs/")) return root.$defs[schema.$ref.slice(8)];
+  return schema || {};
+}
+
+// A form for an object schema's properties (strings, numbers, booleans; anything else as JSON),
+// or one JSON field for any other schema. read() gives the value, or throws naming the field.
+function schemaForm(schema, idPrefix) {
+  const root = schema;
+  const obj = resolve(schema, root);
+  const fields = [];
+  if (obj.type === "object" && obj.properties) {
+    for (const [name, raw] of Object.entries(obj.properties)) {
+      const prop = resolve(raw, root);
+      const kind = ["string", "integer", "number", "boolean"].includes(prop.type) ? prop.type : "json";
+      const id = `${idPrefix}-${name}`;
+      const input = kind === "boolean" ? h("input", { type: "checkbox", id, name })
+        : kind === "json" ? h("textarea", { id, name, rows: 3 })
+        : h("input", { id, name, type: kind === "string" ? "text" : "number", step: kind === "integer" ? "1" : "any" });
+      fields.push({ name, kind, input, required: (obj.required || []).includes(name) });
+    }
+  } else {
+    fields.push({ name: null, kind: "json", input: h("textarea", { id: `${idPrefix}-json`, rows: 4 }), required: true });
+  }
+  const el = h("div", { class: "schema-form" }, fields.map((f) =>
+    h("label", {}, `${f.name || "value (JSON)"}${f.required ? " *" : ""}${f.kind === "json" && f.name ? " (JSON)" : ""}`, f.input)));
+  const read = () => {
+    const parse = (f) => {
+      const v = f.input.value;
+      if (f.kind === "boolean") return f.input.checked;
+      if (v === "") return undefined;
+      if (f.kind === "integer" || f.kind === "number") return Number(v);
+      if (f.kind === "json") {
+        try { return JSON.parse(v); } catch (_) { throw new Error(`${f.name || "value"} is not valid JSON`); }
+      }
+      return v;
+    };
+    if (fields.length === 1 && fields[0].name === null) return parse(fields[0]);
+    const out = {};
+    for (const f of fields) { const v = parse(f); if (v !== undefined) out[f.name] = v; }
+    return out;
+  };
+  return { el, read };
+}
+
+// -- pages ----------------------------------------------------------------------------------
+
+async function runsPage(view) {
+  const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
+  const graph = h("select", { id: "filter-graph" }, h("option", { value: "" }, "any graph"));
+  const body = h("tbody", { id: "runs-body" });
+  view.replaceChildren(h("h1", {}, "Runs"),
+    h("div", { class: "filters" }, h("label", {}, "Status ", status), h("label", {}, "Graph ", graph)),
+    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempts", "next node", "updated"].map((t) => h("th", {}, t)))), body));
+  api("/api/graphs").then((gs) => gs.forEach((g) => graph.append(h("option", { value: g.graph.name }, g.graph.name)))).catch(() => {});
+  const refresh = async () => {
+    const q = new URLSearchParams({ limit: "100" });
+    if (status.value) q.set("status", status.value);
+    if (graph.value) q.set("graph", graph.value);
+    const page = await api(`/api/runs?${q}`);
+    body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
+      h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
+      h("td", {}, `${r.attempts}/${r.max_attempts}`), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
+    notice("");
+  };
+  status.addEventListener("change", refresh);
+  graph.addEventListener("change", refresh);
+  return repeat(refresh);
+}
+
+async function runPage(view, runId) {
+  const controller = new AbortController();
+  let run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  const graph = await api(`/api/graphs/${encodeURIComponent(run.graph)}`).catch(() => null);
+  const events = [];
+  const summary = h("table", { class: "kv", id: "run-summary" });
+  const result = h("div", { id: "run-result" });
+  const timeline = h("tbody", { id: "timeline" });
+  const diagram = h("div", { class: "diagram", id: "run-diagram" });
+  const checkpoints = h("div", { id: "run-checkpoints" });
+  const signal = h("div", { id: "run-signal" });
+  const cancel = h("button", { id: "cancel", class: "danger" }, "Cancel");
+  const replay = h("button", { id: "replay" }, "Replay");
+  const fromStart = h("input", { type: "checkbox", id: "from-start" });
+  view.replaceChildren(h("h1", {}, "Run ", h("span", { class: "mono" }, runId)),
+    h("div", { class: "actions" }, cancel, replay, h("label", {}, fromStart, " from the start")),
+    h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal),
+      h("div", {}, h("h2", {}, "Graph"), diagram)),
+    h("h2", {}, "Timeline"), h("table", {}, h("thead", {}, h("tr", {}, ["time", "event", "fields"].map((t) => h("th", {}, t)))), timeline));
+
+  const render = async () => {
+    summary.replaceChildren(...[
+      ["status", badge(run.status)], ["graph", run.graph], ["attempts", `${run.attempts} of ${run.max_attempts}` + (run.interruptions ? ` (+${run.interruptions} interrupted)` : "")],
+      ["created", when(run.created_at)], ["updated", when(run.updated_at)],
+      ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
+      ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
+    ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
+    const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
+    if (run.status === "succeeded") parts.push(h("h2", {}, "Output"), h("pre", { id: "run-output" }, json(run.output)));
+    if (run.error) parts.push(h("h2", {}, "Error"), h("pre", { id: "run-error" }, run.error));
+    if (run.status === "dead") {
+      const dead = await api(`/api/dead-letters/${encodeURIComponent(runId)}`).catch(() => null);
+      if (dead && dead.traceback) parts.push(h("h2", {}, "Traceback of the last failed attempt"), h("pre", { id: "run-traceback" }, dead.traceback));
+    }
+    result.replaceChildren(...parts);
+    cancel.disabled = !["queued", "running", "retrying", "waiting"].includes(run.status);
+    replay.disabled = !["dead", "cancelled"].includes(run.status);
+    renderCheckpoints(checkpoints, run);
+    renderSignalForm(signal, run, graph);
+    if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events));
+  };
+  const act = async (what, question, body) => {
+    if (!(await confirmDialog(question))) return;
+    try { run = await api(`/api/runs/${encodeURIComponent(runId)}/${what}`, { method: "POST", body }); notice(""); await render(); stream(); }
+    catch (e) { notice(e.message); }
+  };
+  cancel.addEventListener("click", () => act("cancel", `Cancel run ${runId}? A running attempt stops at its next step boundary.`));
+  replay.addEventListener("click", () => act("replay", fromStart.checked
+    ? `Replay run ${runId} from the start, discarding its checkpoint?` : `Replay run ${runId} from its last checkpoint?`, { from_start: fromStart.checked }));
+
+  let streaming = false;
+  const stream = () => {
+    if (streaming) return;
+    streaming = true;
+    events.length = 0;
+    timeline.replaceChildren();
+    follow(runId, async (type, data) => {
+      if (type === "end") { run = data; await render(); return; }
+      events.push(data);
+      timeline.append(h("tr", { "data-event": data.type }, h("td", {}, when(data.at)), h("td", {}, data.type),
+        h("td", { class: "mono" }, Object.entries(data.fields).map(([k, v]) => `${k}=${v}`).join("  "))));
+      run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+      await render();
+    }, controller.signal).catch((e) => { if (!controller.signal.aborted) notice(e.message); }).finally(() => { streaming = false; });
+  };
+  await render();
+  stream();
+  return () => controller.abort();
+}
+
+// The checkpoints of a run. Today the latest one is what the API has (RunInfo's count and next
+// node); when checkpoint history lands (issue 11, GET /api/runs/{id}/checkpoints), list it here.
+function renderCheckpoints(container, run) {
+  container.replaceChildren(h("p", {}, run.checkpoints
+    ? `${run.checkpoints} saved; the run resumes at ${run.next_node || "the end"}.` : "None saved yet: a retry starts from the first step."));
+}
+
+// A waiting run's signal, as a form generated from the signal's JSON Schema (the graph schema's
+// `signals`, RunInfo's `waiting_for`; sent with POST /api/runs/{id}/signal).
+function renderSignalForm(container, run, graph) {
+  const signals = graph && graph.graph.signals;
+  if (run.status !== "waiting" || !signals || !run.waiting_for || !signals[run.waiting_for]) { container.replaceChildren(); return; }
+  if (container.dataset.for === run.waiting_for) return;  // keep what is being typed
+  container.dataset.for = run.waiting_for;
+  const form = schemaForm(signals[run.waiting_for], "signal");
+  const send = h("button", { id: "send-signal" }, `Send ${run.waiting_for}`);
+  send.addEventListener("click", async () => {
+    try {
+      await api(`/api/runs/${encodeURIComponent(run.run_id)}/signal`, { method: "POST", body: { name: run.waiting_for, value: form.read() } });
+      notice("");
+    } catch (e) { notice(e.message); }
+  });
+  container.replaceChildren(h("h2", {}, `Signal: ${run.waiting_for}`), form.el, send);
+}
+
+async function deadPage(view) {
+  const body = h("tbody", { id: "dead-body" });
+  const replaySel = h("button", { id: "replay-selected" }, "Replay selected");
+  const selected = new Set();
+  view.replaceChildren(h("h1", {}, "Dead letters"), h("div", { class: "actions" }, replaySel),
+    h("table", { id: "dead" }, h("thead", {}, h("tr", {}, ["", "run", "graph", "reason", "last error", "dead since"].map((t) => h("th", {}, t)))), body));
+  replaySel.addEventListener("click", async () => {
+    if (!selected.size || !(await confirmDialog(`Replay ${selected.size} dead run(s) from their checkpoints?`))) return;
+    try {
+      const out = await api("/api/dead-letters/replay", { method: "POST", body: { run_ids: [...selected] } });
+      notice(out.refused.length ? `replayed ${out.replayed.length}; refused: ${out.refused.map((r) => r.detail).join("; ")}` : "");
+      selected.clear();
+    } catch (e) { notice(e.message); }
+  });
+  return repeat(async () => {
+    const page = await api("/api/dead-letters?limit=200");
+    body.replaceChildren(...page.runs.map((r) => {
+      const box = h("input", { type: "checkbox", "data-select": r.run_id, checked: selected.has(r.run_id) });
+      box.addEventListener("change", () => (box.checked ? selected.add(r.run_id) : selected.delete(r.run_id)));
+      return h("tr", { "data-run": r.run_id }, h("td", {}, box), h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)),
+        h("td", {}, r.graph), h("td", {}, r.reason || "-"), h("td", {}, h("span", { class: "mono" }, r.error || "-")), h("td", {}, when(r.updated_at)));
+    }));
+    replaySel.disabled = page.runs.length === 0;
+  });
+}
+
+async function graphsPage(view) {
+  const graphs = await api("/api/graphs");
+  view.replaceChildren(h("h1", {}, "Graphs"));
+  for (const { graph, workers } of graphs) {
+    const diagram = h("div", { class: "diagram" });
+    const form = schemaForm(graph.inputs, `enqueue-${graph.name}`);
+    const key = h("input", { id: `enqueue-${graph.name}-key`, placeholder: "idempotency key (optional)" });
+    const go = h("button", { id: `enqueue-${graph.name}` }, `Enqueue ${graph.name}`);
+    go.addEventListener("click", async () => {
+      try {
+        const body = { graph: graph.name, inputs: form.read() };
+        if (key.value) body.idempotency_key = key.value;
+        const run = await api("/api/runs", { method: "POST", body });
+        location.hash = `#/run/${run.run_id}`;
+      } catch (e) { notice(e.message); }
+    });
+    view.append(h("section", { "data-graph": graph.name }, h("h2", {}, graph.name),
+      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts ?? "default"}`),
+      h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
+      h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
+    renderDiagram(diagram, graph.mermaid);
+  }
+  return () => {};
+}
+
+// -- routing --------------------------------------------------------------------------------
+
+async function route() {
+  stopPage();
+  stopPage = () => {};
+  const view = document.getElementById("view");
+  const [, page, arg] = (location.hash || "#/runs").split("/");
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${page === "run" ? "runs" : page}`);
+  try {
+    if (page === "run" && arg) stopPage = await runPage(view, decodeURIComponent(arg));
+    else if (page === "dead") stopPage = await deadPage(view);
+    else if (page === "graphs") stopPage = await graphsPage(view);
+    else stopPage = await runsPage(view);
+  } catch (e) { notice(e.message); }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict" });
+  document.getElementById("token-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value);
+    notice("");
+    route();
+  });
+  window.addEventListener("hashchange", route);
+  route();
+});

@@ -1,0 +1,48 @@
+"""A run's events as Server-Sent Events, live until the run ends.
+
+The stream sends the history first (or what follows ``Last-Event-ID``), then each new event as
+it is written, each with its stream id as the SSE id, and ends with an ``end`` event carrying
+the finished run. Between events it blocks in XREAD on the loop; a comment line every
+:data:`KEEPALIVE_MS` keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from reflexr_graph.api.models import EventOut
+from reflexr_graph.client import AsyncClient
+from reflexr_graph.model import TERMINAL
+
+KEEPALIVE_MS = 15_000
+MEDIA_TYPE = "text/event-stream"
+
+
+def frame(event: str, data: str, event_id: str | None = None) -> str:
+    """One SSE frame (``data`` is one line of JSON)."""
+    head = f"id: {event_id}\n" if event_id else ""
+    return f"{head}event: {event}\ndata: {data}\n\n"
+
+
+async def run_stream(client: AsyncClient, run_id: str, after: str) -> AsyncIterator[str]:
+    """SSE frames of ``run_id``'s events after stream id ``after``, until the run is terminal."""
+    last = after
+    while True:
+        found = await client.events(run_id, after=last)
+        for event in found:
+            last = event.id
+            yield frame(event.type, EventOut.of(event).model_dump_json(), event.id)
+        info = await client.get(run_id)
+        if info.status in TERMINAL:
+            yield frame("end", info.model_dump_json())
+            return
+        # Events land before the status they lead to is read back: block only when none is new.
+        if not await client.events(run_id, after=last, block_ms=KEEPALIVE_MS):
+            yield ": keep-alive\n\n"
+
+
+def last_event_id(header: str | None) -> str:
+    """Where a reconnecting EventSource resumes: its Last-Event-ID when that is a stream id."""
+    if header and all(part.isdigit() for part in header.split("-", 1)):
+        return header
+    return "0-0"

@@ -1,0 +1,31 @@
+"""``serve``: the HTTP API and the web console."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from reflexr_graph.cli.app import app
+from reflexr_graph.fleet.settings import load_settings
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str,
+        typer.Option("--host", metavar="HOST", help="Address to listen on (not loopback: needs a token)."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535, metavar="PORT")] = 8080,
+) -> None:
+    """Serve the HTTP API (/api, /openapi.json) and the web console (/) until Ctrl-C.
+
+    With REFLEXR_API_TOKEN set, every /api route needs `Authorization: Bearer <token>`; without
+    one, only a loopback address is served.
+    """
+    from reflexr_graph.api.serve import serve as run_server
+
+    redis_url = getattr(ctx.find_root().obj, "redis_url", None)
+    settings = load_settings(strict=False, **({"redis_url": redis_url} if redis_url else {}))
+    run_server(settings, host=host, port=port)

@@ -1,0 +1,189 @@
+"""The native asyncio client: the :class:`~reflexr_graph.client.sync.Client` API on ``redis.asyncio``.
+
+Every call runs the same operations as ``Client`` (``client/core.py`` and the store's), answered
+on the event loop: ``wait`` and ``events`` block in XREAD BLOCK on a socket of the loop, so a
+hundred concurrent waits hold a hundred Redis connections and no thread.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from celery import Celery
+
+from reflexr_graph import schemas, time_travel
+from reflexr_graph.client.core import ClientBase, Enqueued
+from reflexr_graph.client.publish import MessageSender
+from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
+from reflexr_graph.store.operator import cancel_run, purge_run
+from reflexr_graph.store.ops import Op, Publish, Request, drive_async
+from reflexr_graph.store.reads import (
+    RunPage,
+    dead_listing,
+    last_traceback,
+    latest_checkpoint,
+    run_events,
+    run_record,
+    runs_listing,
+)
+from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.workers import live_workers, serving
+
+T = TypeVar("T")
+
+
+class AsyncClient(ClientBase):
+    """Enqueue and manage runs from asyncio code; the same methods and arguments as ``Client``."""
+
+    def __init__(self, settings: Settings, store: AsyncStore | None = None) -> None:
+        super().__init__(settings)
+        self.store = store or AsyncStore.from_url(settings.redis_url, **self.store_options)
+        self._sender = MessageSender(settings)
+
+    @property
+    def app(self) -> Celery:
+        """The producer Celery app the messages are built with."""
+        return self._sender.app
+
+    async def _handle(self, request: Request) -> Any:
+        if isinstance(request, Publish):
+            return await self._sender.send(self.store, request.run_id, request.graph)
+        return await self.store.handle(request)
+
+    async def _do(self, op: Op[T]) -> T:
+        return await drive_async(op, self._handle)
+
+    async def close(self) -> None:
+        """Release the Redis connections."""
+        self._sender.close()
+        await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- the Client's methods, awaited -------------------------------------------------------
+
+    async def graph(self, name: str) -> schemas.GraphSchema:
+        """See :meth:`Client.graph`."""
+        return await self._do(schemas.published_graph(name))
+
+    async def graphs(self) -> list[schemas.GraphSchema]:
+        """See :meth:`Client.graphs`."""
+        return await self._do(schemas.published_graphs())
+
+    async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
+        """See :meth:`Client.serving`."""
+        return await self._do(serving(graphs))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """See :meth:`Client.workers`."""
+        return await self._do(live_workers())
+
+    async def enqueue(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """See :meth:`Client.enqueue`."""
+        return (await self.enqueue_run(graph, inputs, state=state, idempotency_key=idempotency_key)).run_id
+
+    async def enqueue_run(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> Enqueued:
+        """See :meth:`Client.enqueue_run`."""
+        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key))
+
+    async def get(self, run_id: str) -> RunInfo:
+        """See :meth:`Client.get`."""
+        return await self._do(run_record(run_id))
+
+    async def runs(
+        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+    ) -> list[RunInfo]:
+        """See :meth:`Client.runs`."""
+        return (await self._do(runs_listing(status, graph, limit))).runs
+
+    async def runs_page(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """See :meth:`Client.runs_page`."""
+        return await self._do(runs_listing(status, graph, limit, cursor))
+
+    async def history(self, run_id: str) -> list[RunEvent]:
+        """See :meth:`Client.history`."""
+        return await self._do(self._core.history(run_id))
+
+    async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
+        """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""
+        return await self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    async def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
+        """See :meth:`Client.dead_letters`."""
+        return (await self._do(dead_listing(graph, reason, limit))).runs
+
+    async def dead_letters_page(
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """See :meth:`Client.dead_letters_page`."""
+        return await self._do(dead_listing(graph, reason, limit, cursor))
+
+    async def traceback(self, run_id: str) -> str | None:
+        """See :meth:`Client.traceback`."""
+        return await self._do(last_traceback(run_id))
+
+    async def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """See :meth:`Client.checkpoint_info`."""
+        return await self._do(latest_checkpoint(run_id))
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+        """See :meth:`Client.wait`; it waits on the loop, holding no thread."""
+        return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+
+    async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
+        """See :meth:`Client.replay`."""
+        return await self._do(self._core.replay(run_id, from_start, from_seq))
+
+    async def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """See :meth:`Client.checkpoints`."""
+        return await self._do(checkpoint_list(run_id))
+
+    async def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """See :meth:`Client.checkpoint`."""
+        return time_travel.detail(run_id, await self._do(saved_checkpoint(run_id, seq)))
+
+    async def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """See :meth:`Client.fork`."""
+        return await self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+
+    async def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """See :meth:`Client.signal`."""
+        return await self._do(self._core.signal(run_id, name, value))
+
+    async def cancel(self, run_id: str) -> RunInfo:
+        """See :meth:`Client.cancel`."""
+        return await self._do(cancel_run(run_id, self.store.run_retention_s))
+
+    async def purge(self, run_id: str) -> bool:
+        """See :meth:`Client.purge`."""
+        return await self._do(purge_run(run_id))

@@ -1,0 +1,249 @@
+"""What a client does, written once as operations (``store/ops.py``) for ``Client`` and ``AsyncClient``.
+
+Both clients run these with their own executor: ``Client`` on redis-py, ``AsyncClient`` on
+``redis.asyncio``. The logic of enqueueing (schema cache, validation, the idempotent create,
+the message), of waiting, and of replaying is here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Self
+
+from reflexr_graph import errors, schemas, telemetry, time_travel
+from reflexr_graph.client.payload import plain, to_json
+from reflexr_graph.core.tracing import current_trace_context
+from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.model import TERMINAL, RunInfo
+from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.history import saved_checkpoint
+from reflexr_graph.store.operator import replay_run
+from reflexr_graph.store.ops import Op, Publish
+from reflexr_graph.store.reads import run_events, run_record
+from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.waits import SignalOutcome, send_signal
+
+log = logging.getLogger("reflexr_graph.client")
+
+SCHEMA_CACHE_S = 2.0
+"""How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
+DISPATCH_GRACE_MS = 30_000
+"""If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What enqueueing did: the run's id, and whether it was created now (False: the idempotency
+    key already named it)."""
+
+    run_id: str
+    created: bool
+
+
+class ClientBase:
+    """How both clients are built: from settings, or a URL with settings from the environment."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._core = ClientCore(settings)
+        # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
+        # the message. With no OTEL_* configuration and no provider, nothing is installed.
+        telemetry.setup_process()
+
+    @classmethod
+    def from_url(cls, redis_url: str, **overrides: Any) -> Self:
+        """A client on ``redis_url``; other settings come from ``REFLEXR_*`` or ``overrides``."""
+        return cls(load_settings(strict=False, redis_url=redis_url, **overrides))
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None) -> Self:
+        """A client configured from ``REFLEXR_*`` environment variables (or the given settings)."""
+        return cls(settings or load_settings(strict=False))
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """What the client's store is built with besides the URL."""
+        return {
+            "run_retention_s": self.settings.run_retention_s,
+            "dead_retention_s": self.settings.dead_retention_s,
+        }
+
+
+class ClientCore:
+    """The state a client keeps between calls (published schemas, news to tell) and its operations."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
+        self._unserved_news: set[str] = set()
+
+    def published(self, name: str) -> Op[tuple[schemas.GraphSchema, list[str]]]:
+        """The published entry of ``name`` and its live workers, read at most every SCHEMA_CACHE_S:
+        enqueue is a hot path."""
+        now = time.monotonic()
+        cached = self._schemas.get(name)
+        if cached is not None and cached[0] > now:
+            return cached[1], cached[2]
+        entry, workers = yield from schemas.published_with_workers(name)
+        self._schemas[name] = (now + SCHEMA_CACHE_S, entry, workers)
+        if not workers:
+            # Said once the run is queued, and at most every SCHEMA_CACHE_S: a producer that
+            # enqueues thousands of runs while the workers are down gets the news, not a line each.
+            self._unserved_news.add(name)
+        return entry, workers
+
+    def enqueue(self, graph: str, inputs: Any, state: Any, idempotency_key: str | None) -> Op[Enqueued]:
+        """Validate and queue a run; ``(run_id, created)``, created False when the key named a run."""
+        entry, _workers = yield from self.published(graph)
+        inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
+        schemas.validate(entry, inputs, state)
+        limit = self.settings.max_payload_bytes
+        run = NewRun(
+            run_id=str(uuid.uuid4()),
+            graph=graph,
+            inputs_json=to_json(inputs, "inputs", limit),
+            state_json=None if state is None else to_json(state, "state", limit),
+            idempotency_key=idempotency_key,
+            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            # Every attempt of the run joins the caller's trace, however it is re-sent.
+            trace_context=current_trace_context(),
+        )
+        run_id, created = yield from new_run(run)
+        if created:
+            advice = "enqueue again with the same idempotency key to get the same run"
+            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice)
+        self._tell_unserved(graph, run_id)
+        return Enqueued(run_id, created)
+
+    def signal(self, run_id: str, name: str, value: Any) -> Op[bool]:
+        """Validate and send a signal; True when it woke the run (its message is sent), False when
+        the value waits in the run's mailbox for the wait to come."""
+        info = yield from run_record(run_id)
+        if info.status in TERMINAL:
+            raise errors.OperationRefused(
+                f"run {run_id} is {info.status.value}; only a run that has not finished takes signals",
+                status=info.status.value,
+            )
+        entry, _workers = yield from self.published(info.graph)
+        value = plain(value, "value")
+        schemas.validate_signal(entry, name, value)
+        value_json = to_json(value, "value", self.settings.max_payload_bytes)
+        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS)
+        if outcome is SignalOutcome.KEPT:
+            return False
+        recorded = f"the signal is recorded and run {run_id} queued"
+        yield from _publish(run_id, graph, recorded, "do not send it again")
+        return True
+
+    def _tell_unserved(self, graph: str, run_id: str) -> None:
+        if graph in self._unserved_news:
+            self._unserved_news.discard(graph)
+            log.warning(
+                "run %s queued, but no live worker serves graph %r right now: its runs wait up to %gs "
+                "(REFLEXR_UNKNOWN_GRAPH_GRACE_S) for one, then are dead-lettered as unknown_graph",
+                run_id,
+                graph,
+                self.settings.unknown_graph_grace_s,
+            )
+
+    def history(self, run_id: str) -> Op[list[RunEvent]]:
+        """The run's events, oldest first; RunNotFound if there is no such run."""
+        yield from run_record(run_id)
+        return (yield from run_events(run_id, "0-0", None, None, None))
+
+    def replay(self, run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
+        """Queue a dead or cancelled run again and send its message; with ``from_seq``, from that
+        checkpoint of its history, if the graph as published now would resume it."""
+        if from_seq is not None:
+            if from_start:
+                raise errors.InvalidInputs(
+                    "replay from the start or from a checkpoint, not both",
+                    [{"loc": ["from_seq"], "msg": "cannot be given with from_start", "type": "conflict"}],
+                )
+            saved = yield from saved_checkpoint(run_id, from_seq)
+            entry, _workers = yield from self.published(saved.graph)
+            time_travel.check_current(run_id, saved, entry)
+        info = yield from replay_run(run_id, from_start, from_seq)
+        yield Publish(run_id, info.graph)
+        return info
+
+    def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
+        """A new run of the source's graph that resumes from its checkpoint ``from_seq``, its state
+        replaced by ``state`` when given; the message is sent unless the checkpoint is the
+        finished one (the fork is created succeeded)."""
+        saved = yield from saved_checkpoint(run_id, from_seq)
+        entry, _workers = yield from self.published(saved.graph)
+        edited = None if state is None else plain(state, "state")
+        if edited is not None:
+            to_json(edited, "state", self.settings.max_payload_bytes)
+        seed = time_travel.seed(run_id, saved, entry, edited)
+        run = NewRun(
+            run_id=str(uuid.uuid4()),
+            graph=saved.graph,
+            inputs_json=saved.inputs_json,
+            state_json=saved.state_json,
+            idempotency_key=idempotency_key,
+            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            trace_context=current_trace_context(),
+            fork=seed,
+            retention_s=self.settings.run_retention_s,
+        )
+        new_id, created = yield from new_run(run)
+        if seed.output_json is None:
+            if created:
+                advice = "fork again with the same idempotency key to get the same fork"
+                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice)
+            self._tell_unserved(saved.graph, new_id)
+        return new_id
+
+    def wait(self, run_id: str, timeout: float | None, chunk_limit: int | None) -> Op[RunInfo]:
+        """Until the run is terminal, sleeping on its event stream (XREAD BLOCK); WaitTimeout after
+        ``timeout`` seconds. A run not recorded yet (a foreign producer's) is waited for too."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = "0-0"
+        while True:
+            try:
+                info: RunInfo | None = yield from run_record(run_id)
+            except errors.RunNotFound:
+                info = None
+            if info is not None and info.status in TERMINAL:
+                return info
+            block_ms = 0
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise errors.WaitTimeout(_wait_timeout(run_id, info, timeout))
+                block_ms = max(1, int(remaining * 1000))
+            # XREAD BLOCK on a stream that does not exist yet wakes when its first event is added.
+            found = yield from run_events(run_id, last, block_ms, None, chunk_limit)
+            if found:
+                last = found[-1].id
+
+
+def _publish(run_id: str, graph: str, recorded: str, advice: str) -> Op[None]:
+    """Send the run's message; the run is recorded and due, so a failed send is reported as such."""
+    try:
+        yield Publish(run_id, graph)
+    except errors.StoreUnavailable as exc:
+        # Whoever retries must know the run goes ahead anyway: the reaper sends the due run.
+        raise type(exc)(
+            f"{exc}; {recorded}, and a worker sends it within {DISPATCH_GRACE_MS // 1000}s once "
+            f"Redis answers ({advice})",
+            endpoint=exc.endpoint,
+            kind=exc.kind,
+        ) from exc
+
+
+def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> str:
+    if info is None:
+        return (
+            f"no run {run_id} appeared within {timeout:g}s: a run sent with send_task is recorded when a "
+            "worker takes its first delivery; check the id, and that a worker consumes the queue it was "
+            "sent to"
+        )
+    return f"run {run_id} is still {info.status.value} after {timeout:g}s; wait longer or check its workers"

@@ -1,0 +1,67 @@
+"""Sending a run's Celery message from asyncio code, without a thread.
+
+kombu has no asyncio API, so the async client writes the message the way kombu's Redis
+transport does (one LPUSH onto the graph's queue, as any non-Python producer of the task
+contract does), through ``redis.asyncio``. Celery builds the message itself
+(``app.amqp.as_task_v2``, kombu's serializer); only the transport's envelope is written here,
+and ``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from typing import Any
+
+from celery import Celery
+from kombu.serialization import dumps
+from opentelemetry import propagate
+
+from reflexr_graph.fleet.app import celery_config
+from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
+from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.store import keys
+from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.ops import cmd
+
+
+def envelope(app: Celery, run_id: str, graph: str, queue: str) -> str:
+    """The queue item kombu's Redis transport would push for ``send_run(app, run_id, graph)``."""
+    message = app.amqp.as_task_v2(run_id, TASK_NAME, args=(), kwargs={"graph": graph})
+    # The caller's trace in the headers, where Celery's OpenTelemetry instrumentation puts it.
+    propagate.inject(message.headers)
+    content_type, content_encoding, body = dumps(message.body, serializer="json")
+    raw = body if isinstance(body, bytes) else body.encode(content_encoding)
+    item: dict[str, Any] = {
+        "body": base64.b64encode(raw).decode("ascii"),
+        "content-encoding": content_encoding,
+        "content-type": content_type,
+        "headers": message.headers,
+        "properties": {
+            **message.properties,
+            "delivery_mode": 2,  # persistent, as Celery sends tasks
+            # The default exchange: the routing key is the queue, as kombu routes Celery's queues.
+            "delivery_info": {"exchange": "", "routing_key": queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    return json.dumps(item)
+
+
+class MessageSender:
+    """Builds run messages with a producer Celery app and pushes them with an async store."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = Celery("reflexr_graph.client", set_as_current=False)
+        self.app.conf.update(celery_config(settings))
+
+    async def send(self, store: AsyncStore, run_id: str, graph: str) -> None:
+        """Queue ``reflexr_graph.run`` for the recorded run, as ``fleet.dispatch.send_run`` does."""
+        queue = graph_queue(self.app.conf.task_default_queue, graph)
+        await store.handle(cmd("lpush", keys.broker_queue(queue), envelope(self.app, run_id, graph, queue)))
+
+    def close(self) -> None:
+        self.app.close()

@@ -1,0 +1,249 @@
+"""The Python client: enqueue runs, read them, wait for them, and act on dead letters.
+
+The client talks to the same Redis as the fleet: the store for run records, and the
+broker for the ``reflexr_graph.run`` Celery messages. It never imports a graph's code;
+inputs are validated against the JSON Schema a worker published (``schemas.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self, TypeVar
+
+from celery import Celery
+
+from reflexr_graph import schemas, time_travel
+from reflexr_graph.client.core import ClientBase, Enqueued
+from reflexr_graph.fleet.app import celery_config
+from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
+from reflexr_graph.store.ops import Op, Publish, Request, drive
+from reflexr_graph.store.reads import RunPage, dead_listing, runs_listing
+from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.redis_store import RedisStore
+
+T = TypeVar("T")
+
+
+def producer_app(settings: Settings) -> Celery:
+    """A Celery app that only sends messages, configured like the fleet (JSON, same queue)."""
+    app = Celery("reflexr_graph.client", set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app
+
+
+class Client(ClientBase):
+    """Enqueue and manage runs. Build it with :meth:`from_url` or :meth:`from_settings`."""
+
+    def __init__(self, settings: Settings, store: RedisStore | None = None) -> None:
+        super().__init__(settings)
+        self.store = store or RedisStore.from_url(settings.redis_url, **self.store_options)
+        self._app: Celery | None = None
+
+    @property
+    def app(self) -> Celery:
+        """The producer Celery app, created on first send."""
+        if self._app is None:
+            self._app = producer_app(self.settings)
+        return self._app
+
+    def close(self) -> None:
+        """Release the Redis and broker connections."""
+        if self._app is not None:
+            self._app.close()
+            self._app = None
+        self.store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- enqueue ----------------------------------------------------------------------------
+
+    def _handle(self, request: Request) -> Any:
+        if isinstance(request, Publish):
+            return send_run(self.app, request.run_id, request.graph)
+        return self.store._handle(request)
+
+    def _do(self, op: Op[T]) -> T:
+        return drive(op, self._handle)
+
+    def graph(self, name: str) -> schemas.GraphSchema:
+        """The published schema entry of graph ``name``; UnknownGraph if no worker published it."""
+        return self._do(schemas.published_graph(name))
+
+    def graphs(self) -> list[schemas.GraphSchema]:
+        """Every graph a worker (or ``reflexr-graph publish``) has published, by name."""
+        return self._do(schemas.published_graphs())
+
+    def serving(self, graphs: list[str]) -> dict[str, list[str]]:
+        """For each graph, the names of the live workers that run it."""
+        return self.store.serving(graphs)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every live worker: its name, graphs, queues, pool and concurrency."""
+        return self.store.live_workers()
+
+    def enqueue(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """Validate and queue a run of ``graph``; returns its run id.
+
+        ``inputs`` and ``state`` are JSON values, or the graph's own pydantic models and
+        dataclasses. Raises UnknownGraph or InvalidInputs (listing each failing location)
+        before anything is queued; logs a warning when no live worker serves the graph (the
+        run then waits for one, up to REFLEXR_UNKNOWN_GRAPH_GRACE_S).
+
+        With ``idempotency_key``, every caller using the same key for the same graph, with
+        the same inputs and state, gets the same run id while that run's record lives (its
+        retention), and only the first sends a message; a dead run's key names the dead run,
+        which ``replay`` runs again. The same key with other inputs raises IdempotencyConflict.
+        """
+        return self.enqueue_run(graph, inputs, state=state, idempotency_key=idempotency_key).run_id
+
+    def enqueue_run(
+        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+    ) -> Enqueued:
+        """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
+        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunInfo:
+        """A snapshot of the run; RunNotFound if there is no such run."""
+        return self.store.get(run_id)
+
+    def runs(
+        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+    ) -> list[RunInfo]:
+        """Runs newest first, optionally only those in ``status`` or of ``graph``."""
+        return self.store.list_runs(status=status, graph=graph, limit=limit)
+
+    def runs_page(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
+        return self._do(runs_listing(status, graph, limit, cursor))
+
+    def history(self, run_id: str) -> list[RunEvent]:
+        """The run's events, oldest first; RunNotFound if there is no such run."""
+        return self._do(self._core.history(run_id))
+
+    def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
+        """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""
+        return self.store.events(run_id, after=after, block_ms=block_ms)
+
+    def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
+        """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
+        return self.store.dead_letters(graph=graph, reason=reason, limit=limit)
+
+    def dead_letters_page(
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """:meth:`dead_letters` one page at a time: pass the page's ``cursor`` to get the next one."""
+        return self._do(dead_listing(graph, reason, limit, cursor))
+
+    def traceback(self, run_id: str) -> str | None:
+        """The last failed attempt's traceback, if any."""
+        return self.store.traceback(run_id)
+
+    def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """The latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``, if any."""
+        return self.store.checkpoint_info(run_id)
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+        """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
+
+        Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
+        changes. A run a foreign producer sent with ``send_task`` has no record until a
+        worker takes its first delivery: ``wait`` waits for the record to appear too, within
+        the same timeout. ``timeout=None`` waits for as long as it takes.
+        """
+        return self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+
+    # -- operator actions -------------------------------------------------------------------
+
+    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
+        """Queue a dead or cancelled run again, with a fresh attempt budget; it resumes from its
+        checkpoint unless ``from_start``.
+
+        ``from_seq`` resumes it from an earlier checkpoint of its own history instead, to back
+        out of a bad step: that checkpoint becomes the latest, and the ones after it are dropped.
+        It is refused (StaleCheckpoint) when saved by another version of the graph, and
+        CheckpointNotFound names the seqs the run keeps when it keeps no such one.
+
+        OperationRefused for a run in any other status, RunNotFound for an unknown id.
+        """
+        return self._do(self._core.replay(run_id, from_start, from_seq))
+
+    # -- time travel ------------------------------------------------------------------------
+
+    def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint the run keeps, oldest first, the latest last: ``seq``, ``saved_at``,
+        ``next_node``, ``size`` and the ``attempt`` that saved it. No values: see :meth:`checkpoint`.
+
+        A run keeps its latest checkpoint and up to ``REFLEXR_CHECKPOINT_HISTORY`` before it (as
+        the workers are configured); RunNotFound if there is no such run.
+        """
+        return self._do(checkpoint_list(run_id))
+
+    def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """Checkpoint ``seq`` of the run with its values as JSON: the state, the graph inputs and
+        the next task's inputs (the output, for the finished one).
+
+        RunNotFound, or CheckpointNotFound (naming the seqs the run keeps).
+        """
+        return time_travel.detail(run_id, self._do(saved_checkpoint(run_id, seq)))
+
+    def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """Create a new run of the same graph that resumes from checkpoint ``from_seq`` of
+        ``run_id``; returns the new run's id. Nothing of the source run changes, whatever its
+        status (it must still exist).
+
+        ``state`` (JSON, or the graph's own model or dataclass), when given, replaces the
+        checkpoint's state; it is validated against the published state schema first
+        (InvalidInputs, naming locations). A checkpoint saved by another version of the graph
+        is refused (StaleCheckpoint). A fork from the finished checkpoint is created succeeded
+        with the same output, and no attempt runs. The new run records ``forked_from`` and
+        ``forked_at_seq``. The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
+        """
+        return self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+
+    def signal(self, run_id: str, name: str, value: Any) -> bool:
+        """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.
+
+        The value (JSON, or the signal's own pydantic model or dataclass) is validated against
+        the schema the graph publishes for the signal before anything is written: UnknownSignal
+        for a name the graph does not declare, InvalidInputs listing each failing location. When
+        the run is waiting for this signal, it is queued at once (True). Otherwise the value is
+        kept in the run's mailbox, and the step's ``wait_for_signal(name, ...)`` takes it when it
+        gets there, without suspending (False). RunNotFound for an unknown run;
+        OperationRefused for a finished one; SignalPending when a signal of this name was sent
+        and not taken yet (a second would replace it).
+        """
+        return self._do(self._core.signal(run_id, name, value))
+
+    def cancel(self, run_id: str) -> RunInfo:
+        """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one."""
+        return self.store.cancel(run_id)
+
+    def purge(self, run_id: str) -> bool:
+        """Delete a dead or cancelled run; False if there was no such run."""
+        return self.store.purge(run_id)

@@ -1,0 +1,100 @@
+"""The store's operations on ``redis.asyncio``: what the native ``AsyncClient`` runs them with.
+
+The operations themselves (``store/ops.py``, ``reads.py``, ``operator.py``...) are the blocking
+store's; only the answering of their requests is asynchronous here, so a blocking read (XREAD
+BLOCK) waits on a socket of the event loop rather than in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Self, TypeVar
+
+import redis.asyncio
+from redis import exceptions as redis_errors
+
+from reflexr_graph.store import connection_errors
+from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
+from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
+from reflexr_graph.store.reads import max_block_ms
+from reflexr_graph.store.scripts import Scripts
+
+T = TypeVar("T")
+
+_RETENTION = ("run_retention_s", "dead_retention_s")
+MAX_CONNECTIONS = 1024
+"""Connections one async store may open. Each blocked ``wait`` or event stream holds one for as
+long as it waits (redis.asyncio's default of 100 would refuse the 101st), and Redis allows
+10,000 clients by default."""
+
+
+class AsyncStore:
+    """An async Redis client, its registered scripts, and the settings operations take."""
+
+    def __init__(
+        self,
+        client: redis.asyncio.Redis,
+        *,
+        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
+        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+    ) -> None:
+        self._r = client
+        self.run_retention_s = int(run_retention_s)
+        self.dead_retention_s = int(dead_retention_s)
+        # redis.asyncio's register_script gives scripts whose call is awaited, with the same
+        # keys/args and the same NOSCRIPT fallback as the blocking ones.
+        self._scripts = Scripts(client)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """A store on a ``redis://`` or ``rediss://`` URL, with the blocking store's timeouts;
+        ``options`` are the retention settings and redis.asyncio's client options."""
+        retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
+        client = redis.asyncio.Redis.from_url(
+            url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
+        )
+        return cls(client, **retention)
+
+    @property
+    def client(self) -> redis.asyncio.Redis:
+        return self._r
+
+    @property
+    def max_block_ms(self) -> int | None:
+        return max_block_ms(self._r.connection_pool.connection_kwargs)
+
+    async def handle(self, request: Request) -> Any:
+        """Answer one request of an operation; Redis errors arrive as StoreUnavailable."""
+        try:
+            return await self._answer(request)
+        except redis_errors.RedisError as exc:
+            at = connection_errors.Endpoint.of_client(self._r)
+            # The translation may probe the server (does it speak TLS?) with blocking sockets:
+            # only on this failure path, and off the loop so other requests go on meanwhile.
+            translated = await asyncio.to_thread(connection_errors.translate, exc, at)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    async def _answer(self, request: Request) -> Any:
+        if isinstance(request, Command):
+            return await getattr(self._r, request.method)(*request.args, **request.kwargs)
+        if isinstance(request, Eval):
+            return await self._scripts(request.name, request.keys, request.args)
+        if isinstance(request, Batch):
+            async with self._r.pipeline(transaction=False) as pipe:
+                for command in request.commands:
+                    getattr(pipe, command.method)(*command.args, **command.kwargs)
+                return await pipe.execute()
+        raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    async def do(self, op: Op[T]) -> T:
+        """Run an operation against this store."""
+        return await drive_async(op, self.handle)
+
+    async def ping(self) -> None:
+        """One round trip to Redis; StoreUnavailable when it does not answer."""
+        await self.handle(Command("ping"))
+
+    async def close(self) -> None:
+        await self._r.aclose()

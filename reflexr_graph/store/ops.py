@@ -1,0 +1,146 @@
+"""Store operations written once, run by a synchronous or an asynchronous executor.
+
+An operation is a generator: it builds keys and arguments, *yields* each Redis request it
+needs (a command, a script call, a pipeline), receives the reply, parses it, and returns its
+result. It does no I/O itself, so the same code serves ``RedisStore`` (redis-py, blocking)
+and the native ``AsyncClient`` (``redis.asyncio``): only :func:`drive` and
+:func:`drive_async`, which pass each request to a handler and send back its reply, differ.
+
+A handler that fails throws its exception into the operation, which may catch it (the
+client's enqueue does, to say that a recorded run will still be sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from reflexr_graph import errors
+from reflexr_graph.model import RunInfo
+from reflexr_graph.store import keys
+from reflexr_graph.store.records import pairs_to_map, run_info, text
+
+T = TypeVar("T")
+
+ScriptArg = str | int | float
+
+# A script answers {'idem', key} when it was called with a wrong guess of the run's
+# idempotency key; the key of a run never changes, so one more round always settles it.
+IDEM_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Command:
+    """One Redis command, named by its redis-py method (both clients parse its reply alike)."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Eval:
+    """One call of a registered Lua script (``store/lua``): one EVALSHA."""
+
+    name: str
+    keys: Sequence[str]
+    args: Sequence[ScriptArg]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Commands sent together in one non-transactional pipeline; the reply is their replies."""
+
+    commands: tuple[Command, ...]
+
+
+@dataclass(frozen=True)
+class Publish:
+    """Send the Celery message of a recorded run (handled by the client, not the store)."""
+
+    run_id: str
+    graph: str
+
+
+Request = Command | Eval | Batch | Publish
+Op = Generator[Request, Any, T]
+"""An operation: yields requests, receives their replies, returns its result."""
+
+
+def cmd(method: str, *args: Any, **kwargs: Any) -> Command:
+    return Command(method, args, kwargs)
+
+
+def batch(commands: Sequence[Command]) -> Batch:
+    return Batch(tuple(commands))
+
+
+async def drive_async(op: Op[T], handle: Callable[[Request], Awaitable[Any]]) -> T:
+    """Run ``op`` to its result, each request answered by awaiting ``handle``."""
+    reply: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            request = op.send(reply) if failure is None else op.throw(failure)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            reply, failure = await handle(request), None
+        except Exception as exc:
+            reply, failure = None, exc
+
+
+def drive(op: Op[T], handle: Callable[[Request], Any]) -> T:
+    """Run ``op`` to its result, each request answered by ``handle`` (blocking).
+
+    The same loop as :func:`drive_async`: with a handler that never suspends, its coroutine runs
+    to the end in one step, so there is one driver to get right.
+    """
+
+    async def answer(request: Request) -> Any:
+        return handle(request)
+
+    stepper = drive_async(op, answer)
+    try:
+        stepper.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    stepper.close()
+    raise RuntimeError("a blocking handler suspended the operation")
+
+
+# -- helpers shared by the operations ---------------------------------------------------------
+
+
+def not_found(run_id: str) -> errors.RunNotFound:
+    return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
+
+
+def per_run(
+    name: str,
+    run_id: str,
+    idem_guess: str,
+    now: int,
+    args: Sequence[ScriptArg],
+    extra_keys: Sequence[str] = (),
+) -> Op[Any]:
+    """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
+    for _ in range(IDEM_ROUNDS):
+        script_keys = [*keys.script_keys(run_id, idem_guess), *extra_keys]
+        reply = yield Eval(name, script_keys, [run_id, now, idem_guess, *args])
+        if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
+            return reply
+        idem_guess = text(reply[1])
+    raise errors.OperationRefused(f"run {run_id} kept changing during {name}; try again")
+
+
+def snapshot(run_id: str, reply: list[Any], refusal: str) -> RunInfo:
+    """The run a script answered with, or RunNotFound / OperationRefused (with ``refusal``)."""
+    outcome = text(reply[0])
+    if outcome == "missing":
+        raise not_found(run_id)
+    if outcome == "refused":
+        status = text(reply[1])
+        raise errors.OperationRefused(f"run {run_id} is {status}; {refusal}", status=status)
+    return run_info(pairs_to_map(reply[1:]))

@@ -1,0 +1,193 @@
+"""The web console in a real headless Chromium, against a real server, Redis and workers.
+
+One browser serves the whole session; each test takes screenshots of the pages it visits into
+the session's output directory (``<pytest basetemp>/console-screenshots``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+
+from tests.surfaces.browser import chromium, find, until
+from tests.surfaces.conftest import ApiServer
+from tests.surfaces.graphs import ok_key, release_key
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[webdriver.Chrome]:
+    with chromium() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.getbasetemp() / "console-screenshots"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@dataclass
+class Console:
+    """What a console test drives: the browser, the server it opens, the test's Redis, where shots go."""
+
+    browser: webdriver.Chrome
+    server: ApiServer
+    redis: redis.Redis
+    shots: Path
+
+    def shot(self, name: str) -> None:
+        self.browser.save_screenshot(str(self.shots / f"{name}.png"))
+
+
+@pytest.fixture
+def console(
+    browser: webdriver.Chrome, api_server: ApiServer, redis_client: redis.Redis, shots: Path
+) -> Console:
+    return Console(browser, api_server, redis_client, shots)
+
+
+def _open(browser: webdriver.Chrome, server: ApiServer, page: str) -> None:
+    """Open the console with the server's token entered, as a person would, then go to ``page``."""
+    browser.get(f"{server.url}/#/{page}")
+    until(browser, lambda d: find(d, "#token"), "the console")
+    browser.execute_script("sessionStorage.clear()")
+    box = browser.find_element(By.ID, "token")
+    box.clear()
+    box.send_keys(server.token)
+    browser.find_element(By.CSS_SELECTOR, "#token-form button").click()
+
+
+# The pages re-render as runs change, so state is read in one script call, never through an
+# element found earlier (which a re-render makes stale).
+
+
+def _text(browser: webdriver.Chrome, css: str) -> str:
+    found = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.textContent : ''", css
+    )
+    return str(found)
+
+
+def _click(browser: webdriver.Chrome, css: str) -> None:
+    browser.execute_script("document.querySelector(arguments[0]).click()", css)
+
+
+def _status_in_row(browser: webdriver.Chrome, run_id: str) -> str:
+    return _text(browser, f'tr[data-run="{run_id}"] .badge')
+
+
+def _marks(browser: webdriver.Chrome) -> dict[str, str]:
+    script = (
+        "return Object.fromEntries([...document.querySelectorAll('#node-marks li')]"
+        ".map(li => [li.dataset.node, li.dataset.mark]))"
+    )
+    return dict(browser.execute_script(script))
+
+
+def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
+    console: Console, start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    _open(browser, api_server, "runs")
+    browser.execute_script("window.__sameDocument = true")  # gone if the page reloads
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "live-1"}).json()["run_id"]
+    until(browser, lambda d: _status_in_row(d, run_id) == "queued", "the new run, queued")
+    start_worker()
+    until(browser, lambda d: _status_in_row(d, run_id) == "running", "the run to start")
+    console.shot("runs")
+    redis_client.rpush(release_key("live-1"), 1)
+    until(browser, lambda d: _status_in_row(d, run_id) == "succeeded", "the run to succeed")
+    assert browser.execute_script("return window.__sameDocument") is True
+
+    _click(browser, f'a[href="#/run/{run_id}"]')
+    until(browser, lambda d: find(d, "#run-output") is not None, "the run's output")
+    until(browser, lambda d: _marks(d).get("hold") == "done", "the diagram's node marked done")
+    assert _text(browser, "#run-output") == '"live-1"'
+    until(browser, lambda d: find(d, '#timeline tr[data-event="run_succeeded"]'), "the timeline's last event")
+    assert browser.find_elements(By.CSS_SELECTOR, "#run-diagram svg")
+    console.shot("run")
+
+
+def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    with api_server.http() as http:
+        run_id = http.post(
+            "/api/runs", json={"graph": "counter", "inputs": {"key": "poison", "n": 4}}
+        ).json()["run_id"]
+    _open(browser, api_server, "dead")
+    until(browser, lambda d: find(d, f'#dead-body tr[data-run="{run_id}"]'), "the dead letter")
+    assert "s2 is told to fail" in _text(browser, f'tr[data-run="{run_id}"]')
+    console.shot("dead-letters")
+
+    _click(browser, f'a[href="#/run/{run_id}"]')
+    until(browser, lambda d: find(d, "#run-traceback") is not None, "the traceback")
+    until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "failed"}, "s1 done and s2 failed")
+    assert "RunFailure" in _text(browser, "#run-traceback")
+    console.shot("dead-run")
+
+    redis_client.set(ok_key("poison"), 1)  # the cause is fixed
+    browser.find_element(By.ID, "replay").click()
+    until(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    assert "from its last checkpoint" in browser.find_element(By.ID, "confirm-text").text
+    browser.find_element(By.ID, "confirm-yes").click()
+    until(
+        browser,
+        lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None,
+        "the replay to succeed",
+    )
+    until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "done", "s3": "done"}, "every node done")
+    until(browser, lambda d: _text(d, "#run-output") == "5", "the output: 4 from s1, 1 from s2")
+
+
+def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    redis_client.set(ok_key("formed"), 1)
+    _open(browser, api_server, "graphs")
+    until(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 3,
+        "diagrams",
+    )
+    console.shot("graphs")
+    browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
+    browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
+    browser.find_element(By.ID, "enqueue-counter").click()
+    until(
+        browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the enqueued run"
+    )
+    until(browser, lambda d: _text(d, "#run-output") == "6", "the output")
+
+
+def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": "contract"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#signal-by") is not None, "the signal form of the waiting run")
+    until(browser, lambda d: _marks(d) == {"decide": "waiting"}, "the waiting node marked")
+    browser.find_element(By.ID, "signal-approved").click()
+    browser.find_element(By.ID, "signal-by").send_keys("on-call")
+    console.shot("waiting-run")
+    _click(browser, "#send-signal")
+    until(
+        browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run to finish"
+    )
+    until(browser, lambda d: _text(d, "#run-output") == '"contract: approved by on-call"', "the output")
+    assert find(browser, "#signal-by") is None, "a finished run has no signal form"

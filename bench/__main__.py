@@ -16,17 +16,40 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from bench import checkpoint_cost, enqueue, journal_cost, memory, profile, recovery, report, throughput, waits
+from bench import (
+    checkpoint_cost,
+    enqueue,
+    history_cost,
+    journal_cost,
+    memory,
+    profile,
+    recovery,
+    report,
+    throughput,
+    waits,
+)
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile")
+NAMES = (
+    "checkpoint",
+    "journal",
+    "history",
+    "throughput",
+    "memory",
+    "waits",
+    "recovery",
+    "enqueue",
+    "profile",
+)
+LOCAL = ("checkpoint", "journal", "history")
+"""Benchmarks that need no fleet: they run against a private Redis in this process."""
 FULL = {
-    "ckpt_reps": 7, "journal_reps": 5, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3,
-    "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
+    "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
+    "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
 }  # fmt: skip
 QUICK = {
-    "ckpt_reps": 1, "journal_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1,
-    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
+    "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
+    "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -38,6 +61,7 @@ TITLES = {
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
+    "history": "8. Checkpoint history: Redis memory per checkpoint kept",
 }
 
 
@@ -95,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     if "journal" in only:
         _say("[journal]")
         sections["journal"] = journal_cost.render(journal_cost.run(p["journal_reps"]))
-    if only - {"checkpoint", "journal"}:
+    if "history" in only:
+        _say("[history]")
+        sections["history"] = history_cost.render(history_cost.run(p["hist_saves"]))
+    if only - set(LOCAL):
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))
     ordered = {TITLES[k]: sections[k] for k in TITLES if k in sections}

@@ -7,6 +7,7 @@ from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
 from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
+    CheckpointNotFound,
     DurabilityWarning,
     GraphDefinitionError,
     IdempotencyConflict,
@@ -17,11 +18,12 @@ from reflexr_graph.errors import (
     RunNotFound,
     SignalPending,
     SignalTimeout,
+    StaleCheckpoint,
     UnknownGraph,
     UnknownSignal,
     WaitTimeout,
 )
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -39,6 +41,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient",
+    "CheckpointDetail",
+    "CheckpointInfo",
+    "CheckpointNotFound",
     "Client",
     "CurrentRun",
     "DurabilityWarning",
@@ -53,6 +58,7 @@ __all__ = [
     "RunNotFound",
     "SignalPending",
     "SignalTimeout",
+    "StaleCheckpoint",
     "Status",
     "UnknownGraph",
     "UnknownSignal",

@@ -264,8 +264,8 @@ async function runPage(view, runId) {
     result.replaceChildren(...parts);
     cancel.disabled = !["queued", "running", "retrying", "waiting"].includes(run.status);
     replay.disabled = !["dead", "cancelled"].includes(run.status);
-    await renderCheckpoints(checkpoints, run);
     renderSignalForm(signal, run, graph);
+    renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
     if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events));
   };
   const act = async (what, question, body) => {
@@ -305,6 +305,7 @@ async function renderCheckpoints(container, run) {
   if (container.dataset.key === key) return;  // unchanged: keep an open detail and its edits
   container.dataset.key = key;
   const kept = await api(`/api/runs/${encodeURIComponent(run.run_id)}/checkpoints`).catch(() => []);
+  if (container.dataset.key !== key) return;  // a newer checkpoint arrived meanwhile: its read shows it
   if (!kept.length) { container.replaceChildren(h("p", {}, "None saved yet: a retry starts from the first step.")); return; }
   const detail = h("div", { id: "checkpoint-detail" });
   const rows = kept.map((c) => {

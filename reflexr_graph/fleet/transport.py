@@ -9,7 +9,9 @@ finds unsafe is put in the quarantine list instead, and the reply becomes "nothi
 which kombu already handles; every other reply passes through untouched.
 
 The fleet's app selects it with Celery's ``broker_transport`` for its redis:// and rediss://
-URLs; TLS options reach the channel as with kombu's own transport.
+URLs (and :class:`SentinelTransport` for redis+sentinel://); TLS options reach the channel as
+with kombu's own transport. On RabbitMQ there is no such list: every delivery is a message, and
+Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
 """
 
 from __future__ import annotations
@@ -72,8 +74,14 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
-class Channel(kombu_redis.Channel):
-    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+class _ScreeningChannel:
+    """What makes a kombu Redis channel's clients move bad items aside as they pop them."""
+
+    global_keyprefix: str
+    sep: str
+    codecs: Any
+    decode_body: Any
+    conn_or_acquire: Any
 
     def _get_client(self) -> Any:
         # The one place kombu picks the class of its clients (BRPOP's included): an internal
@@ -117,7 +125,21 @@ class Channel(kombu_redis.Channel):
         return False
 
 
+class Channel(_ScreeningChannel, kombu_redis.Channel):
+    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+
+
+class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel (the primary found through Sentinel), screening as :class:`Channel`."""
+
+
 class Transport(kombu_redis.Transport):
     """kombu's Redis transport with the fleet's :class:`Channel`."""
 
     Channel = Channel
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with the fleet's :class:`SentinelChannel`."""
+
+    Channel = SentinelChannel

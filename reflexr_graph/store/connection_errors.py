@@ -59,9 +59,15 @@ class Endpoint:
     def of_client(cls, client: redis.Redis | redis.asyncio.Redis) -> Endpoint:
         pool = client.connection_pool
         kw = pool.connection_kwargs
+        service = getattr(pool, "service_name", None)
+        if service:  # a Sentinel-managed pool: no fixed host, the primary moves on failover
+            host, port = f"the primary {service!r} (found through Sentinel)", None
+        else:
+            host = str(kw.get("path") or kw.get("host", "localhost"))
+            port = None if kw.get("path") else int(kw.get("port", 6379))
         return cls(
-            host=str(kw.get("path") or kw.get("host", "localhost")),
-            port=None if kw.get("path") else int(kw.get("port", 6379)),
+            host=host,
+            port=port,
             db=int(kw.get("db") or 0),
             tls=issubclass(pool.connection_class, (redis.SSLConnection, redis.asyncio.SSLConnection)),
             has_password=bool(kw.get("password")),

@@ -21,6 +21,7 @@ import logging
 from typing import Any
 
 import redis
+import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
 from reflexr_graph.fleet.envelope import envelope_problem
@@ -129,8 +130,37 @@ class Channel(_ScreeningChannel, kombu_redis.Channel):
     """kombu's Redis channel, whose clients move bad items aside as they pop them."""
 
 
+REFUSALS = ("NOREPLICAS", "MASTERDOWN")
+"""Replies of a primary that cannot take writes for now: too few replicas (min-replicas-to-write),
+or a replica whose primary is gone. Both pass once the failover is over."""
+
+
+class FailoverAwareConnection(redis.sentinel.SentinelManagedConnection):
+    """A sentinel-managed connection that reports a primary's temporary refusal as a lost connection.
+
+    kombu stops the worker on a ResponseError ("Unrecoverable error") but reconnects, backing
+    off, on a ConnectionError. Right after a failover the new primary refuses writes until a
+    replica acknowledges it (min-replicas-to-write, docs/design.md#redis-high-availability); that
+    must be a reconnect, not a dead worker. Disconnecting makes the reconnect ask the sentinels.
+    """
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.ResponseError as exc:
+            code = str(exc).split(" ", 1)[0]
+            if code not in REFUSALS:
+                raise
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise redis.ConnectionError(
+                f"the Redis primary refuses writes for now ({code}); reconnecting"
+            ) from exc
+
+
 class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (the primary found through Sentinel), screening as :class:`Channel`."""
+
+    connection_class = FailoverAwareConnection
 
 
 class Transport(kombu_redis.Transport):

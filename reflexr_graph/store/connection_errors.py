@@ -260,6 +260,16 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             f"Redis at {at.where} is a read-only replica; point {URL_SETTING} at the primary "
             "(during a failover this passes once clients follow the new primary)",
         )
+    if _says(exc, "NOREPLICAS"):
+        # min-replicas-to-write: a primary cut off from its replicas refuses writes rather than
+        # take ones a failover would discard (docs/design.md#redis-high-availability).
+        return _unavailable(
+            "no_replicas",
+            at,
+            f"Redis at {at.where} refuses writes: too few replicas acknowledge it (min-replicas-to-write); "
+            "during a failover this passes once clients follow the new primary, otherwise bring a "
+            "replica back",
+        )
     if _find(exc, redis_errors.BusyLoadingError) is not None:
         return _unavailable(
             "loading", at, f"Redis at {at.where} is loading its data after a restart; retry in a moment"

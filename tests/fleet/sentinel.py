@@ -56,8 +56,10 @@ def _sentinel_argv(conf: Path) -> list[str]:
 class SentinelTopology:
     """Primary + replica + sentinel; :attr:`url` is the ``redis+sentinel://`` URL of the pair."""
 
-    def __init__(self) -> None:
-        self.primary = RedisServer(extra_args=SAFETY)
+    def __init__(self, *, safety: bool = True) -> None:
+        """``safety=False`` leaves out :data:`SAFETY`, to measure what it prevents."""
+        self.safety = SAFETY if safety else ()
+        self.primary = RedisServer(extra_args=self.safety)
         self.replica: RedisServer | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="reflexr-sentinel-"))
         self.port = _free_port()
@@ -69,7 +71,9 @@ class SentinelTopology:
 
     def start(self) -> SentinelTopology:
         self.primary.start()
-        self.replica = RedisServer(extra_args=(*SAFETY, "--replicaof", "127.0.0.1", str(self.primary.port)))
+        self.replica = RedisServer(
+            extra_args=(*self.safety, "--replicaof", "127.0.0.1", str(self.primary.port))
+        )
         self.replica.start()
         wait_for(self._replica_in_sync, 30, "the replica to sync with the primary")
         conf = self.dir / "sentinel.conf"

@@ -4,22 +4,9 @@
 # sentinel the package may start on 26379 is harmless: nothing here uses it.
 set -euo pipefail
 
-have_sentinel() { command -v redis-sentinel >/dev/null 2>&1; }
+have() { command -v redis-sentinel >/dev/null 2>&1; }
 
-# shellcheck source=scripts/as-root.sh
-source "$(dirname "$0")/as-root.sh"
-
-if ! have_sentinel; then
-    if ! command -v apt-get >/dev/null 2>&1; then
-        echo "error: redis-sentinel not found; install Redis Sentinel 6.2+ and put it on PATH" >&2
-        exit 1
-    fi
-    echo "installing redis-sentinel with apt-get"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-sentinel </dev/null
-    if ! have_sentinel; then
-        echo "error: redis-sentinel still not on PATH after the install" >&2
-        exit 1
-    fi
-fi
+# shellcheck source=scripts/apt-package.sh
+source "$(dirname "$0")/apt-package.sh"
+ensure_apt_package redis-sentinel "install Redis Sentinel 6.2+ and put redis-sentinel on PATH"
 echo "redis-sentinel: $(command -v redis-sentinel)"

@@ -24,7 +24,7 @@ from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
 from reflexr_graph.model import Status
 from reflexr_graph.store.quarantine import Quarantine
 from tests.fleet import test_crash
-from tests.fleet.conftest import Fleet, executions
+from tests.fleet.conftest import Fleet, closing_fleet, executions
 from tests.rabbitmq_server import RabbitMQServer, RabbitMQUnavailable
 from tests.waiting import wait_for
 
@@ -50,13 +50,8 @@ def rabbit_fleet(
 ) -> Iterator[Fleet]:
     f = Fleet(redis_url, tmp_path, queue=f"fleet-{uuid.uuid4().hex[:8]}")
     f.env["REFLEXR_BROKER_URL"] = rabbitmq.url
-    try:
+    with closing_fleet(f, request):
         yield f
-    finally:
-        f.close()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print(f.dump_logs())
 
 
 def amqp_channel(server: RabbitMQServer) -> tuple[amqp.Connection, amqp.Channel]:

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 import redis.asyncio
 from redis import exceptions as redis_errors
 
-from reflexr_graph.store import connect, connection_errors
+from reflexr_graph.store import connect, connection_errors, sentinel
 from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
 from reflexr_graph.store.reads import max_block_ms
@@ -98,3 +98,4 @@ class AsyncStore:
 
     async def close(self) -> None:
         await self._r.aclose()
+        await sentinel.aclose_sentinels(self._r)

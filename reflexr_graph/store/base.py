@@ -19,7 +19,7 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.store import connect, connection_errors, keys
+from reflexr_graph.store import connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
@@ -150,6 +150,7 @@ class StoreBase:
 
     def close(self) -> None:
         self._r.close()
+        sentinel.close_sentinels(self._r)
 
     @translate_errors
     def ping(self) -> None:

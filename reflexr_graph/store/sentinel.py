@@ -135,3 +135,22 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     )
     master = sentinel.master_for(address.master, **{**options, **address.master_kwargs()})
     return cast(redis.asyncio.Redis, master)
+
+
+def _sentinel_clients(client: Any) -> list[Any]:
+    # A Sentinel-managed pool keeps the Sentinel that found its primary, and that keeps one
+    # client per sentinel: closing the primary's client closes neither.
+    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    return list(getattr(manager, "sentinels", ()))
+
+
+def close_sentinels(client: redis.Redis) -> None:
+    """Close the connections to the sentinels behind ``client`` (none for a plain URL's client)."""
+    for sentinel in _sentinel_clients(client):
+        sentinel.close()
+
+
+async def aclose_sentinels(client: redis.asyncio.Redis) -> None:
+    """:func:`close_sentinels` for a redis.asyncio client."""
+    for sentinel in _sentinel_clients(client):
+        await sentinel.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from reflexr_graph.errors import SettingsError
@@ -33,7 +35,8 @@ def test_amqp_broker_gets_quorum_queues_confirms_and_no_redis_transport() -> Non
     assert "broker_transport" not in conf, "kombu picks py-amqp from the scheme"
     assert conf["task_acks_late"] and conf["worker_prefetch_multiplier"] == 1
     assert conf["broker_use_ssl"] is None
-    assert celery_config(Settings(broker_url="amqps://rabbit:5671//"))["broker_use_ssl"] is not None
+    tls = celery_config(Settings(broker_url="amqps://rabbit:5671//"))["broker_use_ssl"]
+    assert tls == {"cert_reqs": ssl.CERT_REQUIRED, "server_hostname": "rabbit"}
 
 
 def test_sentinel_url_is_parsed_and_given_to_kombu_in_its_own_spelling() -> None:

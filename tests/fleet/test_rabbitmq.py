@@ -163,6 +163,21 @@ def test_a_message_that_is_not_a_task_is_quarantined_and_the_worker_serves_on(
     assert queue_depth(rabbitmq, steps) == (0, 1), "nothing left to redeliver"
 
 
+@pytest.mark.parametrize(
+    "broker", ["amqp://guest:wrong-pw-4417@127.0.0.1:{port}//", "amqp://guest:guest@127.0.0.1:{port}/nope"]
+)
+def test_a_broker_url_rabbitmq_refuses_stops_the_worker_saying_what_to_fix(
+    broker: str, rabbit_fleet: Fleet, rabbitmq: RabbitMQServer
+) -> None:
+    """A wrong password or a missing vhost can never work: the worker exits 1 with one line naming
+    REFLEXR_BROKER_URL, never the password, instead of retrying forever."""
+    worker = rabbit_fleet.start(wait=False, REFLEXR_BROKER_URL=broker.format(port=rabbitmq.port))
+    assert worker.wait_exit(60) == 1
+    log = worker.log()
+    assert "refused the worker" in log and "fix REFLEXR_BROKER_URL" in log
+    assert "wrong-pw-4417" not in log
+
+
 # -- the crash tests of test_crash.py, on RabbitMQ ----------------------------------------------
 
 

@@ -19,7 +19,7 @@ ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
 $(STAMP): FORCE
 endif
 
-.PHONY: help install redis browser lint fmt test test-fast run serve bench clean FORCE
+.PHONY: help install redis rabbitmq sentinel browser lint fmt test test-fast run serve bench clean FORCE
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
@@ -44,6 +44,12 @@ $(STAMP): pyproject.toml
 redis: ## Make sure redis-server is installed (tests start their own instances)
 	@bash scripts/ensure-redis.sh
 
+rabbitmq: ## Make sure rabbitmq-server is installed (the RabbitMQ broker tests start their own node)
+	@bash scripts/ensure-rabbitmq.sh
+
+sentinel: ## Make sure redis-sentinel is installed (the failover tests start their own)
+	@bash scripts/ensure-sentinel.sh
+
 browser: ## Make sure Debian's chromium and chromium-driver are installed (the console's browser tests)
 	@bash scripts/ensure-chromium.sh
 
@@ -63,10 +69,10 @@ define run_pytest
 	exit $$rc
 endef
 
-test: install redis browser lint ## Lint, then the full test suite with coverage
+test: install redis rabbitmq sentinel browser lint ## Lint, then the full test suite with coverage
 	$(call run_pytest,--cov --cov-branch --cov-report=term)
 
-test-fast: install redis browser ## Tests without the slow crash/chaos ones, no lint
+test-fast: install redis rabbitmq sentinel browser ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,-m "not slow")
 
 run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay

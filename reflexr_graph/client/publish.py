@@ -1,14 +1,19 @@
 """Sending a run's Celery message from asyncio code, without a thread.
 
-kombu has no asyncio API, so the async client writes the message the way kombu's Redis
-transport does (one LPUSH onto the graph's queue, as any non-Python producer of the task
-contract does), through ``redis.asyncio``. Celery builds the message itself
-(``app.amqp.as_task_v2``, kombu's serializer); only the transport's envelope is written here,
-and ``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
+kombu has no asyncio API, so when the broker is the store's own Redis, the async client writes
+the message the way kombu's Redis transport does (one LPUSH onto the graph's queue, as any
+non-Python producer of the task contract does), through ``redis.asyncio``. Celery builds the
+message itself (``app.amqp.as_task_v2``, kombu's serializer); only the transport's envelope is
+written here, and ``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
+
+Any other broker (RabbitMQ, or a Redis that is not the store's) gets the message through
+Celery's own producer pool, in a worker thread: AMQP has no envelope to write by hand, and
+publisher confirms must be waited for.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
@@ -19,7 +24,7 @@ from kombu.serialization import dumps
 from opentelemetry import propagate
 
 from reflexr_graph.fleet.app import celery_config
-from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
+from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue, send_run
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store import keys
 from reflexr_graph.store.aio import AsyncStore
@@ -57,9 +62,14 @@ class MessageSender:
     def __init__(self, settings: Settings) -> None:
         self.app = Celery("reflexr_graph.client", set_as_current=False)
         self.app.conf.update(celery_config(settings))
+        # The LPUSH goes through the store's connection, so only when the broker is that Redis.
+        self.fast_path = settings.broker_is_store
 
     async def send(self, store: AsyncStore, run_id: str, graph: str) -> None:
         """Queue ``reflexr_graph.run`` for the recorded run, as ``fleet.dispatch.send_run`` does."""
+        if not self.fast_path:
+            await asyncio.to_thread(send_run, self.app, run_id, graph)
+            return
         queue = graph_queue(self.app.conf.task_default_queue, graph)
         await store.handle(cmd("lpush", keys.broker_queue(queue), envelope(self.app, run_id, graph, queue)))
 

@@ -1,4 +1,4 @@
-"""The Celery app of the fleet, configured for at-least-once delivery on Redis.
+"""The Celery app of the fleet, configured for at-least-once delivery on Redis or RabbitMQ.
 
 Every setting here follows the research in docs/design.md#celery-on-redis; the comments say what goes wrong
 without it.
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import ssl
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from celery import Celery
 from redis.backoff import ExponentialWithJitterBackoff
@@ -19,16 +17,13 @@ from redis.retry import Retry
 
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.fleet import broker
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store.redis_store import RedisStore
 
-UNACKED_RESTORE_INTERVAL_S = 5
-"""How often kombu looks for unacked messages older than the visibility timeout."""
 SOCKET_TIMEOUT_S = 10.0
 SOCKET_CONNECT_TIMEOUT_S = 5.0
-HEALTH_CHECK_INTERVAL_S = 10
 STORE_RETRIES = 2
-TRANSPORT = "reflexr_graph.fleet.transport:Transport"
 CONSUMER = "reflexr_graph.fleet.consumer:FleetConsumer"
 
 
@@ -72,31 +67,11 @@ class FleetApp(Celery):
         return self._store
 
 
-def _ssl_options(redis_url: str) -> dict[str, Any] | None:
-    """Certificate checking for rediss:// unless the URL says otherwise.
-
-    kombu's own rediss transport falls back to CERT_NONE, which accepts any certificate;
-    redis-py (the store) verifies by default, and the broker connection should not be weaker.
-    The fleet's transport is not selected by the URL's scheme, so kombu knows the connection
-    is TLS from these options, or from the URL's own ``ssl_*`` options (kombu parses them):
-    for rediss:// one of the two is always there.
-    """
-    parts = urlsplit(redis_url)
-    if parts.scheme != "rediss":
-        return None
-    if any(key.startswith("ssl_") for key in parse_qs(parts.query)):
-        return None  # the URL's own ssl_* options win
-    return {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-
-
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration the fleet runs with."""
     return {
-        "broker_url": settings.redis_url,
-        # kombu's Redis transport, moving aside a queue item that is not a message instead of
-        # stopping the worker on it; the URL's scheme and TLS options apply as before.
-        "broker_transport": TRANSPORT,
-        "broker_use_ssl": _ssl_options(settings.redis_url),
+        # The broker's own settings (Redis, Sentinel or RabbitMQ): fleet/broker.py.
+        **broker.broker_config(settings),
         # No result backend: outcomes live in the store, where the Client reads them.
         "task_ignore_result": True,
         # JSON only (G6): a pickled message could run code in the worker.
@@ -123,14 +98,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_connection_retry_on_startup": True,
         # A worker must outlast a long Redis outage rather than exit after 100 retries.
         "broker_connection_max_retries": None,
-        "broker_transport_options": {
-            "visibility_timeout": settings.visibility_timeout_s,
-            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S,
-            "unacked_restore_throttle": 1,
-            "socket_timeout": SOCKET_TIMEOUT_S,
-            "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
-            "health_check_interval": HEALTH_CHECK_INTERVAL_S,
-        },
         "task_default_queue": settings.queue,
         # Celery's consumer, with the messages it rejects quarantined instead of dropped.
         "worker_consumer": CONSUMER,

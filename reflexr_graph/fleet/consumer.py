@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from celery.exceptions import InvalidTaskError
 from celery.worker.consumer.consumer import Consumer
@@ -29,12 +29,41 @@ from reflexr_graph.fleet.quarantine import QuarantineReason, move_message_aside,
 log = logging.getLogger(__name__)
 
 
+def _refused_content(exc: BaseException) -> bool:
+    """True for a body kombu refused to deserialize (a content type not accepted), not a broken one."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, ContentDisallowed):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+DELAYED_DELIVERY_STEP = "celery.worker.consumer.delayed_delivery:DelayedDelivery"
+
+
 class FleetConsumer(Consumer):
+    class Blueprint(Consumer.Blueprint):  # type: ignore[misc,valid-type]  # not in celery-types
+        # Celery's native delayed delivery (for ETA tasks on quorum queues) declares a dozen
+        # exchanges and warns about every direct one; the fleet sends no ETA or countdown
+        # (retries wait in the store's due set), so the step only costs startup time.
+        default_steps: ClassVar[list[str]] = [
+            s for s in Consumer.Blueprint.default_steps if s != DELAYED_DELIVERY_STEP
+        ]
+
     def on_decode_error(self, message: Any, exc: Exception) -> None:
+        if _refused_content(exc):
+            # On RabbitMQ a pickle's refusal comes here (kombu decodes the body on delivery);
+            # the Redis transport's envelope check reports the same message earlier.
+            self.on_invalid_task(None, message, ContentDisallowed(str(exc)))
+            return
         move_message_aside(
             message,
             QuarantineReason.UNDECODABLE_BODY,
             f"Celery could not decode its body ({type(exc).__name__})",
+            app=self.app,
         )
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
@@ -51,16 +80,20 @@ class FleetConsumer(Consumer):
                 QuarantineReason.INVALID_TASK,
                 f"Celery {what}: a header has the wrong type or value",
             )
-        move_message_aside(message, reason, detail)
+        move_message_aside(message, reason, detail, app=self.app)
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
-        move_message_aside(message, QuarantineReason.NOT_A_TASK, "it names no task in its headers or body")
+        move_message_aside(
+            message, QuarantineReason.NOT_A_TASK, "it names no task in its headers or body", app=self.app
+        )
 
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         if not self._ours(queue_of(message)):
             super().on_unknown_task(body, message, exc)
             return
-        move_message_aside(message, QuarantineReason.UNKNOWN_TASK, "this worker has no task of that name")
+        move_message_aside(
+            message, QuarantineReason.UNKNOWN_TASK, "this worker has no task of that name", app=self.app
+        )
 
     def _ours(self, queue: str) -> bool:
         settings = getattr(self.app, "reflexr_settings", None)
@@ -90,7 +123,10 @@ class FleetConsumer(Consumer):
         log.debug("handling a message raised %s", type(exc).__name__, exc_info=True)
         try:
             move_message_aside(
-                message, QuarantineReason.HANDLER_ERROR, f"handling it raised {type(exc).__name__}"
+                message,
+                QuarantineReason.HANDLER_ERROR,
+                f"handling it raised {type(exc).__name__}",
+                app=self.app,
             )
             return
         except connection_errors:

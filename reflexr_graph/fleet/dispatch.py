@@ -34,7 +34,7 @@ def _publish(app: Celery, run_id: str, kwargs: dict[str, Any], queue: str) -> No
         at = connection_errors.Endpoint.of_url(app.conf.broker_url)
         translated = connection_errors.translate(exc, at) or errors.StoreUnavailable(
             f"the broker at {at.where} did not take the message of run {run_id} ({type(exc).__name__}); "
-            "retry once Redis is back",
+            "retry once the broker is back",
             endpoint=at.where,
         )
         raise translated from exc

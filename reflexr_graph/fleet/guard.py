@@ -73,7 +73,9 @@ def strategy(task: Any, app: Any, consumer: Any, **kwargs: Any) -> Callable[...,
         problem = message_problem(message, body)
         if problem is None:
             return handler(message, body, ack, reject, callbacks, **kw)
-        move_message_aside(message, QuarantineReason.INVALID_TASK, f"a {task.name} message: {problem}")
+        move_message_aside(
+            message, QuarantineReason.INVALID_TASK, f"a {task.name} message: {problem}", app=app
+        )
         return None
 
     return guarded

@@ -1,4 +1,4 @@
-"""A worker checks its Redis once at start, and stops when no retry could help.
+"""A worker checks its Redis (and a RabbitMQ broker) once at start, and stops when no retry could help.
 
 Celery retries a broker connection forever (``broker_connection_max_retries=None``), which
 is right for an outage but wrong for a URL that can never work: a database the server does
@@ -14,9 +14,11 @@ import logging
 import sys
 from typing import Any
 
+import amqp
 from celery import signals
 
 from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
+from reflexr_graph.fleet import broker
 from reflexr_graph.fleet.app import FleetApp
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,32 @@ def _check(sender: Any = None, **_: Any) -> None:
         sys.exit(1)
     except StoreUnavailable as exc:
         log.warning("%s; the worker starts anyway and connects once Redis answers", exc)
+    if broker.kind_of(app.reflexr_settings.broker) is broker.BrokerKind.AMQP:
+        _check_rabbitmq(app)
+
+
+def _check_rabbitmq(app: FleetApp) -> None:
+    """Stop on credentials or a vhost RabbitMQ refuses (no retry helps); start anyway if it is down."""
+    conn = app.connection_for_write()
+    where = f"{conn.hostname}:{conn.port}"  # never the URL: it holds the password
+    try:
+        conn.connect()
+    except (amqp.exceptions.AccessRefused, amqp.exceptions.NotAllowed) as exc:
+        log.critical(
+            "RabbitMQ at %s refused the worker (%s: the user, password or vhost in REFLEXR_BROKER_URL); "
+            "the worker stops: fix REFLEXR_BROKER_URL, or the user's permissions, then start it again",
+            where,
+            type(exc).__name__,
+        )
+        sys.exit(1)
+    except (OSError, amqp.exceptions.AMQPError) as exc:
+        log.warning(
+            "RabbitMQ at %s did not answer (%s); the worker starts anyway and connects once it does",
+            where,
+            type(exc).__name__,
+        )
+    finally:
+        conn.release()
 
 
 def install() -> None:

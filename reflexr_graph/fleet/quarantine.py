@@ -13,7 +13,9 @@ private. The entry in Redis keeps the item itself, for the operator.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
@@ -95,14 +97,32 @@ def queue_of(message: Any) -> str:
     return str(info.get("routing_key") or "?")
 
 
-def move_message_aside(message: Any, reason: QuarantineReason, detail: str) -> None:
+@contextlib.contextmanager
+def _quarantine_client(message: Any, app: Any) -> Iterator[redis.Redis]:
+    """The Redis that holds the quarantine list: the broker's channel's own, or else the store's.
+
+    On RabbitMQ the channel has no Redis behind it; the list lives in the store's Redis, so
+    ``reflexr-graph dlq messages`` shows every bad message whatever the broker.
+    """
+    acquire = getattr(message.channel, "conn_or_acquire", None)
+    if acquire is not None:
+        with acquire() as client:
+            yield client
+        return
+    store = getattr(app, "store", None)
+    if store is None:
+        raise TypeError(f"no store to quarantine a message from {queue_of(message)!r} in: not a fleet app")
+    yield store().client
+
+
+def move_message_aside(message: Any, reason: QuarantineReason, detail: str, *, app: Any = None) -> None:
     """Quarantine a message kombu delivered, then ack it so that it is not delivered again.
 
     Acked only once it is in the list: if Redis fails in between, the message stays unacked
-    and kombu restores it, rather than it being lost.
+    and the broker delivers it again, rather than it being lost. ``app`` (the fleet's) gives the
+    store's Redis for a broker that is not Redis.
     """
-    channel = message.channel
-    with channel.conn_or_acquire() as client:
+    with _quarantine_client(message, app) as client:
         move_aside(client, queue=queue_of(message), reason=reason, detail=detail, raw=raw_of(message))
     if not message.acknowledged:
-        message.ack_log_error(log, channel.connection_errors)
+        message.ack_log_error(log, getattr(message.channel, "connection_errors", ()))

@@ -27,11 +27,12 @@ def _add_graph_queues(sender: Any = None, **_: Any) -> None:
     if not isinstance(app, FleetApp):
         return
     base = app.reflexr_settings.queue
+    queues = app.amqp.queues
     for graph in sorted(app.reflexr_registry):
-        # A name, as -Q gives them: Celery builds the queue with an exchange and routing key of
-        # that name, as it does for the queue a producer names in send_task (celery-types says
-        # select_add takes only a Queue).
-        app.amqp.queues.select_add(graph_queue(base, graph))  # type: ignore[arg-type]
+        # Built as Celery builds the queue a producer names in send_task (an exchange and routing
+        # key of that name, and on RabbitMQ the quorum type): a queue declared any other way
+        # is refused by RabbitMQ as inequivalent to the one the other side declared.
+        queues.select_add(queues.new_missing(graph_queue(base, graph)))
 
 
 def install() -> None:

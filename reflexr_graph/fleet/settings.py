@@ -17,9 +17,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from reflexr_graph.errors import SettingsError
+from reflexr_graph.store import sentinel
 
 ENV_PREFIX = "REFLEXR_"
-REDIS_SCHEMES = ("redis", "rediss")
+REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel")
+BROKER_SCHEMES = (*REDIS_SCHEMES, "amqp", "amqps")
 LEASE_TO_VISIBILITY_FACTOR = 4
 """The lease TTL may be at most this fraction of the visibility timeout (see the validator)."""
 
@@ -35,6 +37,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    broker_url: str = Field("", repr=False)
+    """The Celery broker; '' for the store's Redis (``redis_url``). ``amqp://`` for RabbitMQ: the
+    store, leases and checkpoints stay in Redis (docs/design.md#rabbitmq-as-the-broker)."""
     graphs: Annotated[tuple[str, ...], NoDecode] = ()
     queue: str = Field("reflexr", min_length=1)
     max_attempts: int = Field(5, ge=1)
@@ -76,9 +81,25 @@ class Settings(BaseSettings):
         if scheme not in REDIS_SCHEMES:
             # The URL may hold a password, so only its scheme is echoed.
             raise ValueError(
-                f"must start with redis:// or rediss:// (got scheme {scheme!r}), "
+                f"must start with redis://, rediss:// or redis+sentinel:// (got scheme {scheme!r}), "
                 "e.g. redis://:password@host:6379/0"
             )
+        if scheme == sentinel.SCHEME:
+            sentinel.parse(value)  # its SentinelURLError says what to fix, without the password
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        scheme = urlsplit(value).scheme
+        if value and scheme not in BROKER_SCHEMES:
+            raise ValueError(
+                f"must be empty (the broker is then REFLEXR_REDIS_URL) or start with one of "
+                f"{', '.join(s + '://' for s in BROKER_SCHEMES)} (got scheme {scheme!r}), "
+                "e.g. amqp://user:password@rabbitmq:5672/vhost"
+            )
+        if scheme == sentinel.SCHEME:
+            sentinel.parse(value)
         return value
 
     @model_validator(mode="after")
@@ -98,6 +119,16 @@ class Settings(BaseSettings):
                 f"({self.retry_backoff_s:g}); raise {ENV_PREFIX}RETRY_BACKOFF_MAX_S"
             )
         return self
+
+    @property
+    def broker(self) -> str:
+        """The broker's URL: ``broker_url``, or the store's Redis when it is empty."""
+        return self.broker_url or self.redis_url
+
+    @property
+    def broker_is_store(self) -> bool:
+        """True when the broker is the store's own Redis (the client's LPUSH fast path)."""
+        return self.broker == self.redis_url
 
     @property
     def lease_ttl_ms(self) -> int:

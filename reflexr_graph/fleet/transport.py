@@ -9,7 +9,9 @@ finds unsafe is put in the quarantine list instead, and the reply becomes "nothi
 which kombu already handles; every other reply passes through untouched.
 
 The fleet's app selects it with Celery's ``broker_transport`` for its redis:// and rediss://
-URLs; TLS options reach the channel as with kombu's own transport.
+URLs (and :class:`SentinelTransport` for redis+sentinel://); TLS options reach the channel as
+with kombu's own transport. On RabbitMQ there is no such list: every delivery is a message, and
+Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 from typing import Any
 
 import redis
+import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
 from reflexr_graph.fleet.envelope import envelope_problem
@@ -72,8 +75,14 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
-class Channel(kombu_redis.Channel):
-    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+class _ScreeningChannel:
+    """What makes a kombu Redis channel's clients move bad items aside as they pop them."""
+
+    global_keyprefix: str
+    sep: str
+    codecs: Any
+    decode_body: Any
+    conn_or_acquire: Any
 
     def _get_client(self) -> Any:
         # The one place kombu picks the class of its clients (BRPOP's included): an internal
@@ -117,7 +126,50 @@ class Channel(kombu_redis.Channel):
         return False
 
 
+class Channel(_ScreeningChannel, kombu_redis.Channel):
+    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+
+
+REFUSALS = ("NOREPLICAS", "MASTERDOWN")
+"""Replies of a primary that cannot take writes for now: too few replicas (min-replicas-to-write),
+or a replica whose primary is gone. Both pass once the failover is over."""
+
+
+class FailoverAwareConnection(redis.sentinel.SentinelManagedConnection):
+    """A sentinel-managed connection that reports a primary's temporary refusal as a lost connection.
+
+    kombu stops the worker on a ResponseError ("Unrecoverable error") but reconnects, backing
+    off, on a ConnectionError. Right after a failover the new primary refuses writes until a
+    replica acknowledges it (min-replicas-to-write, docs/design.md#redis-high-availability); that
+    must be a reconnect, not a dead worker. Disconnecting makes the reconnect ask the sentinels.
+    """
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except redis.ResponseError as exc:
+            code = str(exc).split(" ", 1)[0]
+            if code not in REFUSALS:
+                raise
+            self.disconnect()  # type: ignore[no-untyped-call]
+            raise redis.ConnectionError(
+                f"the Redis primary refuses writes for now ({code}); reconnecting"
+            ) from exc
+
+
+class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel (the primary found through Sentinel), screening as :class:`Channel`."""
+
+    connection_class = FailoverAwareConnection
+
+
 class Transport(kombu_redis.Transport):
     """kombu's Redis transport with the fleet's :class:`Channel`."""
 
     Channel = Channel
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport with the fleet's :class:`SentinelChannel`."""
+
+    Channel = SentinelChannel

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 import redis.asyncio
 from redis import exceptions as redis_errors
 
-from reflexr_graph.store import connection_errors
+from reflexr_graph.store import connect, connection_errors, sentinel
 from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
 from reflexr_graph.store.reads import max_block_ms
@@ -47,10 +47,10 @@ class AsyncStore:
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
-        """A store on a ``redis://`` or ``rediss://`` URL, with the blocking store's timeouts;
-        ``options`` are the retention settings and redis.asyncio's client options."""
+        """A store on a ``redis://``, ``rediss://`` or ``redis+sentinel://`` URL, with the blocking
+        store's timeouts; ``options`` are the retention settings and redis.asyncio's client options."""
         retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
-        client = redis.asyncio.Redis.from_url(
+        client = connect.async_client(
             url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
         return cls(client, **retention)
@@ -98,3 +98,4 @@ class AsyncStore:
 
     async def close(self) -> None:
         await self._r.aclose()
+        await sentinel.aclose_sentinels(self._r)

@@ -19,11 +19,10 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.store import connection_errors, keys
+from reflexr_graph.store import connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
-from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -135,15 +134,14 @@ class StoreBase:
         checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
         **client_kw: Any,
     ) -> Self:
-        """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
+        """A store on a ``redis://``, ``rediss://`` (TLS) or ``redis+sentinel://`` URL (store/sentinel.py);
+        a password in the URL is used for AUTH.
 
         Timeouts keep a dead server from hanging a worker; the health check replaces
         connections that a NAT or proxy silently dropped while idle. A TLS handshake counts
         as connecting (``store/tls.py``).
         """
-        if url.startswith("rediss://"):
-            client_kw.setdefault("connection_class", HandshakeBoundSSLConnection)
-        client = redis.Redis.from_url(url, **{**CLIENT_DEFAULTS, **client_kw})
+        client = connect.blocking_client(url, **{**CLIENT_DEFAULTS, **client_kw})
         return cls(
             client,
             run_retention_s=run_retention_s,
@@ -158,6 +156,7 @@ class StoreBase:
 
     def close(self) -> None:
         self._r.close()
+        sentinel.close_sentinels(self._r)
 
     @translate_errors
     def ping(self) -> None:

@@ -59,9 +59,15 @@ class Endpoint:
     def of_client(cls, client: redis.Redis | redis.asyncio.Redis) -> Endpoint:
         pool = client.connection_pool
         kw = pool.connection_kwargs
+        service = getattr(pool, "service_name", None)
+        if service:  # a Sentinel-managed pool: no fixed host, the primary moves on failover
+            host, port = f"the primary {service!r} (found through Sentinel)", None
+        else:
+            host = str(kw.get("path") or kw.get("host", "localhost"))
+            port = None if kw.get("path") else int(kw.get("port", 6379))
         return cls(
-            host=str(kw.get("path") or kw.get("host", "localhost")),
-            port=None if kw.get("path") else int(kw.get("port", 6379)),
+            host=host,
+            port=port,
             db=int(kw.get("db") or 0),
             tls=issubclass(pool.connection_class, (redis.SSLConnection, redis.asyncio.SSLConnection)),
             has_password=bool(kw.get("password")),
@@ -253,6 +259,16 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             at,
             f"Redis at {at.where} is a read-only replica; point {URL_SETTING} at the primary "
             "(during a failover this passes once clients follow the new primary)",
+        )
+    if _says(exc, "NOREPLICAS"):
+        # min-replicas-to-write: a primary cut off from its replicas refuses writes rather than
+        # take ones a failover would discard (docs/design.md#redis-high-availability).
+        return _unavailable(
+            "no_replicas",
+            at,
+            f"Redis at {at.where} refuses writes: too few replicas acknowledge it (min-replicas-to-write); "
+            "during a failover this passes once clients follow the new primary, otherwise bring a "
+            "replica back",
         )
     if _find(exc, redis_errors.BusyLoadingError) is not None:
         return _unavailable(

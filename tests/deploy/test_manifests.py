@@ -169,8 +169,9 @@ def test_configured_settings_validate(source: str, monkeypatch: pytest.MonkeyPat
     values.setdefault("redis_url", "redis://:secret@redis:6379/0")
     if "${" in values["redis_url"]:
         values["redis_url"] = "redis://:secret@redis:6379/0"  # compose interpolation
-    if values.get("graphs", "").startswith("${"):
-        values["graphs"] = ""
+    for optional in ("graphs", "broker_url"):  # compose interpolation, empty by default
+        if values.get(optional, "").startswith("${"):
+            values[optional] = ""
     for key in list(os.environ):
         if key.startswith(ENV_PREFIX):
             monkeypatch.delenv(key)
@@ -337,3 +338,20 @@ def test_dashboard_queries_only_exported_metrics() -> None:
             used.add(name)
     bases = {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in used}
     assert bases == {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in known}
+
+
+def test_compose_rabbitmq_profile_holds_deliveries_longer_than_an_attempt() -> None:
+    """The `rabbitmq` profile runs RabbitMQ with deploy/rabbitmq.conf, whose consumer_timeout is
+    well above the longest attempt (30 min by default would close a busy worker's channel), and
+    the workers take the broker URL from REFLEXR_BROKER_URL, empty (Redis) by default."""
+    rabbit = compose()["services"]["rabbitmq"]
+    assert rabbit["profiles"] == ["rabbitmq"]
+    assert any(str(v).startswith("./rabbitmq.conf:/etc/rabbitmq/conf.d/") for v in rabbit["volumes"])
+    conf = dict(
+        line.split(" = ", 1)
+        for line in (DEPLOY / "rabbitmq.conf").read_text().splitlines()
+        if " = " in line and not line.startswith("#")
+    )
+    assert int(conf["consumer_timeout"]) >= 2 * 3600 * 1000
+    assert conf["default_queue_type"] == "quorum"
+    assert compose_worker_env()["REFLEXR_BROKER_URL"] == "${REFLEXR_BROKER_URL:-}"

@@ -162,9 +162,9 @@ class Fleet:
         return "\n".join(f"===== {w.name}\n{w.log()[-6000:]}" for w in self.workers)
 
 
-@pytest.fixture
-def fleet(redis_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
-    f = Fleet(redis_url, tmp_path, queue=f"fleet-{uuid.uuid4().hex[:8]}")
+@contextlib.contextmanager
+def closing_fleet(f: Fleet, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    """``f``, closed afterwards; its workers' logs printed when the test body failed."""
     try:
         yield f
     finally:
@@ -172,6 +172,12 @@ def fleet(redis_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
             print(f.dump_logs())
+
+
+@pytest.fixture
+def fleet(redis_url: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    with closing_fleet(Fleet(redis_url, tmp_path, queue=f"fleet-{uuid.uuid4().hex[:8]}"), request) as f:
+        yield f
 
 
 @pytest.hookimpl(hookwrapper=True)

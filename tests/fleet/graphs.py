@@ -31,6 +31,7 @@ from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, RunFailure, current_run, durable_call, sleep, wait_for_signal
 from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.store import connect
 
 GATE_TIMEOUT_S = 90.0
 """A gated step gives up after this long, so a forgotten gate cannot hang a worker forever."""
@@ -54,14 +55,20 @@ class Tally(BaseModel):
     steps: list[str] = []
 
 
+EXECUTIONS_URL_ENV = "EXECUTIONS_REDIS_URL"
+"""Where steps record executions and read gates, if not the worker's own Redis: the failover test
+keeps them in a Redis that does not fail over, so the record survives what it measures."""
+
+
 @cache
 def _redis(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=10)
+    # The store's own connect: a redis+sentinel:// URL follows the primary through a failover.
+    return connect.blocking_client(url, socket_timeout=10)
 
 
 def r() -> redis.Redis:
     # The worker's own Redis (REFLEXR_REDIS_URL), read lazily: tests set it per worker.
-    return _redis(Settings().redis_url)
+    return _redis(os.environ.get(EXECUTIONS_URL_ENV) or Settings().redis_url)
 
 
 def exec_key(run_id: str) -> str:

@@ -5,8 +5,11 @@ from typing import TYPE_CHECKING, Any
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
+from reflexr_graph.core.limits import Limit
+from reflexr_graph.core.policy import RetryPolicy
 from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
+    AttemptTimeout,
     DurabilityWarning,
     GraphDefinitionError,
     IdempotencyConflict,
@@ -17,6 +20,7 @@ from reflexr_graph.errors import (
     RunNotFound,
     SignalPending,
     SignalTimeout,
+    StepTimeout,
     UnknownGraph,
     UnknownSignal,
     WaitTimeout,
@@ -39,6 +43,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient",
+    "AttemptTimeout",
     "Client",
     "CurrentRun",
     "DurabilityWarning",
@@ -46,14 +51,17 @@ __all__ = [
     "GraphDefinitionError",
     "IdempotencyConflict",
     "InvalidInputs",
+    "Limit",
     "OperationRefused",
     "ReflexrError",
+    "RetryPolicy",
     "RunFailure",
     "RunInfo",
     "RunNotFound",
     "SignalPending",
     "SignalTimeout",
     "Status",
+    "StepTimeout",
     "UnknownGraph",
     "UnknownSignal",
     "WaitTimeout",

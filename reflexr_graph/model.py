@@ -45,6 +45,7 @@ class Event(StrEnum):
     WAITING_FOR_WORKER = "waiting_for_worker"
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
+    LIMIT_WAITED = "limit_waited"
 
 
 class Reason(StrEnum):
@@ -64,6 +65,13 @@ class Reason(StrEnum):
     """Redis was unreachable mid-attempt: an interruption, not a failed attempt."""
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     CANCELLED = "cancelled"
+    STEP_TIMEOUT = "step_timeout"
+    ATTEMPT_TIMEOUT = "attempt_timeout"
+    NON_RETRYABLE = "non_retryable"
+
+
+LIMIT_WAIT_PREFIX = "limit:"
+"""``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
 
 
 class RunInfo(BaseModel):
@@ -78,7 +86,11 @@ class RunInfo(BaseModel):
     records instead of running them again.
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
-    ``wake_at`` (epoch seconds; None without a timeout).
+    ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
+    ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
+
+    ``limit_waits`` counts the steps that waited in place for a limit before they ran, and
+    ``limit_wait_s`` how long they waited in all (its history has a ``limit_waited`` event each).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -102,3 +114,5 @@ class RunInfo(BaseModel):
     reused_calls: int = 0
     waiting_for: str | None = None
     wake_at: float | None = None
+    limit_waits: int = 0
+    limit_wait_s: float = 0.0

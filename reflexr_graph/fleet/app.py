@@ -149,6 +149,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
         startup_log,
         task,
         telemetry_hooks,
+        watchdog,
     )
 
     app = FleetApp(settings, registry)
@@ -159,6 +160,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     reaper.install()
     routing.install()
     pools.install()
+    watchdog.install()
     preflight.install()
     telemetry_hooks.install()
     sigterm.install()

@@ -38,6 +38,9 @@ QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
 
+LIMITS = f"{PREFIX}:limits"
+"""Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
+
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,
     Status.RUNNING,
@@ -115,6 +118,31 @@ def worker(name: str) -> str:
 def served(graph: str) -> str:
     """The live workers that run ``graph``, score = expiry ms of their last heartbeat."""
     return f"{PREFIX}:served:{graph}"
+
+
+def _limit(key: str, suffix: str) -> str:
+    # A limit's keys share the hash tag {<key>}, as a run's share {<run_id>}.
+    return f"{PREFIX}:limit:{{{key}}}:{suffix}"
+
+
+def limit_tat(key: str) -> str:
+    """The limit's rate state: its GCRA theoretical arrival time, epoch ms (expires when idle)."""
+    return _limit(key, "tat")
+
+
+def limit_slots(key: str) -> str:
+    """The limit's concurrency slots held now, score = lease expiry ms; member = ``run|attempt|id``."""
+    return _limit(key, "slots")
+
+
+def limit_stats(key: str) -> str:
+    """The limit's counters: granted, denied, waited_ms (hash)."""
+    return _limit(key, "stats")
+
+
+def limit_keys(run_id: str, key: str) -> list[str]:
+    """KEYS of ``lua/limit_acquire.lua``: 1 run, 2 events, 3 the limits index, 4 tat, 5 slots, 6 stats."""
+    return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
 
 
 def script_keys(run_id: str, idem_guess: str) -> list[str]:

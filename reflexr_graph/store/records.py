@@ -171,6 +171,8 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         reused_calls=int(record.get("reused_calls") or 0),
         waiting_for=record.get("waiting_for") or None,
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
+        limit_waits=int(record.get("limit_waits") or 0),
+        limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
     )
 
 

@@ -15,6 +15,7 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
+from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operator import Operator
 from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class RedisStore(AttemptWrites, Waits, Recovery, Operator, Reads, Workers):
+class RedisStore(AttemptWrites, Waits, Limits, Recovery, Operator, Reads, Workers):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with

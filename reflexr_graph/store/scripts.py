@@ -45,6 +45,7 @@ STANDALONE: tuple[str, ...] = (
     "record",
     "worker_beat",
     "worker_leave",
+    "limit_acquire",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

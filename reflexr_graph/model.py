@@ -116,3 +116,5 @@ class RunInfo(BaseModel):
     wake_at: float | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
+    priority: int | None = None
+    """The run's message priority (0 first .. 9 last), None when enqueued without one."""

@@ -55,7 +55,11 @@ async def enqueue(
             ],
         )
     done = await client.enqueue_run(
-        body.graph, body.inputs, state=body.state, idempotency_key=idempotency_key or key
+        body.graph,
+        body.inputs,
+        state=body.state,
+        idempotency_key=idempotency_key or key,
+        priority=body.priority,
     )
     response.status_code = 201 if done.created else 200
     response.headers["Location"] = f"/api/runs/{done.run_id}"

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import sys
 
-from reflexr_graph.cli import commands, dlq, health, publish, quarantine, report, serve, signals, watch
+from reflexr_graph.cli import (
+    commands,
+    dlq,
+    health,
+    limits,
+    publish,
+    quarantine,
+    report,
+    serve,
+    signals,
+    watch,
+)
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "main", "publish", "quarantine", "run", "serve", "signals", "watch",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
+    "watch",
 ]  # fmt: skip
 
 

@@ -69,13 +69,27 @@ async def _limited(
 ) -> Any:
     assert journal.limiter is not None
     try:
-        async with holding(journal.limiter, limit, ctx, node_id) as _key:
+        async with holding(journal.limiter, limit, ctx, node_id):  # counts the step as running
             return await _timed(journal, node_id, timeout, call, ctx)
     except WaitTooLong as wait:
         # A fresh record key each time: a run woken to try again must not find this wait over.
         key = f"l|{node_id}|r{journal.ctx.resume_seq}|{uuid.uuid4().hex[:12]}"
         journal.wait(key, signal=f"{LIMIT_WAIT_PREFIX}{wait.key}", wake_at_ms=wake_at_ms(wait))
         raise AssertionError("unreachable: a limit wait always suspends") from None
+
+
+async def _running(
+    journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
+) -> Any:
+    """The step's own run, counted as the attempt's work while it lasts (core/limits.py: bound_s)."""
+    limiter = journal.limiter if journal is not None else None
+    if limiter is None:
+        return await _timed(journal, node_id, timeout, call, ctx)
+    limiter.running += 1
+    try:
+        return await _timed(journal, node_id, timeout, call, ctx)
+    finally:
+        limiter.running -= 1
 
 
 def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall:
@@ -88,7 +102,7 @@ def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall
         try:
             if limit is not None and journal is not None and journal.limiter is not None:
                 return await _limited(journal, node_id, limit, timeout, call, ctx)
-            return await _timed(journal, node_id, timeout, call, ctx)
+            return await _running(journal, node_id, timeout, call, ctx)
         except Exception as exc:
             tag_node(exc, node_id)
             raise

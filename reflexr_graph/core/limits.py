@@ -33,7 +33,14 @@ from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.errors import GraphDefinitionError, ReflexrError
 
 WAIT_IN_PLACE_S = 5.0
-"""A wait longer than this releases the run as ``waiting`` instead of holding its worker."""
+"""While other steps of the attempt run, a limited step waits in place up to this long; a longer
+wait releases the run as ``waiting``."""
+IDLE_WAIT_S = 1.0
+"""While nothing else of the attempt runs, the worker would only idle: a wait longer than this
+releases the run at once (about what suspending and waking it again costs), so the worker takes
+other runs, of other graphs too, meanwhile."""
+SLOT_WAKE_S = 2.0
+"""A run released to wait for a concurrency slot is woken to look again after this long."""
 POLL_MIN_S = 0.05
 POLL_MAX_S = 1.0
 """A concurrency wait polls the store with a growing delay between these (a slot's release is
@@ -119,6 +126,8 @@ class LimitRequest:
     """How long this step has waited so far; recorded on the run when the grant ends the wait."""
     rate: str | None = None
     """The rate as declared, kept with the key's configuration for operators."""
+    max_reserve_ms: int = int(WAIT_IN_PLACE_S * 1000)
+    """The longest wait for a rate token the store may reserve rather than refuse."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,12 @@ class Limiter:
     port: LimitPort
     ctx: AttemptContext
     held: HeldSlots = field(default_factory=HeldSlots)
+    running: int = 0
+    """Steps of the attempt running their own code now (on the attempt's loop only)."""
+
+    def bound_s(self, key: str) -> float:
+        """How long a step may wait in place for ``key`` now: long only if the attempt is busy."""
+        return WAIT_IN_PLACE_S if self.running or self.held.holds(key) else IDLE_WAIT_S
 
 
 class WaitTooLong(ReflexrError):
@@ -201,13 +216,29 @@ async def _acquire(limiter: Limiter, limit: Limit, key: str, node: str) -> str |
     attrs = {tracing.ATTR_LIMIT_KEY: key}
     while True:
         waited_ms = int((time.monotonic() - started) * 1000)
+        bound = limiter.bound_s(key)
         request = LimitRequest(
-            key, limit.emission_ms, limit.burst, limit.concurrency or 0, member, node, waited_ms, limit.rate
+            key,
+            limit.emission_ms,
+            limit.burst,
+            limit.concurrency or 0,
+            member,
+            node,
+            waited_ms,
+            limit.rate,
+            int(bound * 1000),
         )
         grant = limiter.port.acquire_limit(limiter.ctx, request)
         if grant.ok:
+            # Granted, even with a start time ahead: the attempt has work, so its other steps may
+            # wait in place. holding() gives the count back when the step ends.
+            limiter.running += 1
             if grant.wait_ms:
-                await asyncio.sleep(grant.wait_ms / 1000)
+                try:
+                    await asyncio.sleep(grant.wait_ms / 1000)
+                except BaseException:
+                    limiter.running -= 1
+                    raise
             if polls or grant.wait_ms:
                 metrics.LIMIT_WAIT.record(time.monotonic() - started, attrs)
             return member if limit.concurrency else None
@@ -215,10 +246,10 @@ async def _acquire(limiter: Limiter, limit: Limit, key: str, node: str) -> str |
         delay = _delay_s(grant, polls)
         polls += 1
         waited_s = time.monotonic() - started
-        if waited_s + delay > WAIT_IN_PLACE_S and not limiter.held.holds(key):
+        if waited_s + delay > bound:
             # A rate says when its next token comes; a slot's release is not announced, so a run
-            # waiting for one sleeps a whole in-place bound before it looks again.
-            raise WaitTooLong(key, int(1000 * (delay if grant.retry_after_ms else WAIT_IN_PLACE_S)))
+            # waiting for one looks again after SLOT_WAKE_S.
+            raise WaitTooLong(key, int(1000 * (delay if grant.retry_after_ms else SLOT_WAKE_S)))
         await asyncio.sleep(delay)
 
 
@@ -227,17 +258,20 @@ async def holding(limiter: Limiter, limit: Limit, ctx: Any, node: str) -> AsyncI
     """Hold ``limit`` for the step in this block; yields the key. Raises WaitTooLong (see above)."""
     key = limit.key_for(ctx)
     member = await _acquire(limiter, limit, key, node)
-    if member is None:
-        yield key
-        return
-    limiter.held.add(member, key)
-    metrics.LIMIT_IN_USE.add(1, {tracing.ATTR_LIMIT_KEY: key})
     try:
-        yield key
+        if member is None:
+            yield key
+            return
+        limiter.held.add(member, key)
+        metrics.LIMIT_IN_USE.add(1, {tracing.ATTR_LIMIT_KEY: key})
+        try:
+            yield key
+        finally:
+            limiter.held.discard(member)
+            metrics.LIMIT_IN_USE.add(-1, {tracing.ATTR_LIMIT_KEY: key})
+            limiter.port.release_slot(key, member)
     finally:
-        limiter.held.discard(member)
-        metrics.LIMIT_IN_USE.add(-1, {tracing.ATTR_LIMIT_KEY: key})
-        limiter.port.release_slot(key, member)
+        limiter.running -= 1
 
 
 def wake_at_ms(wait: WaitTooLong) -> int:

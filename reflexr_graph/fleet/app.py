@@ -19,6 +19,7 @@ from redis.retry import Retry
 
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.fleet.dispatch import PRIORITIES
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -129,6 +130,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "socket_timeout": SOCKET_TIMEOUT_S,
             "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
             "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+            # One list per priority 0..9, each served before the next (fleet/dispatch.py: PRIORITIES).
+            "priority_steps": list(PRIORITIES),
         },
         "task_default_queue": settings.queue,
         # Celery's consumer, with the messages it rejects quarantined instead of dropped.

@@ -26,7 +26,7 @@ from reflexr_graph import clock
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.driver import Finished, run_attempt
-from reflexr_graph.core.limits import WAIT_IN_PLACE_S, Grant, HeldSlots, Limiter, LimitRequest
+from reflexr_graph.core.limits import Grant, HeldSlots, Limiter, LimitRequest
 from reflexr_graph.core.policy import NO_POLICY, failed_node, judge
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
 from reflexr_graph.core.tally import Tally
@@ -381,11 +381,7 @@ class AttemptPort:
         self._write(
             ctx,
             f"limit {request.key}",
-            lambda: found.append(
-                self.store.acquire_limit(
-                    ctx, request, slot_ttl_ms=self.slot_ttl_ms, max_reserve_ms=int(WAIT_IN_PLACE_S * 1000)
-                )
-            ),
+            lambda: found.append(self.store.acquire_limit(ctx, request, slot_ttl_ms=self.slot_ttl_ms)),
         )
         return found[-1]
 

@@ -168,10 +168,16 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     ]
 
 
-def broker_queue(queue: str) -> str:
-    """The list kombu's Redis transport keeps a Celery queue in (priority 0): the queue's own name.
+BROKER_PRIORITY_SEP = "\x06\x16"
+"""kombu's Redis transport's separator between a queue's name and a priority (``Channel.sep``);
+tests/surfaces/test_priority.py checks it against kombu's."""
+
+
+def broker_queue(queue: str, priority: int = 0) -> str:
+    """The list kombu's Redis transport keeps a Celery queue's messages of ``priority`` in: the
+    queue's own name for priority 0, ``<queue>\x06\x16<priority>`` for the others.
 
     Only the async client writes it directly (``client/publish.py``); everything else goes
     through kombu.
     """
-    return queue
+    return f"{queue}{BROKER_PRIORITY_SEP}{priority}" if priority else queue

@@ -57,11 +57,10 @@ class Limits(StoreBase):
     """Acquiring, releasing and renewing limit slots; reading each key's use."""
 
     @translate_errors
-    def acquire_limit(
-        self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int, max_reserve_ms: int
-    ) -> Grant:
-        """One EVALSHA: a grant (maybe of a rate token reserved up to ``max_reserve_ms`` ahead, with the
-        wait before it), or a refusal with the wait the rate requires; FencedOut if not the owner."""
+    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Grant:
+        """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
+        ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
+        the attempt no longer owns the run."""
         now = clock.now_ms()
         args: list[str | int | float] = [
             ctx.token,
@@ -76,7 +75,7 @@ class Limits(StoreBase):
             request.waited_ms,
             config_json(request),
             EVENTS_MAXLEN,
-            max_reserve_ms,
+            request.max_reserve_ms,
         ]
         reply = [
             text(v) for v in self._scripts("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)

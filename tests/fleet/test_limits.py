@@ -121,7 +121,7 @@ def test_two_tenants_each_get_their_own_budget(
 
 
 @pytest.mark.slow
-def test_a_long_wait_releases_the_run_as_waiting_until_its_token_is_due(
+def test_a_long_wait_releases_the_run_and_its_worker_until_its_token_is_due(
     fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
 ) -> None:
     fleet.start(1, **GRAPHS)
@@ -134,6 +134,10 @@ def test_a_long_wait_releases_the_run_as_waiting_until_its_token_is_due(
     assert info.waiting_for == "limit:trickle:tr" and info.wake_at is not None and info.attempts == 0
     assert redis_client.zscore(keys.LEASES, second) is None, "it holds no lease while it waits"
     assert redis_client.zscore(keys.DUE, second) is not None, "its wake time is on the due set"
+    # The worker's one process is free meanwhile: a run of another graph does not wait behind it.
+    other = client.enqueue("conc", {"items": 1}, state={"tag": "other"})
+    assert client.wait(other, timeout=30).status is Status.SUCCEEDED
+    assert client.get(second).status is Status.WAITING
     done = client.wait(second, timeout=30)
     assert (done.status, done.output, done.attempts) == (Status.SUCCEEDED, 2, 1), done
     kinds = [e.type for e in events(client.store, second)]

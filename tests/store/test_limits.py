@@ -21,11 +21,12 @@ RESERVE_MS = 5_000
 def request(key: str, member: str = "", *, rate: str | None = None, burst: int = 1, concurrency: int = 0,
             waited_ms: int = 0) -> LimitRequest:  # fmt: skip
     emission = parse_rate(rate) if rate else 0.0
-    return LimitRequest(key, emission, burst, concurrency, member or f"m-{key}", "work", waited_ms, rate)
+    member = member or f"m-{key}"
+    return LimitRequest(key, emission, burst, concurrency, member, "work", waited_ms, rate, RESERVE_MS)
 
 
 def acquire(store: RedisStore, ctx: AttemptContext, req: LimitRequest) -> tuple[bool, int, int]:
-    grant = store.acquire_limit(ctx, req, slot_ttl_ms=SLOT_TTL_MS, max_reserve_ms=RESERVE_MS)
+    grant = store.acquire_limit(ctx, req, slot_ttl_ms=SLOT_TTL_MS)
     return grant.ok, grant.wait_ms, grant.retry_after_ms
 
 

@@ -16,17 +16,32 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from bench import checkpoint_cost, enqueue, journal_cost, memory, profile, recovery, report, throughput, waits
+from bench import (
+    checkpoint_cost,
+    enqueue,
+    journal_cost,
+    limits,
+    memory,
+    profile,
+    recovery,
+    report,
+    throughput,
+    waits,
+)
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile")
+NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile", "limits")
+IN_PROCESS = {"checkpoint", "journal", "limits"}
+"""Benchmarks that need no worker fleet."""
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3,
-    "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
+    "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5, "limit_n": 60,
+    "limit_steps": 200, "limit_reps": 5,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1,
-    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
+    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1, "limit_n": 10,
+    "limit_steps": 20, "limit_reps": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -38,6 +53,7 @@ TITLES = {
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
+    "limits": "8. Limits: round trips per limited step, and the accuracy of a rate",
 }
 
 
@@ -95,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     if "journal" in only:
         _say("[journal]")
         sections["journal"] = journal_cost.render(journal_cost.run(p["journal_reps"]))
-    if only - {"checkpoint", "journal"}:
+    if "limits" in only:
+        _say("[limits]")
+        sections["limits"] = limits.render(limits.run(p["limit_steps"], p["limit_reps"], p["limit_n"]))
+    if only - IN_PROCESS:
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))
     ordered = {TITLES[k]: sections[k] for k in TITLES if k in sections}

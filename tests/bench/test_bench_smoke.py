@@ -22,6 +22,7 @@ SECTIONS = (
     "## 5b. Waiting runs",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
+    "## 8. Limits",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -32,6 +33,8 @@ RATIO_LINES = (
     "rate / Client.enqueue",
     "total / (inputs + state)",
     "Redis memory per waiting run",
+    "| Redis round trips per limited step |",
+    "over configured",
 )
 
 

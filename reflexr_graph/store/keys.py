@@ -170,7 +170,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
 
 BROKER_PRIORITY_SEP = "\x06\x16"
 """kombu's Redis transport's separator between a queue's name and a priority (``Channel.sep``);
-tests/surfaces/test_priority.py checks it against kombu's."""
+tests/surfaces/test_step_control_surfaces.py checks it against kombu's."""
 
 
 def broker_queue(queue: str, priority: int = 0) -> str:

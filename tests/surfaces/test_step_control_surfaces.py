@@ -1,5 +1,6 @@
-"""Issue 13's priorities on every way in (Client, AsyncClient, CLI, HTTP): each lands its message on the
-list kombu's Redis transport keeps for that priority, and the run keeps it for later messages."""
+"""Issue 13 on the surfaces: priorities on every way in (Client, AsyncClient, CLI, HTTP) land each message
+on the list kombu's Redis transport keeps for that priority, and the run keeps it for later messages;
+``reflexr-graph limits`` shows each limit key."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from kombu.transport.redis import Channel
 
 from reflexr_graph import InvalidInputs
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.core.limits import LimitRequest, parse_rate
 from reflexr_graph.fleet.dispatch import graph_queue
-from reflexr_graph.store import keys
-from tests.surfaces.conftest import ApiServer
+from reflexr_graph.store import RedisStore, keys
+from tests.surfaces.conftest import ApiServer, Cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,3 +83,37 @@ def test_the_cli_and_the_http_api_take_a_priority(
     assert answer.status_code == 201 and answer.json()["priority"] == 7
     assert refused.status_code == 422
     assert sorted(queued_at(redis_client, queue, 7)) == sorted([out.stdout.strip(), answer.json()["run_id"]])
+
+
+def test_the_limits_command_shows_each_keys_configuration_and_use(cli: Cli, redis_url: str) -> None:
+    store = RedisStore.from_url(redis_url)
+    store.create_run("run-l", graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=60_000)
+    ctx = store.claim("run-l", "token-l", lease_ttl_ms=30_000).context()
+    for member in ("a", "b", "c"):
+        store.acquire_limit(
+            ctx, LimitRequest("crm:acme", 0.0, 1, 2, member, "work", 0, None, 5_000), slot_ttl_ms=30_000
+        )
+    store.acquire_limit(
+        ctx,
+        LimitRequest("openai", parse_rate("60/m"), 1, 0, "x", "work", 0, "60/m", 5_000),
+        slot_ttl_ms=30_000,
+    )
+    store.close()
+    listed = cli("limits", "--json")
+    assert listed.returncode == 0, listed.stderr
+    shown = {u["key"]: u for u in json.loads(listed.stdout)}
+    assert shown["crm:acme"] == {
+        "key": "crm:acme", "rate": None, "burst": 1, "concurrency": 2,
+        "in_use": 2, "granted": 2, "denied": 1, "waited_s": 0.0,
+    }  # fmt: skip
+    assert shown["openai"] == {
+        "key": "openai", "rate": "60/m", "burst": 1, "concurrency": None,
+        "in_use": 0, "granted": 1, "denied": 0, "waited_s": 0.0,
+    }  # fmt: skip
+    table = cli("limits")
+    assert (
+        table.returncode == 0
+        and "crm:acme" in table.stdout
+        and "2/2" in table.stdout
+        and "60/m" in table.stdout
+    )

@@ -48,15 +48,17 @@ def seconds_or_none(value: float | None, what: str) -> float | None:
 async def _timed(
     journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
 ) -> Any:
-    if timeout is None:
+    if journal is None and timeout is None:
         return await call(ctx)
+    # In an attempt every step is registered, with a deadline or not: an attempt's timeout names
+    # the step it caught, and the heartbeat thread sees a step blocked past its own deadline.
     handle = journal.deadlines.start(node_id, timeout) if journal is not None else None
     scope = asyncio.timeout(timeout)
     try:
         async with scope:
             return await call(ctx)
     except TimeoutError:
-        if scope.expired():
+        if timeout is not None and scope.expired():
             raise StepTimeout(node=node_id, timeout_s=timeout) from None
         raise  # the step's own TimeoutError
     finally:

@@ -8,6 +8,7 @@ deadlines instead (fleet/heartbeat.py) and ends the attempt from outside.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -32,12 +33,17 @@ class Deadlines:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._steps: dict[int, tuple[str, float, float]] = {}
+        """handle -> (node, timeout, deadline); a step without a timeout has an infinite deadline, and
+        is kept so that an attempt's timeout can name the step it caught."""
         self._attempt: tuple[float, float] | None = None
+        self._last = ""
 
-    def start(self, node: str, timeout_s: float) -> int:
+    def start(self, node: str, timeout_s: float | None) -> int:
         handle = next(self._ids)
+        deadline = math.inf if timeout_s is None else time.monotonic() + timeout_s
         with self._lock:
-            self._steps[handle] = (node, timeout_s, time.monotonic() + timeout_s)
+            self._steps[handle] = (node, timeout_s or 0.0, deadline)
+            self._last = node
         return handle
 
     def end(self, handle: int) -> None:
@@ -49,9 +55,10 @@ class Deadlines:
             self._attempt = (timeout_s, time.monotonic() + timeout_s)
 
     def running(self) -> str:
-        """A node in flight (the latest started), '' when none."""
+        """The node in flight that started last; once none is (a cancelled step has ended by the
+        time its attempt reports the timeout), the last one started; '' before any."""
         with self._lock:
-            return self._steps[max(self._steps)][0] if self._steps else ""
+            return self._steps[max(self._steps)][0] if self._steps else self._last
 
     def overdue(self, grace_s: float = BLOCKED_GRACE_S) -> Overdue | None:
         """The step (or attempt) past its deadline by more than ``grace_s``, if any."""

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,7 +191,8 @@ async def run_attempt(
         )
         journal_token = set_journal(journal)
         try:
-            return await _timed_drive(action, port, ctx, span, inputs, state, tally, journal.deadlines)
+            drive = _drive(action, port, ctx, span, inputs, state, tally)
+            return await _within(action.attempt_timeout, journal.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
             attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
@@ -203,24 +205,17 @@ async def run_attempt(
             reset_current(token)
 
 
-async def _timed_drive(
-    action: GraphAction,
-    port: CheckpointPort,
-    ctx: AttemptContext,
-    span: trace.Span,
-    inputs: Any,
-    state: Any,
-    tally: Tally,
-    deadlines: Deadlines,
+async def _within(
+    limit: float | None, deadlines: Deadlines, drive: Coroutine[Any, Any, Finished]
 ) -> Finished:
-    limit = action.attempt_timeout
+    """``drive`` under the action's ``attempt_timeout``, if it has one."""
     if limit is None:
-        return await _drive(action, port, ctx, span, inputs, state, tally)
+        return await drive
     deadlines.attempt(limit)
     scope = asyncio.timeout(limit)
     try:
         async with scope:
-            return await _drive(action, port, ctx, span, inputs, state, tally)
+            return await drive
     except TimeoutError:
         if scope.expired():
             raise AttemptTimeout(timeout_s=limit, node=deadlines.running()) from None

@@ -84,6 +84,16 @@ def _known(kinds: Mapping[str, Any], given: Mapping[str, T] | None, what: str, g
     return found
 
 
+def _budget(max_attempts: int | None, retry: RetryPolicy | None) -> tuple[RetryPolicy, int | None]:
+    """The action's retry policy and the run's attempt budget, from either way of giving it."""
+    if max_attempts is not None and max_attempts < 1:
+        raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
+    policy = retry or NO_POLICY
+    if max_attempts is not None and policy.max_attempts not in (None, max_attempts):
+        raise GraphDefinitionError("max_attempts and retry=RetryPolicy(max_attempts=...) disagree; give one")
+    return policy, max_attempts if max_attempts is not None else policy.max_attempts
+
+
 def _controls(
     graph: str,
     kinds: Mapping[str, Any],
@@ -162,16 +172,9 @@ class GraphAction:
                 f"graph name {self.name!r} is not usable: use 1 to 100 letters, digits, '_', '.' or '-', "
                 "starting with a letter or digit (it names the graph's queue)"
             )
-        if max_attempts is not None and max_attempts < 1:
-            raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
-        self.retry = retry or NO_POLICY
-        if max_attempts is not None and self.retry.max_attempts not in (None, max_attempts):
-            raise GraphDefinitionError(
-                "max_attempts and retry=RetryPolicy(max_attempts=...) disagree; give one"
-            )
+        self.retry, self.max_attempts = _budget(max_attempts, retry)
         self.graph = graph
         self.created_in = _created_in(self)
-        self.max_attempts = max_attempts if max_attempts is not None else self.retry.max_attempts
         self.deps = deps
         self.state_adapter = _required_adapter(graph.state_type, "state", self.name)
         _warn_unsafe_state(self.state_adapter, self.name)
@@ -188,10 +191,8 @@ class GraphAction:
         check_waits(steps, self.signals, self.name)
         self.controls = _controls(self.name, self.kinds, step_timeouts, default_step_timeout, limits)
         self.attempt_timeout = seconds_or_none(attempt_timeout, "attempt_timeout")
-        self.step_retries = {
-            n: p.under(self.retry)
-            for n, p in _known(self.kinds, step_retries, "step_retries", self.name).items()
-        }
+        known = _known(self.kinds, step_retries, "step_retries", self.name)
+        self.step_retries = {n: p.under(self.retry) for n, p in known.items()}
         self._codecs = {n: Codec(TypeAdapter(tp)) for n, tp in self.input_types.items()}
         results = {
             node: Codec(adapter)

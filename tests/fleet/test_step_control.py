@@ -1,5 +1,5 @@
 """Issue 13 with real workers: step timeouts (a step that awaits, and one that blocks the event loop),
-non-retryable errors and a step's own ``retry_after``."""
+non-retryable errors, a step's own ``retry_after``, and message priorities."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from tests.fleet import limit_graphs
-from tests.fleet.conftest import Fleet, assert_consistent, count, events
+from tests.fleet.conftest import Fleet, assert_consistent, count, events, open_gate
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,3 +72,21 @@ def test_retry_after_replaces_the_backoff(
     # The policy's backoff is at most 0.1 s; the step said 1.5 s, exactly, without jitter.
     assert int(retrying.fields["due_at"]) - round(retrying.at * 1000) == 1500
     assert retrying.fields["reason"] == "rate_limited"
+
+
+def test_a_run_enqueued_with_a_lower_priority_number_is_served_first(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    fleet.start(1)
+    client = client_for(fleet)
+    # The one process is busy, so what follows waits in the queue, in priority lists.
+    blocker = client.enqueue("steps", {"gate": "s1"})
+    wait_for(lambda: count(redis_client, blocker, "s1") == 1, 30, "the blocker to hold the process")
+    bulk = [client.enqueue("steps", {"value": i}, priority=9) for i in range(2)]
+    urgent = client.enqueue("steps", {"value": 7}, priority=0)
+    open_gate(redis_client, blocker)
+    for run_id in (blocker, *bulk, urgent):
+        assert client.wait(run_id, timeout=60).status is Status.SUCCEEDED
+    started = {run_id: events(client.store, run_id, "attempt_started")[0].at for run_id in (*bulk, urgent)}
+    assert started[urgent] < min(started[run_id] for run_id in bulk), started
+    assert [client.get(run_id).priority for run_id in (urgent, *bulk)] == [0, 9, 9]

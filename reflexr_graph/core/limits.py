@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from reflexr_graph import clock
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.errors import GraphDefinitionError, ReflexrError
+from reflexr_graph.errors import GraphDefinitionError, ReflexrError, RunFailure
 
 WAIT_IN_PLACE_S = 5.0
 """While other steps of the attempt run, a limited step waits in place up to this long; a longer
@@ -94,8 +94,19 @@ class Limit:
             raise GraphDefinitionError("Limit(key=...) must be a string or a callable of the step's context")
         object.__setattr__(self, "emission_ms", 0.0 if self.rate is None else parse_rate(self.rate))
 
-    def key_for(self, ctx: Any) -> str:
-        return check_key(self.key if isinstance(self.key, str) else str(self.key(ctx)))
+    def key_for(self, ctx: Any, node: str = "") -> str:
+        """The key for this step; a computed key that is not usable fails the run at once."""
+        if isinstance(self.key, str):
+            return self.key
+        try:
+            return check_key(str(self.key(ctx)))
+        except LimitKeyInvalid as exc:
+            # Computed from the step's context, it would be as unusable on every retry.
+            raise RunFailure(
+                f"step {node!r}: its computed limit key is not usable: {exc}",
+                reason="invalid_limit_key",
+                permanent=True,
+            ) from None
 
 
 def check_key(key: str) -> str:
@@ -256,7 +267,7 @@ async def _acquire(limiter: Limiter, limit: Limit, key: str, node: str) -> str |
 @asynccontextmanager
 async def holding(limiter: Limiter, limit: Limit, ctx: Any, node: str) -> AsyncIterator[str]:
     """Hold ``limit`` for the step in this block; yields the key. Raises WaitTooLong (see above)."""
-    key = limit.key_for(ctx)
+    key = limit.key_for(ctx, node)
     member = await _acquire(limiter, limit, key, node)
     try:
         if member is None:

@@ -165,3 +165,12 @@ def test_bad_limits_and_policies_are_refused(make: object) -> None:
 def test_retry_after_must_be_seconds() -> None:
     with pytest.raises(ValueError, match="retry_after"):
         RunFailure("x", retry_after=-1)
+
+
+def test_a_computed_limit_key_that_is_not_usable_fails_the_run_at_once() -> None:
+    limit = Limit(key=lambda ctx: f"tenant {ctx}", concurrency=1)
+    with pytest.raises(RunFailure) as caught:
+        limit.key_for("a b", "work")
+    assert (caught.value.reason, caught.value.permanent) == ("invalid_limit_key", True)
+    assert "a b" not in str(caught.value), "the message never carries the computed value"
+    assert Limit(key=lambda ctx: f"crm:{ctx}", concurrency=1).key_for("acme") == "crm:acme"

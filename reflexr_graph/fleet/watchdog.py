@@ -27,6 +27,7 @@ from celery import signals
 
 from reflexr_graph.core.deadlines import Deadlines, Overdue
 from reflexr_graph.core.limits import HeldSlots
+from reflexr_graph.core.policy import tag_node
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.errors import AttemptTimeout, ReflexrError, StepTimeout, StoreUnavailable
 from reflexr_graph.store.redis_store import RedisStore
@@ -99,6 +100,7 @@ class Watch:
             if in_pool_child()
             else "leaving the blocked thread to be fenced out when it returns",
         )
+        tag_node(exc, late.node)  # the node's retry policy judges it, as it would a cancelled step
         self.fail(exc)
         for member, key in self.held.snapshot().items():
             try:

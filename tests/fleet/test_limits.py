@@ -25,7 +25,8 @@ CLOCK_SLACK_MS = 20
 
 
 def live_slots(r: redis.Redis, key: str) -> int:
-    return int(r.zcard(keys.limit_slots(key)))
+    """Slots of ``key`` whose lease has not lapsed (a lapsed one is swept by the next acquisition)."""
+    return int(r.zcount(keys.limit_slots(key), f"({clock.now_ms()}", "+inf"))
 
 
 def stats(r: redis.Redis, key: str) -> dict[str, int]:
@@ -48,7 +49,7 @@ def test_a_concurrency_of_5_holds_across_2_workers_of_2_processes(
     assert len(set(redis_client.lrange("pids:conc:c5", 0, -1))) >= 2, "the branches ran in several processes"
     counted = stats(redis_client, "conc:c5")
     assert counted["granted"] == 40 and counted["denied"] > 0, counted
-    assert live_slots(redis_client, "conc:c5") == 0, "every slot was given back"
+    assert redis_client.zcard(keys.limit_slots("conc:c5")) == 0, "every slot was given back"
     waited = [e for run_id in runs for e in events(client.store, run_id, "limit_waited")]
     assert waited and all(e.fields["key"] == "conc:c5" and e.fields["node"] == "work" for e in waited)
     assert sum(client.get(run_id).limit_waits for run_id in runs) == len(waited)
@@ -82,19 +83,31 @@ def test_slots_of_a_killed_worker_come_back_within_a_lease_ttl(
     client = client_for(fleet)
     holder = client.enqueue("slots3", {"items": 3, "gated": True}, state={"tag": "k3"})
     wait_for(lambda: live_slots(redis_client, "conc:k3") == 3, 30, "the holder to take all 3 slots")
+    slots, ttl = keys.limit_slots("conc:k3"), fleet.settings().lease_ttl_s
+    taken = dict(redis_client.zrange(slots, 0, -1, withscores=True))
+
+    def renewed() -> bool:
+        return all((redis_client.zscore(slots, m) or 0) > score for m, score in taken.items())
+
+    wait_for(renewed, 2 * ttl, "the heartbeat to renew the 3 slots it holds")
     fleet.start(1, **GRAPHS)
     waiter = client.enqueue("slots3", {"items": 2}, state={"tag": "k3"})
     wait_for(lambda: stats(redis_client, "conc:k3").get("denied", 0) > 0, 30, "the waiter to be refused")
     doomed.kill_group()
     # The killed steps never left the detector: count afresh (no step can enter before a slot lapses).
     redis_client.delete("active:conc:k3", peak_key("conc:k3"))
-    ttl = fleet.settings().lease_ttl_s
-    wait_for(lambda: live_slots(redis_client, "conc:k3") < 3, ttl + 2, "the dead worker's slots to lapse")
+
+    def lapsed() -> bool:
+        now = clock.now_ms()
+        return all((redis_client.zscore(slots, m) or 0) <= now for m in taken)
+
+    # One lease TTL after their last renewal, and the heartbeat renewed them every TTL/3.
+    wait_for(lapsed, ttl + 1, "the dead worker's 3 slots to lapse")
     assert client.wait(waiter, timeout=30).status is Status.SUCCEEDED, "the waiting branches proceeded"
     redis_client.set(gate_key(holder), 1)
     done = client.wait(holder, timeout=60)
     assert done.status is Status.SUCCEEDED and done.output == 3, done
-    assert live_slots(redis_client, "conc:k3") == 0
+    assert redis_client.zcard(keys.limit_slots("conc:k3")) == 0, "given back, or swept once lapsed"
     assert int(redis_client.get(peak_key("conc:k3")) or 0) <= 3
 
 

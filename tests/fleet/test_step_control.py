@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 GRAPHS = {"REFLEXR_GRAPHS": limit_graphs.REFS}
 
 
-@pytest.mark.parametrize("how", ["async", "sync"])
+@pytest.mark.parametrize("how", ["async", pytest.param("sync", marks=pytest.mark.slow)])
 def test_a_step_past_its_timeout_is_cancelled_retried_then_dead_lettered_naming_the_node(
     how: str, fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
 ) -> None:

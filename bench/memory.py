@@ -2,9 +2,10 @@
 
 The ``hold`` graph records its payload into the state (checkpointed), then waits for a gate.
 While it waits, the benchmark sums ``MEMORY USAGE`` over the run's keys (``run_keys``: run
-hash, checkpoint, events, traceback); it opens the gate, waits for the run to finish and
-sums again. Both are set against the byte size of the run's inputs and state JSON. The
-global indexes (status sets, ``rg:all``) hold a few dozen bytes per run and are not counted.
+hash, checkpoint, its history, events, traceback); it opens the gate, waits for the run to
+finish and sums again (the finished checkpoint moves the first one into the history). Both
+are set against the byte size of the run's inputs and state JSON. The global indexes (status
+sets, ``rg:all``) hold a few dozen bytes per run and are not counted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def _usage(client: Client, run_id: str) -> dict[str, int]:
     r = client.store.client
     # SAMPLES 0: count every element of the hash and stream, not an estimate from a sample.
     sizes = {key: r.memory_usage(key, samples=0) for key in keys.run_keys(run_id)}
-    return {key.rsplit(":", 1)[-1]: size for key, size in sizes.items() if size is not None}
+    # rg:{id}:history:data -> "history:data": the part after the run's hash tag names the key.
+    return {key.split("}:", 1)[-1]: size for key, size in sizes.items() if size is not None}
 
 
 def run(lab: Lab, progress: Callable[[str], None] = print) -> dict[str, Any]:
@@ -62,13 +64,15 @@ def render(result: dict[str, Any]) -> str:
         f"JSON is {result['state_bytes']} B after its first step (together {data} B). "
         "`MEMORY USAGE … SAMPLES 0` summed over the run's own keys; the global indexes are not counted.",
         "",
-        "| run | run hash | checkpoint | events | traceback | total B | total / (inputs + state) |",
-        "|---|---|---|---|---|---|---|",
+        "| run | run hash | checkpoint | history | events | traceback | total B | total / (inputs + state) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label in ("live", "finished"):
-        u = result[label]
+        u = dict(result[label])
         total = sum(u.values())
-        cells = " | ".join(str(u.get(k, "—")) for k in ("run", "ckpt", "events", "tb"))
+        if "history" in u:
+            u["history"] += u.pop("history:data", 0)
+        cells = " | ".join(str(u.get(k, "—")) for k in ("run", "ckpt", "history", "events", "tb"))
         name = "live (mid-step 2, one checkpoint)" if label == "live" else "finished"
         lines.append(f"| {name} | {cells} | {total} | {total / data:.2f} |")
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from reflexr_graph.core.policy import RetryPolicy
 from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
     AttemptTimeout,
+    CheckpointNotFound,
     DurabilityWarning,
     GraphDefinitionError,
     IdempotencyConflict,
@@ -21,11 +22,12 @@ from reflexr_graph.errors import (
     SignalPending,
     SignalTimeout,
     StepTimeout,
+    StaleCheckpoint,
     UnknownGraph,
     UnknownSignal,
     WaitTimeout,
 )
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -44,6 +46,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AsyncClient",
     "AttemptTimeout",
+    "CheckpointDetail",
+    "CheckpointInfo",
+    "CheckpointNotFound",
     "Client",
     "CurrentRun",
     "DurabilityWarning",
@@ -60,6 +65,7 @@ __all__ = [
     "RunNotFound",
     "SignalPending",
     "SignalTimeout",
+    "StaleCheckpoint",
     "Status",
     "StepTimeout",
     "UnknownGraph",

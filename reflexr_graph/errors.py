@@ -216,6 +216,51 @@ class IdempotencyConflict(ReflexrError, ValueError):
         self.run_id = run_id
 
 
+class CheckpointNotFound(ReflexrError, LookupError):
+    """The run keeps no checkpoint with this seq: never saved, or trimmed from its history.
+
+    ``kept`` are the seqs the run does keep, oldest first (``Client.checkpoints`` lists them).
+    """
+
+    def __init__(self, *, run_id: str, seq: int, kept: list[int]) -> None:
+        if not kept:
+            keeps = "it keeps none"
+        elif len(kept) == 1:
+            keeps = f"it keeps only #{kept[0]}"
+        else:
+            keeps = f"it keeps {len(kept)}, #{kept[0]} to #{kept[-1]}"
+        super().__init__(
+            f"run {run_id} has no checkpoint #{seq} ({keeps}); list them with "
+            f"`reflexr-graph checkpoints {run_id}`, or raise REFLEXR_CHECKPOINT_HISTORY to keep more"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.kept = kept
+
+
+class StaleCheckpoint(OperationRefused):
+    """A checkpoint a worker would not resume, so a fork or a replay from it is refused.
+
+    ``reason`` is the one a worker would discard it for: ``graph_changed`` (saved by another
+    version of the graph, by fingerprint) or ``format`` (not a checkpoint this version reads).
+    """
+
+    def __init__(self, *, run_id: str, seq: int, graph: str, reason: str) -> None:
+        why = (
+            f"was saved by another version of graph {graph!r} (its nodes, edges or input types changed since)"
+            if reason == "graph_changed"
+            else "is not in a checkpoint format this version reads"
+        )
+        super().__init__(
+            f"checkpoint #{seq} of run {run_id} {why}: a worker would discard it and start the run over, "
+            "so it is refused; use a checkpoint saved by the graph as it is deployed now, or enqueue anew"
+        )
+        self.run_id = run_id
+        self.seq = seq
+        self.graph = graph
+        self.reason = reason
+
+
 class AttemptFailed(ReflexrError):
     """The Celery task's failure when its attempt failed and the run is retried.
 

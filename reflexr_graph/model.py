@@ -46,6 +46,7 @@ class Event(StrEnum):
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"
+    RUN_FORKED = "run_forked"
 
 
 class Reason(StrEnum):
@@ -83,7 +84,9 @@ class RunInfo(BaseModel):
     checkpointed (a value that does not read back through its type, an input type reflexr
     cannot know): a retry resumes from the boundary before them. ``reused_steps`` and
     ``reused_calls`` count the branch steps and durable calls a retry answered from their
-    records instead of running them again.
+    records instead of running them again. A fork (``Client.fork``) names the run it was
+    forked from and the seq of that run's checkpoint it started from, ``forked_from`` and
+    ``forked_at_seq``; both are None for any other run.
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
@@ -118,3 +121,42 @@ class RunInfo(BaseModel):
     limit_wait_s: float = 0.0
     priority: int | None = None
     """The run's message priority (0 first .. 9 last), None when enqueued without one."""
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
+
+
+class CheckpointInfo(BaseModel):
+    """One checkpoint a run keeps, as ``Client.checkpoints`` lists it (no values: see ``CheckpointDetail``).
+
+    ``seq`` numbers the run's checkpoints (a fork's go on from the one it started from);
+    ``saved_at`` is epoch seconds; ``size`` is the checkpoint's JSON in bytes; ``attempt`` is the
+    number of the attempt that saved it, 0 when no attempt of this run did: the checkpoint a fork
+    started from (copied from its source), or one saved before checkpoints recorded their attempt.
+    ``finished`` marks the checkpoint of the graph's output, which has no ``next_node``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int
+    saved_at: float
+    next_node: str | None
+    size: int
+    attempt: int
+    finished: bool
+
+
+class CheckpointDetail(CheckpointInfo):
+    """One checkpoint with its values, as ``Client.checkpoint`` returns it, all as JSON values.
+
+    ``state`` is the graph state, ``inputs`` the graph's inputs and ``next_inputs`` those of
+    ``next_node``'s task; a finished checkpoint has ``output`` instead (and a null state). These
+    are the only places reflexr shows values, because an operator asked for them.
+    """
+
+    run_id: str
+    graph: str
+    fingerprint: str
+    state: Any = None
+    inputs: Any = None
+    next_inputs: Any = None
+    output: Any = None

@@ -228,6 +228,10 @@ def _refuse(entry: GraphSchema, what: str, found: list[dict[str, object]]) -> No
         raise errors.InvalidInputs(message, found)
 
 
+def _state_errors(entry: GraphSchema, state: Any) -> list[dict[str, object]]:
+    return check(entry.state, state, "state", _validator(entry, "state", entry.state))
+
+
 def validate_signal(entry: GraphSchema, name: str, value: Any) -> None:
     """UnknownSignal for a name the graph does not declare; InvalidInputs listing each failing location."""
     schema = entry.signals.get(name)
@@ -241,5 +245,10 @@ def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
     """Raise InvalidInputs listing every failing location of the inputs (and state, if given)."""
     found = check(entry.inputs, inputs, "inputs", _validator(entry, "inputs", entry.inputs))
     if state is not None:
-        found += check(entry.state, state, "state", _validator(entry, "state", entry.state))
+        found += _state_errors(entry, state)
     _refuse(entry, "these inputs", found)
+
+
+def validate_state(entry: GraphSchema, state: Any) -> None:
+    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state)."""
+    _refuse(entry, "this state", _state_errors(entry, state))

@@ -7,7 +7,16 @@ import subprocess
 import sys
 
 import reflexr_graph
-from reflexr_graph import AsyncClient, Client, GraphAction, RunFailure, RunInfo, current_run
+from reflexr_graph import (
+    AsyncClient,
+    CheckpointDetail,
+    CheckpointInfo,
+    Client,
+    GraphAction,
+    RunFailure,
+    RunInfo,
+    current_run,
+)
 
 
 def test_top_level_names() -> None:
@@ -38,11 +47,29 @@ def test_run_info_fields() -> None:
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
-    # (issue 10) what a waiting run waits for, and (issue 13) its waits for limits and its priority.
+    # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
+    # for limits and its priority.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
-        "waiting_for", "wake_at", "limit_waits", "limit_wait_s", "priority",
+        "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
     }  # fmt: skip
+
+
+def test_time_travel_names() -> None:
+    """Issue 11: the checkpoint history and forks, on both clients."""
+    for cls in (Client, AsyncClient):
+        assert list(inspect.signature(cls.checkpoints).parameters) == ["self", "run_id"]
+        assert list(inspect.signature(cls.checkpoint).parameters) == ["self", "run_id", "seq"]
+        fork = inspect.signature(cls.fork).parameters
+        assert list(fork) == ["self", "run_id", "from_seq", "state", "idempotency_key"]
+        assert all(
+            fork[p].kind is inspect.Parameter.KEYWORD_ONLY for p in ("from_seq", "state", "idempotency_key")
+        )
+        assert "from_seq" in inspect.signature(cls.replay).parameters
+    assert set(CheckpointInfo.model_fields) == {"seq", "saved_at", "next_node", "size", "attempt", "finished"}
+    assert {"state", "inputs", "next_inputs", "output"} <= set(CheckpointDetail.model_fields)
+    for name in ("CheckpointInfo", "CheckpointDetail", "CheckpointNotFound", "StaleCheckpoint"):
+        assert hasattr(reflexr_graph, name), name
 
 
 def test_step_control_names() -> None:

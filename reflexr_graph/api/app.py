@@ -7,13 +7,19 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, waits
+from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, time_travel, waits
 from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_token
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.fleet.settings import Settings, load_settings
 
 API_PREFIX = "/api"
-API_ROUTERS: tuple[APIRouter, ...] = (runs.router, waits.router, dead_letters.router, graphs.router)
+API_ROUTERS: tuple[APIRouter, ...] = (
+    runs.router,
+    waits.router,
+    time_travel.router,
+    dead_letters.router,
+    graphs.router,
+)
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
 """The routers outside ``/api``: probes and the console page, which need no token."""

@@ -27,6 +27,9 @@ class EnqueueRequest(BaseModel):
 
 class ReplayRequest(BaseModel):
     from_start: bool = Field(False, description="Discard the checkpoint and run from the first step")
+    from_seq: int | None = Field(
+        None, ge=0, description="Resume from this earlier checkpoint of the run's history instead"
+    )
 
 
 class BulkReplayRequest(BaseModel):

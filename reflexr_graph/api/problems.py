@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from reflexr_graph import errors
@@ -42,6 +42,7 @@ class Problem(BaseModel):
     detail: str
     errors: list[ProblemError] | None = None
     run_id: str | None = None
+    kept: list[int] | None = Field(None, description="For a checkpoint not kept: the seqs the run keeps")
 
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
@@ -103,6 +104,8 @@ async def _reflexr(_request: Request, exc: Exception) -> JSONResponse:
         return problem(422, "Unprocessable Content", str(exc), errors=bad)
     if isinstance(exc, errors.IdempotencyConflict):
         return problem(409, "Conflict", str(exc), run_id=exc.run_id)
+    if isinstance(exc, errors.CheckpointNotFound):
+        return problem(404, "Not Found", str(exc), kept=exc.kept)
     if isinstance(exc, errors.RunNotFound | errors.UnknownGraph):
         return problem(404, "Not Found", str(exc))
     if isinstance(exc, errors.OperationRefused):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from reflexr_graph import errors
 from reflexr_graph.api import stream
 from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
 from reflexr_graph.api.models import EnqueueRequest, EventOut, ReplayRequest, RunPageOut
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.model import RunInfo, Status
@@ -38,27 +38,15 @@ async def enqueue(
     body: EnqueueRequest,
     client: ClientDep,
     response: Response,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", max_length=512)] = None,
+    idempotency_key: IdempotencyHeader = None,
 ) -> RunInfo:
     """Queue a run of a published graph, validated against its schema (201), or return the run an
     idempotency key already names (200). The ``Idempotency-Key`` header is the idempotency key."""
-    key = body.idempotency_key
-    if idempotency_key is not None and key is not None and idempotency_key != key:
-        raise errors.InvalidInputs(
-            "the Idempotency-Key header and the body's idempotency_key differ; send one of them",
-            [
-                {
-                    "loc": ["header", "Idempotency-Key"],
-                    "msg": "differs from body.idempotency_key",
-                    "type": "mismatch",
-                }
-            ],
-        )
     done = await client.enqueue_run(
         body.graph,
         body.inputs,
         state=body.state,
-        idempotency_key=idempotency_key or key,
+        idempotency_key=one_key(idempotency_key, body.idempotency_key),
         priority=body.priority,
     )
     response.status_code = 201 if done.created else 200
@@ -116,5 +104,8 @@ async def cancel(run_id: str, client: ClientDep) -> RunInfo:
 @router.post("/{run_id}/replay", response_model=RunInfo, responses=REFUSED)
 async def replay(run_id: str, client: ClientDep, body: ReplayRequest | None = None) -> RunInfo:
     """Queue a dead or cancelled run again with a fresh attempt budget, from its checkpoint
-    unless ``from_start``."""
-    return await client.replay(run_id, from_start=bool(body and body.from_start))
+    unless ``from_start``, or from the earlier checkpoint ``from_seq`` of its history (the ones
+    after it are dropped)."""
+    if body is None:
+        return await client.replay(run_id)
+    return await client.replay(run_id, from_start=body.from_start, from_seq=body.from_seq)

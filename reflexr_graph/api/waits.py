@@ -1,19 +1,8 @@
-"""Routes of operations on a run's course: signals (issue 10), and the place for time travel (issue 11).
+"""Routes of a run's waits: signals.
 
 ``POST /api/runs/{run_id}/signal`` sends a signal the run's graph declares (its JSON Schema is
-in the graph's published ``signals``), validated before anything is written.
-
-Fork and checkpoint history (issue 11) go here when ``Client.fork``, ``checkpoints`` and
-``checkpoint`` land::
-
-    GET  /api/runs/{run_id}/checkpoints         -> list of checkpoints
-    GET  /api/runs/{run_id}/checkpoints/{seq}   -> one checkpoint
-    POST /api/runs/{run_id}/fork        body {"from_seq": int, "state"?: JSON, "idempotency_key"?: str}
-                                        -> 201 RunInfo of the new run
-
-each calling the AsyncClient method of the same name, with errors left to the problem handlers
-(``api/problems.py``). The console's run page has the place for the checkpoints already
-(``static/console.js``: ``renderCheckpoints``).
+in the graph's published ``signals``), validated before anything is written. Time travel
+(checkpoints and forks) is in ``api/time_travel.py``.
 """
 
 from __future__ import annotations

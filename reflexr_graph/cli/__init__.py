@@ -21,6 +21,7 @@ from reflexr_graph.cli import (
     report,
     serve,
     signals,
+    time_travel,
     watch,
 )
 from reflexr_graph.cli.app import app
@@ -28,7 +29,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "watch",
+    "time_travel", "watch",
 ]  # fmt: skip
 
 

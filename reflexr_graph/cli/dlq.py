@@ -105,10 +105,23 @@ def replay(
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Discard the checkpoint and run from the first step.")
     ] = False,
+    from_seq: Annotated[
+        int | None,
+        typer.Option(
+            "--from",
+            min=0,
+            metavar="SEQ",
+            help="Resume one run from checkpoint SEQ of its history (see `checkpoints`), "
+            "dropping the checkpoints after it.",
+        ),
+    ] = None,
     yes: YesOpt = False,
 ) -> None:
     """Queue dead (or cancelled) runs again; they resume from their last checkpoint."""
     client = client_of(ctx)
+    if from_seq is not None:
+        _replay_from(client, run_ids or [], every, from_start, from_seq, yes)
+        return
     targets = _targets(client, run_ids or [], every, graph, reason)
     if from_start:
         # Discarding checkpoints throws away completed work: ask, however few runs it is.
@@ -120,6 +133,25 @@ def replay(
         client.replay(run_id, from_start=from_start)
 
     _bulk("replayed", targets, act)
+
+
+def _replay_from(
+    client: Client, run_ids: list[str], every: bool, from_start: bool, from_seq: int, yes: bool
+) -> None:
+    """Back one run out of bad steps: resume it from an earlier checkpoint of its own history."""
+    if every or len(run_ids) != 1:
+        raise BadInput("--from names a checkpoint of one run: give exactly one RUN, without --all")
+    if from_start:
+        raise BadInput("--from and --from-start exclude each other: give one of them")
+    run_id = run_ids[0]
+    later = [c.seq for c in client.checkpoints(run_id) if c.seq > from_seq]
+    confirm(
+        f"replay run {run_id} from checkpoint #{from_seq}, dropping the {len(later)} checkpoint(s) after it "
+        "and the work recorded since?",
+        yes,
+    )
+    client.replay(run_id, from_seq=from_seq)
+    render.out.print(f"replayed {run_id} from checkpoint #{from_seq}")
 
 
 @dlq_app.command()

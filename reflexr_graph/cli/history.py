@@ -63,6 +63,12 @@ def _detail(key: str, value: str, event_at: float) -> str:
         return f"{key.removesuffix('_at')} {clock_time(moment)} ({relative})"
     if key == "seq":
         return f"checkpoint #{value}"
+    if key == "from_run":
+        return f"forked from {value}"
+    if key == "state_edited":
+        return "state replaced" if value == "1" else "state as saved"
+    if key == "dropped":
+        return f"{value} later checkpoint(s) dropped"
     if key == "next_node":
         return f"next {value}"
     if key == "size" and value.isdigit():

@@ -130,6 +130,8 @@ def run_detail(
     ]
     if info.status is Status.WAITING:
         rows[3:3] = [("waiting for", waiting_text(info))]
+    if info.forked_from:
+        rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
     if info.status is Status.SUCCEEDED:
         rows.append(("output", _value(info.output)))
     cut: list[str] = []

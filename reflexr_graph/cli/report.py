@@ -24,6 +24,7 @@ from reflexr_graph.schemas import format_loc
 
 _USAGE_ERRORS = (
     errors.RunNotFound,
+    errors.CheckpointNotFound,
     errors.UnknownGraph,
     errors.InvalidInputs,
     errors.SettingsError,

@@ -12,12 +12,13 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import schemas, time_travel
 from reflexr_graph.client.core import ClientBase, Enqueued
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.fleet.settings import Settings
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
 from reflexr_graph.store.operator import cancel_run, purge_run
 from reflexr_graph.store.ops import Op, Publish, Request, drive_async
 from reflexr_graph.store.reads import (
@@ -173,9 +174,23 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.wait`; it waits on the loop, holding no thread."""
         return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
 
-    async def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
-        return await self._do(self._core.replay(run_id, from_start))
+        return await self._do(self._core.replay(run_id, from_start, from_seq))
+
+    async def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """See :meth:`Client.checkpoints`."""
+        return await self._do(checkpoint_list(run_id))
+
+    async def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """See :meth:`Client.checkpoint`."""
+        return time_travel.detail(run_id, await self._do(saved_checkpoint(run_id, seq)))
+
+    async def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """See :meth:`Client.fork`."""
+        return await self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
 
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""

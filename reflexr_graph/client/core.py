@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Self
 
-from reflexr_graph import errors, schemas, telemetry
+from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.fleet.dispatch import check_priority
@@ -21,6 +21,7 @@ from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.operator import replay_run
 from reflexr_graph.store.ops import Op, Publish, cmd
 from reflexr_graph.store.reads import run_events, run_record
@@ -165,11 +166,51 @@ class ClientCore:
         yield from run_record(run_id)
         return (yield from run_events(run_id, "0-0", None, None, None))
 
-    def replay(self, run_id: str, from_start: bool) -> Op[RunInfo]:
-        """Queue a dead or cancelled run again and send its message."""
-        info = yield from replay_run(run_id, from_start)
+    def replay(self, run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
+        """Queue a dead or cancelled run again and send its message; with ``from_seq``, from that
+        checkpoint of its history, if the graph as published now would resume it."""
+        if from_seq is not None:
+            if from_start:
+                raise errors.InvalidInputs(
+                    "replay from the start or from a checkpoint, not both",
+                    [{"loc": ["from_seq"], "msg": "cannot be given with from_start", "type": "conflict"}],
+                )
+            saved = yield from saved_checkpoint(run_id, from_seq)
+            entry, _workers = yield from self.published(saved.graph)
+            time_travel.check_current(run_id, saved, entry)
+        info = yield from replay_run(run_id, from_start, from_seq)
         yield Publish(run_id, info.graph, info.priority)
         return info
+
+    def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
+        """A new run of the source's graph that resumes from its checkpoint ``from_seq``, its state
+        replaced by ``state`` when given; the message is sent unless the checkpoint is the
+        finished one (the fork is created succeeded)."""
+        saved = yield from saved_checkpoint(run_id, from_seq)
+        entry, _workers = yield from self.published(saved.graph)
+        edited = None if state is None else plain(state, "state")
+        if edited is not None:
+            to_json(edited, "state", self.settings.max_payload_bytes)
+        seed = time_travel.seed(run_id, saved, entry, edited)
+        run = NewRun(
+            run_id=str(uuid.uuid4()),
+            graph=saved.graph,
+            inputs_json=saved.inputs_json,
+            state_json=saved.state_json,
+            idempotency_key=idempotency_key,
+            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            trace_context=current_trace_context(),
+            fork=seed,
+            retention_s=self.settings.run_retention_s,
+        )
+        new_id, created = yield from new_run(run)
+        if seed.output_json is None:
+            if created:
+                advice = "fork again with the same idempotency key to get the same fork"
+                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice)
+            self._tell_unserved(saved.graph, new_id)
+        return new_id
 
     def wait(self, run_id: str, timeout: float | None, chunk_limit: int | None) -> Op[RunInfo]:
         """Until the run is terminal, sleeping on its event stream (XREAD BLOCK); WaitTimeout after

@@ -11,12 +11,13 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import schemas, time_travel
 from reflexr_graph.client.core import ClientBase, Enqueued
 from reflexr_graph.fleet.app import celery_config
 from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.fleet.settings import Settings
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
 from reflexr_graph.store.ops import Op, Publish, Request, drive
 from reflexr_graph.store.reads import RunPage, dead_listing, runs_listing
 from reflexr_graph.store.records import RunEvent, WorkerInfo
@@ -195,13 +196,53 @@ class Client(ClientBase):
 
     # -- operator actions -------------------------------------------------------------------
 
-    def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """Queue a dead or cancelled run again, with a fresh attempt budget; it resumes from its
         checkpoint unless ``from_start``.
 
+        ``from_seq`` resumes it from an earlier checkpoint of its own history instead, to back
+        out of a bad step: that checkpoint becomes the latest, and the ones after it are dropped.
+        It is refused (StaleCheckpoint) when saved by another version of the graph, and
+        CheckpointNotFound names the seqs the run keeps when it keeps no such one.
+
         OperationRefused for a run in any other status, RunNotFound for an unknown id.
         """
-        return self._do(self._core.replay(run_id, from_start))
+        return self._do(self._core.replay(run_id, from_start, from_seq))
+
+    # -- time travel ------------------------------------------------------------------------
+
+    def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint the run keeps, oldest first, the latest last: ``seq``, ``saved_at``,
+        ``next_node``, ``size`` and the ``attempt`` that saved it. No values: see :meth:`checkpoint`.
+
+        A run keeps its latest checkpoint and up to ``REFLEXR_CHECKPOINT_HISTORY`` before it (as
+        the workers are configured); RunNotFound if there is no such run.
+        """
+        return self._do(checkpoint_list(run_id))
+
+    def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
+        """Checkpoint ``seq`` of the run with its values as JSON: the state, the graph inputs and
+        the next task's inputs (the output, for the finished one).
+
+        RunNotFound, or CheckpointNotFound (naming the seqs the run keeps).
+        """
+        return time_travel.detail(run_id, self._do(saved_checkpoint(run_id, seq)))
+
+    def fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+    ) -> str:
+        """Create a new run of the same graph that resumes from checkpoint ``from_seq`` of
+        ``run_id``; returns the new run's id. Nothing of the source run changes, whatever its
+        status (it must still exist).
+
+        ``state`` (JSON, or the graph's own model or dataclass), when given, replaces the
+        checkpoint's state; it is validated against the published state schema first
+        (InvalidInputs, naming locations). A checkpoint saved by another version of the graph
+        is refused (StaleCheckpoint). A fork from the finished checkpoint is created succeeded
+        with the same output, and no attempt runs. The new run records ``forked_from`` and
+        ``forked_at_seq``. The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
+        """
+        return self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
 
     def signal(self, run_id: str, name: str, value: Any) -> bool:
         """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.

@@ -51,6 +51,7 @@ class FleetApp(Celery):
             run_retention_s=settings.run_retention_s,
             dead_retention_s=settings.dead_retention_s,
             max_interruptions=settings.max_interruptions,
+            checkpoint_history=settings.checkpoint_history,
             # A renewal must fail before the lease lapses, not hang past it.
             socket_timeout=min(SOCKET_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
             socket_connect_timeout=min(SOCKET_CONNECT_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),

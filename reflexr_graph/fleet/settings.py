@@ -49,6 +49,8 @@ class Settings(BaseSettings):
     soft_shutdown_timeout_s: float = Field(10.0, ge=0)
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
+    checkpoint_history: int = Field(100, ge=0)
+    """How many checkpoints before the latest a run keeps, for time travel; 0 keeps only the latest."""
     max_payload_bytes: int = Field(2 * MIB, ge=1024)
     """The largest inputs (and, separately, state) a run may be enqueued with, as JSON."""
     health_file: str = ""

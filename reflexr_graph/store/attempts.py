@@ -9,6 +9,7 @@ from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
+    DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
     TRACEBACK_LIMIT,
     StoreBase,
@@ -19,7 +20,7 @@ from reflexr_graph.store.base import (
     translate_errors,
 )
 from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
-from reflexr_graph.store.records import Claim, ClaimOutcome, pairs_to_map, text, text_map
+from reflexr_graph.store.records import Claim, ClaimOutcome, ForkSeed, pairs_to_map, text, text_map
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,26 @@ class NewRun:
     max_attempts: int
     dispatch_grace_ms: int
     trace_context: str = ""
+    fork: ForkSeed | None = None
+    """A fork's checkpoint and lineage: the run is created with them (``time_travel.py``)."""
+    retention_s: int = DEFAULT_RUN_RETENTION_S
+    """How long a run created finished (a fork of a finished checkpoint) is kept."""
+
+
+def _fork_args(run: NewRun) -> list[ScriptArg]:
+    """create_run's ARGV[13..19]: a fork's checkpoint and lineage, or empty ones for a plain run."""
+    fork = run.fork
+    if fork is None:
+        return ["", 0, "", "", "0", "", run.retention_s]
+    return [
+        fork.checkpoint,
+        fork.seq,
+        fork.next_node or "",
+        fork.source_run_id,
+        "1" if fork.state_edited else "0",
+        fork.output_json or "",
+        run.retention_s,
+    ]
 
 
 def new_run(run: NewRun) -> Op[tuple[str, bool]]:
@@ -45,10 +66,17 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     also put in ``rg:due`` at now + ``dispatch_grace_ms``: if the caller dies before sending
     the Celery message, the reaper sends it. ``trace_context`` (W3C headers as JSON) is the
     trace every attempt of the run joins.
+
+    With ``fork``, the run is created with the fork's checkpoint as its latest, and its
+    lineage; one forked from a finished checkpoint is created succeeded, with its output, and
+    the caller sends no message. The idempotency key then compares the fork's digest.
     """
     now = clock.now_ms()
     key = run.idempotency_key
-    digest = _digest(run.inputs_json, run.state_json) if key else ""
+    digest = ""
+    if key:
+        digest = run.fork.digest if run.fork is not None else _digest(run.inputs_json, run.state_json)
+    seed = _fork_args(run)
     expected = ""
     for _ in range(IDEM_ROUNDS):
         args: list[ScriptArg] = [
@@ -61,6 +89,7 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
             expected,
             run.trace_context,
             digest,
+            *seed,
         ]
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
@@ -91,8 +120,10 @@ class AttemptWrites(StoreBase):
         max_attempts: int,
         dispatch_grace_ms: int,
         trace_context: str = "",
+        fork: ForkSeed | None = None,
     ) -> tuple[str, bool]:
-        """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
+        """Create a queued run (or a fork, with ``fork``); returns ``(run_id, True)``, or
+        ``(existing_id, False)`` if it exists.
 
         See :func:`new_run`, the operation it runs.
         """
@@ -107,6 +138,8 @@ class AttemptWrites(StoreBase):
                     max_attempts,
                     dispatch_grace_ms,
                     trace_context,
+                    fork,
+                    self.run_retention_s,
                 )
             )
         )
@@ -180,10 +213,11 @@ class AttemptWrites(StoreBase):
     ) -> None:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
-        It runs at every step boundary, so its script takes only the four keys it touches
-        rather than the per-run prelude's sixteen. ``notes`` (boundaries the attempt could not
-        save since its last write, work it reused) are recorded in the same call, and the work
-        recorded since the previous checkpoint is dropped: this one holds it.
+        It runs at every step boundary, so its script takes only the keys it touches rather
+        than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
+        last write, work it reused) are recorded in the same call, and the work recorded since
+        the previous checkpoint is dropped: this one holds it. The checkpoint it replaces moves
+        into the run's history, which the same call trims to ``checkpoint_history``.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -192,6 +226,8 @@ class AttemptWrites(StoreBase):
             keys.events(run_id),
             keys.status_set(Status.RUNNING),
             keys.memo(run_id),
+            keys.history(run_id),
+            keys.history_data(run_id),
         ]
         args: list[ScriptArg] = [
             run_id,
@@ -205,6 +241,7 @@ class AttemptWrites(StoreBase):
             notes.skip_kinds,
             notes.reused_steps,
             notes.reused_calls,
+            self.checkpoint_history,
         ]
         if not self._scripts("save_checkpoint", script_keys, args):
             raise _fenced(ctx, "checkpoint")
@@ -233,7 +270,8 @@ class AttemptWrites(StoreBase):
     ) -> None:
         """Record the output and start the retention of every key of the run.
 
-        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script.
+        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script;
+        the one it replaces moves into the run's history, as a save does.
         """
         args: list[ScriptArg] = [
             ctx.token,
@@ -245,6 +283,7 @@ class AttemptWrites(StoreBase):
             notes.skip_kinds,
             notes.reused_steps,
             notes.reused_calls,
+            self.checkpoint_history,
         ]
         if not self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)):
             raise _fenced(ctx, "output")

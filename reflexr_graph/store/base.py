@@ -32,6 +32,7 @@ T = TypeVar("T")
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
 DEFAULT_MAX_INTERRUPTIONS = 20
+DEFAULT_CHECKPOINT_HISTORY = 100
 CLIENT_DEFAULTS: dict[str, Any] = {
     "socket_timeout": 10.0,
     "socket_connect_timeout": 5.0,
@@ -113,11 +114,14 @@ class StoreBase:
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
+        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
     ) -> None:
         self._r = client
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
         self.max_interruptions = int(max_interruptions)
+        self.checkpoint_history = int(checkpoint_history)
+        """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
         self._scripts = Scripts(client)
 
     @classmethod
@@ -128,6 +132,7 @@ class StoreBase:
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
+        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
         **client_kw: Any,
     ) -> Self:
         """A store on ``redis://`` or ``rediss://`` (TLS) URL; a password in the URL is used for AUTH.
@@ -144,6 +149,7 @@ class StoreBase:
             run_retention_s=run_retention_s,
             dead_retention_s=dead_retention_s,
             max_interruptions=max_interruptions,
+            checkpoint_history=checkpoint_history,
         )
 
     @property

@@ -63,7 +63,7 @@ def run(run_id: str) -> str:
 
 
 def ckpt(run_id: str) -> str:
-    """The latest checkpoint hash (data, seq, saved_at, size, next_node)."""
+    """The latest checkpoint hash (data, seq, saved_at, size, next_node, attempt)."""
     return _tagged(run_id, "ckpt")
 
 
@@ -90,9 +90,29 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
-def run_keys(run_id: str) -> tuple[str, str, str, str, str, str]:
+def history(run_id: str) -> str:
+    """The index of the checkpoints kept before the latest: a sorted set, score = seq, member =
+    ``seq|saved_at ms|size|attempt|next_node``. At most ``REFLEXR_CHECKPOINT_HISTORY`` entries."""
+    return _tagged(run_id, "history")
+
+
+def history_data(run_id: str) -> str:
+    """The JSON of the checkpoints :func:`history` lists (seq -> checkpoint JSON)."""
+    return _tagged(run_id, "history:data")
+
+
+def run_keys(run_id: str) -> tuple[str, ...]:
     """Every per-run key; retention expires and purge deletes exactly these."""
-    return run(run_id), ckpt(run_id), events(run_id), tb(run_id), memo(run_id), mailbox(run_id)
+    return (
+        run(run_id),
+        ckpt(run_id),
+        events(run_id),
+        tb(run_id),
+        memo(run_id),
+        mailbox(run_id),
+        history(run_id),
+        history_data(run_id),
+    )
 
 
 def status_set(status: Status | str) -> str:
@@ -150,7 +170,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
-    17 memo, 18 mailbox.
+    17 memo, 18 mailbox, 19 history, 20 history data.
     """
     return [
         run(run_id),
@@ -165,6 +185,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         *(status_set(s) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
+        history(run_id),
+        history_data(run_id),
     ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.history import missing_checkpoint
 from reflexr_graph.store.ops import Op, ScriptArg, per_run, snapshot
 from reflexr_graph.store.records import text
 
@@ -15,13 +16,19 @@ def cancel_run(run_id: str, run_retention_s: int) -> Op[RunInfo]:
     return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
 
 
-def replay_run(run_id: str, from_start: bool) -> Op[RunInfo]:
+def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
     """Queue a dead or cancelled run again with a fresh attempt budget; the caller sends the message.
 
-    The checkpoint is kept, so the run resumes where it stopped, unless ``from_start``.
+    The checkpoint is kept, so the run resumes where it stopped, unless ``from_start`` (the
+    checkpoint, its history and the records go) or ``from_seq``: checkpoint ``from_seq`` of
+    its history becomes the latest, the checkpoints after it and the records are dropped
+    (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
     """
-    args: list[ScriptArg] = ["1" if from_start else "0"]
+    args: list[ScriptArg] = ["1" if from_start else "0", "" if from_seq is None else int(from_seq)]
     reply = yield from per_run("replay", run_id, run_id, clock.now_ms(), args)
+    if text(reply[0]) == "no_checkpoint":
+        assert from_seq is not None
+        raise (yield from missing_checkpoint(run_id, from_seq))
     return snapshot(run_id, reply, "only dead or cancelled runs replay")
 
 
@@ -44,9 +51,9 @@ class Operator(StoreBase):
         """See :func:`cancel_run`."""
         return self.do(cancel_run(run_id, self.run_retention_s))
 
-    def replay(self, run_id: str, *, from_start: bool = False) -> RunInfo:
+    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :func:`replay_run`."""
-        return self.do(replay_run(run_id, from_start))
+        return self.do(replay_run(run_id, from_start, from_seq))
 
     def purge(self, run_id: str) -> bool:
         """See :func:`purge_run`."""

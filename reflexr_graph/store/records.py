@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import CheckpointInfo, RunInfo, Status
 
 
 class ClaimOutcome(StrEnum):
@@ -77,6 +77,36 @@ class Claim:
             graph=self.graph,
             trace_context=self.trace_context,
         )
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """One checkpoint as the store keeps it, with what a reader needs of its run."""
+
+    info: CheckpointInfo
+    payload: str
+    """The checkpoint's JSON, as the attempt wrote it (``core/checkpoint.py``)."""
+    graph: str
+    inputs_json: str
+    """The run's recorded inputs, which a checkpoint with ``inputs_ref`` refers to."""
+    state_json: str | None
+    """The run's recorded initial state (the one it was enqueued with), if any."""
+
+
+@dataclass(frozen=True)
+class ForkSeed:
+    """What makes a new run a fork: the checkpoint its first attempt resumes from, and its lineage."""
+
+    source_run_id: str
+    seq: int
+    checkpoint: str
+    """The checkpoint JSON the fork starts from: the source's, with its state replaced if asked."""
+    next_node: str | None
+    state_edited: bool
+    output_json: str | None
+    """The output when the checkpoint is the finished one: the fork is created succeeded."""
+    digest: str
+    """Identifies the request (source, seq, state), for the idempotency key."""
 
 
 @dataclass(frozen=True)
@@ -169,11 +199,25 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         replays=int(record.get("replays") or 0),
         reused_steps=int(record.get("reused_steps") or 0),
         reused_calls=int(record.get("reused_calls") or 0),
+        forked_from=record.get("forked_from") or None,
+        forked_at_seq=int(record["forked_at_seq"]) if record.get("forked_at_seq") else None,
         waiting_for=record.get("waiting_for") or None,
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
         priority=int(record["priority"]) if record.get("priority") else None,
+    )
+
+
+def checkpoint_info(seq: str, saved_at: str, size: str, attempt: str, next_node: str) -> CheckpointInfo:
+    """CheckpointInfo from the fields the store keeps (the latest's hash, or a history entry)."""
+    return CheckpointInfo(
+        seq=int(seq),
+        saved_at=_seconds(saved_at),
+        next_node=next_node or None,
+        size=int(size or 0),
+        attempt=int(attempt or 0),
+        finished=not next_node,
     )
 
 

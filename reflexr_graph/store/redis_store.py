@@ -1,4 +1,5 @@
-"""RedisStore: runs, checkpoints, leases, run events, the dead-letter index and the worker registry.
+"""RedisStore: runs, checkpoints and their history, leases, run events, the dead-letter index and
+the worker registry.
 
 The class is assembled from one part per concern (each module holds one); they share the
 client, the scripts and the error translation of ``store/base.py``.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
+    DEFAULT_CHECKPOINT_HISTORY,
     DEFAULT_DEAD_RETENTION_S,
     DEFAULT_MAX_INTERRUPTIONS,
     DEFAULT_RUN_RETENTION_S,
@@ -15,6 +17,7 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
+from reflexr_graph.store.history import History
 from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operator import Operator
 from reflexr_graph.store.reads import Reads
@@ -23,6 +26,7 @@ from reflexr_graph.store.waits import Waits
 from reflexr_graph.store.workers import Workers
 
 __all__ = [
+    "DEFAULT_CHECKPOINT_HISTORY",
     "DEFAULT_DEAD_RETENTION_S",
     "DEFAULT_MAX_INTERRUPTIONS",
     "DEFAULT_RUN_RETENTION_S",
@@ -33,7 +37,7 @@ __all__ = [
 ]
 
 
-class RedisStore(AttemptWrites, Waits, Limits, Recovery, Operator, Reads, Workers):
+class RedisStore(AttemptWrites, Waits, Limits, Recovery, Operator, Reads, History, Workers):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with

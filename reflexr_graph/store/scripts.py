@@ -1,7 +1,9 @@
 """Loads the Lua scripts in ``lua/`` and registers them with a redis client.
 
 Per-run scripts share a prelude, ``lua/_lib.lua``, which is prepended to them: Redis has
-no ``require``, and writing each status transition once is what keeps them consistent.
+no ``require``, and writing each status transition once is what keeps them consistent. The
+scripts that replace or restore the latest checkpoint also get ``lua/_history.lua``, so the
+checkpoint history is kept the same way by each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import redis.asyncio
 from redis.commands.core import AsyncScript, Script
 
 _LIB = "_lib"
+_HISTORY = "_history"
 
 PER_RUN: tuple[str, ...] = (
     "create_run",
@@ -43,11 +46,16 @@ STANDALONE: tuple[str, ...] = (
     "reschedule_due",
     "save_checkpoint",
     "record",
+    "read_checkpoint",
+    "list_checkpoints",
     "worker_beat",
     "worker_leave",
     "limit_acquire",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
+
+WITH_HISTORY: frozenset[str] = frozenset({"save_checkpoint", "succeed", "replay", "read_checkpoint"})
+"""Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 
 
 def _read(name: str) -> str:
@@ -59,10 +67,14 @@ def _read(name: str) -> str:
 def source(name: str) -> str:
     """The full text Redis runs for script ``name`` (prelude included when it takes one)."""
     if name in PER_RUN:
-        return _read(_LIB) + "\n" + _read(name)
-    if name in STANDALONE:
-        return _read(name)
-    raise KeyError(f"no Lua script named {name!r}")
+        parts = [_LIB]
+    elif name in STANDALONE:
+        parts = []
+    else:
+        raise KeyError(f"no Lua script named {name!r}")
+    if name in WITH_HISTORY:
+        parts.append(_HISTORY)
+    return "\n".join(_read(part) for part in [*parts, name])
 
 
 class Scripts:

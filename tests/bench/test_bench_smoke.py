@@ -22,7 +22,8 @@ SECTIONS = (
     "## 5b. Waiting runs",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
-    "## 8. Limits",
+    "## 8. Checkpoint history: Redis memory per checkpoint kept",
+    "## 9. Limits",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -33,6 +34,7 @@ RATIO_LINES = (
     "rate / Client.enqueue",
     "total / (inputs + state)",
     "Redis memory per waiting run",
+    "per kept / JSON",
     "| Redis round trips per limited step |",
     "over configured",
 )

@@ -224,7 +224,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     fail_once(store, first)  # creates the tb key
     store.signal("run-1", "later", "1", dispatch_grace_ms=0)  # creates the mailbox key
     ctx = start(store)
-    store.succeed(ctx, "null")
+    store.succeed(ctx, "null", checkpoint='{"finished": true}', seq=2)  # moves seq 1 to the history
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key
         assert 0 < raw.ttl(key) <= RUN_RETENTION_S, key

@@ -2,12 +2,16 @@
 
 ``counter``: three steps ``s1 -> s2 -> s3``; ``s2`` fails until the Redis flag ``rgtest:ok:<key>``
 is set. ``blocker``: one step that waits until ``rgtest:release:<key>`` gets an item.
+``chain``: six steps ``t1 -> ... -> t6`` (time travel); ``t<i>`` adds ``i`` to the state's total
+and notes its name, and ``t6`` returns the total. While the flag ``rgtest:bad:<key>`` is set,
+``t4`` adds 1000 instead (a bad step), and ``t5`` refuses a total above 500 for good.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 import redis
 from pydantic import BaseModel, Field
@@ -40,6 +44,61 @@ def ok_key(key: str) -> str:
 
 def release_key(key: str) -> str:
     return f"rgtest:release:{key}"
+
+
+def bad_key(key: str) -> str:
+    return f"rgtest:bad:{key}"
+
+
+@dataclass
+class Ledger:
+    total: int = 0
+    visited: list[str] = field(default_factory=list)
+
+
+CHAIN_STEPS = tuple(f"t{i}" for i in range(1, 7))
+BAD_TOTAL = 500
+
+
+def _add(i: int) -> Callable[[StepContext[Ledger, None, str]], Awaitable[str]]:
+    async def add(ctx: StepContext[Ledger, None, str]) -> str:
+        r = _redis()
+        r.incr(count_key(ctx.inputs, f"t{i}"))
+        if i == 5 and ctx.state.total > BAD_TOTAL:
+            raise RunFailure("t5 refuses a total this large", reason="bad_total", permanent=True)
+        bad = i == 4 and r.exists(bad_key(ctx.inputs))
+        ctx.state.total += 1000 if bad else i
+        ctx.state.visited.append(f"t{i}")
+        return ctx.inputs
+
+    return add
+
+
+def _chain(*, changed: bool = False) -> GraphAction:
+    """``changed``: the same graph with one more step at the end, as a later deploy might have it."""
+    g = GraphBuilder(name="chain", state_type=Ledger, input_type=str, output_type=int)
+    steps = [g.step(_add(i), node_id=f"t{i}") for i in range(1, 6)]
+
+    @g.step(node_id="t6")
+    async def t6(ctx: StepContext[Ledger, None, str]) -> int:
+        _redis().incr(count_key(ctx.inputs, "t6"))
+        ctx.state.total += 6
+        ctx.state.visited.append("t6")
+        return ctx.state.total
+
+    edges = [g.edge_from(g.start_node).to(steps[0])]
+    edges += [g.edge_from(a).to(b) for a, b in zip(steps, [*steps[1:], t6], strict=True)]
+    if changed:
+
+        @g.step(node_id="t7")
+        async def t7(ctx: StepContext[Ledger, None, int]) -> int:
+            return ctx.inputs
+
+        edges += [g.edge_from(t6).to(t7), g.edge_from(t7).to(g.end_node)]
+    else:
+        edges.append(g.edge_from(t6).to(g.end_node))
+    g.add(*edges)
+    return GraphAction(g.build(), max_attempts=1)
 
 
 def _counter() -> GraphAction:
@@ -106,5 +165,9 @@ def _approvals() -> GraphAction:
 
 counter = _counter()
 blocker = _blocker()
+chain = _chain()
 approvals = _approvals()
 ACTIONS = (counter, blocker, approvals)
+WORKER_ACTIONS = (*ACTIONS, chain)
+"""What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
+tests publish themselves, so graph listings elsewhere stay as they are."""

@@ -45,7 +45,8 @@ def test_every_route_is_in_the_openapi_document(api_server: ApiServer) -> None:
     documented = {(path, method) for path, item in document["paths"].items() for method in item}
     assert routes == documented
     assert {"/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events", "/api/dead-letters",
-            "/api/dead-letters/replay", "/api/graphs", "/healthz", "/readyz"} <= {
+            "/api/dead-letters/replay", "/api/graphs", "/healthz", "/readyz", "/api/runs/{run_id}/fork",
+            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}"} <= {
         p for p, _ in routes
     }  # fmt: skip
     assert "HTTPBearer" in json.dumps(document["components"]["securitySchemes"])
@@ -237,7 +238,7 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "counter"}
+        assert set(graphs) == {"approvals", "blocker", "chain", "counter"}, "the worker's graphs, published"
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )

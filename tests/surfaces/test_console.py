@@ -16,9 +16,11 @@ import redis
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 
+from reflexr_graph import schemas
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer
-from tests.surfaces.graphs import ok_key, release_key
+from tests.surfaces.graphs import chain, ok_key, release_key
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -157,10 +159,12 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
 ) -> None:
     browser, api_server, redis_client = console.browser, console.server, console.redis
     redis_client.set(ok_key("formed"), 1)
+    with api_server.http() as http:  # the page reads the graphs once: the worker's are published first
+        wait_for(lambda: http.get("/api/graphs/chain").status_code == 200, what="the worker's graphs")
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 3,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 4,
         "diagrams",
     )
     console.shot("graphs")
@@ -191,3 +195,34 @@ def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
     )
     until(browser, lambda d: _text(d, "#run-output") == '"contract: approved by on-call"', "the output")
     assert find(browser, "#signal-by") is None, "a finished run has no signal form"
+
+
+def test_a_checkpoint_is_shown_and_forked_with_an_edited_state(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server = console.browser, console.server
+    schemas.publish(console.redis, [chain])
+    with api_server.http() as http:
+        source = http.post("/api/runs", json={"graph": "chain", "inputs": "tt"}).json()["run_id"]
+    _open(browser, api_server, f"run/{source}")
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run")
+    until(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#checkpoints tbody tr")) == 6,
+        "6 checkpoints",
+    )
+    _click(browser, '.show-checkpoint[data-seq="3"]')
+    until(browser, lambda d: find(d, "#fork-state") is not None, "checkpoint 3 with its state")
+    assert '"next_inputs": "tt"' in _text(browser, "#checkpoint-values")
+    state = browser.find_element(By.ID, "fork-state")
+    assert '"total": 6' in str(state.get_attribute("value"))
+    state.clear()
+    state.send_keys('{"total": 100, "visited": ["edited"]}')
+    console.shot("checkpoint")
+    _click(browser, "#fork")
+    until(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    assert "checkpoint #3" in browser.find_element(By.ID, "confirm-text").text
+    browser.find_element(By.ID, "confirm-yes").click()
+    until(browser, lambda d: find(d, "#forked-from") is not None, "the fork's page, with its lineage")
+    assert _text(browser, "#forked-from") == source
+    until(browser, lambda d: _text(d, "#run-output") == "115", "the fork's output: 100 + t4 + t5 + t6")

@@ -2,6 +2,6 @@
 
 from reflexr_graph.fleet.app import create_app
 from reflexr_graph.fleet.settings import load_settings
-from tests.surfaces.graphs import ACTIONS
+from tests.surfaces.graphs import WORKER_ACTIONS
 
-app = create_app(load_settings(), {a.name: a for a in ACTIONS})
+app = create_app(load_settings(), {a.name: a for a in WORKER_ACTIONS})

@@ -251,6 +251,7 @@ async function runPage(view, runId) {
       ["status", badge(run.status)], ["graph", run.graph], ["attempts", `${run.attempts} of ${run.max_attempts}` + (run.interruptions ? ` (+${run.interruptions} interrupted)` : "")],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
+      ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
       ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
     const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
@@ -263,8 +264,8 @@ async function runPage(view, runId) {
     result.replaceChildren(...parts);
     cancel.disabled = !["queued", "running", "retrying", "waiting"].includes(run.status);
     replay.disabled = !["dead", "cancelled"].includes(run.status);
-    renderCheckpoints(checkpoints, run);
     renderSignalForm(signal, run, graph);
+    renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
     if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events));
   };
   const act = async (what, question, body) => {
@@ -296,11 +297,49 @@ async function runPage(view, runId) {
   return () => controller.abort();
 }
 
-// The checkpoints of a run. Today the latest one is what the API has (RunInfo's count and next
-// node); when checkpoint history lands (issue 11, GET /api/runs/{id}/checkpoints), list it here.
-function renderCheckpoints(container, run) {
-  container.replaceChildren(h("p", {}, run.checkpoints
-    ? `${run.checkpoints} saved; the run resumes at ${run.next_node || "the end"}.` : "None saved yet: a retry starts from the first step."));
+// The checkpoints a run keeps (GET /api/runs/{id}/checkpoints), read again when a new one is
+// saved. "Show" opens one with its values and a state editor; "Fork" creates a new run that
+// resumes from it (POST /api/runs/{id}/fork) and opens it.
+async function renderCheckpoints(container, run) {
+  const key = `${run.checkpoints}:${run.status}`;
+  if (container.dataset.key === key) return;  // unchanged: keep an open detail and its edits
+  container.dataset.key = key;
+  const kept = await api(`/api/runs/${encodeURIComponent(run.run_id)}/checkpoints`).catch(() => []);
+  if (container.dataset.key !== key) return;  // a newer checkpoint arrived meanwhile: its read shows it
+  if (!kept.length) { container.replaceChildren(h("p", {}, "None saved yet: a retry starts from the first step.")); return; }
+  const detail = h("div", { id: "checkpoint-detail" });
+  const rows = kept.map((c) => {
+    const show = h("button", { class: "show-checkpoint", "data-seq": c.seq }, "Show");
+    show.addEventListener("click", () => showCheckpoint(detail, run.run_id, c.seq));
+    return h("tr", { "data-seq": c.seq }, h("td", {}, `#${c.seq}`), h("td", {}, when(c.saved_at)),
+      h("td", {}, c.finished ? "(finished)" : c.next_node), h("td", {}, `${c.size} B`),
+      h("td", {}, c.attempt ? String(c.attempt) : "fork"), h("td", {}, show));
+  });
+  container.replaceChildren(h("table", { id: "checkpoints" },
+    h("thead", {}, h("tr", {}, ["seq", "saved", "next node", "size", "attempt", ""].map((t) => h("th", {}, t)))),
+    h("tbody", {}, rows)), detail);
+}
+
+async function showCheckpoint(container, runId, seq) {
+  let shown;
+  try { shown = await api(`/api/runs/${encodeURIComponent(runId)}/checkpoints/${seq}`); } catch (e) { notice(e.message); return; }
+  const values = shown.finished ? { output: shown.output } : { inputs: shown.inputs, next_inputs: shown.next_inputs };
+  const state = h("textarea", { id: "fork-state", rows: 8, spellcheck: "false" });
+  state.value = json(shown.state);
+  const fork = h("button", { id: "fork" }, `Fork from #${seq}`);
+  fork.addEventListener("click", async () => {
+    let edited;
+    try { edited = JSON.parse(state.value); } catch (_) { notice("The state is not JSON: fix it, or put back the checkpoint's."); return; }
+    if (!(await confirmDialog(`Create a new run that resumes from checkpoint #${seq} of ${runId}, with this state?`))) return;
+    try {
+      const created = await api(`/api/runs/${encodeURIComponent(runId)}/fork`, { method: "POST", body: { from_seq: seq, state: edited } });
+      notice("");
+      location.hash = `#/run/${created.run_id}`;
+    } catch (e) { notice(e.message); }
+  });
+  container.replaceChildren(h("h3", {}, `Checkpoint #${seq}`), h("pre", { id: "checkpoint-values" }, json(values)),
+    ...(shown.finished ? [] : [h("label", { for: "fork-state" }, "State (edit it to fork with another)"), state]),
+    h("div", { class: "actions" }, fork));
 }
 
 // A waiting run's signal, as a form generated from the signal's JSON Schema (the graph schema's

@@ -13,6 +13,8 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
+-- KEYS[19] rg:{<run_id>}:history       index of the checkpoints kept before the latest
+-- KEYS[20] rg:{<run_id>}:history:data  their JSON (see _history.lua)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -23,13 +25,14 @@
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
+local K_HIST, K_HIST_DATA = KEYS[19], KEYS[20]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
   waiting = KEYS[16],
 }
 -- Every key of the run: retention expires them all, purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX}
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_HIST, K_HIST_DATA}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}

@@ -1,8 +1,8 @@
 -- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there). The claim returns the
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there). The claim returns the
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event

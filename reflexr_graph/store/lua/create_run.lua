@@ -1,28 +1,35 @@
 -- create_run.lua: create a queued run, or return the run an idempotency key already names.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1] run  KEYS[3] events  KEYS[5] idem  KEYS[6] rg:all  KEYS[9] rg:due
--- KEYS[10] rg:status:queued
--- KEYS[19] run hash of ARGV[10]'s run (the idem key's owner the caller expects), else KEYS[1]
+-- A fork (ARGV[13..19]) is created with the checkpoint it resumes from.
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- KEYS[1] run  KEYS[2] ckpt  KEYS[3] events  KEYS[5] idem  KEYS[6] rg:all  KEYS[9] rg:due
+-- KEYS[10] rg:status:queued  KEYS[13] rg:status:succeeded  KEYS[4], KEYS[17..20] (expiry)
+-- KEYS[#KEYS], the last, after the prelude's: run hash of ARGV[10]'s run (the idem key's owner
+--   the caller expects), else KEYS[1]
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
 --   idempotency key, '' for none  ARGV[8] max_attempts  ARGV[9] due ms (now + dispatch grace)
 -- ARGV[10] run id the caller expects the idem key to name, '' for none
 -- ARGV[11] the enqueuer's trace context (W3C headers as JSON), '' for none: every attempt's
 --   span joins that trace, so retries and resumes of one run read as one trace
--- ARGV[12] digest of the request's inputs and state
+-- ARGV[12] digest of the request's inputs and state (a fork's: of its source, seq and state)
+-- ARGV[13] a fork's checkpoint JSON, '' for a run that starts from its first step
+-- ARGV[14] its seq  ARGV[15] its next node ('' when finished)  ARGV[16] the run forked from
+-- ARGV[17] '1' when the fork replaced the checkpoint's state, else '0'
+-- ARGV[18] the output when that checkpoint is the finished one, else '': the run is created
+--   succeeded, and no attempt runs  ARGV[19] run retention s (for that case)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner}
 
 local key, expected, digest = ARGV[7], ARGV[10], ARGV[12]
 if key ~= '' then
   local owner = redis.call('GET', K_IDEM) or ''
-  -- KEYS[19] must be declared up front, so a changed owner sends the caller round again.
+  -- The owner's key must be declared up front, so a changed owner sends the caller round again.
   if owner ~= expected then
     return {'retry', owner}
   end
   -- An idem key can outlive its run by a moment (expiry is lazy); then the key is reusable.
-  if owner ~= '' and redis.call('EXISTS', KEYS[19]) == 1 then
-    if (redis.call('HGET', KEYS[19], 'digest') or '') ~= digest then
+  if owner ~= '' and redis.call('EXISTS', KEYS[#KEYS]) == 1 then
+    if (redis.call('HGET', KEYS[#KEYS], 'digest') or '') ~= digest then
       return {'conflict', owner}
     end
     return {'existing', owner}
@@ -34,11 +41,29 @@ end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
   digest, ARGV[8])
 redis.call('HSET', K_RUN, 'trace', ARGV[11])
-set_status('queued')
--- Safety net: if the enqueuer dies before sending the Celery message, the reaper sends it.
-redis.call('ZADD', K_DUE, ARGV[9], RUN_ID)
 if key ~= '' then
   -- No TTL while the run is active; terminal transitions expire it with the run's keys.
   redis.call('SET', K_IDEM, RUN_ID)
 end
+local seed = ARGV[13]
+if seed ~= '' then
+  -- The fork's own copy of the checkpoint: the claim reads it as any run's latest, and nothing of
+  -- the source run is read again or changed. attempt 0: no attempt of this run saved it.
+  redis.call('HSET', K_CKPT, 'data', seed, 'seq', ARGV[14], 'saved_at', NOW, 'size', #seed,
+    'next_node', ARGV[15], 'attempt', 0)
+  redis.call('HSET', K_RUN, 'forked_from', ARGV[16], 'forked_at_seq', ARGV[14], 'checkpoints', 1,
+    'next_node', ARGV[15])
+  emit('run_forked', 'from_run', ARGV[16], 'seq', ARGV[14], 'state_edited', ARGV[17])
+end
+if ARGV[18] ~= '' then
+  -- Forked from a finished checkpoint: the output is known, so the run ends here, with no attempt.
+  redis.call('HSET', K_RUN, 'output', ARGV[18])
+  set_status('succeeded')
+  emit('run_succeeded', 'attempt', 0)
+  expire_all(ARGV[19])
+  return {'created', RUN_ID}
+end
+set_status('queued')
+-- Safety net: if the enqueuer dies before sending the Celery message, the reaper sends it.
+redis.call('ZADD', K_DUE, ARGV[9], RUN_ID)
 return {'created', RUN_ID}

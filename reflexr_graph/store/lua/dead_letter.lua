@@ -1,8 +1,8 @@
 -- dead_letter.lua: send a run straight to dead (a bad message, before or without a claim),
 -- creating its record from the message when there is none. Not fenced.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6] rg:all  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key (the message's, else the run_id)
 -- ARGV[4] reason  ARGV[5] error type  ARGV[6] error message  ARGV[7] graph  ARGV[8] inputs
 -- ARGV[9] state or ''  ARGV[10] the message's idempotency key, '' for none

@@ -1,7 +1,7 @@
 -- fail.lua: record a failed attempt, fenced by the token; then retry later or dead-letter.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] token  ARGV[5] error type  ARGV[6] error message  ARGV[7] traceback or ''
 -- ARGV[8] reason code  ARGV[9] '1' if permanent  ARGV[10] retry due ms

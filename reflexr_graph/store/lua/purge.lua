@@ -1,7 +1,7 @@
 -- purge.lua: delete every key of a dead or cancelled run and drop it from every index.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6..9] rg:all/dead/leases/due
--- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox
+-- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox  KEYS[19..20] history
 -- ARGV[1] run_id  ARGV[2] now ms (unused)  ARGV[3] idempotency key guess
 -- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
 

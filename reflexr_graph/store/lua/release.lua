@@ -1,7 +1,7 @@
 -- release.lua: hand a running attempt back on soft shutdown so the run is redelivered soon.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess  ARGV[4] token
 -- ARGV[5] max interruptions  ARGV[6] dead retention s
 -- Returns 1 when released, 2 when released past the interruption bound (now dead), 0 when the

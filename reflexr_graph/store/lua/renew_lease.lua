@@ -1,5 +1,5 @@
 -- renew_lease.lua: extend the lease, only for the attempt that still owns the run.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[8] rg:leases
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
 -- ARGV[4] token  ARGV[5] new lease expiry ms

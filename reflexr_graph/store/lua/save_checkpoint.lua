@@ -1,23 +1,30 @@
--- save_checkpoint.lua: replace the checkpoint, fenced by the attempt's token, in one round trip.
+-- save_checkpoint.lua: replace the checkpoint, fenced by the attempt's token, in one round trip;
+-- the one it replaces moves into the run's history (_history.lua, prepended), trimmed here.
 -- Standalone (no prelude): it runs at every step boundary, so it touches only what it needs.
 -- KEYS[1] rg:{<run_id>}:run     run record hash
 -- KEYS[2] rg:{<run_id>}:ckpt    latest checkpoint hash
 -- KEYS[3] rg:{<run_id>}:events  event stream
 -- KEYS[4] rg:status:running     running status set (score = updated ms)
 -- KEYS[5] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
+-- KEYS[6] rg:{<run_id>}:history       index of the checkpoints kept before the latest
+-- KEYS[7] rg:{<run_id>}:history:data  their JSON
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
 -- ARGV[6] next node id or ''  ARGV[7] event stream cap
 -- ARGV[8] boundaries skipped since the attempt's last write  ARGV[9] their kinds (text)
 -- ARGV[10] branch steps and ARGV[11] durable calls answered from records since then
+-- ARGV[12] how many checkpoints the history keeps (REFLEXR_CHECKPOINT_HISTORY; 0: none)
 -- Returns 1 when saved, 0 when the token does not own the run (the caller raises FencedOut).
 
-local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
+local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions')
 if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
   return 0
 end
 local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
+-- The attempt's number as steps see it (_lib.lua: attempt_number), for the history's listing.
+local attempt = (tonumber(owner[3]) or 0) + (tonumber(owner[4]) or 0)
+history_push(KEYS[2], KEYS[6], KEYS[7], seq, tonumber(ARGV[12]) or 0)
 redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size', #payload,
-  'next_node', next_node)
+  'next_node', next_node, 'attempt', attempt)
 redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
 redis.call('HSET', KEYS[1], 'next_node', next_node, 'updated_at', now)
 redis.call('ZADD', KEYS[4], 'XX', now, ARGV[1])

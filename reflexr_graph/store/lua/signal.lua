@@ -1,6 +1,6 @@
 -- signal.lua: send a signal to a run: keep its value in the run's mailbox, and queue the run if
 -- it is waiting for that signal. Atomic, so two senders never queue two attempts.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[18] mailbox
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
 -- ARGV[4] signal name  ARGV[5] value JSON (validated by the caller)

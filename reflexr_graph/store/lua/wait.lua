@@ -1,6 +1,6 @@
 -- wait.lua: a step waits for a signal or a timer: take the signal, see the timer fired, or
 -- suspend the run as 'waiting', handing back its lease. One round trip, fenced by the token.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)

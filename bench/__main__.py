@@ -21,6 +21,7 @@ from bench import (
     enqueue,
     history_cost,
     journal_cost,
+    limits,
     memory,
     profile,
     recovery,
@@ -40,16 +41,19 @@ NAMES = (
     "recovery",
     "enqueue",
     "profile",
+    "limits",
 )
-LOCAL = ("checkpoint", "journal", "history")
+LOCAL = ("checkpoint", "journal", "history", "limits")
 """Benchmarks that need no fleet: they run against a private Redis in this process."""
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
     "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
+    "limit_n": 60, "limit_steps": 200, "limit_reps": 5,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
     "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
+    "limit_n": 10, "limit_steps": 20, "limit_reps": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -62,6 +66,7 @@ TITLES = {
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
     "history": "8. Checkpoint history: Redis memory per checkpoint kept",
+    "limits": "9. Limits: round trips per limited step, and the accuracy of a rate",
 }
 
 
@@ -122,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if "history" in only:
         _say("[history]")
         sections["history"] = history_cost.render(history_cost.run(p["hist_saves"]))
+    if "limits" in only:
+        _say("[limits]")
+        sections["limits"] = limits.render(limits.run(p["limit_steps"], p["limit_reps"], p["limit_n"]))
     if only - set(LOCAL):
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))

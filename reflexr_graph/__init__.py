@@ -5,8 +5,11 @@ from typing import TYPE_CHECKING, Any
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
+from reflexr_graph.core.limits import Limit
+from reflexr_graph.core.policy import RetryPolicy
 from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
+    AttemptTimeout,
     CheckpointNotFound,
     DurabilityWarning,
     GraphDefinitionError,
@@ -19,6 +22,7 @@ from reflexr_graph.errors import (
     SignalPending,
     SignalTimeout,
     StaleCheckpoint,
+    StepTimeout,
     UnknownGraph,
     UnknownSignal,
     WaitTimeout,
@@ -41,6 +45,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncClient",
+    "AttemptTimeout",
     "CheckpointDetail",
     "CheckpointInfo",
     "CheckpointNotFound",
@@ -51,8 +56,10 @@ __all__ = [
     "GraphDefinitionError",
     "IdempotencyConflict",
     "InvalidInputs",
+    "Limit",
     "OperationRefused",
     "ReflexrError",
+    "RetryPolicy",
     "RunFailure",
     "RunInfo",
     "RunNotFound",
@@ -60,6 +67,7 @@ __all__ = [
     "SignalTimeout",
     "StaleCheckpoint",
     "Status",
+    "StepTimeout",
     "UnknownGraph",
     "UnknownSignal",
     "WaitTimeout",

@@ -22,13 +22,59 @@ class SettingsError(ReflexrError, ValueError):
 class RunFailure(ReflexrError):
     """Raised by a step to fail the attempt with a stable reason code.
 
-    ``permanent=True`` dead-letters the run at once instead of retrying it.
+    ``permanent=True`` dead-letters the run at once instead of retrying it. ``retry_after``
+    (seconds) says when to try again, as a 429's ``Retry-After`` does: it replaces the retry
+    policy's backoff for this failure.
     """
 
-    def __init__(self, message: str, *, reason: str = "step_failed", permanent: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "step_failed",
+        permanent: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(message)
+        if retry_after is not None and not retry_after >= 0:  # also refuses NaN
+            raise ValueError("retry_after must be a number of seconds >= 0")
         self.reason = reason
         self.permanent = permanent
+        self.retry_after = retry_after
+
+
+class StepTimeout(RunFailure):
+    """A step ran past its timeout (``GraphAction(step_timeouts=...)``) and was cancelled.
+
+    ``blocked`` is True when the step blocked the event loop in synchronous code, so it could
+    not be cancelled: the heartbeat thread saw it overdue, recorded this failure and ended the
+    worker process's attempt.
+    """
+
+    def __init__(self, *, node: str, timeout_s: float, blocked: bool = False) -> None:
+        how = " (blocked in synchronous code, so the pool child was replaced)" if blocked else ""
+        super().__init__(
+            f"step {node!r} ran past its timeout of {timeout_s:g}s and was cancelled{how}; make it faster, "
+            "or raise its timeout in GraphAction(step_timeouts=...)",
+            reason="step_timeout",
+        )
+        self.node = node
+        self.timeout_s = timeout_s
+        self.blocked = blocked
+
+
+class AttemptTimeout(RunFailure):
+    """The whole attempt ran past ``GraphAction(attempt_timeout=...)`` and was cancelled."""
+
+    def __init__(self, *, timeout_s: float, node: str = "") -> None:
+        where = f" (in step {node!r})" if node else ""
+        super().__init__(
+            f"the attempt ran past its timeout of {timeout_s:g}s{where} and was cancelled; the run resumes "
+            "from its last checkpoint",
+            reason="attempt_timeout",
+        )
+        self.timeout_s = timeout_s
+        self.node = node
 
 
 class OutputNotSerializable(RunFailure):

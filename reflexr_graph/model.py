@@ -45,6 +45,7 @@ class Event(StrEnum):
     WAITING_FOR_WORKER = "waiting_for_worker"
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
+    LIMIT_WAITED = "limit_waited"
     RUN_FORKED = "run_forked"
 
 
@@ -65,6 +66,13 @@ class Reason(StrEnum):
     """Redis was unreachable mid-attempt: an interruption, not a failed attempt."""
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     CANCELLED = "cancelled"
+    STEP_TIMEOUT = "step_timeout"
+    ATTEMPT_TIMEOUT = "attempt_timeout"
+    NON_RETRYABLE = "non_retryable"
+
+
+LIMIT_WAIT_PREFIX = "limit:"
+"""``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
 
 
 class RunInfo(BaseModel):
@@ -81,7 +89,11 @@ class RunInfo(BaseModel):
     ``forked_at_seq``; both are None for any other run.
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
-    ``wake_at`` (epoch seconds; None without a timeout).
+    ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
+    ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
+
+    ``limit_waits`` counts the steps that waited in place for a limit before they ran, and
+    ``limit_wait_s`` how long they waited in all (its history has a ``limit_waited`` event each).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -105,6 +117,10 @@ class RunInfo(BaseModel):
     reused_calls: int = 0
     waiting_for: str | None = None
     wake_at: float | None = None
+    limit_waits: int = 0
+    limit_wait_s: float = 0.0
+    priority: int | None = None
+    """The run's message priority (0 first .. 9 last), None when enqueued without one."""
     forked_from: str | None = None
     forked_at_seq: int | None = None
 

@@ -47,10 +47,11 @@ def test_run_info_fields() -> None:
                 "next_node", "checkpoints", "created_at", "updated_at"}  # fmt: skip
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
-    # (issue 10) what a waiting run waits for, and (issue 11) a fork's lineage.
+    # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
+    # for limits and its priority.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
-        "waiting_for", "wake_at", "forked_from", "forked_at_seq",
+        "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
     }  # fmt: skip
 
 
@@ -69,6 +70,20 @@ def test_time_travel_names() -> None:
     assert {"state", "inputs", "next_inputs", "output"} <= set(CheckpointDetail.model_fields)
     for name in ("CheckpointInfo", "CheckpointDetail", "CheckpointNotFound", "StaleCheckpoint"):
         assert hasattr(reflexr_graph, name), name
+
+
+def test_step_control_names() -> None:
+    """Issue 13: timeouts, retry policies, limits and priorities, as the brief names them."""
+    assert set(inspect.signature(GraphAction).parameters) >= {
+        "step_timeouts", "default_step_timeout", "attempt_timeout", "retry", "step_retries", "limits",
+    }  # fmt: skip
+    policy = inspect.signature(reflexr_graph.RetryPolicy).parameters
+    assert list(policy) == ["max_attempts", "backoff_s", "backoff_max_s", "non_retryable"]
+    assert list(inspect.signature(reflexr_graph.Limit).parameters)[:3] == ["key", "rate", "concurrency"]
+    assert RunFailure("429", retry_after=2.5).retry_after == 2.5
+    assert reflexr_graph.StepTimeout(node="n", timeout_s=1).reason == "step_timeout"
+    for cls in (Client, AsyncClient):
+        assert "priority" in inspect.signature(cls.enqueue).parameters
 
 
 def test_waiting_names() -> None:

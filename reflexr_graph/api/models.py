@@ -20,6 +20,9 @@ class EnqueueRequest(BaseModel):
     idempotency_key: str | None = Field(
         None, min_length=1, max_length=512, description="Or the Idempotency-Key header"
     )
+    priority: int | None = Field(
+        None, ge=0, le=9, description="0 (the default, served first) to 9 (served last)"
+    )
 
 
 class ReplayRequest(BaseModel):

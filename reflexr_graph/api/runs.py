@@ -47,6 +47,7 @@ async def enqueue(
         body.inputs,
         state=body.state,
         idempotency_key=one_key(idempotency_key, body.idempotency_key),
+        priority=body.priority,
     )
     response.status_code = 201 if done.created else 200
     response.headers["Location"] = f"/api/runs/{done.run_id}"

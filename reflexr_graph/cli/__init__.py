@@ -15,6 +15,7 @@ from reflexr_graph.cli import (
     commands,
     dlq,
     health,
+    limits,
     publish,
     quarantine,
     report,
@@ -27,7 +28,7 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "main", "publish", "quarantine", "run", "serve", "signals",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
     "time_travel", "watch",
 ]  # fmt: skip
 

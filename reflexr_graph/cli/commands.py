@@ -50,6 +50,12 @@ def enqueue(
     idempotency_key: Annotated[
         str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same run.")
     ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            "--priority", "-p", min=0, max=9, metavar="N", help="0 (default, served first) to 9 (last)."
+        ),
+    ] = None,
     wait: WaitOpt = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -58,7 +64,7 @@ def enqueue(
     inputs = parse_json(input_, "--input")
     initial = None if state is None else parse_json(state, "--state")
     client = client_of(ctx)
-    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key)
+    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority)
     if not wait:
         if as_json:
             render.print_json({"run_id": run_id})

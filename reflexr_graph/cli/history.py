@@ -16,7 +16,7 @@ from rich import box
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.model import Event
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, Event
 from reflexr_graph.store.records import RunEvent
 
 _MS_EPOCH_FLOOR = 10**11
@@ -73,6 +73,10 @@ def _detail(key: str, value: str, event_at: float) -> str:
         return f"next {value}"
     if key == "size" and value.isdigit():
         return render.size(int(value))
+    if key == "waited_ms" and value.isdigit():
+        return f"waited {duration(int(value) / 1000)}"
+    if key == "signal" and value.startswith(LIMIT_WAIT_PREFIX):
+        return f"limit {value.removeprefix(LIMIT_WAIT_PREFIX)}"
     return f"{key}={value}"
 
 

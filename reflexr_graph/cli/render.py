@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store.records import RunEvent
 
@@ -121,6 +121,7 @@ def run_detail(
         ("checkpoints", str(info.checkpoints)),
         ("skipped boundaries", skipped_text(info)),
         ("reused on retries", f"{info.reused_steps} branch steps, {info.reused_calls} durable calls"),
+        ("limit waits", limit_waits_text(info)),
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),
         ("error", info.error or "-"),
@@ -153,9 +154,18 @@ def run_detail(
         )
 
 
+def limit_waits_text(info: RunInfo) -> str:
+    """``3 waits, 1.2s in all`` (steps that waited in place for a limit), or ``-``."""
+    if not info.limit_waits:
+        return "-"
+    return f"{info.limit_waits} wait{'s' if info.limit_waits != 1 else ''}, {info.limit_wait_s:.1f}s in all"
+
+
 def waiting_text(info: RunInfo) -> str:
     """``signal 'approval' (until 2026-12-01 10:00:00 UTC)``, ``a timer until ...``."""
     until = f"until {when(info.wake_at)} UTC" if info.wake_at else "no timeout"
+    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
+        return f"limit {info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)!r} ({until})"
     if info.waiting_for:
         return f"signal {info.waiting_for!r} ({until})"
     return f"a timer ({until})"

@@ -51,7 +51,7 @@ class AsyncClient(ClientBase):
 
     async def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
-            return await self._sender.send(self.store, request.run_id, request.graph)
+            return await self._sender.send(self.store, request.run_id, request.graph, request.priority)
         return await self.store.handle(request)
 
     async def _do(self, op: Op[T]) -> T:
@@ -89,16 +89,32 @@ class AsyncClient(ClientBase):
         return await self._do(live_workers())
 
     async def enqueue(
-        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        *,
+        state: Any = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> str:
         """See :meth:`Client.enqueue`."""
-        return (await self.enqueue_run(graph, inputs, state=state, idempotency_key=idempotency_key)).run_id
+        return (
+            await self.enqueue_run(
+                graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+            )
+        ).run_id
 
     async def enqueue_run(
-        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        *,
+        state: Any = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> Enqueued:
         """See :meth:`Client.enqueue_run`."""
-        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key))
+        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
 
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""

@@ -16,12 +16,14 @@ from typing import Any, Self
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.core.tracing import current_trace_context
+from reflexr_graph.fleet.dispatch import check_priority
 from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo
+from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.operator import replay_run
-from reflexr_graph.store.ops import Op, Publish
+from reflexr_graph.store.ops import Op, Publish, cmd
 from reflexr_graph.store.reads import run_events, run_record
 from reflexr_graph.store.records import RunEvent
 from reflexr_graph.store.waits import SignalOutcome, send_signal
@@ -95,8 +97,15 @@ class ClientCore:
             self._unserved_news.add(name)
         return entry, workers
 
-    def enqueue(self, graph: str, inputs: Any, state: Any, idempotency_key: str | None) -> Op[Enqueued]:
-        """Validate and queue a run; ``(run_id, created)``, created False when the key named a run."""
+    def enqueue(
+        self, graph: str, inputs: Any, state: Any, idempotency_key: str | None, priority: int | None = None
+    ) -> Op[Enqueued]:
+        """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
+
+        ``priority`` (fleet/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
+        it later (retries, wakes, recovery, replay) has it too: one more command when given.
+        """
+        priority = check_priority(priority)
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
@@ -114,8 +123,10 @@ class ClientCore:
         )
         run_id, created = yield from new_run(run)
         if created:
+            if priority is not None:
+                yield cmd("hset", keys.run(run_id), "priority", priority)
             advice = "enqueue again with the same idempotency key to get the same run"
-            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice)
+            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority)
         self._tell_unserved(graph, run_id)
         return Enqueued(run_id, created)
 
@@ -136,7 +147,7 @@ class ClientCore:
         if outcome is SignalOutcome.KEPT:
             return False
         recorded = f"the signal is recorded and run {run_id} queued"
-        yield from _publish(run_id, graph, recorded, "do not send it again")
+        yield from _publish(run_id, graph, recorded, "do not send it again", info.priority)
         return True
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
@@ -168,7 +179,7 @@ class ClientCore:
             entry, _workers = yield from self.published(saved.graph)
             time_travel.check_current(run_id, saved, entry)
         info = yield from replay_run(run_id, from_start, from_seq)
-        yield Publish(run_id, info.graph)
+        yield Publish(run_id, info.graph, info.priority)
         return info
 
     def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
@@ -225,10 +236,10 @@ class ClientCore:
                 last = found[-1].id
 
 
-def _publish(run_id: str, graph: str, recorded: str, advice: str) -> Op[None]:
+def _publish(run_id: str, graph: str, recorded: str, advice: str, priority: int | None = None) -> Op[None]:
     """Send the run's message; the run is recorded and due, so a failed send is reported as such."""
     try:
-        yield Publish(run_id, graph)
+        yield Publish(run_id, graph, priority)
     except errors.StoreUnavailable as exc:
         # Whoever retries must know the run goes ahead anyway: the reaper sends the due run.
         raise type(exc)(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import uuid
 from typing import Any
@@ -31,7 +32,7 @@ from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.ops import cmd
 
 
-def envelope(app: Celery, run_id: str, graph: str, queue: str) -> str:
+def envelope(app: Celery, run_id: str, graph: str, queue: str, priority: int | None = None) -> str:
     """The queue item kombu's Redis transport would push for ``send_run(app, run_id, graph)``."""
     message = app.amqp.as_task_v2(run_id, TASK_NAME, args=(), kwargs={"graph": graph})
     # The caller's trace in the headers, where Celery's OpenTelemetry instrumentation puts it.
@@ -48,7 +49,7 @@ def envelope(app: Celery, run_id: str, graph: str, queue: str) -> str:
             "delivery_mode": 2,  # persistent, as Celery sends tasks
             # The default exchange: the routing key is the queue, as kombu routes Celery's queues.
             "delivery_info": {"exchange": "", "routing_key": queue},
-            "priority": 0,
+            "priority": priority or 0,
             "body_encoding": "base64",
             "delivery_tag": str(uuid.uuid4()),
         },
@@ -65,13 +66,14 @@ class MessageSender:
         # The LPUSH goes through the store's connection, so only when the broker is that Redis.
         self.fast_path = settings.broker_is_store
 
-    async def send(self, store: AsyncStore, run_id: str, graph: str) -> None:
+    async def send(self, store: AsyncStore, run_id: str, graph: str, priority: int | None = None) -> None:
         """Queue ``reflexr_graph.run`` for the recorded run, as ``fleet.dispatch.send_run`` does."""
         if not self.fast_path:
-            await asyncio.to_thread(send_run, self.app, run_id, graph)
+            await asyncio.to_thread(functools.partial(send_run, self.app, run_id, graph, priority=priority))
             return
         queue = graph_queue(self.app.conf.task_default_queue, graph)
-        await store.handle(cmd("lpush", keys.broker_queue(queue), envelope(self.app, run_id, graph, queue)))
+        item = envelope(self.app, run_id, graph, queue, priority)
+        await store.handle(cmd("lpush", keys.broker_queue(queue, priority or 0), item))
 
     def close(self) -> None:
         self.app.close()

@@ -65,7 +65,7 @@ class Client(ClientBase):
 
     def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
-            return send_run(self.app, request.run_id, request.graph)
+            return send_run(self.app, request.run_id, request.graph, priority=request.priority)
         return self.store._handle(request)
 
     def _do(self, op: Op[T]) -> T:
@@ -88,7 +88,13 @@ class Client(ClientBase):
         return self.store.live_workers()
 
     def enqueue(
-        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        *,
+        state: Any = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> str:
         """Validate and queue a run of ``graph``; returns its run id.
 
@@ -101,14 +107,26 @@ class Client(ClientBase):
         the same inputs and state, gets the same run id while that run's record lives (its
         retention), and only the first sends a message; a dead run's key names the dead run,
         which ``replay`` runs again. The same key with other inputs raises IdempotencyConflict.
+
+        ``priority``, 0 (the default, served first) to 9 (served last), orders the run's messages
+        among those waiting on its graph's queue (Celery's Redis transport priorities); the run
+        keeps it for every message sent later (retries, wakes, recovery, replay).
         """
-        return self.enqueue_run(graph, inputs, state=state, idempotency_key=idempotency_key).run_id
+        return self.enqueue_run(
+            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+        ).run_id
 
     def enqueue_run(
-        self, graph: str, inputs: Any, *, state: Any = None, idempotency_key: str | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        *,
+        state: Any = None,
+        idempotency_key: str | None = None,
+        priority: int | None = None,
     ) -> Enqueued:
         """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
-        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key))
+        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
 
     # -- reads ------------------------------------------------------------------------------
 

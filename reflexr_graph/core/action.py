@@ -11,21 +11,26 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import pg
 from reflexr_graph.core.boundaries import BoundaryMap, build_boundary_map
 from reflexr_graph.core.checkpoint import CheckpointCodec, describe_errors
+from reflexr_graph.core.controls import StepControls, seconds_or_none
 from reflexr_graph.core.fingerprint import fingerprint
 from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
+from reflexr_graph.core.limits import Limit, check_limits
 from reflexr_graph.core.pg import AnyGraph, Kind
+from reflexr_graph.core.policy import NO_POLICY, RetryPolicy
 from reflexr_graph.core.readback import Codec
 from reflexr_graph.core.signals import check_waits, declare
 from reflexr_graph.core.steps import StepSpec, wrapper
 from reflexr_graph.core.unsafe_types import unsafe_fields
 from reflexr_graph.errors import DurabilityWarning, GraphDefinitionError, InvalidInputs
+
+T = TypeVar("T")
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 """Graph names: each names a Celery queue (``reflexr.<name>``) and scopes idempotency keys."""
@@ -71,6 +76,46 @@ def _created_in(action: object) -> str:
     return f"{frame.f_globals.get('__name__', '?')}, line {frame.f_lineno}"
 
 
+def _known(kinds: Mapping[str, Any], given: Mapping[str, T] | None, what: str, graph: str) -> dict[str, T]:
+    found = dict(given or {})
+    for node in found:
+        if node not in kinds:
+            raise GraphDefinitionError(f"graph {graph!r}: {what} names node {node!r}, which it does not have")
+    return found
+
+
+def _budget(max_attempts: int | None, retry: RetryPolicy | None) -> tuple[RetryPolicy, int | None]:
+    """The action's retry policy and the run's attempt budget, from either way of giving it."""
+    if max_attempts is not None and max_attempts < 1:
+        raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
+    policy = retry or NO_POLICY
+    if max_attempts is not None and policy.max_attempts not in (None, max_attempts):
+        raise GraphDefinitionError("max_attempts and retry=RetryPolicy(max_attempts=...) disagree; give one")
+    return policy, max_attempts if max_attempts is not None else policy.max_attempts
+
+
+def _controls(
+    graph: str,
+    kinds: Mapping[str, Any],
+    timeouts: Mapping[str, float] | None,
+    default: float | None,
+    limits: Mapping[str, Limit] | None,
+) -> StepControls:
+    checked: dict[str, float] = {}
+    for node, t in _known(kinds, timeouts, "step_timeouts", graph).items():
+        seconds = seconds_or_none(t, f"step_timeouts[{node!r}]")
+        if seconds is None:
+            raise GraphDefinitionError(
+                f"graph {graph!r}: step_timeouts[{node!r}] must be a number of seconds"
+            )
+        checked[node] = seconds
+    return StepControls(
+        timeouts=checked,
+        default_timeout=seconds_or_none(default, "default_step_timeout"),
+        limits=check_limits(limits, kinds, graph),
+    )
+
+
 class GraphAction:
     """A durable graph: checkpointed at safe boundaries, resumed after a crash.
 
@@ -86,6 +131,14 @@ class GraphAction:
         signals: signal name -> type of its value, for each signal a step may wait for
             (``wait_for_signal``). Their JSON Schemas are published with the graph's, so a
             client validates a signal's value without the graph's code.
+        step_timeouts: node id -> seconds; a step past its timeout is cancelled and the attempt
+            fails with reason ``step_timeout`` (retried as any failure).
+        default_step_timeout: the timeout of every step not in ``step_timeouts``.
+        attempt_timeout: seconds one whole attempt may run (reason ``attempt_timeout``).
+        retry: the action's RetryPolicy; its ``max_attempts`` is the run's budget.
+        step_retries: node id -> RetryPolicy for failures of that node; unset fields come
+            from ``retry``.
+        limits: node id -> Limit: fleet-wide rate and concurrency limits (core/limits.py).
     """
 
     def __init__(
@@ -97,6 +150,12 @@ class GraphAction:
         max_attempts: int | None = None,
         deps: Callable[[], Any] | None = None,
         signals: Mapping[str, Any] | None = None,
+        step_timeouts: Mapping[str, float] | None = None,
+        default_step_timeout: float | None = None,
+        attempt_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        step_retries: Mapping[str, RetryPolicy] | None = None,
+        limits: Mapping[str, Limit] | None = None,
     ) -> None:
         if not isinstance(graph, AnyGraph):
             raise GraphDefinitionError(
@@ -113,11 +172,9 @@ class GraphAction:
                 f"graph name {self.name!r} is not usable: use 1 to 100 letters, digits, '_', '.' or '-', "
                 "starting with a letter or digit (it names the graph's queue)"
             )
-        if max_attempts is not None and max_attempts < 1:
-            raise GraphDefinitionError(f"max_attempts must be at least 1, got {max_attempts}")
+        self.retry, self.max_attempts = _budget(max_attempts, retry)
         self.graph = graph
         self.created_in = _created_in(self)
-        self.max_attempts = max_attempts
         self.deps = deps
         self.state_adapter = _required_adapter(graph.state_type, "state", self.name)
         _warn_unsafe_state(self.state_adapter, self.name)
@@ -132,6 +189,10 @@ class GraphAction:
         self.signals: dict[str, Any] = dict(signals or {})
         steps = ((n, fn) for n in self.kinds if (fn := pg.step_function(pg.node_of(graph, n))) is not None)
         check_waits(steps, self.signals, self.name)
+        self.controls = _controls(self.name, self.kinds, step_timeouts, default_step_timeout, limits)
+        self.attempt_timeout = seconds_or_none(attempt_timeout, "attempt_timeout")
+        known = _known(self.kinds, step_retries, "step_retries", self.name)
+        self.step_retries = {n: p.under(self.retry) for n, p in known.items()}
         self._codecs = {n: Codec(TypeAdapter(tp)) for n, tp in self.input_types.items()}
         results = {
             node: Codec(adapter)
@@ -139,7 +200,7 @@ class GraphAction:
             if (tp := pg.step_return_type(pg.node_of(graph, node))) is not pg.UNKNOWN
             and (adapter := adapter_or_none(tp)) is not None
         }
-        spec = StepSpec(self.fingerprint, Codec(self.state_adapter), self._codecs.get, results)
+        spec = StepSpec(self.fingerprint, Codec(self.state_adapter), self._codecs.get, results, self.controls)
         self.runnable = pg.with_wrapped_steps(graph, wrapper(spec))
 
     @cached_property
@@ -152,6 +213,10 @@ class GraphAction:
             output=Codec(self.output_adapter),
             node_codec=self._codecs.get,
         )
+
+    def policy_for(self, node_id: str | None) -> RetryPolicy:
+        """The retry policy of a failure of ``node_id`` (the action's when None or not refined)."""
+        return self.step_retries.get(node_id or "", self.retry)
 
     def node_codec(self, node_id: str) -> Codec | None:
         return self._codecs.get(node_id)

@@ -8,9 +8,11 @@ the run's success. It knows nothing of Redis or Celery.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,12 +22,14 @@ from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
+from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.journal import Journal, reset_journal, set_journal
+from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.core.tally import SkipReason, Tally
-from reflexr_graph.errors import OutputNotSerializable, Suspended
+from reflexr_graph.errors import AttemptTimeout, OutputNotSerializable, Suspended
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +160,8 @@ async def run_attempt(
     inputs: Any,
     state: Any = None,
     tally: Tally | None = None,
+    limiter: Limiter | None = None,
+    deadlines: Deadlines | None = None,
 ) -> Finished:
     """Run one attempt of a run and return its outcome: the output and the finished checkpoint.
 
@@ -163,8 +169,10 @@ async def run_attempt(
     boundaries that could not be saved; the caller records what is left of it with the
     attempt's outcome. Raises whatever a step raised (the caller decides on a retry),
     ``InvalidInputs`` for inputs or state that do not validate, ``OutputNotSerializable`` for
-    an output that cannot be recorded, ``FencedOut`` when another attempt took the run over, and
-    ``Suspended`` when a step suspended the run to wait for a signal or a timer.
+    an output that cannot be recorded, ``FencedOut`` when another attempt took the run over,
+    ``Suspended`` when a step suspended the run to wait for a signal, a timer or a limit, and
+    ``AttemptTimeout`` past the action's ``attempt_timeout``. ``limiter`` enforces the steps'
+    limits (none without it); ``deadlines`` receives the deadlines of steps in flight.
     """
     attrs: dict[str, str | int] = {
         tracing.ATTR_RUN_ID: ctx.run_id,
@@ -178,10 +186,13 @@ async def run_attempt(
     ) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
         records = dict(port.load_records(ctx.run_id))
-        journal = Journal(port, ctx, action.fingerprint, tally, records, action.signals)
+        journal = Journal(
+            port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()
+        )
         journal_token = set_journal(journal)
         try:
-            return await _drive(action, port, ctx, span, inputs, state, tally)
+            drive = _drive(action, port, ctx, span, inputs, state, tally)
+            return await _within(action.attempt_timeout, journal.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
             attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
@@ -192,6 +203,23 @@ async def run_attempt(
         finally:
             reset_journal(journal_token)
             reset_current(token)
+
+
+async def _within(
+    limit: float | None, deadlines: Deadlines, drive: Coroutine[Any, Any, Finished]
+) -> Finished:
+    """``drive`` under the action's ``attempt_timeout``, if it has one."""
+    if limit is None:
+        return await drive
+    deadlines.attempt(limit)
+    scope = asyncio.timeout(limit)
+    try:
+        async with scope:
+            return await drive
+    except TimeoutError:
+        if scope.expired():
+            raise AttemptTimeout(timeout_s=limit, node=deadlines.running()) from None
+        raise
 
 
 async def _drive(

@@ -33,6 +33,8 @@ from typing import Any, Protocol
 from opentelemetry import trace
 
 from reflexr_graph.core import tracing
+from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import Suspended
@@ -64,6 +66,11 @@ class Journal:
     records: dict[str, str] = field(default_factory=dict)
     signals: Mapping[str, Any] = field(default_factory=dict)
     """The signals the graph declares: name -> type (``GraphAction(..., signals=...)``)."""
+    limiter: Limiter | None = None
+    """Where the attempt's limited steps take their rate tokens and slots; None: limits are not
+    enforced (a port without them)."""
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    """The deadlines of the steps in flight, for the heartbeat thread to see a blocked one."""
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)

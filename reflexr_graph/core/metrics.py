@@ -39,6 +39,17 @@ RUNS_SUSPENDED = METER.create_counter(
     "reflexr.runs.suspended",
     description="Times a step suspended its run as waiting, by what it waits for (signal, timer)",
 )
+LIMIT_WAIT = METER.create_histogram(
+    "reflexr.limit.wait.duration",
+    unit="s",
+    description="How long a limited step waited in place for its rate token or slot, by limit key",
+)
+LIMIT_DENIED = METER.create_counter(
+    "reflexr.limit.denied", description="Acquisitions a limit refused (each one is a wait), by limit key"
+)
+LIMIT_IN_USE = METER.create_up_down_counter(
+    "reflexr.limit.in_use", description="Concurrency slots held now, by limit key (summed over processes)"
+)
 ATTR_OUTCOME = "reflexr.outcome"
 ATTR_WAIT = "reflexr.wait"
 ATTR_REASON = "reflexr.reason"

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +32,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.context import current_run_or_none, reset_current, set_current
+from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, controlled
 from reflexr_graph.core.journal import Journal, current_journal, digest
 from reflexr_graph.core.readback import Codec, NotReadable
 
 log = logging.getLogger(__name__)
 
-StepCall = Callable[[Any], Awaitable[Any]]
 ANY_CODEC = Codec(TypeAdapter(Any))
 
 
@@ -51,6 +51,8 @@ class StepSpec:
     """The codec of a node's input type, when known."""
     results: Mapping[str, Codec]
     """The codec of each step's return annotation, for the steps that have one."""
+    controls: StepControls = NO_CONTROLS
+    """The steps' timeouts and limits."""
 
 
 @dataclass
@@ -107,7 +109,9 @@ def _dump(codec: Codec | None, value: Any) -> str | None:
 def wrapper(spec: StepSpec) -> pg.StepWrapper:
     """The ``with_wrapped_steps`` wrapper of a GraphAction: a span for each step, records in an attempt."""
 
-    def wrap(node_id: str, call: StepCall) -> StepCall:
+    def wrap(node_id: str, step: StepCall) -> StepCall:
+        call = controlled(spec.controls, node_id, step)
+
         async def run_step(ctx: Any) -> Any:
             started = time.perf_counter()
             name = tracing.step_span_name(node_id)

@@ -33,6 +33,7 @@ ATTR_SIGNAL = "reflexr.signal.name"
 ATTR_WAKE_AT = "reflexr.wait.wake_at_ms"
 ATTR_REUSED = "reflexr.step.reused"
 ATTR_CALL = "reflexr.call.name"
+ATTR_LIMIT_KEY = "reflexr.limit.key"
 
 
 def run_trace_parent(trace_context: str) -> Context | None:

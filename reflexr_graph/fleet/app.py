@@ -117,6 +117,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
         startup_log,
         task,
         telemetry_hooks,
+        watchdog,
     )
 
     app = FleetApp(settings, registry)
@@ -127,6 +128,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     reaper.install()
     routing.install()
     pools.install()
+    watchdog.install()
     preflight.install()
     telemetry_hooks.install()
     sigterm.install()

@@ -24,7 +24,10 @@ from pydantic import ValidationError
 
 from reflexr_graph import clock
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.driver import Finished, run_attempt
+from reflexr_graph.core.limits import Grant, HeldSlots, Limiter, LimitRequest
+from reflexr_graph.core.policy import NO_POLICY, failed_node, judge
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import (
@@ -39,7 +42,8 @@ from reflexr_graph.fleet import loops, observe, retry
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.fleet.outcome import Delivered, Outcome
-from reflexr_graph.model import Reason, Status
+from reflexr_graph.fleet.watchdog import Watch
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, Reason, Status
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -150,6 +154,33 @@ class Recorder:
     ctx: AttemptContext
     lease_left_s: Callable[[], float]
     tally: Tally = field(default_factory=lambda: Tally("", ""))
+    action: GraphAction | None = None
+    """Whose retry policies judge a failure; None: the settings' backoff, the store's max_attempts."""
+    counted: int = 0
+    """Attempts of the run counted so far, this one included (from the claim)."""
+    run_max: int = 0
+
+    def _verdict(self, exc: BaseException, how: Failure) -> tuple[Failure, int]:
+        """The failure as the retry policy of its node judges it, and the retry's delay in ms."""
+        settings = self.app.reflexr_settings
+        policy = self.action.policy_for(failed_node(exc)) if self.action is not None else NO_POLICY
+        retry_after = None
+        if how.counted and self.action is not None:
+            verdict = judge(
+                exc,
+                reason=how.reason,
+                permanent=how.permanent,
+                policy=policy,
+                counted=self.counted,
+                run_max=self.run_max or settings.max_attempts,
+            )
+            how = Failure(verdict.reason, verdict.permanent, how.counted)
+            retry_after = verdict.retry_after_s
+        if retry_after is not None:
+            return how, int(retry_after * 1000)  # the step said when: no jitter
+        base_s = policy.backoff_s or settings.retry_backoff_s
+        max_s = max(base_s, policy.backoff_max_s or settings.retry_backoff_max_s)
+        return how, retry.backoff_ms(self.ctx.attempt, base_s=base_s, max_s=max_s)
 
     def _unrecorded(self, what: str, result: Written) -> Delivered:
         ctx = self.ctx
@@ -174,11 +205,8 @@ class Recorder:
 
     def failure(self, exc: BaseException) -> Delivered:
         """Record the failed attempt: retry after a backoff, or dead-letter the run."""
-        settings, ctx = self.app.reflexr_settings, self.ctx
-        how = classify(exc)
-        delay_ms = retry.backoff_ms(
-            ctx.attempt, base_s=settings.retry_backoff_s, max_s=settings.retry_backoff_max_s
-        )
+        ctx = self.ctx
+        how, delay_ms = self._verdict(exc, classify(exc))
         notes = self.tally.take()
         result, outcome = fenced_write(
             self.lease_left_s,
@@ -253,7 +281,10 @@ class Recorder:
         """The run waits for a signal or a timer: the store recorded it, so this only tells it."""
         ctx = self.ctx
         observe.suspended(ctx.graph, suspension.signal)
-        what = f"signal {suspension.signal!r}" if suspension.signal else "a timer"
+        if suspension.signal.startswith(LIMIT_WAIT_PREFIX):
+            what = f"a slot or token of limit {suspension.signal.removeprefix(LIMIT_WAIT_PREFIX)!r}"
+        else:
+            what = f"signal {suspension.signal!r}" if suspension.signal else "a timer"
         wake = suspension.wake_at_ms
         left_s = 0.0 if wake is None else max(0, wake - clock.now_ms()) / 1000
         timer = f" (it wakes by itself in {left_s:.1f}s)" if wake is not None else ""
@@ -328,6 +359,8 @@ class AttemptPort:
     """Called once the store suspended the run: the lease is given back, so stop renewing it."""
     suspension: Suspension | None = None
     """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
+    slot_ttl_ms: int = 30_000
+    """How long a limit slot holds without renewal: the lease TTL."""
 
     def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
         what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
@@ -342,6 +375,24 @@ class AttemptPort:
             self.suspension = Suspension(signal, result.wake_at_ms)
             self.on_suspend()
         return result
+
+    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest) -> Grant:
+        found: list[Grant] = []
+        self._write(
+            ctx,
+            f"limit {request.key}",
+            lambda: found.append(self.store.acquire_limit(ctx, request, slot_ttl_ms=self.slot_ttl_ms)),
+        )
+        return found[-1]
+
+    def release_slot(self, key: str, member: str) -> None:
+        try:
+            self.store.release_slot(key, member)
+        except StoreUnavailable:
+            log.warning(
+                "a slot of limit %s could not be given back (Redis unreachable); it lapses with its lease",
+                key,
+            )
 
     def load_checkpoint(self, run_id: str) -> str | None:
         return self.claimed
@@ -387,7 +438,7 @@ async def _drive(
     heartbeat: Heartbeat,
     action: GraphAction,
     port: AttemptPort,
-    ctx: AttemptContext,
+    watch: Watch,
     payload: tuple[Any, Any],
     tally: Tally,
 ) -> Finished:
@@ -395,7 +446,17 @@ async def _drive(
     assert task is not None
     heartbeat.bind(asyncio.get_running_loop(), task)
     inputs, state = payload
-    return await run_attempt(action, port, ctx, inputs=inputs, state=state, tally=tally)
+    limiter = Limiter(port, watch.ctx, watch.held)
+    return await run_attempt(
+        action,
+        port,
+        watch.ctx,
+        inputs=inputs,
+        state=state,
+        tally=tally,
+        limiter=limiter,
+        deadlines=watch.deadlines,
+    )
 
 
 def _payload(claim: Claim) -> tuple[Any, Any]:
@@ -428,15 +489,27 @@ def _stopped(recorder: Recorder, heartbeat: Heartbeat, exc: BaseException) -> De
 
 def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim: Claim) -> Delivered:
     ctx = claim.context()
-    heartbeat = Heartbeat(store, ctx, lease_ttl_s=app.reflexr_settings.lease_ttl_s)
+    settings = app.reflexr_settings
     tally = Tally(action.name, ctx.run_id)
-    recorder = Recorder(app, store, ctx, heartbeat.lease_left_s, tally)
-    port = AttemptPort(store, claim.checkpoint, claim.records, heartbeat.lease_left_s, heartbeat.let_go)
+    recorder = Recorder(
+        app, store, ctx, lambda: settings.lease_ttl_s, tally, action, claim.counted, claim.max_attempts
+    )
+    watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
+    heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
+    recorder.lease_left_s = heartbeat.lease_left_s
+    port = AttemptPort(
+        store,
+        claim.checkpoint,
+        claim.records,
+        heartbeat.lease_left_s,
+        heartbeat.let_go,
+        slot_ttl_ms=settings.lease_ttl_ms,
+    )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
     with heartbeat:
         try:
-            finished = loops.run(_drive(heartbeat, action, port, ctx, _payload(claim), tally))
+            finished = loops.run(_drive(heartbeat, action, port, watch, _payload(claim), tally))
         except (SystemExit, KeyboardInterrupt):
             # Celery's soft shutdown terminates a prefork child with a signal that billiard turns
             # into SystemExit. The message is requeued; handing the run back lets the redelivery

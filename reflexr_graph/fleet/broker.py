@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from reflexr_graph.fleet.dispatch import AMQP_SCHEMES, PRIORITIES
 from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.store import sentinel
 
@@ -35,7 +36,7 @@ class BrokerKind(StrEnum):
 
 def kind_of(url: str) -> BrokerKind:
     scheme = urlsplit(url).scheme
-    if scheme in ("amqp", "amqps"):
+    if scheme in AMQP_SCHEMES:
         return BrokerKind.AMQP
     if scheme == sentinel.SCHEME:
         return BrokerKind.SENTINEL
@@ -67,6 +68,8 @@ def _redis_transport_options(settings: Settings) -> dict[str, Any]:
         "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
+        # One list per priority 0..9, each served before the next (fleet/dispatch.py: PRIORITIES).
+        "priority_steps": list(PRIORITIES),
     }
 
 

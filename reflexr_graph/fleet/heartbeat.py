@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Protocol
 
+from reflexr_graph.core.deadlines import Overdue
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.errors import StoreUnavailable
 
@@ -33,6 +34,16 @@ class LeaseStore(Protocol):
     def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool: ...
 
 
+class AttemptWatch(Protocol):
+    """What else the heartbeat does for its attempt (fleet/watchdog.py)."""
+
+    def overdue(self) -> Overdue | None: ...
+
+    def end_blocked(self, late: Overdue) -> None: ...
+
+    def renew_slots(self) -> None: ...
+
+
 class Heartbeat:
     """Renews ``ctx``'s lease every TTL/3 until stopped, and cancels the attempt when it is lost.
 
@@ -42,8 +53,11 @@ class Heartbeat:
     thread for every attempt was a tenth of a short run's cost.
     """
 
-    def __init__(self, store: LeaseStore, ctx: AttemptContext, *, lease_ttl_s: float) -> None:
+    def __init__(
+        self, store: LeaseStore, ctx: AttemptContext, *, lease_ttl_s: float, watch: AttemptWatch | None = None
+    ) -> None:
         self._store = store
+        self._watch = watch
         self._ctx = ctx
         self._ttl_s = lease_ttl_s
         self._interval_s = lease_ttl_s / RENEWALS_PER_TTL
@@ -101,7 +115,15 @@ class Heartbeat:
         A renewal that cannot reach Redis is not a lost lease: the lease stays valid for its
         TTL, so the attempt goes on and the renewal is retried every second until it lands or
         the lease would actually have lapsed. Only then is the attempt given up.
+
+        A step found blocked past its deadline ends the attempt here instead (fleet/watchdog.py).
         """
+        late = self._watch.overdue() if self._watch is not None else None
+        if late is not None and self._watch is not None:
+            with self._lock:
+                self._let_go = True  # the failure recorded next gives the lease up on purpose
+            self._watch.end_blocked(late)
+            return None
         try:
             held = self._store.renew_lease(
                 self._ctx.run_id, self._ctx.token, lease_ttl_ms=int(self._ttl_s * 1000)
@@ -128,6 +150,8 @@ class Heartbeat:
             self._lose("the run was taken over, reaped or cancelled")
             return None
         self._last_ok = time.monotonic()
+        if self._watch is not None:
+            self._watch.renew_slots()
         return self._interval_s
 
     def interrupt(self, why: str) -> None:

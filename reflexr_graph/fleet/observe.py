@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from reflexr_graph.core import metrics
 from reflexr_graph.core.tracing import ATTR_GRAPH
-from reflexr_graph.model import Status
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, Status
 
 
 def run_started(graph: str) -> None:
@@ -24,7 +24,8 @@ def attempt_ended(graph: str, outcome: str) -> None:
 
 def suspended(graph: str, signal: str) -> None:
     """A step suspended its run as waiting for ``signal`` ('' for a timer); the attempt ended so."""
-    metrics.RUNS_SUSPENDED.add(1, {ATTR_GRAPH: graph, metrics.ATTR_WAIT: "signal" if signal else "timer"})
+    kind = "limit" if signal.startswith(LIMIT_WAIT_PREFIX) else "signal" if signal else "timer"
+    metrics.RUNS_SUSPENDED.add(1, {ATTR_GRAPH: graph, metrics.ATTR_WAIT: kind})
     attempt_ended(graph, "suspended")
 
 

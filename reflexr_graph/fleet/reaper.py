@@ -247,22 +247,22 @@ class Reaper:
         """
         sent = 0
         due = self.store.due()
-        graphs = self.store.graphs_of([run_id for run_id, _ in due])
-        serving = self.store.serving(sorted({g for g in graphs.values() if g}))
+        targets = self.store.dispatch_of([run_id for run_id, _ in due])
+        serving = self.store.serving(sorted({g for g, _ in targets.values() if g}))
         for run_id, score in due:
-            graph = graphs[run_id]
+            graph, priority = targets[run_id]
             if graph is None:
                 # Its record expired or was purged: nothing to run.
                 self.store.ack_due(run_id, score)
             elif not serving[graph]:
                 unserved.hold(self.app, self.store, run_id, graph)
-            elif self._send(run_id, graph, score):
+            elif self._send(run_id, graph, score, priority):
                 sent += 1
         return sent
 
-    def _send(self, run_id: str, graph: str, score: float) -> bool:
+    def _send(self, run_id: str, graph: str, score: float, priority: int | None = None) -> bool:
         try:
-            send_run(self.app, run_id, graph)
+            send_run(self.app, run_id, graph, priority=priority)
         except Exception as exc:
             log.warning(
                 "run %s: sending its message failed (%s); trying again in %d ms",

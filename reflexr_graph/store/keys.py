@@ -38,6 +38,9 @@ QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
 
+LIMITS = f"{PREFIX}:limits"
+"""Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
+
 STATUS_ORDER: tuple[Status, ...] = (
     Status.QUEUED,
     Status.RUNNING,
@@ -137,6 +140,31 @@ def served(graph: str) -> str:
     return f"{PREFIX}:served:{graph}"
 
 
+def _limit(key: str, suffix: str) -> str:
+    # A limit's keys share the hash tag {<key>}, as a run's share {<run_id>}.
+    return f"{PREFIX}:limit:{{{key}}}:{suffix}"
+
+
+def limit_tat(key: str) -> str:
+    """The limit's rate state: its GCRA theoretical arrival time, epoch ms (expires when idle)."""
+    return _limit(key, "tat")
+
+
+def limit_slots(key: str) -> str:
+    """The limit's concurrency slots held now, score = lease expiry ms; member = ``run|attempt|id``."""
+    return _limit(key, "slots")
+
+
+def limit_stats(key: str) -> str:
+    """The limit's counters: granted, denied, waited_ms (hash)."""
+    return _limit(key, "stats")
+
+
+def limit_keys(run_id: str, key: str) -> list[str]:
+    """KEYS of ``lua/limit_acquire.lua``: 1 run, 2 events, 3 the limits index, 4 tat, 5 slots, 6 stats."""
+    return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
+
+
 def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
@@ -162,10 +190,16 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     ]
 
 
-def broker_queue(queue: str) -> str:
-    """The list kombu's Redis transport keeps a Celery queue in (priority 0): the queue's own name.
+BROKER_PRIORITY_SEP = "\x06\x16"
+"""kombu's Redis transport's separator between a queue's name and a priority (``Channel.sep``);
+tests/surfaces/test_step_control_surfaces.py checks it against kombu's."""
+
+
+def broker_queue(queue: str, priority: int = 0) -> str:
+    """The list kombu's Redis transport keeps a Celery queue's messages of ``priority`` in: the
+    queue's own name for priority 0, ``<queue>\x06\x16<priority>`` for the others.
 
     Only the async client writes it directly (``client/publish.py``); everything else goes
     through kombu.
     """
-    return queue
+    return f"{queue}{BROKER_PRIORITY_SEP}{priority}" if priority else queue

@@ -61,6 +61,8 @@ class Publish:
 
     run_id: str
     graph: str
+    priority: int | None = None
+    """The broker priority of the message (fleet/dispatch.py: PRIORITIES), None for the default."""
 
 
 Request = Command | Eval | Batch | Publish

@@ -187,11 +187,19 @@ class Reads(StoreBase):
     @translate_errors
     def graphs_of(self, run_ids: Sequence[str]) -> dict[str, str | None]:
         """:meth:`graph_of` for many runs, in one round trip."""
+        return {run_id: graph for run_id, (graph, _) in self.dispatch_of(run_ids).items()}
+
+    @translate_errors
+    def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, int | None]]:
+        """Each run's graph (None once the run is gone) and message priority, in one round trip."""
         pipe = self._r.pipeline(transaction=False)
         for run_id in run_ids:
-            pipe.hget(keys.run(run_id), "graph")
+            pipe.hmget(keys.run(run_id), ["graph", "priority"])
         replies = pipe.execute() if run_ids else []
-        return {run_id: (text(g) or None) for run_id, g in zip(run_ids, replies, strict=True)}
+        found: dict[str, tuple[str | None, int | None]] = {}
+        for run_id, (graph, priority) in zip(run_ids, replies, strict=True):
+            found[run_id] = (text(graph) or None, int(priority) if priority else None)
+        return found
 
     @translate_errors
     def graph_of(self, run_id: str) -> str | None:

@@ -203,6 +203,9 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         forked_at_seq=int(record["forked_at_seq"]) if record.get("forked_at_seq") else None,
         waiting_for=record.get("waiting_for") or None,
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
+        limit_waits=int(record.get("limit_waits") or 0),
+        limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
+        priority=int(record["priority"]) if record.get("priority") else None,
     )
 
 

@@ -50,6 +50,7 @@ STANDALONE: tuple[str, ...] = (
     "list_checkpoints",
     "worker_beat",
     "worker_leave",
+    "limit_acquire",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

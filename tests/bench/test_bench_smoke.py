@@ -23,6 +23,7 @@ SECTIONS = (
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
     "## 8. Checkpoint history: Redis memory per checkpoint kept",
+    "## 9. Limits",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -34,6 +35,8 @@ RATIO_LINES = (
     "total / (inputs + state)",
     "Redis memory per waiting run",
     "per kept / JSON",
+    "| Redis round trips per limited step |",
+    "over configured",
 )
 
 

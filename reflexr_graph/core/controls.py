@@ -1,0 +1,112 @@
+"""What runs around a step's own code to control its cost: its limit, its timeout.
+
+The limit is taken first (core/limits.py), so a step's timeout counts only its own run, not
+its wait for a slot; then the step runs under ``asyncio.timeout``, and in a durable attempt
+its deadline is also left where the heartbeat thread can see it (core/deadlines.py), for a
+step that blocks the loop. An exception leaving the step is tagged with its node, so the
+node's retry policy applies to it (core/policy.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reflexr_graph.core.journal import Journal, current_journal
+from reflexr_graph.core.limits import Limit, WaitTooLong, holding, wake_at_ms
+from reflexr_graph.core.policy import tag_node
+from reflexr_graph.errors import GraphDefinitionError, StepTimeout
+from reflexr_graph.model import LIMIT_WAIT_PREFIX
+
+StepCall = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class StepControls:
+    """A graph's step timeouts and limits, checked once when its GraphAction is built."""
+
+    timeouts: Mapping[str, float] = field(default_factory=dict)
+    default_timeout: float | None = None
+    limits: Mapping[str, Limit] = field(default_factory=dict)
+
+    def timeout_for(self, node_id: str) -> float | None:
+        return self.timeouts.get(node_id, self.default_timeout)
+
+
+NO_CONTROLS = StepControls()
+
+
+def seconds_or_none(value: float | None, what: str) -> float | None:
+    if value is not None and not (isinstance(value, (int, float)) and value > 0):
+        raise GraphDefinitionError(f"{what} must be a number of seconds > 0, or None")
+    return None if value is None else float(value)
+
+
+async def _timed(
+    journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
+) -> Any:
+    if journal is None and timeout is None:
+        return await call(ctx)
+    # In an attempt every step is registered, with a deadline or not: an attempt's timeout names
+    # the step it caught, and the heartbeat thread sees a step blocked past its own deadline.
+    handle = journal.deadlines.start(node_id, timeout) if journal is not None else None
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await call(ctx)
+    except TimeoutError:
+        if timeout is not None and scope.expired():
+            raise StepTimeout(node=node_id, timeout_s=timeout) from None
+        raise  # the step's own TimeoutError
+    finally:
+        if journal is not None and handle is not None:
+            journal.deadlines.end(handle)
+
+
+async def _limited(
+    journal: Journal, node_id: str, limit: Limit, timeout: float | None, call: StepCall, ctx: Any
+) -> Any:
+    assert journal.limiter is not None
+    try:
+        async with holding(journal.limiter, limit, ctx, node_id):  # counts the step as running
+            return await _timed(journal, node_id, timeout, call, ctx)
+    except WaitTooLong as wait:
+        # A fresh record key each time: a run woken to try again must not find this wait over.
+        key = f"l|{node_id}|r{journal.ctx.resume_seq}|{uuid.uuid4().hex[:12]}"
+        journal.wait(key, signal=f"{LIMIT_WAIT_PREFIX}{wait.key}", wake_at_ms=wake_at_ms(wait))
+        raise AssertionError("unreachable: a limit wait always suspends") from None
+
+
+async def _running(
+    journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
+) -> Any:
+    """The step's own run, counted as the attempt's work while it lasts (core/limits.py: bound_s)."""
+    limiter = journal.limiter if journal is not None else None
+    if limiter is None:
+        return await _timed(journal, node_id, timeout, call, ctx)
+    limiter.running += 1
+    try:
+        return await _timed(journal, node_id, timeout, call, ctx)
+    finally:
+        limiter.running -= 1
+
+
+def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall:
+    """``call`` under the node's limit and timeout; the call itself when it has neither."""
+    limit = controls.limits.get(node_id)
+    timeout = controls.timeout_for(node_id)
+
+    async def run(ctx: Any) -> Any:
+        journal = current_journal()
+        try:
+            if limit is not None and journal is not None and journal.limiter is not None:
+                return await _limited(journal, node_id, limit, timeout, call, ctx)
+            return await _running(journal, node_id, timeout, call, ctx)
+        except Exception as exc:
+            tag_node(exc, node_id)
+            raise
+
+    return run

@@ -1,0 +1,134 @@
+"""Fleet-wide limits in Redis: rate tokens (GCRA) and leased concurrency slots per limit key.
+
+Taking both is one EVALSHA (``lua/limit_acquire.lua``), fenced by the attempt's token; giving a
+slot back is one ZREM. Slots expire one lease TTL after their last renewal, so a killed
+worker's slots come back on their own (the heartbeat renews the slots an attempt holds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reflexr_graph import clock
+from reflexr_graph.core.limits import Grant, LimitRequest
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.store import keys
+from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
+from reflexr_graph.store.records import text, text_map
+
+
+@dataclass(frozen=True)
+class LimitUsage:
+    """One limit key as `reflexr-graph limits` shows it."""
+
+    key: str
+    rate: str | None
+    burst: int
+    concurrency: int | None
+    in_use: int
+    granted: int
+    denied: int
+    waited_s: float
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "rate": self.rate,
+            "burst": self.burst,
+            "concurrency": self.concurrency,
+            "in_use": self.in_use,
+            "granted": self.granted,
+            "denied": self.denied,
+            "waited_s": self.waited_s,
+        }
+
+
+def config_json(request: LimitRequest) -> str:
+    return json.dumps(
+        {"rate": request.rate, "burst": request.burst, "concurrency": request.concurrency or None},
+        separators=(",", ":"),
+    )
+
+
+class Limits(StoreBase):
+    """Acquiring, releasing and renewing limit slots; reading each key's use."""
+
+    @translate_errors
+    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Grant:
+        """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
+        ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
+        the attempt no longer owns the run."""
+        now = clock.now_ms()
+        args: list[str | int | float] = [
+            ctx.token,
+            now,
+            request.key,
+            request.emission_ms,
+            request.burst,
+            request.concurrency,
+            request.member,
+            now + slot_ttl_ms,
+            request.node,
+            request.waited_ms,
+            config_json(request),
+            EVENTS_MAXLEN,
+            request.max_reserve_ms,
+        ]
+        reply = [
+            text(v) for v in self._scripts("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
+        ]
+        if reply[0] == "fenced":
+            raise _fenced(ctx, "limit acquisition")
+        if reply[0] == "ok":
+            return Grant(True, wait_ms=int(reply[2]))
+        return Grant(False, retry_after_ms=int(reply[1]))
+
+    @translate_errors
+    def release_slot(self, key: str, member: str) -> None:
+        self._r.zrem(keys.limit_slots(key), member)
+
+    @translate_errors
+    def renew_slots(self, held: Mapping[str, str], *, slot_ttl_ms: int) -> None:
+        """Push the expiry of each held slot (member -> key) on: one pipelined round trip.
+
+        ``XX``: a slot that lapsed meanwhile is not brought back, since another step may hold it now.
+        """
+        if not held:
+            return
+        expiry = clock.now_ms() + slot_ttl_ms
+        pipe = self._r.pipeline(transaction=False)
+        for member, key in held.items():
+            pipe.zadd(keys.limit_slots(key), {member: expiry}, xx=True)
+        pipe.execute()
+
+    @translate_errors
+    def limit_usage(self) -> list[LimitUsage]:
+        """Every limit key used so far, with its configuration and its current use."""
+        configs = text_map(self._r.hgetall(keys.LIMITS))
+        now = clock.now_ms()
+        pipe = self._r.pipeline(transaction=False)
+        names = sorted(configs)
+        for key in names:
+            pipe.zcount(keys.limit_slots(key), f"({now}", math.inf)
+            pipe.hgetall(keys.limit_stats(key))
+        replies = pipe.execute()
+        found = []
+        for i, key in enumerate(names):
+            config = json.loads(configs[key])
+            stats = text_map(replies[2 * i + 1])
+            found.append(
+                LimitUsage(
+                    key=key,
+                    rate=config.get("rate"),
+                    burst=int(config.get("burst") or 1),
+                    concurrency=config.get("concurrency"),
+                    in_use=int(replies[2 * i]),
+                    granted=int(stats.get("granted") or 0),
+                    denied=int(stats.get("denied") or 0),
+                    waited_s=int(stats.get("waited_ms") or 0) / 1000,
+                )
+            )
+        return found

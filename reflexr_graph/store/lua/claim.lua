@@ -12,9 +12,15 @@
 
 local token = ARGV[4]
 
+-- The key steps see: the caller's, else the run id (init_run leaves it out then).
+local function idem_key()
+  local key = field('idempotency_key')
+  return key ~= '' and key or RUN_ID
+end
+
 local function reply(outcome)
   return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'), field('graph'),
-    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace'),
+    field('inputs'), field('state'), idem_key(), field('max_attempts'), field('trace'),
     redis.call('HGET', K_CKPT, 'data') or ''}
 end
 
@@ -67,8 +73,8 @@ redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
-redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7], 'dispatches', 0)
-redis.call('HDEL', K_RUN, 'unserved_since', 'waiting_for', 'wake_at')
+redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7])
+redis.call('HDEL', K_RUN, 'dispatches', 'unserved_since', 'waiting_for', 'wake_at')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

@@ -33,7 +33,9 @@ if exists() then
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
   digest, ARGV[8])
-redis.call('HSET', K_RUN, 'trace', ARGV[11])
+if ARGV[11] ~= '' then
+  redis.call('HSET', K_RUN, 'trace', ARGV[11])
+end
 set_status('queued')
 -- Safety net: if the enqueuer dies before sending the Celery message, the reaper sends it.
 redis.call('ZADD', K_DUE, ARGV[9], RUN_ID)

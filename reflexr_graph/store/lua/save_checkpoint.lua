@@ -16,6 +16,10 @@ if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
   return 0
 end
 local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
+-- Events are stored compactly, as _lib.lua's emit() writes them (store/event_codec.py): one field
+-- 'e' holding the code ('k' boundaries_skipped, 'u' work_reused, 'p' run_progressed), the time and
+-- the values in event_codec's order, joined by the unit separator.
+local US = '\31'
 redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size', #payload,
   'next_node', next_node)
 redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
@@ -28,17 +32,15 @@ redis.call('DEL', KEYS[5])
 local skipped = tonumber(ARGV[8]) or 0
 if skipped > 0 then
   redis.call('HINCRBY', KEYS[1], 'skipped', skipped)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'boundaries_skipped', 'at', now,
-    'count', skipped, 'kinds', ARGV[9])
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'k' .. US .. now .. US .. skipped .. US .. ARGV[9])
 end
 local steps, calls = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 if steps + calls > 0 then
   redis.call('HINCRBY', KEYS[1], 'reused_steps', steps)
   redis.call('HINCRBY', KEYS[1], 'reused_calls', calls)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'work_reused', 'at', now,
-    'steps', steps, 'calls', calls)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'u' .. US .. now .. US .. steps .. US .. calls)
 end
 -- Never the payload: events are shown to operators and state may be private.
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'run_progressed', 'at', now,
-  'seq', seq, 'next_node', next_node, 'size', #payload)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e',
+  'p' .. US .. now .. US .. seq .. US .. next_node .. US .. #payload)
 return 1

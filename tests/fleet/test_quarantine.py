@@ -86,7 +86,9 @@ def test_a_hundred_garbage_items_of_ten_kinds_are_moved_aside_and_the_worker_goe
     assert worker.alive()
     # The ack follows the task's return (acks_late), so the last run's message is acked a moment
     # after its status reads succeeded.
-    wait_for(lambda: redis_client.hlen("unacked") == 0, 20, "every message read acked: nothing comes back later")
+    wait_for(
+        lambda: redis_client.hlen("unacked") == 0, 20, "every message read acked: nothing comes back later"
+    )
     log = worker.log()
     assert "Unrecoverable error" not in log
     assert log.count("moved aside to the quarantine list") == len(pushed), "logged once each"

@@ -16,17 +16,28 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from bench import checkpoint_cost, enqueue, journal_cost, memory, profile, recovery, report, throughput, waits
+from bench import (
+    checkpoint_cost,
+    enqueue,
+    journal_cost,
+    memory,
+    profile,
+    recovery,
+    report,
+    store_scale,
+    throughput,
+    waits,
+)
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile")
+NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile", "scale")
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3,
-    "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
+    "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5, "scale_runs": 100_000,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1,
-    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
+    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1, "scale_runs": 2000,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -38,6 +49,7 @@ TITLES = {
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
+    "scale": "8. The store at scale: the reaper and the CLI with many runs held, memory, retention",
 }
 
 
@@ -84,6 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny counts, for the smoke test")
     parser.add_argument("--only", action="append", choices=NAMES, help="run only this benchmark (repeatable)")
     parser.add_argument("--out", type=Path, default=report.DEFAULT_OUT, help="where to write the markdown")
+    parser.add_argument(
+        "--scale-runs",
+        type=int,
+        metavar="N",
+        help="finished runs in the large store of `scale` (default 100,000)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
     only, p = set(args.only or NAMES), QUICK if args.quick else FULL
@@ -95,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     if "journal" in only:
         _say("[journal]")
         sections["journal"] = journal_cost.render(journal_cost.run(p["journal_reps"]))
-    if only - {"checkpoint", "journal"}:
+    if "scale" in only:
+        _say("[scale]")
+        sections["scale"] = store_scale.render(store_scale.run(args.scale_runs or p["scale_runs"], _say))
+    if only - {"checkpoint", "journal", "scale"}:
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))
     ordered = {TITLES[k]: sections[k] for k in TITLES if k in sections}

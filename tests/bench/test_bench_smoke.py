@@ -22,6 +22,7 @@ SECTIONS = (
     "## 5b. Waiting runs",
     "## 6. Enqueue rate",
     "## 7. Profile of the durable path",
+    "## 8. The store at scale",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -32,6 +33,7 @@ RATIO_LINES = (
     "rate / Client.enqueue",
     "total / (inputs + state)",
     "Redis memory per waiting run",
+    "| wall large / small |",
 )
 
 

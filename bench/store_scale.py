@@ -1,9 +1,10 @@
 """The store at scale: what each reaper tick and CLI operation costs with many runs held.
 
-A private ``redis-server`` (no AOF: this measures the store's work, not the disk) is filled
-twice through the store's own scripts (``bench/store_fill.py``): first with 1,000 finished
-runs, 100 dead and 10 waiting, then with ``scale`` finished, a tenth as many dead and a
-hundredth waiting. Against each, every operation below runs ``REPS`` times; each is measured
+Two private ``redis-server`` processes (no AOF: this measures the store's work, not the disk)
+are filled through the store's own scripts (``bench/store_fill.py``): one with 1,000 finished
+runs, 100 dead and 10 waiting, the other with ``scale`` finished, a tenth as many dead and a
+hundredth waiting. Every operation below runs on one, then on the other, ``REPS`` times
+over, so a noisy neighbour hits both alike; each is measured
 by Redis itself (``INFO commandstats`` after ``CONFIG RESETSTAT``: the commands it ran, Lua's
 included, and their server time) and by the wall clock around the call. Then the finished
 runs of the large store expire, and the reaper's prune pass runs tick after tick until the
@@ -31,7 +32,7 @@ from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.recovery import PRUNE_BATCH
 
 SMALL = Mix(1000, 100, 10)
-REPS = 5
+REPS = 9
 TICK_S = 1.0
 """The reaper's interval: prune runs once per tick."""
 
@@ -69,11 +70,6 @@ def operations(client: Client, reaper: Reaper) -> dict[str, Callable[[], object]
     }
 
 
-def _measure(client: Client, reaper: Reaper, r: redis.Redis) -> dict[str, list[Cost]]:
-    reaper.tick()  # takes the lock and publishes: the ticks measured are steady ones
-    return {name: [counted(r, op) for _ in range(REPS)] for name, op in operations(client, reaper).items()}
-
-
 def _replay_by_filter(client: Client, r: redis.Redis) -> tuple[Cost, int]:
     """``dlq replay --all --reason step_failed``: the filter and every replay (at most 1,000 runs)."""
     replayed: list[str] = []
@@ -99,9 +95,9 @@ def _expire_finished(r: redis.Redis, count: int) -> None:
 
 def _retention(url: str, r: redis.Redis, finished: int) -> dict[str, Any]:
     """Prune tick after tick until no expired run is left in the indexes."""
+    used_before = int(r.info("memory")["used_memory"])
     _expire_finished(r, finished)
     store = RedisStore.from_url(url, run_retention_s=1)
-    used_before = int(r.info("memory")["used_memory"])
     ticks, t0 = 0, time.perf_counter()
     try:
         while r.zcard(keys.status_set(Status.SUCCEEDED)) > 0:
@@ -117,37 +113,70 @@ def _retention(url: str, r: redis.Redis, finished: int) -> dict[str, Any]:
     }
 
 
-def _one_size(url: str, r: redis.Redis, mix: Mix, progress: Callable[[str], None]) -> dict[str, Any]:
-    r.flushall()
-    base = int(r.info("memory")["used_memory"])
-    t0 = time.perf_counter()
-    with Client(load_settings(redis_url=url)) as client:
+@dataclass
+class Side:
+    """One filled store and what the benchmark measures on it."""
+
+    url: str
+    r: redis.Redis
+    client: Client
+    reaper: Reaper
+    mix: Mix
+    fill_s: float
+    memory: int
+
+    @classmethod
+    def filled(cls, url: str, mix: Mix, progress: Callable[[str], None]) -> Side:
+        r = redis.Redis.from_url(url)
+        base = int(r.info("memory")["used_memory"])
+        client = Client(load_settings(redis_url=url))
+        t0 = time.perf_counter()
         fill(client.store, mix, progress=progress)
         fill_s = time.perf_counter() - t0
         memory = int(r.info("memory")["used_memory"]) - base
         progress(f"  {mix.total} runs loaded in {fill_s:.0f} s, {memory / 2**20:.0f} MB")
         reaper = Reaper(create_app(load_settings(redis_url=url), {}), client.store)
-        try:
-            costs = _measure(client, reaper, r)
-        finally:
-            reaper.stop()
-        replay, replayed = _replay_by_filter(client, r)
-    return {"mix": mix, "fill_s": fill_s, "memory": memory, "costs": costs, "replay": (replay, replayed)}
+        reaper.tick()  # takes the lock and publishes: the ticks measured are steady ones
+        return cls(url, r, client, reaper, mix, fill_s, memory)
+
+    def close(self) -> None:
+        self.reaper.stop()
+        self.client.close()
+        self.r.close()
+
+
+def _side_by_side(small: Side, large: Side) -> tuple[dict[str, list[Cost]], dict[str, list[Cost]]]:
+    """Each operation on the small store, then on the large one, repetition after repetition."""
+    ops = [operations(side.client, side.reaper) for side in (small, large)]
+    costs: tuple[dict[str, list[Cost]], dict[str, list[Cost]]] = ({}, {})
+    for _ in range(REPS):
+        for name in ops[0]:
+            for side, side_ops, out in zip((small, large), ops, costs, strict=True):
+                out.setdefault(name, []).append(counted(side.r, side_ops[name]))
+    return costs
+
+
+def _summary(side: Side, costs: dict[str, list[Cost]]) -> dict[str, Any]:
+    replay = _replay_by_filter(side.client, side.r)
+    return {"mix": side.mix, "fill_s": side.fill_s, "memory": side.memory, "costs": costs, "replay": replay}
 
 
 def run(scale: int, progress: Callable[[str], None] = print) -> dict[str, Any]:
-    large = Mix(scale, scale // 10, scale // 100)
-    server = RedisServer(appendonly=False)
-    server.start()
+    servers = [RedisServer(appendonly=False), RedisServer(appendonly=False)]
+    sides: list[Side] = []
     try:
-        r = redis.Redis.from_url(server.url)
-        small = _one_size(server.url, r, SMALL, progress)
-        big = _one_size(server.url, r, large, progress)
-        retention = _retention(server.url, r, large.finished)
-        r.close()
+        for server, mix in zip(servers, (SMALL, Mix(scale, scale // 10, scale // 100)), strict=True):
+            server.start()
+            sides.append(Side.filled(server.url, mix, progress))
+        small_costs, large_costs = _side_by_side(*sides)
+        result = {"small": _summary(sides[0], small_costs), "large": _summary(sides[1], large_costs)}
+        result["retention"] = _retention(sides[1].url, sides[1].r, sides[1].mix.finished)
+        return result
     finally:
-        server.close()
-    return {"small": small, "large": big, "retention": retention}
+        for side in sides:
+            side.close()
+        for server in servers:
+            server.close()
 
 
 def _median(costs: list[Cost], attr: str) -> float:
@@ -171,12 +200,13 @@ def render(result: dict[str, Any]) -> str:
     small, large, ret = result["small"], result["large"], result["retention"]
     s, big = small["mix"], large["mix"]
     lines = [
-        f"Two fills of one private Redis (no AOF) through the store's own scripts, pipelined "
+        f"Two private Redis servers (no AOF), filled through the store's own scripts, pipelined "
         f"(`bench/store_fill.py`): **small** = {s.finished:,} finished, {s.dead:,} dead, {s.waiting:,} "
         f"waiting; **large** = {big.finished:,} finished, {big.dead:,} dead, {big.waiting:,} waiting "
         f"(`--scale-runs N` sets the finished count; 1,000,000 needs about 2 GB of Redis and some ten "
-        f"minutes to load). Each operation runs {REPS} times per size; medians. Commands and server "
-        "µs are Redis's own count (`INFO commandstats`, commands run by Lua included).",
+        f"minutes to load). Each operation runs on one store then the other, {REPS} times over; "
+        "medians. Commands and server µs are Redis's own count (`INFO commandstats`, commands run "
+        "by Lua included).",
         "",
         "| operation | commands, small | commands, large | server µs, small | server µs, large "
         "| wall ms, small | wall ms, large | wall large / small |",

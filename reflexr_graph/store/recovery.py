@@ -11,7 +11,7 @@ from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.ops import ScriptArg, per_run
 from reflexr_graph.store.records import text
 
-PRUNE_BATCH = 500
+PRUNE_BATCH = 1000
 """Index entries of each terminal status one prune call looks at, at most."""
 
 

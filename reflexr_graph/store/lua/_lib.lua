@@ -166,7 +166,11 @@ end
 
 -- Only the token of the attempt that claimed last may write, and only while it runs.
 local function owned_by(token)
-  return token ~= '' and field('token') == token and field('status') == 'running'
+  if token == '' then
+    return false
+  end
+  local owner = redis.call('HMGET', K_RUN, 'token', 'status')
+  return owner[1] == token and owner[2] == 'running'
 end
 
 local function expire_all(seconds)
@@ -228,7 +232,8 @@ end
 -- The number of the attempt now running: every claim since the last replay, counted or not
 -- (attempts that ended in a wait count as 'suspensions').
 local function attempt_number()
-  return num('attempts') + num('interruptions') + num('suspensions')
+  local n = redis.call('HMGET', K_RUN, 'attempts', 'interruptions', 'suspensions')
+  return (tonumber(n[1]) or 0) + (tonumber(n[2]) or 0) + (tonumber(n[3]) or 0)
 end
 
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),

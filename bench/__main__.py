@@ -23,6 +23,7 @@ from bench import (
     memory,
     profile,
     recovery,
+    redis_cost,
     report,
     store_scale,
     throughput,
@@ -30,14 +31,26 @@ from bench import (
 )
 from bench.procs import Lab, lab
 
-NAMES = ("checkpoint", "journal", "throughput", "memory", "waits", "recovery", "enqueue", "profile", "scale")
+NAMES = (
+    "checkpoint",
+    "journal",
+    "throughput",
+    "memory",
+    "waits",
+    "recovery",
+    "enqueue",
+    "profile",
+    "scale",
+    "redis",
+)
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "runs": 200, "tp_reps": 3, "rec_reps": 5, "enq_n": 1000, "enq_reps": 3,
     "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5, "scale_runs": 100_000,
+    "cost_runs": 300,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "runs": 10, "tp_reps": 1, "rec_reps": 1, "enq_n": 50, "enq_reps": 1,
-    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1, "scale_runs": 2000,
+    "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1, "scale_runs": 2000, "cost_runs": 10,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -49,6 +62,7 @@ TITLES = {
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
+    "redis": "2b. Redis server cost per run, and the fleet's cost per step",
     "scale": "8. The store at scale: the reaper and the CLI with many runs held, memory, retention",
 }
 
@@ -64,6 +78,9 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
         "memory": lambda: out.update(memory=memory.render(memory.run(the_lab, _say))),
         "waits": lambda: out.update(
             waits=waits.render(waits.run(the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], _say))
+        ),
+        "redis": lambda: out.update(
+            redis=redis_cost.render(redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say))
         ),
         "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
         # Last: their runs are never consumed, so the reaper keeps re-sending them once their

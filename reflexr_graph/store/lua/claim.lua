@@ -5,7 +5,8 @@
 -- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
--- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
+-- ARGV[7] the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
+--   on the run too: one place, and the run hash stays smaller)
 -- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
 --   idempotency_key, max_attempts, trace, checkpoint JSON or '', memo field, value, ...} with outcome
 --   claimed|busy|finished|missing|dead|early|waiting, or {'idem', key}
@@ -78,7 +79,7 @@ redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
-redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7])
+redis.call('HSET', K_RUN, 'token', token)
 redis.call('HDEL', K_RUN, 'dispatches', 'unserved_since', 'waiting_for', 'wake_at')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)

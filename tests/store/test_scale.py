@@ -8,8 +8,6 @@ uses for a million runs); the operations are the benchmark's own (``bench/store_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 

@@ -57,12 +57,12 @@ TITLES = {
     "journal": "1b. Recording finished work between checkpoints: branch results and durable calls",
     "throughput": "2. Throughput: durable vs plain Celery vs a Celery chain",
     "scaling": "3. Scaling: 1 vs 2 worker processes",
+    "redis": "3b. Redis server cost per run, and the fleet's cost per step",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
     "memory": "5. Redis memory per run",
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
-    "redis": "2b. Redis server cost per run, and the fleet's cost per step",
     "scale": "8. The store at scale: the reaper and the CLI with many runs held, memory, retention",
 }
 

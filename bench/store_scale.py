@@ -203,10 +203,10 @@ def render(result: dict[str, Any]) -> str:
         f"Two private Redis servers (no AOF), filled through the store's own scripts, pipelined "
         f"(`bench/store_fill.py`): **small** = {s.finished:,} finished, {s.dead:,} dead, {s.waiting:,} "
         f"waiting; **large** = {big.finished:,} finished, {big.dead:,} dead, {big.waiting:,} waiting "
-        f"(`--scale-runs N` sets the finished count; 1,000,000 needs about 2 GB of Redis and some ten "
-        f"minutes to load). Each operation runs on one store then the other, {REPS} times over; "
-        "medians. Commands and server µs are Redis's own count (`INFO commandstats`, commands run "
-        "by Lua included).",
+        "(`--scale-runs N` sets the finished count; 1,000,000 needs about 2 GB of Redis and a "
+        "quarter of an hour to load here). Each operation runs on one store then the other, "
+        f"{REPS} times over; medians. Commands and server µs are Redis's own count "
+        "(`INFO commandstats`, commands run by Lua included).",
         "",
         "| operation | commands, small | commands, large | server µs, small | server µs, large "
         "| wall ms, small | wall ms, large | wall large / small |",

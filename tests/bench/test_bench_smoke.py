@@ -17,6 +17,7 @@ SECTIONS = (
     "## 1b. Recording finished work between checkpoints",
     "## 2. Throughput",
     "## 3. Scaling",
+    "## 3b. Redis server cost per run",
     "## 4. Recovery",
     "## 5. Redis memory per run",
     "## 5b. Waiting runs",
@@ -34,6 +35,8 @@ RATIO_LINES = (
     "total / (inputs + state)",
     "Redis memory per waiting run",
     "| wall large / small |",
+    "runs/s one Redis core sustains",
+    "hot-loop PINGs",
 )
 
 

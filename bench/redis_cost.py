@@ -38,7 +38,6 @@ from reflexr_graph.store import keys
 QUEUE = "bench-cost"
 POLL_S = 0.02
 TARGET_ADDED = 1.0
-TARGET_STEP_RTT = 1.5
 
 
 @dataclass(frozen=True)
@@ -204,7 +203,8 @@ def render(result: dict[str, Any]) -> str:
         "on the same Redis, warmed up; the plain producer reuses one connection. Per run, median "
         "[min-max] over batches.",
         "",
-        "| path | commands | command µs (commandstats) | server CPU µs (INFO cpu), net of idle "
+        "| path | commands | command µs (commandstats; a script's includes its commands) "
+        "| server CPU µs (INFO cpu), net of idle "
         "| gross | runs/s one Redis core sustains |",
         "|---|---|---|---|---|---|",
     ]
@@ -217,14 +217,13 @@ def render(result: dict[str, Any]) -> str:
             f"{1e6 / mid:,.0f} |"
         )
     added = (_med(d, "cpu_us") - _med(p, "cpu_us")) / _med(p, "cpu_us")
-    added_cmd = (_med(d, "command_us") - _med(p, "command_us")) / _med(p, "command_us")
     per_rtt = step["step_us"] / step["ping_us"]
     lines += [
         "",
         f"- durable / plain server CPU per run: {_med(d, 'cpu_us') / _med(p, 'cpu_us'):.2f}; "
         "the durable path's "
-        f"*added* Redis CPU is {added:.2f}× Celery's own per task ({added_cmd:.2f}× counting command time "
-        f"only) (target ≤ {TARGET_ADDED:g}×: {_verdict(added <= TARGET_ADDED)})",
+        f"*added* Redis CPU is {added:.2f}× Celery's own per task "
+        f"(target ≤ {TARGET_ADDED:g}×: {_verdict(added <= TARGET_ADDED)})",
         f"- per step inside a fleet worker: 50-step run {step['t50_ms']:.1f} ms, "
         f"1-step run {step['t1_ms']:.1f} ms worker-side, so {step['step_us']:.0f} µs per step = "
         f"{per_rtt:.1f} hot-loop PINGs "

@@ -20,8 +20,10 @@ from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
-from reflexr_graph.store.reads import SCAN_BUDGET
+from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.reads import SCAN_BUDGET, runs_listing
 from reflexr_graph.store.recovery import PRUNE_BATCH
+from tests.store.support import FakeClock, make_run
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -88,3 +90,23 @@ def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -
         assert r.exists(keys.run("s-dead-0"), keys.run("s-waiting-0")) == 2
     finally:
         store.close()
+
+
+def test_a_bounded_page_goes_on_from_its_cursor(store: RedisStore, fake_clock: FakeClock) -> None:
+    """A filter few runs match: the page request stops after SCAN_BUDGET entries with a cursor, and
+    the cursor goes on from there, so paging finds the run the first page did not reach."""
+    make_run(store, "rare")  # the oldest run, of graph 'demo'
+    pipe = store.client.pipeline(transaction=False)
+    for n in range(SCAN_BUDGET + 10):
+        fake_clock.advance(1)
+        run_id = f"other-{n}"
+        args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, "other", "{}", "", "", 3, 0, "", "", ""]
+        store._scripts.queue(pipe, "create_run", [*keys.script_keys(run_id, run_id), keys.run(run_id)], args)
+    pipe.execute()
+    first = store.do(runs_listing(None, "demo", 50))
+    assert first.runs == [] and first.cursor is not None
+    second = store.do(runs_listing(None, "demo", 50, first.cursor))
+    assert [info.run_id for info in second.runs] == ["rare"]
+    assert second.cursor is None
+    # The blocking list reads on by itself.
+    assert [info.run_id for info in store.list_runs(graph="demo")] == ["rare"]

@@ -25,7 +25,9 @@ from bench import (
     memory,
     profile,
     recovery,
+    redis_cost,
     report,
+    store_scale,
     throughput,
     waits,
 )
@@ -42,24 +44,27 @@ NAMES = (
     "enqueue",
     "profile",
     "limits",
+    "scale",
+    "redis",
 )
-LOCAL = ("checkpoint", "journal", "history", "limits")
+LOCAL = ("checkpoint", "journal", "history", "limits", "scale")
 """Benchmarks that need no fleet: they run against a private Redis in this process."""
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
     "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
-    "limit_n": 60, "limit_steps": 200, "limit_reps": 5,
+    "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
     "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
-    "limit_n": 10, "limit_steps": 20, "limit_reps": 1,
+    "limit_n": 10, "limit_steps": 20, "limit_reps": 1, "scale_runs": 2000, "cost_runs": 10,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
     "journal": "1b. Recording finished work between checkpoints: branch results and durable calls",
     "throughput": "2. Throughput: durable vs plain Celery vs a Celery chain",
     "scaling": "3. Scaling: 1 vs 2 worker processes",
+    "redis": "3b. Redis server cost per run, and the fleet's cost per step",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
     "memory": "5. Redis memory per run",
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
@@ -67,6 +72,7 @@ TITLES = {
     "profile": "7. Profile of the durable path",
     "history": "8. Checkpoint history: Redis memory per checkpoint kept",
     "limits": "9. Limits: round trips per limited step, and the accuracy of a rate",
+    "scale": "10. The store at scale: the reaper and the CLI with many runs held, memory, retention",
 }
 
 
@@ -81,6 +87,9 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
         "memory": lambda: out.update(memory=memory.render(memory.run(the_lab, _say))),
         "waits": lambda: out.update(
             waits=waits.render(waits.run(the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], _say))
+        ),
+        "redis": lambda: out.update(
+            redis=redis_cost.render(redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say))
         ),
         "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
         # Last: their runs are never consumed, so the reaper keeps re-sending them once their
@@ -113,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny counts, for the smoke test")
     parser.add_argument("--only", action="append", choices=NAMES, help="run only this benchmark (repeatable)")
     parser.add_argument("--out", type=Path, default=report.DEFAULT_OUT, help="where to write the markdown")
+    parser.add_argument(
+        "--scale-runs",
+        type=int,
+        metavar="N",
+        help="finished runs in the large store of `scale` (default 100,000)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _sigterm)
     only, p = set(args.only or NAMES), QUICK if args.quick else FULL
@@ -130,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     if "limits" in only:
         _say("[limits]")
         sections["limits"] = limits.render(limits.run(p["limit_steps"], p["limit_reps"], p["limit_n"]))
+    if "scale" in only:
+        _say("[scale]")
+        sections["scale"] = store_scale.render(store_scale.run(args.scale_runs or p["scale_runs"], _say))
     if only - set(LOCAL):
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))

@@ -29,6 +29,9 @@ HOLD_TIMEOUT_S = 120.0
 """A held run gives up after this, so a benchmark that died cannot leave a worker waiting forever."""
 
 five_steps = chain(FIVE)
+fifty_steps = chain(50)
+one_step = chain(1)
+"""A 50-step and a 1-step chain: their difference inside a worker is the fleet's cost per step."""
 
 
 @cache
@@ -134,5 +137,8 @@ def _waiter() -> GraphAction:
 recover = _recover()
 hold = _hold()
 waiter = _waiter()
-REFS = ",".join(f"bench.fleet_graph:{name}" for name in ("five_steps", "recover", "hold", "waiter"))
+REFS = ",".join(
+    f"bench.fleet_graph:{name}"
+    for name in ("five_steps", "fifty_steps", "one_step", "recover", "hold", "waiter")
+)
 """REFLEXR_GRAPHS for every benchmark worker."""

@@ -22,6 +22,10 @@ from reflexr_graph.store import keys
 
 QUEUE = "bench-memory"
 PAYLOAD_BYTES = 1000
+LIVE_OVER_B = 2048
+"""Target: a live run holds at most its inputs and state plus this."""
+FINISHED_OVER_B = 1536
+"""Target: a finished run holds at most its output plus this (its inputs are kept too, for replay)."""
 
 
 def _usage(client: Client, run_id: str) -> dict[str, int]:
@@ -42,7 +46,7 @@ def run(lab: Lab, progress: Callable[[str], None] = print) -> dict[str, Any]:
             wait_for(lambda: client.checkpoint_info(run_id), 60, "the first checkpoint", 0.01)
             live = _usage(client, run_id)
             client.store.client.set(fleet_graph.gate_key(run_id), 1)
-            client.wait(run_id, timeout=60)
+            output = client.wait(run_id, timeout=60).output
             finished = _usage(client, run_id)
     finally:
         lab.stop_workers()
@@ -54,6 +58,7 @@ def run(lab: Lab, progress: Callable[[str], None] = print) -> dict[str, Any]:
         "finished": finished,
         "inputs_bytes": len(inputs_json),
         "state_bytes": len(state_json),
+        "output_bytes": len(json.dumps(output, separators=(",", ":"))),
     }
 
 
@@ -75,4 +80,19 @@ def render(result: dict[str, Any]) -> str:
         cells = " | ".join(str(u.get(k, "—")) for k in ("run", "ckpt", "history", "events", "tb"))
         name = "live (mid-step 2, one checkpoint)" if label == "live" else "finished"
         lines.append(f"| {name} | {cells} | {total} | {total / data:.2f} |")
+    live, done = sum(result["live"].values()), sum(result["finished"].values())
+    inputs, out = result["inputs_bytes"], result["output_bytes"]
+    live_over, done_over = live - data, done - out
+    lines += [
+        "",
+        f"- live run: inputs + state + {live_over} B "
+        f"(target + {LIVE_OVER_B} B: {_verdict(live_over, LIVE_OVER_B)})",
+        f"- finished run: output ({out} B) + {done_over} B (target + {FINISHED_OVER_B} B: "
+        f"{_verdict(done_over, FINISHED_OVER_B)}); of that, the inputs the run keeps for a replay are "
+        f"{inputs} B, so output + inputs + {done_over - inputs} B",
+    ]
     return "\n".join(lines)
+
+
+def _verdict(value: int, target: int) -> str:
+    return "**met**" if value <= target else "**MISSED**"

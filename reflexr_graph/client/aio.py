@@ -124,7 +124,7 @@ class AsyncClient(ClientBase):
         self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
     ) -> list[RunInfo]:
         """See :meth:`Client.runs`."""
-        return (await self._do(runs_listing(status, graph, limit))).runs
+        return (await self._do(runs_listing(status, graph, limit, scan=None))).runs
 
     async def runs_page(
         self,
@@ -149,7 +149,7 @@ class AsyncClient(ClientBase):
         self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
     ) -> list[RunInfo]:
         """See :meth:`Client.dead_letters`."""
-        return (await self._do(dead_listing(graph, reason, limit))).runs
+        return (await self._do(dead_listing(graph, reason, limit, scan=None))).runs
 
     async def dead_letters_page(
         self,

@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
 PUBLISH_EVERY_S = 60.0
-PRUNE_EVERY_S = 300.0
 MIN_RESEND_S = 5.0
 """The shortest wait before a sent but unclaimed message is sent again."""
 SEND_RETRY_DELAY_MS = 2000
@@ -84,7 +83,6 @@ class Reaper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
-        self._next_prune = time.monotonic() + PRUNE_EVERY_S
         self._last_warning = 0.0
         self._unreachable_since_ms: int | None = None
         self.outage: tuple[int, int] | None = None
@@ -183,11 +181,11 @@ class Reaper:
             return
         self.reap()
         self.dispatch_due()
-        if now >= self._next_prune:
-            self._next_prune = now + PRUNE_EVERY_S
-            pruned = self.store.prune()
-            if pruned:
-                log.info("pruned %d index entries of expired runs", pruned)
+        # Every tick, a bounded batch: a pass every few minutes fell behind any fleet finishing
+        # more than a few runs a second, and the global indexes grew without end.
+        pruned = self.store.prune()
+        if pruned:
+            log.debug("pruned %d index entries of expired runs", pruned)
 
     def publish(self) -> None:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""

@@ -22,6 +22,8 @@ from reflexr_graph.store.records import RunEvent, run_event, run_info, text, tex
 _BLOCK_MARGIN_MS = 1000
 _DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
 _LIST_PAGE = 200
+SCAN_BUDGET = 2000
+"""Index entries one page request (the HTTP API's, ``runs_page``) examines at most."""
 
 
 @dataclass(frozen=True)
@@ -125,20 +127,35 @@ def _after(rows: list[tuple[str, float]], cursor: tuple[float, str] | None) -> l
 
 
 def listing(
-    index: str, limit: int, keep: Callable[[RunInfo], bool], cursor: str | None = None
+    index: str,
+    limit: int,
+    keep: Callable[[RunInfo], bool],
+    cursor: str | None = None,
+    scan: int | None = SCAN_BUDGET,
 ) -> Op[RunPage]:
-    """Runs of ``index`` that ``keep`` accepts, highest score first, from ``cursor`` on."""
+    """Runs of ``index`` that ``keep`` accepts, highest score first, from ``cursor`` on.
+
+    With ``scan``, one call examines at most that many index entries (at least ``limit``): a
+    filter that few runs match returns a short page whose cursor goes on from the last entry
+    examined, rather than reading the whole index in one request. ``scan=None`` reads on until
+    ``limit`` runs are found or the index ends (the blocking lists, the CLI).
+    """
     after = None if cursor is None else _parse_cursor(cursor)
     top: float | str = "+inf" if after is None else after[0]
+    budget = None if scan is None else max(scan, limit)
     found: list[RunInfo] = []
-    offset = 0
+    offset = examined = 0
     while len(found) < limit:
-        page = yield cmd(
-            "zrevrangebyscore", index, top, "-inf", start=offset, num=_LIST_PAGE, withscores=True
-        )
+        # The first read asks for what is still missing: a listing without a filter reads exactly
+        # ``limit`` records. A filter that rejected some reads on in pages of _LIST_PAGE.
+        num = _LIST_PAGE if examined else min(_LIST_PAGE, limit)
+        if budget is not None:
+            num = min(num, budget - examined)
+        page = yield cmd("zrevrangebyscore", index, top, "-inf", start=offset, num=num, withscores=True)
         if not page:
             return RunPage(found, None)
         offset += len(page)
+        examined += len(page)
         rows = _after([(text(m), float(s)) for m, s in page], after)
         records = (yield batch([cmd("hgetall", keys.run(m)) for m, _ in rows])) if rows else []
         for (run_id, score), raw in zip(rows, records, strict=True):
@@ -153,24 +170,37 @@ def listing(
                 found.append(info)
                 if len(found) == limit:
                     return RunPage(found, f"{int(score)}:{run_id}")
+        if budget is not None and examined >= budget:
+            last, last_score = text(page[-1][0]), float(page[-1][1])
+            return RunPage(found, f"{int(last_score)}:{last}")
     return RunPage(found, None)
 
 
 def runs_listing(
-    status: Status | str | None, graph: str | None, limit: int, cursor: str | None = None
+    status: Status | str | None,
+    graph: str | None,
+    limit: int,
+    cursor: str | None = None,
+    scan: int | None = SCAN_BUDGET,
 ) -> Op[RunPage]:
     """Runs newest first: by update time within a status, else by creation time."""
     index = keys.status_set(status) if status else keys.ALL
-    return listing(index, limit, lambda info: graph is None or info.graph == graph, cursor)
+    return listing(index, limit, lambda info: graph is None or info.graph == graph, cursor, scan)
 
 
-def dead_listing(graph: str | None, reason: str | None, limit: int, cursor: str | None = None) -> Op[RunPage]:
+def dead_listing(
+    graph: str | None,
+    reason: str | None,
+    limit: int,
+    cursor: str | None = None,
+    scan: int | None = SCAN_BUDGET,
+) -> Op[RunPage]:
     """Dead-lettered runs, most recently dead first."""
 
     def keep(info: RunInfo) -> bool:
         return (graph is None or info.graph == graph) and (reason is None or info.reason == reason)
 
-    return listing(keys.DEAD, limit, keep, cursor)
+    return listing(keys.DEAD, limit, keep, cursor, scan)
 
 
 class Reads(StoreBase):
@@ -232,13 +262,13 @@ class Reads(StoreBase):
         self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
     ) -> list[RunInfo]:
         """Runs newest first: by update time within a status, else by creation time."""
-        return self.do(runs_listing(status, graph, limit)).runs
+        return self.do(runs_listing(status, graph, limit, scan=None)).runs
 
     def dead_letters(
         self, *, graph: str | None = None, reason: str | None = None, limit: int = 1000
     ) -> list[RunInfo]:
         """Dead-lettered runs, most recently dead first."""
-        return self.do(dead_listing(graph, reason, limit)).runs
+        return self.do(dead_listing(graph, reason, limit, scan=None)).runs
 
     @property
     def max_block_ms(self) -> int | None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.model import CheckpointInfo, RunInfo, Status
+from reflexr_graph.store import event_codec
 
 
 class ClaimOutcome(StrEnum):
@@ -222,7 +223,6 @@ def checkpoint_info(seq: str, saved_at: str, size: str, attempt: str, next_node:
 
 
 def run_event(entry_id: object, entry: Mapping[Any, Any]) -> RunEvent:
-    fields = text_map(entry)
-    kind = fields.pop("type", "")
-    at = _seconds(fields.pop("at", ""))
-    return RunEvent(id=text(entry_id), type=kind, at=at, fields=fields)
+    """One stream entry under its public names, however compactly it was stored (``event_codec``)."""
+    kind, at_ms, fields = event_codec.decode(text_map(entry))
+    return RunEvent(id=text(entry_id), type=kind, at=at_ms / 1000, fields=fields)

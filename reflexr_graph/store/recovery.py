@@ -9,9 +9,10 @@ from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.ops import ScriptArg, per_run
-from reflexr_graph.store.records import (
-    text,
-)
+from reflexr_graph.store.records import text
+
+PRUNE_BATCH = 1000
+"""Index entries of each terminal status one prune call looks at, at most."""
 
 
 class Recovery(StoreBase):
@@ -73,10 +74,15 @@ class Recovery(StoreBase):
         return bool(changed)
 
     @translate_errors
-    def prune(self, now_ms: int | None = None, *, limit: int = 1000) -> int:
+    def prune(self, now_ms: int | None = None, *, limit: int = PRUNE_BATCH) -> int:
         """Drop index entries of terminal runs whose keys expired; returns how many were dropped.
 
-        Redis expires the per-run keys but not their entries in the global indexes.
+        Redis expires the per-run keys but not their entries in the global indexes, so without
+        this the indexes grow with every run ever finished. Each call looks at no more than
+        ``limit`` of the oldest entries of each terminal status set, past its retention (a
+        ZRANGEBYSCORE from the low end: O(log N + limit), whatever the store holds), and prunes
+        them in one pipelined round trip per status. The reaper calls it every tick, so it keeps
+        up with up to ``limit`` finished runs per second per status.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         retention_s = {Status.SUCCEEDED: self.run_retention_s, Status.CANCELLED: self.run_retention_s}
@@ -84,9 +90,14 @@ class Recovery(StoreBase):
         pruned = 0
         for status, seconds in retention_s.items():
             old = self._r.zrangebyscore(keys.status_set(status), "-inf", now - seconds * 1000, 0, limit)
+            if not old:
+                continue
+            pipe = self._r.pipeline(transaction=False)
             for member in old:
                 run_id = text(member)
-                pruned += int(self.do(per_run("prune", run_id, run_id, now, [])))
+                # prune.lua never answers {'idem', ...}: it touches no idempotency key.
+                self._scripts.queue(pipe, "prune", keys.script_keys(run_id, run_id), [run_id, now, run_id])
+            pruned += sum(int(done) for done in pipe.execute())
         return pruned
 
     # -- graphs without a live worker -----------------------------------------------------------

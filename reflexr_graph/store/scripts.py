@@ -17,6 +17,8 @@ import redis
 import redis.asyncio
 from redis.commands.core import AsyncScript, Script
 
+from reflexr_graph.store.ops import ScriptArg
+
 _LIB = "_lib"
 _HISTORY = "_history"
 
@@ -89,8 +91,16 @@ class Scripts:
             name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
         }
 
-    def __call__(self, name: str, keys: Sequence[str], args: Sequence[str | int | float]) -> Any:
+    def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         return self._scripts[name](keys=keys, args=args)
+
+    def queue(
+        self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
+    ) -> None:
+        """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed."""
+        script = self._scripts[name]
+        assert isinstance(script, Script)
+        script(keys=keys, args=args, client=pipe)
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""

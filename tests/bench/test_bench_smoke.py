@@ -17,6 +17,7 @@ SECTIONS = (
     "## 1b. Recording finished work between checkpoints",
     "## 2. Throughput",
     "## 3. Scaling",
+    "## 3b. Redis server cost per run",
     "## 4. Recovery",
     "## 5. Redis memory per run",
     "## 5b. Waiting runs",
@@ -24,6 +25,7 @@ SECTIONS = (
     "## 7. Profile of the durable path",
     "## 8. Checkpoint history: Redis memory per checkpoint kept",
     "## 9. Limits",
+    "## 10. The store at scale",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -37,6 +39,9 @@ RATIO_LINES = (
     "per kept / JSON",
     "| Redis round trips per limited step |",
     "over configured",
+    "| wall large / small |",
+    "runs/s one Redis core sustains",
+    "hot-loop PINGs",
 )
 
 

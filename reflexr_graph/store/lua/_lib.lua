@@ -111,8 +111,42 @@ local function owns_idem()
   return redis.call('GET', K_IDEM) == RUN_ID
 end
 
+-- Event type -> short code, as store/event_codec.py (SCHEMAS) lists them. An event is stored as
+-- one field, 'e' = code, time and values joined by \31, without the field names: Redis keeps a
+-- stream entry's names once when they repeat the first entry's, so every later entry costs only
+-- its values. event_codec.py gives the names back at read; a test checks every emit below
+-- against it. A type without a code is written the long way, which readers decode too.
+local EVENT_CODES = {
+  run_enqueued = 'q', attempt_started = 's', run_progressed = 'p', boundaries_skipped = 'k',
+  work_reused = 'u', attempt_failed = 'f', run_dead_lettered = 'd', run_retrying = 'r',
+  run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
+  signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
+}
+
+-- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked
+-- against event_codec.py; only the values are stored.
 local function emit(kind, ...)
-  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', NOW, ...)
+  local code = EVENT_CODES[kind]
+  if not code then
+    redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'type', kind, 'at', NOW, ...)
+    return
+  end
+  local parts, pairs_ = {code, NOW}, {...}
+  for i = 2, #pairs_, 2 do
+    parts[#parts + 1] = tostring(pairs_[i])
+  end
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', table.concat(parts, '\31'))
+end
+
+-- Redis gives a new stream's first node 4 KB up front (it grows in place up to
+-- stream-node-max-bytes), so each run's few events would cost 4 KB. A stream written back by
+-- RESTORE holds exactly what it has, and later entries grow it as they come. redis.pcall: where
+-- an ACL refuses DUMP or RESTORE the stream stays as it is, only larger.
+local function shrink_events()
+  local dumped = redis.pcall('DUMP', K_EVENTS)
+  if type(dumped) == 'string' then
+    redis.pcall('RESTORE', K_EVENTS, 0, dumped, 'REPLACE')
+  end
 end
 
 -- Move the run between status sets; the score is the update time so listings sort newest first.
@@ -135,7 +169,11 @@ end
 
 -- Only the token of the attempt that claimed last may write, and only while it runs.
 local function owned_by(token)
-  return token ~= '' and field('token') == token and field('status') == 'running'
+  if token == '' then
+    return false
+  end
+  local owner = redis.call('HMGET', K_RUN, 'token', 'status')
+  return owner[1] == token and owner[2] == 'running'
 end
 
 local function expire_all(seconds)
@@ -159,15 +197,27 @@ end
 -- idem_key is what steps see (the caller's key, else the run id); scope is the scoped key the
 -- run owns in KEYS[5] ('' without one); digest identifies the request's inputs and state, so a
 -- key reused with other inputs is refused rather than silently answered with this run.
+-- Fields that would be empty or zero are not written: field() and num() read a missing one as
+-- '' and 0, and so do the readers (records.run_info). A run hash with a large value is a hash
+-- table, where each field costs some 60 bytes; the dozen left out here were half of it.
 local function init_run(graph, inputs, state, idem_key, scope, digest, max_attempts)
-  redis.call('HSET', K_RUN,
-    'run_id', RUN_ID, 'graph', graph, 'status', '', 'attempts', 0, 'interruptions', 0,
-    'max_attempts', max_attempts, 'resumes', 0, 'checkpoints', 0, 'skipped', 0,
-    'inputs', inputs, 'state', state, 'idempotency_key', idem_key, 'idem', scope,
-    'digest', digest, 'created_at', NOW, 'updated_at', NOW, 'token', '',
-    'next_node', '', 'reason', '', 'error_type', '', 'error', '', 'output', '')
+  redis.call('HSET', K_RUN, 'run_id', RUN_ID, 'graph', graph, 'max_attempts', max_attempts,
+    'inputs', inputs, 'created_at', NOW, 'updated_at', NOW)
+  for name, value in pairs({state = state, digest = digest}) do
+    if value ~= '' then
+      redis.call('HSET', K_RUN, name, value)
+    end
+  end
+  -- The key steps see is the run id unless the caller gave one (claim.lua reads it back so).
+  if idem_key ~= RUN_ID then
+    redis.call('HSET', K_RUN, 'idempotency_key', idem_key)
+  end
+  if scope ~= '' then
+    redis.call('HSET', K_RUN, 'idem', scope)
+  end
   redis.call('ZADD', K_ALL, NOW, RUN_ID)
   emit('run_enqueued', 'graph', graph)
+  shrink_events()
 end
 
 -- An attempt cut short by the fleet rather than by the run (a deploy's soft shutdown, Redis
@@ -185,7 +235,8 @@ end
 -- The number of the attempt now running: every claim since the last replay, counted or not
 -- (attempts that ended in a wait count as 'suspensions').
 local function attempt_number()
-  return num('attempts') + num('interruptions') + num('suspensions')
+  local n = redis.call('HMGET', K_RUN, 'attempts', 'interruptions', 'suspensions')
+  return (tonumber(n[1]) or 0) + (tonumber(n[2]) or 0) + (tonumber(n[3]) or 0)
 end
 
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),

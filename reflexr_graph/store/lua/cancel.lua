@@ -9,7 +9,8 @@ local refused, status = refusal(CANCELLABLE)
 if refused then
   return refused
 end
-redis.call('HSET', K_RUN, 'reason', 'cancelled', 'token', '')
+redis.call('HSET', K_RUN, 'reason', 'cancelled')
+redis.call('HDEL', K_RUN, 'token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
 set_status('cancelled')

@@ -5,16 +5,28 @@
 -- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
--- ARGV[7] the claiming worker's name ('' when unknown), kept on the run and the event
+-- ARGV[7] the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
+--   on the run too: one place, and the run hash stays smaller)
 -- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
 --   idempotency_key, max_attempts, trace, checkpoint JSON or '', memo field, value, ...} with outcome
 --   claimed|busy|finished|missing|dead|early|waiting, or {'idem', key}
 
 local token = ARGV[4]
 
+-- One HMGET for the whole reply: each redis.call costs the server about as much as a small
+-- command, and the reply reads eleven fields.
+local REPLY_FIELDS = {'status', 'attempts', 'interruptions', 'suspensions', 'resumes', 'graph', 'inputs',
+  'state', 'idempotency_key', 'max_attempts', 'trace'}
+
 local function reply(outcome)
-  return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'), field('graph'),
-    field('inputs'), field('state'), field('idempotency_key'), field('max_attempts'), field('trace'),
+  local v = redis.call('HMGET', K_RUN, unpack(REPLY_FIELDS))
+  for i = 1, #REPLY_FIELDS do
+    v[i] = v[i] or ''
+  end
+  local number = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
+  -- The key steps see: the caller's, else the run id (init_run leaves it out then).
+  local idem_key = v[9] ~= '' and v[9] or RUN_ID
+  return {outcome, v[1], number, v[2], v[5], v[6], v[7], v[8], idem_key, v[10], v[11],
     redis.call('HGET', K_CKPT, 'data') or ''}
 end
 
@@ -67,8 +79,8 @@ redis.call('HINCRBY', K_RUN, 'attempts', 1)
 redis.call('HINCRBY', K_RUN, 'resumes', 1)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
-redis.call('HSET', K_RUN, 'token', token, 'worker', ARGV[7], 'dispatches', 0)
-redis.call('HDEL', K_RUN, 'unserved_since', 'waiting_for', 'wake_at')
+redis.call('HSET', K_RUN, 'token', token)
+redis.call('HDEL', K_RUN, 'dispatches', 'unserved_since', 'waiting_for', 'wake_at')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

@@ -40,7 +40,9 @@ if exists() then
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
   digest, ARGV[8])
-redis.call('HSET', K_RUN, 'trace', ARGV[11])
+if ARGV[11] ~= '' then
+  redis.call('HSET', K_RUN, 'trace', ARGV[11])
+end
 if key ~= '' then
   -- No TTL while the run is active; terminal transitions expire it with the run's keys.
   redis.call('SET', K_IDEM, RUN_ID)

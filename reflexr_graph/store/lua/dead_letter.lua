@@ -26,6 +26,7 @@ else
     redis.call('SET', K_IDEM, RUN_ID, 'NX')
   end
 end
-redis.call('HSET', K_RUN, 'error_type', ARGV[5], 'error', ARGV[6], 'token', '')
+redis.call('HSET', K_RUN, 'error_type', ARGV[5], 'error', ARGV[6])
+redis.call('HDEL', K_RUN, 'token')
 to_dead(ARGV[4], ARGV[12])
 return 1

@@ -32,7 +32,8 @@ if not since then
   emit('waiting_for_worker', 'graph', field('graph'), 'until', since + tonumber(ARGV[4]))
 end
 if tonumber(NOW) - since >= tonumber(ARGV[4]) then
-  redis.call('HSET', K_RUN, 'error_type', 'UnknownGraph', 'error', ARGV[7], 'token', '')
+  redis.call('HSET', K_RUN, 'error_type', 'UnknownGraph', 'error', ARGV[7])
+  redis.call('HDEL', K_RUN, 'token')
   to_dead('unknown_graph', ARGV[6])
   return 'dead'
 end

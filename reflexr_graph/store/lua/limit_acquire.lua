@@ -68,7 +68,9 @@ if waited > 0 then
   redis.call('HINCRBY', KEYS[6], 'waited_ms', waited)
   redis.call('HINCRBY', KEYS[1], 'limit_waits', 1)
   redis.call('HINCRBY', KEYS[1], 'limit_wait_ms', waited)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[12], '*', 'type', 'limit_waited', 'at', ARGV[2],
-    'key', ARGV[3], 'node', ARGV[9], 'waited_ms', waited)
+  -- Stored compactly, as _lib.lua's emit() writes events (store/event_codec.py, code 'l'): the
+  -- time, node, wait and key joined by the unit separator; the key last, as the one a user names.
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[12], '*', 'e',
+    table.concat({'l', ARGV[2], ARGV[9], waited, ARGV[3]}, '\31'))
 end
 return {'ok', in_use, wait}

@@ -29,9 +29,9 @@ elseif field('error') ~= '' then
 end
 -- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide. A replay
 -- starts a fresh attempt budget; prev_attempts and replays keep what came before, for operators.
-redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attempt_number(),
-  'attempts', 0, 'interruptions', 0, 'suspensions', 0, 'reason', '', 'error_type', '', 'error', '', 'token', '',
-  'output', '')
+redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attempt_number())
+redis.call('HDEL', K_RUN, 'attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'token',
+  'output')
 redis.call('HINCRBY', K_RUN, 'replays', 1)
 redis.call('HDEL', K_RUN, 'unserved_since')
 if from_start then

@@ -23,6 +23,10 @@ local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
 -- The attempt's number as steps see it (_lib.lua: attempt_number), for the history's listing.
 local attempt = (tonumber(owner[3]) or 0) + (tonumber(owner[4]) or 0)
 history_push(KEYS[2], KEYS[6], KEYS[7], seq, tonumber(ARGV[12]) or 0)
+-- Events are stored compactly, as _lib.lua's emit() writes them (store/event_codec.py): one field
+-- 'e' holding the code ('k' boundaries_skipped, 'u' work_reused, 'p' run_progressed), the time and
+-- the values in event_codec's order, joined by the unit separator.
+local US = '\31'
 redis.call('HSET', KEYS[2], 'data', payload, 'seq', seq, 'saved_at', now, 'size', #payload,
   'next_node', next_node, 'attempt', attempt)
 redis.call('HINCRBY', KEYS[1], 'checkpoints', 1)
@@ -35,17 +39,15 @@ redis.call('DEL', KEYS[5])
 local skipped = tonumber(ARGV[8]) or 0
 if skipped > 0 then
   redis.call('HINCRBY', KEYS[1], 'skipped', skipped)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'boundaries_skipped', 'at', now,
-    'count', skipped, 'kinds', ARGV[9])
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'k' .. US .. now .. US .. skipped .. US .. ARGV[9])
 end
 local steps, calls = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 if steps + calls > 0 then
   redis.call('HINCRBY', KEYS[1], 'reused_steps', steps)
   redis.call('HINCRBY', KEYS[1], 'reused_calls', calls)
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'work_reused', 'at', now,
-    'steps', steps, 'calls', calls)
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'u' .. US .. now .. US .. steps .. US .. calls)
 end
 -- Never the payload: events are shown to operators and state may be private.
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'type', 'run_progressed', 'at', now,
-  'seq', seq, 'next_node', next_node, 'size', #payload)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e',
+  'p' .. US .. now .. US .. seq .. US .. next_node .. US .. #payload)
 return 1

@@ -35,7 +35,8 @@ if ARGV[7] ~= '' then
 end
 note(ARGV[9], ARGV[10], ARGV[11], ARGV[12])
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
-redis.call('HSET', K_RUN, 'output', ARGV[5], 'reason', '', 'error_type', '', 'error', '')
+redis.call('HSET', K_RUN, 'output', ARGV[5])
+redis.call('HDEL', K_RUN, 'reason', 'error_type', 'error')
 redis.call('ZREM', K_LEASES, RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
 set_status('succeeded')

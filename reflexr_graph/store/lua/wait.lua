@@ -47,7 +47,8 @@ if num('attempts') > 0 then
   redis.call('HINCRBY', K_RUN, 'attempts', -1)
 end
 redis.call('HINCRBY', K_RUN, 'suspensions', 1)
-redis.call('HSET', K_RUN, 'waiting_for', name, 'wake_at', wake, 'token', '')
+redis.call('HSET', K_RUN, 'waiting_for', name, 'wake_at', wake)
+redis.call('HDEL', K_RUN, 'token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 if wake ~= '' then
   redis.call('ZADD', K_DUE, wake, RUN_ID)

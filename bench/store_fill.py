@@ -1,0 +1,126 @@
+"""Fill a store with many runs fast, through the store's own Lua scripts, pipelined.
+
+Each run goes the way a worker takes it: ``create_run``, ``claim``, then ``succeed``, ``fail``
+(permanent: dead-lettered) or ``wait`` (for a signal, no timer). Every script call of a batch
+goes in one pipeline, so a million runs cost a few thousand round trips rather than millions.
+The scripts' arguments are those ``store/attempts.py`` and ``store/waits.py`` pass; every
+reply is checked, so a loader that drifted from the scripts fails loudly instead of filling
+the store with something else.
+
+Runs are created 1 ms apart, ending now, so the indexes hold distinct scores as a real
+fleet's would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from reflexr_graph import clock
+from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.records import text
+
+GRAPH = "bench_scale"
+INPUTS = json.dumps({"order": "A-1001", "items": 3})
+OUTPUT = json.dumps({"total": 42})
+CHECKPOINT = json.dumps({"format": 1, "graph": GRAPH, "finished": True, "output": {"total": 42}})
+BATCH = 2000
+LEASE_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Mix:
+    """How many runs of each kind to load."""
+
+    finished: int
+    dead: int
+    waiting: int
+
+    @property
+    def total(self) -> int:
+        return self.finished + self.dead + self.waiting
+
+    def scaled(self, factor: float) -> Mix:
+        return Mix(int(self.finished * factor), int(self.dead * factor), int(self.waiting * factor))
+
+
+Stage = tuple[str, Callable[[str, int], list[ScriptArg]], Callable[[object], bool]]
+"""A script, the ARGV it gets for (run id, now ms), and the check of its reply."""
+
+
+def _per_run(run_id: str, now: int, args: Sequence[ScriptArg]) -> list[ScriptArg]:
+    return [run_id, now, run_id, *args]
+
+
+def _token(run_id: str) -> str:
+    return f"t-{run_id}"
+
+
+def _stages(store: RedisStore, kind: str) -> list[Stage]:
+    """create_run, claim, then the script that ends a claimed run of ``kind``."""
+    run_s, dead_s = store.run_retention_s, store.dead_retention_s
+
+    def failure(now: int) -> list[ScriptArg]:
+        """fail.lua's ARGV after the token: a permanent, counted failure with no notes."""
+        error = ["ValueError", "the order was refused", "", "step_failed", "1", now]
+        return [*error, dead_s, "1", store.max_interruptions, 0, "", 0, 0]
+
+    create: Stage = (
+        "create_run",
+        # ARGV[13..19]: no fork (store/attempts.py: _fork_args of a plain run).
+        lambda rid, now: _per_run(
+            rid, now, [GRAPH, INPUTS, "", "", 3, now + 60_000, "", "", "", "", 0, "", "", "0", "", run_s]
+        ),
+        lambda reply: isinstance(reply, list) and text(reply[0]) == "created",
+    )
+    claim: Stage = (
+        "claim",
+        lambda rid, now: _per_run(rid, now, [_token(rid), now + LEASE_MS, dead_s, "w@bench"]),
+        lambda reply: isinstance(reply, list) and text(reply[0]) == "claimed",
+    )
+    ends: dict[str, Stage] = {
+        "finished": (
+            "succeed",
+            lambda rid, now: _per_run(rid, now, [_token(rid), OUTPUT, run_s, CHECKPOINT, 2, 0, "", 0, 0, store.checkpoint_history]),
+            lambda reply: reply == 1,
+        ),
+        "dead": (
+            "fail",
+            lambda rid, now: _per_run(rid, now, [_token(rid), *failure(now)]),
+            lambda reply: text(reply) == "dead",
+        ),
+        "waiting": (
+            "wait",
+            lambda rid, now: _per_run(rid, now, [_token(rid), "approval", "wait:approval", ""]),
+            lambda reply: isinstance(reply, list) and text(reply[0]) == "waiting",
+        ),
+    }
+    return [create, claim, ends[kind]]
+
+
+def _batch(store: RedisStore, kind: str, run_ids: list[str], start_ms: int) -> None:
+    for name, build, ok in _stages(store, kind):
+        pipe = store.client.pipeline(transaction=False)
+        for i, run_id in enumerate(run_ids):
+            extra = [keys.run(run_id)] if name == "create_run" else []  # create_run's KEYS[19]
+            script_keys = [*keys.script_keys(run_id, run_id), *extra]
+            store._scripts.queue(pipe, name, script_keys, build(run_id, start_ms + i))
+        replies = pipe.execute()
+        bad = [reply for reply in replies if not ok(reply)]
+        if bad:
+            raise RuntimeError(f"{name} answered {bad[0]!r} for {len(bad)} of {len(run_ids)} runs")
+
+
+def fill(store: RedisStore, mix: Mix, *, prefix: str = "s", progress: Callable[[str], None] = print) -> None:
+    """Load ``mix`` into the store, in batches of :data:`BATCH` runs per pipeline."""
+    start = clock.now_ms() - mix.total
+    offset = 0
+    for kind, count in (("finished", mix.finished), ("dead", mix.dead), ("waiting", mix.waiting)):
+        for first in range(0, count, BATCH):
+            ids = [f"{prefix}-{kind}-{n}" for n in range(first, min(count, first + BATCH))]
+            _batch(store, kind, ids, start + offset)
+            offset += len(ids)
+            if (first // BATCH) % 50 == 49:
+                progress(f"    {kind}: {first + len(ids)} of {count}")

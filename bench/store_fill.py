@@ -83,7 +83,9 @@ def _stages(store: RedisStore, kind: str) -> list[Stage]:
     ends: dict[str, Stage] = {
         "finished": (
             "succeed",
-            lambda rid, now: _per_run(rid, now, [_token(rid), OUTPUT, run_s, CHECKPOINT, 2, 0, "", 0, 0, store.checkpoint_history]),
+            lambda rid, now: _per_run(
+                rid, now, [_token(rid), OUTPUT, run_s, CHECKPOINT, 2, 0, "", 0, 0, store.checkpoint_history]
+            ),
             lambda reply: reply == 1,
         ),
         "dead": (

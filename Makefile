@@ -70,7 +70,7 @@ define run_pytest
 endef
 
 test: install redis rabbitmq sentinel browser lint ## Lint, then the full test suite with coverage
-	$(call run_pytest,--cov --cov-branch --cov-report=term)
+	$(call run_pytest,--cov --cov-branch --cov-report=term --durations=15)
 
 test-fast: install redis rabbitmq sentinel browser ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,-m "not slow")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from reflexr_graph import clock
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.records import text
 
@@ -58,6 +59,19 @@ def _token(run_id: str) -> str:
     return f"t-{run_id}"
 
 
+def _new(run_id: str, retention_s: int) -> NewRun:
+    return NewRun(
+        run_id=run_id,
+        graph=GRAPH,
+        inputs_json=INPUTS,
+        state_json=None,
+        idempotency_key=None,
+        max_attempts=3,
+        dispatch_grace_ms=60_000,
+        retention_s=retention_s,
+    )
+
+
 def _stages(store: RedisStore, kind: str) -> list[Stage]:
     """create_run, claim, then the script that ends a claimed run of ``kind``."""
     run_s, dead_s = store.run_retention_s, store.dead_retention_s
@@ -69,10 +83,7 @@ def _stages(store: RedisStore, kind: str) -> list[Stage]:
 
     create: Stage = (
         "create_run",
-        # ARGV[13..19]: no fork (store/attempts.py: _fork_args of a plain run).
-        lambda rid, now: _per_run(
-            rid, now, [GRAPH, INPUTS, "", "", 3, now + 60_000, "", "", "", "", 0, "", "", "0", "", run_s]
-        ),
+        lambda rid, now: _per_run(rid, now, create_args(_new(rid, run_s), now)),
         lambda reply: isinstance(reply, list) and text(reply[0]) == "created",
     )
     claim: Stage = (

@@ -57,6 +57,23 @@ def _fork_args(run: NewRun) -> list[ScriptArg]:
     ]
 
 
+def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
+    """create_run.lua's ARGV after the per-run prefix: the run, its dispatch deadline, the idem
+    key owner the caller expects (``expected``), the request's ``digest``, and the fork's part."""
+    return [
+        run.graph,
+        run.inputs_json,
+        run.state_json or "",
+        run.idempotency_key or "",
+        run.max_attempts,
+        now_ms + run.dispatch_grace_ms,
+        expected,
+        run.trace_context,
+        digest,
+        *_fork_args(run),
+    ]
+
+
 def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     """Create a queued run; returns ``(run_id, True)``, or ``(existing_id, False)`` if it exists.
 
@@ -76,21 +93,9 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     digest = ""
     if key:
         digest = run.fork.digest if run.fork is not None else _digest(run.inputs_json, run.state_json)
-    seed = _fork_args(run)
     expected = ""
     for _ in range(IDEM_ROUNDS):
-        args: list[ScriptArg] = [
-            run.graph,
-            run.inputs_json,
-            run.state_json or "",
-            key or "",
-            run.max_attempts,
-            now + run.dispatch_grace_ms,
-            expected,
-            run.trace_context,
-            digest,
-            *seed,
-        ]
+        args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
         reply = yield from per_run("create_run", run.run_id, guess, now, args, [owner_key])

@@ -20,6 +20,7 @@ from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.reads import SCAN_BUDGET, runs_listing
 from reflexr_graph.store.recovery import PRUNE_BATCH
@@ -100,8 +101,8 @@ def test_a_bounded_page_goes_on_from_its_cursor(store: RedisStore, fake_clock: F
     for n in range(SCAN_BUDGET + 10):
         fake_clock.advance(1)
         run_id = f"other-{n}"
-        args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, "other", "{}", "", "", 3, 0, "", "", ""]
-        args += ["", 0, "", "", "0", "", store.run_retention_s]  # no fork (attempts.py: _fork_args)
+        run = NewRun(run_id, "other", "{}", None, None, max_attempts=3, dispatch_grace_ms=0)
+        args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, *create_args(run, fake_clock.ms)]
         store._scripts.queue(pipe, "create_run", [*keys.script_keys(run_id, run_id), keys.run(run_id)], args)
     pipe.execute()
     first = store.do(runs_listing(None, "demo", 50))

@@ -16,8 +16,8 @@ from celery import Celery, chain
 
 from bench.checkpoint_cost import Blob
 from bench.fleet_graph import FIVE, five_steps, worker_redis
-from reflexr_graph.fleet.app import celery_config
-from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.settings import Settings, load_settings
 
 PLAIN = "bench.plain"
 STEP = "bench.step"

@@ -23,8 +23,8 @@ from bench.fleet_graph import five_steps
 from bench.procs import Lab
 from reflexr_graph import schemas
 from reflexr_graph.client import DISPATCH_GRACE_MS, Client
-from reflexr_graph.fleet.dispatch import send_run
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.dispatch import send_run
+from reflexr_graph.config.settings import load_settings
 
 QUEUE = "bench-enqueue"
 GRAPH = five_steps.name

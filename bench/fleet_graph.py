@@ -22,7 +22,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from bench.checkpoint_cost import chain
 from reflexr_graph import GraphAction, current_run, sleep, wait_for_signal
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 
 FIVE = 5
 HOLD_TIMEOUT_S = 120.0

@@ -17,7 +17,7 @@ from typing import Any
 from bench import fleet_graph
 from bench.procs import Lab, wait_for
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store import keys
 
 QUEUE = "bench-memory"

@@ -19,8 +19,8 @@ from bench.fleet_graph import five_steps
 from bench.procs import Lab
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.fleet import task
-from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.fleet.worker import build_app
 
 QUEUE = "bench-profile"

@@ -31,7 +31,7 @@ import redis
 from bench import baseline_app, fleet_graph
 from bench.procs import Lab
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 

@@ -23,9 +23,9 @@ import redis
 
 from bench.store_fill import GRAPH, Mix, fill
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.app import create_app
+from reflexr_graph.config.settings import load_settings
+from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
-from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys

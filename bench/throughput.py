@@ -29,7 +29,7 @@ from celery import Celery
 from bench import baseline_app
 from bench.procs import Lab, wait_for
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 

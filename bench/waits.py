@@ -25,7 +25,7 @@ from bench import fleet_graph
 from bench.checkpoint_cost import round_trip_s
 from bench.procs import Lab, wait_for
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 

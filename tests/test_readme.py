@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reflexr_graph.fleet.settings import ENV_PREFIX, Settings
+from reflexr_graph.config.settings import ENV_PREFIX, Settings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 

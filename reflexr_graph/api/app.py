@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, time_travel, waits
 from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_token
 from reflexr_graph.client import AsyncClient
-from reflexr_graph.fleet.settings import Settings, load_settings
+from reflexr_graph.config.settings import Settings, load_settings
 
 API_PREFIX = "/api"
 API_ROUTERS: tuple[APIRouter, ...] = (

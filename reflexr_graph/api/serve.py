@@ -8,7 +8,7 @@ import uvicorn
 
 from reflexr_graph.api.app import create_app
 from reflexr_graph.api.security import check_bind
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.settings import Settings
 
 log = logging.getLogger(__name__)
 

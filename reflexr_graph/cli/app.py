@@ -13,7 +13,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store.redis_store import RedisStore
 
 CONNECT_TIMEOUT_S = 2.0

@@ -15,8 +15,8 @@ import typer
 
 from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import EXIT_UNREACHABLE, BadInput, CliError, CommandFailed
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.errors import StoreUnavailable
-from reflexr_graph.fleet.settings import load_settings
 
 
 def _check_file(path: str, max_age_s: float) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from reflexr_graph.cli.app import app
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 
 
 @app.command()

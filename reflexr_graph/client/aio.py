@@ -15,7 +15,7 @@ from celery import Celery
 from reflexr_graph import schemas, time_travel
 from reflexr_graph.client.core import ClientBase, Enqueued
 from reflexr_graph.client.publish import MessageSender
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list, saved_checkpoint

@@ -15,9 +15,9 @@ from typing import Any, Self
 
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
+from reflexr_graph.config.dispatch import check_priority
+from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.fleet.dispatch import check_priority
-from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.model import TERMINAL, RunInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
@@ -102,7 +102,7 @@ class ClientCore:
     ) -> Op[Enqueued]:
         """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
 
-        ``priority`` (fleet/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
+        ``priority`` (config/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
         it later (retries, wakes, recovery, replay) has it too: one more command when given.
         """
         priority = check_priority(priority)

@@ -24,9 +24,9 @@ from celery import Celery
 from kombu.serialization import dumps
 from opentelemetry import propagate
 
-from reflexr_graph.fleet.app import celery_config
-from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue, send_run
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.dispatch import TASK_NAME, graph_queue, send_run
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.store import keys
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.ops import cmd

@@ -13,9 +13,9 @@ from celery import Celery
 
 from reflexr_graph import schemas, time_travel
 from reflexr_graph.client.core import ClientBase, Enqueued
-from reflexr_graph.fleet.app import celery_config
-from reflexr_graph.fleet.dispatch import send_run
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.dispatch import send_run
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
 from reflexr_graph.store.ops import Op, Publish, Request, drive

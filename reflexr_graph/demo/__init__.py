@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.live import Live
 
 from reflexr_graph.client import Client
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.demo.afterwards import Target, tell
 from reflexr_graph.demo.legend import legend
 from reflexr_graph.demo.phases import (
@@ -37,7 +38,6 @@ from reflexr_graph.demo.processes import RUN_DIR, Fleet, private_redis, worker_e
 from reflexr_graph.demo.scenario import RunSpec, batch
 from reflexr_graph.demo.view import summary
 from reflexr_graph.errors import UnknownGraph
-from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.model import TERMINAL, Status
 
 __all__ = ["DemoFailed", "run_demo"]

@@ -17,8 +17,8 @@ from typing import Any
 import amqp
 from celery import signals
 
+from reflexr_graph.config import broker
 from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
-from reflexr_graph.fleet import broker
 from reflexr_graph.fleet.app import FleetApp
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ from typing import Any
 from celery import signals
 
 from reflexr_graph import clock, schemas
+from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import observe, presence, unserved
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import send_run
 from reflexr_graph.model import Status
 from reflexr_graph.store.redis_store import RedisStore
 

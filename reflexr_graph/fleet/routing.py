@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import signals
 
-from reflexr_graph.fleet.dispatch import graph_queue
+from reflexr_graph.config.dispatch import graph_queue
 
 log = logging.getLogger(__name__)
 

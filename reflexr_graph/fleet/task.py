@@ -23,6 +23,7 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from pydantic import ValidationError
 
+from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import (
     AttemptFailed,
@@ -33,7 +34,6 @@ from reflexr_graph.errors import (
 )
 from reflexr_graph.fleet import attempt, observe, unserved
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import TASK_NAME
 from reflexr_graph.fleet.message import (
     MAX_KEY_LENGTH,
     MAX_RUN_ID_LENGTH,

@@ -14,10 +14,10 @@ import logging
 from typing import Any
 
 from reflexr_graph import schemas
+from reflexr_graph.config.dispatch import forward, graph_queue
 from reflexr_graph.errors import UnknownGraph
 from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import forward, graph_queue
 from reflexr_graph.fleet.message import RunMessage, create_from_message
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.model import Reason, Status

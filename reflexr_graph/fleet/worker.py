@@ -8,10 +8,11 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 
+from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.fleet.app import FleetApp, create_app
+from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.registry import build_registry, describe
-from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.fleet.sigterm import REMAP
 
 log = logging.getLogger(__name__)

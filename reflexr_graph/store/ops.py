@@ -62,7 +62,7 @@ class Publish:
     run_id: str
     graph: str
     priority: int | None = None
-    """The broker priority of the message (fleet/dispatch.py: PRIORITIES), None for the default."""
+    """The broker priority of the message (config/dispatch.py: PRIORITIES), None for the default."""
 
 
 Request = Command | Eval | Batch | Publish

@@ -35,7 +35,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, current_run
 from reflexr_graph.ai import durable_agent
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.settings import Settings
 
 BLOCK_TIMEOUT_S = 90.0
 """A blocked validator gives up after this long, so a test that never kills cannot hang a worker."""

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reflexr_graph.fleet.settings import ENV_PREFIX, Settings
+from reflexr_graph.config.settings import ENV_PREFIX, Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"

@@ -23,8 +23,8 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
+from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.demo import processes
-from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import RunEvent
 from reflexr_graph.store.redis_store import RedisStore

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reflexr_graph.fleet.dispatch import TASK_NAME
+from reflexr_graph.config.dispatch import TASK_NAME
 
 EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 HUGE_BYTES = 3 * 1024 * 1024

@@ -30,7 +30,7 @@ from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, RunFailure, current_run, durable_call, sleep, wait_for_signal
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.store import connect
 
 GATE_TIMEOUT_S = 90.0

@@ -7,9 +7,10 @@ import json
 import uuid
 from typing import Any
 
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.fleet.app import FleetApp, create_app
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 from tests.waiting import wait_for

@@ -6,10 +6,10 @@ import ssl
 
 import pytest
 
+from reflexr_graph.config.broker import BrokerKind, kind_of
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.errors import SettingsError
-from reflexr_graph.fleet.app import celery_config
-from reflexr_graph.fleet.broker import BrokerKind, kind_of
-from reflexr_graph.fleet.settings import Settings, load_settings
 from reflexr_graph.store import sentinel
 
 AMQP = "amqp://user:s3cret@rabbit:5672/vh"

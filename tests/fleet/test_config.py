@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.dispatch import TASK_NAME
+from reflexr_graph.config.settings import Settings, known_env_vars, load_settings
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.fleet import retry
-from reflexr_graph.fleet.app import celery_config, create_app
-from reflexr_graph.fleet.dispatch import TASK_NAME
+from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.registry import build_registry, resolve
-from reflexr_graph.fleet.settings import Settings, known_env_vars, load_settings
 from tests.fleet.refs import good
 
 

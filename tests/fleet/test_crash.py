@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.dispatch import send_run
+from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.model import Status
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.conftest import (

@@ -16,7 +16,7 @@ import redis
 from kombu import Connection, Exchange, Queue
 
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.dispatch import TASK_NAME
+from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.quarantine import Quarantine

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.dispatch import TASK_NAME
+from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.model import Status
 from tests.fleet.conftest import Fleet, assert_consistent, count, events, executions, open_gate
 from tests.waiting import wait_for

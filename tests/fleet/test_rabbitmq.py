@@ -20,7 +20,7 @@ import redis
 from celery import Celery
 
 from reflexr_graph.client import AsyncClient, Client
-from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
+from reflexr_graph.config.dispatch import TASK_NAME, graph_queue
 from reflexr_graph.model import Status
 from reflexr_graph.store.quarantine import Quarantine
 from tests.fleet import test_crash

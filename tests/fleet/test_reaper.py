@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from reflexr_graph import clock, schemas
+from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.fleet.reaper import Reaper, lock_ttl_ms
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys

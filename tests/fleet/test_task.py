@@ -15,8 +15,8 @@ from kombu import Message
 
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
+from reflexr_graph.config.dispatch import TASK_NAME, graph_queue
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.dispatch import TASK_NAME, graph_queue
 from reflexr_graph.fleet.guard import message_problem
 from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.task import BadMessage, handle, parse_message

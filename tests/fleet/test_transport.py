@@ -15,9 +15,9 @@ import redis
 from kombu import Connection
 from kombu.exceptions import OperationalError
 
-from reflexr_graph.fleet.app import celery_config
+from reflexr_graph.config.celery import celery_config
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.fleet.envelope import envelope_problem
-from reflexr_graph.fleet.settings import Settings
 from reflexr_graph.fleet.transport import ScreenedRedis, Transport
 from reflexr_graph.store.quarantine import Quarantine
 from tests import otel

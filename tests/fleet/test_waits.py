@@ -11,7 +11,7 @@ import redis
 
 from reflexr_graph import errors
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.dispatch import graph_queue
+from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from tests.fleet.conftest import Fleet, assert_consistent, count, events

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from reflexr_graph.client import Client
+from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.errors import UnknownGraph
-from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.fleet.registry import describe
 from reflexr_graph.model import Status
 from tests.fleet import graphs

@@ -15,9 +15,9 @@ from bench.store_fill import Mix, fill
 from bench.store_scale import counted, operations
 from reflexr_graph import clock
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.app import create_app
+from reflexr_graph.config.settings import load_settings
+from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
-from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.attempts import NewRun, create_args

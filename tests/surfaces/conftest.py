@@ -22,7 +22,7 @@ import redis
 
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.settings import load_settings
 from tests.redis_server import RedisFactory
 from tests.surfaces.graphs import ACTIONS
 from tests.waiting import wait_for

@@ -13,7 +13,7 @@ from opentelemetry import trace
 
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.client.publish import envelope
-from reflexr_graph.fleet.dispatch import graph_queue, send_run
+from reflexr_graph.config.dispatch import graph_queue, send_run
 from reflexr_graph.model import Status
 from tests.surfaces.graphs import ok_key
 

@@ -12,10 +12,10 @@ import redis
 
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
+from reflexr_graph.config.dispatch import graph_queue
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.core.port import Notes
 from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph, WaitTimeout
-from reflexr_graph.fleet.dispatch import graph_queue
-from reflexr_graph.fleet.settings import load_settings
 from reflexr_graph.store.records import WorkerInfo
 from tests.fleet.inproc import queued_messages
 from tests.surfaces.conftest import Cli
@@ -117,7 +117,7 @@ def test_clients_warn_about_unknown_settings_where_workers_refuse(
     """A producer older than the workers must not refuse to start over a setting it does not know yet:
     the Client warns; a worker, where a typo would silently run with a default, still refuses."""
     monkeypatch.setenv("REFLEXR_FUTURE_KNOB", "1")
-    with caplog.at_level(logging.WARNING, logger="reflexr_graph.fleet.settings"):
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.config.settings"):
         Client.from_url(redis_url).close()
     assert any("REFLEXR_FUTURE_KNOB" in r.getMessage() for r in caplog.records)
     with pytest.raises(SettingsError, match="REFLEXR_FUTURE_KNOB"):

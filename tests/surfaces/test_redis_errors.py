@@ -14,8 +14,8 @@ from redis.retry import Retry
 
 from reflexr_graph import errors, schemas
 from reflexr_graph.client import Client
-from reflexr_graph.fleet.dispatch import send_run
-from reflexr_graph.fleet.settings import load_settings
+from reflexr_graph.config.dispatch import send_run
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store import RedisStore
 from tests.redis_server import RedisFactory
 from tests.surfaces.conftest import PASSWORD

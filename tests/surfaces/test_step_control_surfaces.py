@@ -15,8 +15,8 @@ from kombu.transport.redis import Channel
 
 from reflexr_graph import InvalidInputs
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.core.limits import LimitRequest, parse_rate
-from reflexr_graph.fleet.dispatch import graph_queue
 from reflexr_graph.store import RedisStore, keys
 from tests.surfaces.conftest import ApiServer, Cli
 

@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext, reduce_list_append
 
 from reflexr_graph import GraphAction, RunFailure, SignalTimeout, current_run, durable_call, wait_for_signal
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.settings import Settings
 
 FIXED_KEY = "triage:demo:fixed"
 """While a ``fail_until_fixed`` run's classifier is "broken", this key is absent."""

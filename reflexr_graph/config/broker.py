@@ -13,8 +13,8 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from reflexr_graph.fleet.dispatch import AMQP_SCHEMES, PRIORITIES
-from reflexr_graph.fleet.settings import Settings
+from reflexr_graph.config.dispatch import AMQP_SCHEMES, PRIORITIES
+from reflexr_graph.config.settings import Settings
 from reflexr_graph.store import sentinel
 
 UNACKED_RESTORE_INTERVAL_S = 5
@@ -68,7 +68,7 @@ def _redis_transport_options(settings: Settings) -> dict[str, Any]:
         "socket_timeout": SOCKET_TIMEOUT_S,
         "socket_connect_timeout": SOCKET_CONNECT_TIMEOUT_S,
         "health_check_interval": HEALTH_CHECK_INTERVAL_S,
-        # One list per priority 0..9, each served before the next (fleet/dispatch.py: PRIORITIES).
+        # One list per priority 0..9, each served before the next (config/dispatch.py: PRIORITIES).
         "priority_steps": list(PRIORITIES),
     }
 

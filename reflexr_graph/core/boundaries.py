@@ -2,7 +2,12 @@
 
 A boundary is quiescent (docs/design.md#quiescent-boundaries) when exactly one task comes
 next, that task is not between a fork and its join (the join's region per
-``graph.parent_forks``), and no fork without a join is in its fork stack.
+``graph.parent_forks``) nor the join itself, and no fork without a join is in its fork stack.
+
+A join's task carries one branch's value into the join's reducer, under that branch's fork
+stack: it is still inside the fork run. A map over several items never shows it alone (its
+siblings are in flight), but the only item of a map over one does, so the join is part of
+the region by rule rather than by the timing of its branches.
 
 Refinement (docs/design.md#refinements): ``__start__`` acts as a fork in ``parent_forks`` but runs a
 single thread. A join whose parent is ``__start__`` would otherwise put every node
@@ -44,7 +49,7 @@ class BoundaryMap:
     """The structural half of the safety test; the runtime half is ``pg.is_quiescent``."""
 
     in_region: frozenset[str]
-    """Nodes that lie between a real fork and a join: a task there is never saved."""
+    """Nodes that lie between a real fork and a join, and the joins: a task there is never saved."""
     unjoined_forks: frozenset[str]
     """Real forks no join closes: a task with one in its fork stack is never saved."""
 
@@ -60,7 +65,7 @@ def build_boundary_map(
     succ = _successors(edges)
     reach = {node: _reachable_from(node, succ) for node in kinds}
     real_forks = {n for n, k in kinds.items() if k is Kind.FORK}
-    in_region: set[str] = set()
+    in_region: set[str] = {n for n, k in kinds.items() if k is Kind.JOIN}
     joined: set[str] = set()
     for join_id, (parent, between) in parents.items():
         candidates = (between | {parent}) & real_forks

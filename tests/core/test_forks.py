@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from tests.core import graphs
@@ -45,3 +47,20 @@ def test_broadcast_boundary_before_the_fork_is_saved(harness: Harness) -> None:
     assert harness.progressed(run_id) == ["broadcast"]
     assert harness.attempt(action, run_id, inputs=1) == [4, 6]
     assert CALLS["first"] == 1 and CALLS["left"] == 2 and CALLS["done"] == 1
+
+
+@pytest.mark.parametrize("closest", [False, True], ids=["start-is-parent-fork", "map-is-parent-fork"])
+def test_a_map_over_one_item_skips_no_boundary(
+    harness: Harness, closest: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25 item 6: the join's task for the only item of a map is quiescent, but it is still
+    inside the fork run: it is never a boundary, so nothing is skipped and nothing advises
+    input_types for a join (which input_types refuses)."""
+    action = graphs.map_join(closest=closest)
+    run_id = harness.create(action, 1)
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.core.tally"):
+        assert harness.attempt(action, run_id, inputs=1) == 0
+    assert harness.store.get(run_id).skipped_boundaries == 0
+    assert not [r for r in caplog.records if "not checkpointed" in r.getMessage()]
+    assert harness.progressed(run_id) == ["map", "total", ""]
+    assert "reduce_list_append" in action.boundaries.in_region

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.store import sentinel
 
@@ -52,6 +53,9 @@ class Settings(BaseSettings):
     run_retention_s: int = Field(7 * DAY_S, gt=0)
     dead_retention_s: int = Field(30 * DAY_S, gt=0)
     soft_shutdown_timeout_s: float = Field(10.0, ge=0)
+    sibling_grace_s: float = Field(DEFAULT_SIBLING_GRACE_S, ge=0)
+    """When a step fails, or a cancel stops the attempt, how long the steps still in flight (a
+    fork's other branches) may run on to finish and record their results; 0 cancels them at once."""
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
     checkpoint_history: int = Field(100, ge=0)

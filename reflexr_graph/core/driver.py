@@ -23,13 +23,20 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
 from reflexr_graph.core.journal import Journal, reset_journal, set_journal
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.core.tally import SkipReason, Tally
-from reflexr_graph.errors import AttemptTimeout, OutputNotSerializable, Suspended
+from reflexr_graph.errors import (
+    AttemptTimeout,
+    FencedOut,
+    OutputNotSerializable,
+    StoreUnavailable,
+    Suspended,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +136,27 @@ class _Saver:
         self.span.add_event(tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node})
 
 
+@dataclass(frozen=True)
+class _Advance:
+    """Moves the graph on by one batch; when a step fails, lets the steps in flight finish first."""
+
+    in_flight: InFlight
+    grace_s: float
+    run_id: str
+
+    async def __call__(self, run: pg.AnyRun, value: Any) -> Any:
+        try:
+            return await run.next(value)
+        except (FencedOut, StoreUnavailable):
+            raise  # the others' records could not be written either
+        except Exception as exc:
+            # Leaving Graph.iter cancels the branches still running, and a retry would run them
+            # again: let them finish and record their results first (core/inflight.py).
+            why = f"a step failed ({type(exc).__name__})"
+            await self.in_flight.settle(self.grace_s, run_id=self.run_id, why=why)
+            raise
+
+
 def _load(
     action: GraphAction, port: CheckpointPort, ctx: AttemptContext, span: trace.Span, inputs: Any
 ) -> Restored | Discarded | None:
@@ -162,6 +190,7 @@ async def run_attempt(
     tally: Tally | None = None,
     limiter: Limiter | None = None,
     deadlines: Deadlines | None = None,
+    sibling_grace_s: float = DEFAULT_SIBLING_GRACE_S,
 ) -> Finished:
     """Run one attempt of a run and return its outcome: the output and the finished checkpoint.
 
@@ -172,7 +201,9 @@ async def run_attempt(
     an output that cannot be recorded, ``FencedOut`` when another attempt took the run over,
     ``Suspended`` when a step suspended the run to wait for a signal, a timer or a limit, and
     ``AttemptTimeout`` past the action's ``attempt_timeout``. ``limiter`` enforces the steps'
-    limits (none without it); ``deadlines`` receives the deadlines of steps in flight.
+    limits (none without it); ``deadlines`` receives the deadlines of steps in flight. When a
+    step fails, the steps still in flight (a fork's other branches) get ``sibling_grace_s``
+    seconds to finish and record their results before the failure is raised.
     """
     attrs: dict[str, str | int] = {
         tracing.ATTR_RUN_ID: ctx.run_id,
@@ -191,7 +222,8 @@ async def run_attempt(
         )
         journal_token = set_journal(journal)
         try:
-            drive = _drive(action, port, ctx, span, inputs, state, tally)
+            advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id)
+            drive = _drive(action, port, ctx, span, (inputs, state), tally, advance)
             return await _within(action.attempt_timeout, journal.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
@@ -227,10 +259,11 @@ async def _drive(
     port: CheckpointPort,
     ctx: AttemptContext,
     span: trace.Span,
-    inputs: Any,
-    state: Any,
+    payload: tuple[Any, Any],
     tally: Tally,
+    advance: _Advance,
 ) -> Finished:
+    inputs, state = payload
     restored = _load(action, port, ctx, span, inputs)
     seq = restored.seq if restored is not None else 0
     if isinstance(restored, Restored) and restored.finished:
@@ -252,8 +285,8 @@ async def _drive(
     async with action.runnable.iter(
         state=graph_state, deps=deps, inputs=graph_inputs, infer_name=False
     ) as run:
-        event: Any = await run.next(requests) if requests else await run.next()
+        event: Any = await advance(run, requests or None)
         while not isinstance(event, pg.EndMarker):
             saver.boundary(run, event)
-            event = await run.next(event)
+            event = await advance(run, event)
         return saver.finish(event.value)

@@ -34,6 +34,7 @@ from opentelemetry import trace
 
 from reflexr_graph.core import tracing
 from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.core.tally import Tally
@@ -71,6 +72,8 @@ class Journal:
     enforced (a port without them)."""
     deadlines: Deadlines = field(default_factory=Deadlines)
     """The deadlines of the steps in flight, for the heartbeat thread to see a blocked one."""
+    in_flight: InFlight = field(default_factory=InFlight)
+    """The steps running, for the driver to let them finish before the attempt ends (inflight.py)."""
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)

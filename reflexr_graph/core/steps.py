@@ -147,12 +147,14 @@ async def _journaled(
         step_key = digest(run.idempotency_key, node_id, path if path is not None else "?")
         run_token = set_current(dataclasses.replace(run, step_key=step_key))
     token = _execution.set(execution)
+    journal.in_flight.enter()
     try:
         result_codec = spec.results.get(node_id)
         if path and prefix is not None and result_codec is not None:
             return await _branch(spec, execution, result_codec, call, ctx, span)
         return await call(ctx)
     finally:
+        journal.in_flight.leave()
         _execution.reset(token)
         if run_token is not None:
             reset_current(run_token)

@@ -441,6 +441,7 @@ async def _drive(
     watch: Watch,
     payload: tuple[Any, Any],
     tally: Tally,
+    sibling_grace_s: float,
 ) -> Finished:
     task = asyncio.current_task()
     assert task is not None
@@ -456,6 +457,7 @@ async def _drive(
         tally=tally,
         limiter=limiter,
         deadlines=watch.deadlines,
+        sibling_grace_s=sibling_grace_s,
     )
 
 
@@ -509,7 +511,8 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     # Redis outage still holds the lease when it lands.
     with heartbeat:
         try:
-            finished = loops.run(_drive(heartbeat, action, port, watch, _payload(claim), tally))
+            drive = _drive(heartbeat, action, port, watch, _payload(claim), tally, settings.sibling_grace_s)
+            finished = loops.run(drive)
         except (SystemExit, KeyboardInterrupt):
             # Celery's soft shutdown terminates a prefork child with a signal that billiard turns
             # into SystemExit. The message is requeued; handing the run back lets the redelivery

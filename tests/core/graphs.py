@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,8 @@ T = TypeVar("T")
 CALLS: Counter[str] = Counter()
 FAIL: Counter[str] = Counter()
 """node -> how many more times it raises."""
+PHASE: dict[str, Any] = {}
+"""Shared by the branches of a fork, so a test can order them without timing (siblings graphs)."""
 SEEN: dict[str, list[Any]] = {}
 """node -> the inputs (or current_run) it saw, for tests that check what a resumed step received."""
 
@@ -31,6 +34,7 @@ def reset() -> None:
     CALLS.clear()
     FAIL.clear()
     SEEN.clear()
+    PHASE.clear()
 
 
 def hit(node: str, value: Any = None) -> None:
@@ -519,3 +523,88 @@ def review_graph(*, timeout: float | None = None, name: str = "review") -> Graph
         g.edge_from(close).to(g.end_node),
     )
     return GraphAction(g.build(), signals={"approval": Approval})
+
+
+# -- issue 25 item 3: siblings in flight when a branch fails -----------------------------
+
+
+async def _until(flag: str) -> None:
+    while not PHASE.get(flag):
+        await asyncio.sleep(0.005)
+
+
+def map_siblings() -> GraphAction:
+    """plan -> map(work) -> join -> total. Item 0 fails once every other item is running; the
+    others finish a little after that failure (item ``PHASE["hang"]`` never does)."""
+    g = GraphBuilder(name="map_siblings", state_type=Counted, input_type=int, output_type=int)
+
+    @g.step
+    async def plan(ctx: StepContext[Counted, None, int]) -> list[int]:
+        hit("plan")
+        PHASE["items"] = ctx.inputs
+        return list(range(ctx.inputs))
+
+    @g.step
+    async def work(ctx: StepContext[Counted, None, int]) -> int:
+        started = PHASE.setdefault("started", set())
+        started.add(ctx.inputs)
+        if ctx.inputs == 0:
+            while len(started) < PHASE["items"]:
+                await asyncio.sleep(0.005)
+            PHASE["failed"] = True
+            hit("work0")  # raises while FAIL["work0"] says so
+            return 0
+        hit(f"work{ctx.inputs}")
+        await _until("failed")
+        if ctx.inputs == PHASE.get("hang"):
+            await asyncio.Event().wait()
+        await asyncio.sleep(0.05)  # still in flight when the driver sees the failure
+        return ctx.inputs * 10
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+
+    @g.step
+    async def total(ctx: StepContext[Counted, None, list[int]]) -> int:
+        hit("total")
+        return sum(ctx.inputs)
+
+    g.add(
+        g.edge_from(g.start_node).to(plan),
+        g.edge_from(plan).map().to(work),
+        g.edge_from(work).to(collect),
+        g.edge_from(collect).to(total),
+        g.edge_from(total).to(g.end_node),
+    )
+    return GraphAction(g.build())
+
+
+def broadcast_timeout() -> GraphAction:
+    """first -> (slow | steady) -> join: slow runs past its step timeout while steady still runs."""
+    g = GraphBuilder(name="broadcast_timeout", state_type=Counted, input_type=int, output_type=list[int])
+
+    @g.step
+    async def first(ctx: StepContext[Counted, None, int]) -> int:
+        hit("first")
+        return ctx.inputs
+
+    @g.step
+    async def slow(ctx: StepContext[Counted, None, int]) -> int:
+        hit("slow")
+        if PHASE.pop("slow_hangs", False):
+            await asyncio.Event().wait()  # past its timeout
+        return ctx.inputs * 2
+
+    @g.step
+    async def steady(ctx: StepContext[Counted, None, int]) -> int:
+        hit("steady")
+        await asyncio.sleep(0.5)  # outlasts slow's 0.1 s timeout
+        return ctx.inputs * 3
+
+    both = g.join(reduce_list_append, initial_factory=list[int])
+    g.add(
+        g.edge_from(g.start_node).to(first),
+        g.edge_from(first).to(slow, steady),
+        g.edge_from(slow, steady).to(both),
+        g.edge_from(both).to(g.end_node),
+    )
+    return GraphAction(g.build(), step_timeouts={"slow": 0.1})

@@ -55,6 +55,7 @@ class Harness:
         state: Any = None,
         *,
         crash_before_success: bool = False,
+        sibling_grace_s: float = 30.0,
     ) -> Any:
         """One attempt, as a worker runs it: the run's recorded inputs and state (unless given), then
         the output recorded with its finished checkpoint. A step's exception is recorded as a failed
@@ -67,8 +68,11 @@ class Harness:
         tally = Tally(action.name, run_id)
         try:
             finished = asyncio.run(
-                run_attempt(action, self.store, ctx, inputs=inputs, state=state, tally=tally)
-            )
+                run_attempt(
+                    action, self.store, ctx, inputs=inputs, state=state, tally=tally,
+                    sibling_grace_s=sibling_grace_s,
+                )
+            )  # fmt: skip
         except Exception as exc:
             self.store.fail(
                 ctx,

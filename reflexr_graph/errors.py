@@ -92,6 +92,19 @@ class AttemptCancelled(ReflexrError):
     """The attempt stopped because its lease was lost or the run was cancelled."""
 
 
+class CancelRequested(AttemptCancelled):
+    """The run was cancelled without ``now`` while this attempt ran: it stops at a step boundary.
+
+    ``ended`` is True when the store already ended the run cancelled (the attempt's write found
+    the request and did it in the same call); else the attempt ends it.
+    """
+
+    def __init__(self, run_id: str, *, ended: bool = False) -> None:
+        super().__init__(f"run {run_id} was cancelled; its attempt stops at this boundary")
+        self.run_id = run_id
+        self.ended = ended
+
+
 class StoreUnavailable(ReflexrError):
     """Redis could not be reached or used; the attempt fails and is retried.
 

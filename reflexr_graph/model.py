@@ -40,6 +40,7 @@ class Event(StrEnum):
     RUN_DEAD_LETTERED = "run_dead_lettered"
     RUN_REPLAYED = "run_replayed"
     RUN_CANCELLED = "run_cancelled"
+    CANCEL_REQUESTED = "cancel_requested"
     BOUNDARIES_SKIPPED = "boundaries_skipped"
     WORK_REUSED = "work_reused"
     WAITING_FOR_WORKER = "waiting_for_worker"
@@ -94,6 +95,9 @@ class RunInfo(BaseModel):
 
     ``limit_waits`` counts the steps that waited in place for a limit before they ran, and
     ``limit_wait_s`` how long they waited in all (its history has a ``limit_waited`` event each).
+
+    ``cancel_requested`` is True for a ``running`` run that was cancelled without ``now``: its
+    step in flight finishes, and the run ends ``cancelled`` at the next boundary.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -123,6 +127,7 @@ class RunInfo(BaseModel):
     """The run's message priority (0 first .. 9 last), None when enqueued without one."""
     forked_from: str | None = None
     forked_at_seq: int | None = None
+    cancel_requested: bool = False
 
 
 class CheckpointInfo(BaseModel):

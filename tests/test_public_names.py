@@ -48,11 +48,19 @@ def test_run_info_fields() -> None:
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
     # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
-    # for limits and its priority.
+    # for limits and its priority, (issue 25) a cooperative cancel not reached yet.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
+        "cancel_requested",
     }  # fmt: skip
+
+
+def test_cancel_names() -> None:
+    """Issue 25: cancel is cooperative; ``now`` interrupts the step, on both clients."""
+    for cls in (Client, AsyncClient):
+        now = inspect.signature(cls.cancel).parameters["now"]
+        assert (now.kind, now.default) == (inspect.Parameter.KEYWORD_ONLY, False)
 
 
 def test_time_travel_names() -> None:

@@ -96,9 +96,18 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
 
 
 @router.post("/{run_id}/cancel", response_model=RunInfo, responses=REFUSED)
-async def cancel(run_id: str, client: ClientDep) -> RunInfo:
-    """Cancel a queued, running or retrying run; a running attempt stops at its next boundary."""
-    return await client.cancel(run_id)
+async def cancel(
+    run_id: str,
+    client: ClientDep,
+    now: Annotated[bool, Query(description="interrupt a running step with CancelledError")] = False,
+) -> RunInfo:
+    """Cancel a queued, running, retrying or waiting run.
+
+    A running run is cooperative: its step in flight finishes, and the run ends ``cancelled`` at
+    the next boundary (until then ``running``, with ``cancel_requested``). ``?now=true`` cancels
+    it at once, interrupting the step with ``CancelledError``.
+    """
+    return await client.cancel(run_id, now=now)
 
 
 @router.post("/{run_id}/replay", response_model=RunInfo, responses=REFUSED)

@@ -125,14 +125,30 @@ def history(ctx: typer.Context, run_id: RunArg, as_json: JsonOpt = False) -> Non
         history_view.show(events, run_id)
 
 
+NowOpt = Annotated[
+    bool, typer.Option("--now", help="Interrupt a running step at once (CancelledError), not at a boundary.")
+]
+
+
 @app.command()
-def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False) -> None:
-    """Cancel a queued, running, retrying or waiting run."""
+def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False, now: NowOpt = False) -> None:
+    """Cancel a queued, running, retrying or waiting run.
+
+    A running run finishes the step in flight and stops at its next boundary; --now interrupts
+    the step at once (CancelledError).
+    """
     client = client_of(ctx)
     info = client.get(run_id)
-    confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value})?", yes)
-    client.cancel(run_id)
-    render.out.print(f"cancelled {run_id}")
+    how = " now, interrupting its step" if now and info.status is Status.RUNNING else ""
+    confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value}){how}?", yes)
+    after = client.cancel(run_id, now=now)
+    if after.cancel_requested:
+        render.out.print(
+            f"cancel requested for {run_id}: its step in flight finishes, then it stops at the next "
+            f"boundary (`status {run_id} --wait` follows it; `cancel --now` interrupts the step)"
+        )
+    else:
+        render.out.print(f"cancelled {run_id}")
 
 
 @app.command()

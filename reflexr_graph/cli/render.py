@@ -130,6 +130,8 @@ def run_detail(
     ]
     if info.status is Status.WAITING:
         rows[3:3] = [("waiting for", waiting_text(info))]
+    if info.cancel_requested:
+        rows[3:3] = [("cancel", "requested: its step in flight finishes, then it stops (--now: at once)")]
     if info.forked_from:
         rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
     if info.status is Status.SUCCEEDED:

@@ -196,9 +196,9 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.signal`."""
         return await self._do(self._core.signal(run_id, name, value))
 
-    async def cancel(self, run_id: str) -> RunInfo:
+    async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :meth:`Client.cancel`."""
-        return await self._do(cancel_run(run_id, self.store.run_retention_s))
+        return await self._do(cancel_run(run_id, self.store.run_retention_s, now))
 
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""

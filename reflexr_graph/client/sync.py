@@ -258,9 +258,21 @@ class Client(ClientBase):
         """
         return self._do(self._core.signal(run_id, name, value))
 
-    def cancel(self, run_id: str) -> RunInfo:
-        """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one."""
-        return self.store.cancel(run_id)
+    def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
+        """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one.
+
+        A queued, retrying or waiting run is cancelled at once. A running run is cooperative: the
+        step in flight finishes (and a fork's other branches in flight), the boundary after it is
+        checkpointed as usual, and the run ends ``cancelled`` there without running further; until
+        then it is ``running`` with ``cancel_requested``. The worker learns of it from its next
+        checkpoint or lease renewal (within a third of ``REFLEXR_LEASE_TTL_S``). A run whose last
+        step finishes meanwhile succeeds.
+
+        ``now=True`` cancels a running run at once: its step is interrupted with
+        ``asyncio.CancelledError`` (within a third of the lease TTL), so it can clean up in
+        ``except CancelledError`` / ``finally``; nothing it does after that is recorded.
+        """
+        return self.store.cancel(run_id, now=now)
 
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""

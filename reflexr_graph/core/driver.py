@@ -27,11 +27,12 @@ from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
 from reflexr_graph.core.journal import Journal, reset_journal, set_journal
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
-from reflexr_graph.core.port import AttemptContext, CheckpointPort
+from reflexr_graph.core.port import AttemptContext, CheckpointPort, StopSignal
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.core.tally import SkipReason, Tally
 from reflexr_graph.errors import (
     AttemptTimeout,
+    CancelRequested,
     FencedOut,
     OutputNotSerializable,
     StoreUnavailable,
@@ -68,6 +69,8 @@ class _Saver:
     """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
     pydantic-graph's ``run graph`` span, when the graph emits it."""
     inputs_ok: bool = True
+    cancel_asked: bool = False
+    """The store said, with the last save, that the run was asked to cancel."""
 
     def prepare(self, inputs: Any) -> None:
         try:
@@ -125,9 +128,10 @@ class _Saver:
 
     def _save(self, payload: str, next_node: str) -> None:
         started = time.perf_counter()
-        self.port.save_checkpoint(
+        asked = self.port.save_checkpoint(
             self.ctx, payload, seq=self.seq + 1, next_node=next_node, notes=self.tally.take()
         )
+        self.cancel_asked = self.cancel_asked or bool(asked)
         attrs = {tracing.ATTR_GRAPH: self.action.name}
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
@@ -143,6 +147,15 @@ class _Advance:
     in_flight: InFlight
     grace_s: float
     run_id: str
+    stop: StopSignal | None = None
+
+    async def unless_cancelled(self, asked: bool) -> None:
+        """At a boundary: raise CancelRequested if the run was asked to cancel, once the steps
+        still in flight (a fork's other branches) finished and recorded their results."""
+        if not asked and (self.stop is None or not self.stop.is_set()):
+            return
+        await self.in_flight.settle(self.grace_s, run_id=self.run_id, why="the run was cancelled")
+        raise CancelRequested(self.run_id)
 
     async def __call__(self, run: pg.AnyRun, value: Any) -> Any:
         try:
@@ -191,6 +204,7 @@ async def run_attempt(
     limiter: Limiter | None = None,
     deadlines: Deadlines | None = None,
     sibling_grace_s: float = DEFAULT_SIBLING_GRACE_S,
+    stop: StopSignal | None = None,
 ) -> Finished:
     """Run one attempt of a run and return its outcome: the output and the finished checkpoint.
 
@@ -204,6 +218,9 @@ async def run_attempt(
     limits (none without it); ``deadlines`` receives the deadlines of steps in flight. When a
     step fails, the steps still in flight (a fork's other branches) get ``sibling_grace_s``
     seconds to finish and record their results before the failure is raised.
+
+    A run asked to cancel (``stop`` set, or the store's answer to a checkpoint save) stops at the
+    next boundary, after the same wait: ``CancelRequested``. The step in flight is not cut.
     """
     attrs: dict[str, str | int] = {
         tracing.ATTR_RUN_ID: ctx.run_id,
@@ -222,7 +239,7 @@ async def run_attempt(
         )
         journal_token = set_journal(journal)
         try:
-            advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id)
+            advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)
             drive = _drive(action, port, ctx, span, (inputs, state), tally, advance)
             return await _within(action.attempt_timeout, journal.deadlines, drive)
         except Suspended as suspended:
@@ -288,5 +305,6 @@ async def _drive(
         event: Any = await advance(run, requests or None)
         while not isinstance(event, pg.EndMarker):
             saver.boundary(run, event)
+            await advance.unless_cancelled(saver.cancel_asked)
             event = await advance(run, event)
         return saver.finish(event.value)

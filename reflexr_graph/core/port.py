@@ -57,6 +57,13 @@ class WaitResult:
     wake_at_ms: int | None = None
 
 
+class StopSignal(Protocol):
+    """Set when the run was asked to cancel (``threading.Event`` is one): the attempt stops at
+    its next boundary. The fleet's heartbeat sets it from its lease renewal, in process."""
+
+    def is_set(self) -> bool: ...
+
+
 class CheckpointPort(Protocol):
     """Checkpoint storage, fenced by the attempt's token.
 
@@ -93,10 +100,11 @@ class CheckpointPort(Protocol):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
-    ) -> None:
+    ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 
-        ``skipped`` counts the boundaries not saved since the attempt's previous save, recorded
-        with this one.
+        ``notes`` tells the boundaries not saved and the work reused since the attempt's previous
+        write, recorded with this one. True when the run was asked to cancel meanwhile: the
+        attempt stops at this boundary.
         """
         ...

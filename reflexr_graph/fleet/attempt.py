@@ -32,8 +32,10 @@ from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import (
     AttemptCancelled,
+    CancelRequested,
     FencedOut,
     InvalidInputs,
+    OperationRefused,
     OutputNotSerializable,
     RunFailure,
     StoreUnavailable,
@@ -224,6 +226,8 @@ class Recorder:
         )
         if result is not Written.OK:
             return self._unrecorded(f"failed ({how.reason})", result)
+        if outcome == "cancelled":
+            return self._cancelled("failed, and the run had been cancelled meanwhile")
         observe.attempt_ended(ctx.graph, "failed" if how.counted else "interrupted")
         detail = f"run {ctx.run_id} attempt {ctx.attempt} failed ({how.reason}: {type(exc).__name__})"
         if outcome == "dead":
@@ -251,6 +255,32 @@ class Recorder:
         )
         return Delivered(Outcome.DEAD, ctx.run_id, reason, f"{detail}; dead-lettered ({reason})")
 
+    def cancelled(self, exc: CancelRequested) -> Delivered:
+        """The run was cancelled without ``now``: the attempt stopped at a boundary; end the run so.
+
+        One write, at the end of a cancelled attempt only (none per step); it is the operator's
+        own cancel, made at once now that the step in flight finished.
+        """
+        if not exc.ended:
+            try:
+                result, _ = fenced_write(
+                    self.lease_left_s, lambda: self.store.cancel(self.ctx.run_id, now=True)
+                )
+            except OperationRefused:
+                result = Written.OK  # already ended (the reaper, another write): cancelled all the same
+            if result is Written.UNREACHABLE:
+                return self._unrecorded("stopped for a cancel", result)
+        return self._cancelled("stopped at a boundary once its step in flight finished")
+
+    def _cancelled(self, how: str) -> Delivered:
+        ctx = self.ctx
+        observe.attempt_ended(ctx.graph, "cancelled")
+        observe.run_ended(ctx.graph, Status.CANCELLED, Reason.CANCELLED.value)
+        log.info(
+            "run %s attempt %d %s; the run is cancelled, nothing more runs", ctx.run_id, ctx.attempt, how
+        )
+        return Delivered(Outcome.CANCELLED, ctx.run_id, Reason.CANCELLED.value)
+
     def success(self, finished: Finished) -> Delivered:
         """Record the output, with the finished checkpoint in the same write when there is one."""
         ctx = self.ctx
@@ -264,7 +294,7 @@ class Recorder:
                 )
             )
         notes = self.tally.take()
-        result, _ = fenced_write(
+        result, succeeded = fenced_write(
             self.lease_left_s,
             lambda: self.store.succeed(
                 ctx, output_json, checkpoint=finished.checkpoint, seq=finished.seq, notes=notes
@@ -272,6 +302,8 @@ class Recorder:
         )
         if result is not Written.OK:
             return self._unrecorded("finished", result)
+        if not succeeded:
+            return self._cancelled("finished the graph after the run was cancelled (its output is kept)")
         observe.attempt_ended(ctx.graph, "succeeded")
         observe.run_ended(ctx.graph, Status.SUCCEEDED)
         log.info("run %s succeeded on attempt %d", ctx.run_id, ctx.attempt)
@@ -310,6 +342,8 @@ class Recorder:
             return min(self.lease_left_s(), deadline - time.monotonic())
 
         result, outcome = fenced_write(left, lambda: self.store.release(ctx))
+        if outcome == "cancelled":
+            return self._cancelled(f"was stopped ({why}), and the run had been cancelled meanwhile")
         if result is not Written.OK or outcome == "fenced":
             return self._unrecorded(f"was stopped ({why})", Written.FENCED if outcome == "fenced" else result)
         observe.attempt_ended(ctx.graph, "interrupted")
@@ -413,22 +447,23 @@ class AttemptPort:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
-    ) -> None:
-        self._write(
+    ) -> bool | None:
+        return self._write(
             ctx,
             f"checkpoint {seq}",
             lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
         )
 
-    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], None]) -> None:
+    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:
         """One fenced write of the running graph: raised as the driver expects when it cannot land."""
-        result, _ = fenced_write(self.lease_left_s, op)
+        result, value = fenced_write(self.lease_left_s, op)
         if result is Written.FENCED:
             raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
         if result is Written.UNREACHABLE:
             raise StoreUnavailable(
                 f"Redis stayed unreachable while the lease of run {ctx.run_id} held; {what} not saved"
             )
+        return value
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -458,6 +493,7 @@ async def _drive(
         limiter=limiter,
         deadlines=watch.deadlines,
         sibling_grace_s=sibling_grace_s,
+        stop=heartbeat.cancel_asked,
     )
 
 
@@ -540,6 +576,8 @@ def _ended_by(recorder: Recorder, heartbeat: Heartbeat, exc: BaseException) -> D
             ctx.attempt,
         )
         return Delivered(Outcome.FENCED, ctx.run_id)
+    if isinstance(exc, CancelRequested):
+        return recorder.cancelled(exc)
     if isinstance(exc, (AttemptCancelled, asyncio.CancelledError)):
         return _stopped(recorder, heartbeat, exc)
     if isinstance(exc, Exception):

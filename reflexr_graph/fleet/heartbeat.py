@@ -5,6 +5,10 @@ synchronous code does not lose its lease. When the lease is lost (another attemp
 the run over, the run was cancelled, or Redis stayed unreachable for a whole TTL), the
 heartbeat cancels the asyncio task running the attempt: the attempt must stop writing,
 since every later write would be fenced out anyway.
+
+A cancel asked without ``now`` does not take the lease: the renewal says so, and the heartbeat
+only sets ``cancel_asked``, which the attempt's driver reads at its next boundary (the step in
+flight finishes). No Redis call is added for it: the renewal answers it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Protocol
 from reflexr_graph.core.deadlines import Overdue
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.store.attempts import Lease
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +36,7 @@ its TTL, and the sooner a renewal lands once Redis is back, the less of that mar
 
 
 class LeaseStore(Protocol):
-    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool: ...
+    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease: ...
 
 
 class AttemptWatch(Protocol):
@@ -69,6 +74,8 @@ class Heartbeat:
         self.lost: str | None = None
         self.interrupted: str | None = None
         """Why the fleet cut this attempt short (a worker shutting down), or None."""
+        self.cancel_asked = threading.Event()
+        """Set once a renewal found the run asked to cancel: the attempt stops at its next boundary."""
 
     def __enter__(self) -> Heartbeat:
         self._last_ok = time.monotonic()
@@ -147,9 +154,17 @@ class Heartbeat:
             log.exception("run %s: lease renewal failed unexpectedly; retrying", self._ctx.run_id)
             return self._interval_s
         if not held:
-            self._lose("the run was taken over, reaped or cancelled")
+            self._lose("the run was taken over, reaped or cancelled with --now")
             return None
         self._last_ok = time.monotonic()
+        if held is Lease.CANCEL_REQUESTED and not self.cancel_asked.is_set():
+            self.cancel_asked.set()
+            log.info(
+                "run %s attempt %d: the run was cancelled; its step in flight finishes, then the attempt "
+                "stops at its next boundary",
+                self._ctx.run_id,
+                self._ctx.attempt,
+            )
         if self._watch is not None:
             self._watch.renew_slots()
         return self._interval_s

@@ -18,7 +18,8 @@ def run_started(graph: str) -> None:
 
 def attempt_ended(graph: str, outcome: str) -> None:
     """``outcome``: succeeded, failed, fenced (another attempt took over), abandoned (its worker died),
-    interrupted (the fleet cut it short), suspended (the run waits for a signal or a timer)."""
+    interrupted (the fleet cut it short), suspended (the run waits for a signal or a timer), cancelled
+    (the run was cancelled while it ran; it stopped at a boundary)."""
     metrics.ATTEMPTS.add(1, {ATTR_GRAPH: graph, metrics.ATTR_OUTCOME: outcome})
 
 

@@ -27,6 +27,8 @@ class Outcome(StrEnum):
     """This worker does not run the graph; the message went on to the graph's own queue."""
     HELD = "held"
     """No live worker runs the graph; the run waits for one (up to the grace period)."""
+    CANCELLED = "cancelled"
+    """The run was cancelled while the attempt ran; it stopped at a boundary, nothing more runs."""
     SUSPENDED = "suspended"
     """A step waits for a signal or a timer: the run is ``waiting`` and holds no worker until it wakes."""
     UNRECORDED = "unrecorded"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
@@ -21,6 +22,22 @@ from reflexr_graph.store.base import (
 )
 from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
 from reflexr_graph.store.records import Claim, ClaimOutcome, ForkSeed, pairs_to_map, text, text_map
+
+
+class Lease(IntEnum):
+    """What a lease renewal found (renew_lease.lua)."""
+
+    LOST = 0
+    """The token lost the run: superseded, reaped, or cancelled now."""
+    HELD = 1
+    CANCEL_REQUESTED = 2
+    """Held, but the run was cancelled without ``now``: its attempt stops at its next boundary."""
+
+
+SAVED_CANCEL_REQUESTED = 2
+"""save_checkpoint.lua's answer for a checkpoint saved on a run that was asked to cancel."""
+SUCCEEDED_CANCELLED = 2
+"""succeed.lua's answer when the run was asked to cancel: it ended cancelled, its output kept."""
 
 
 @dataclass(frozen=True)
@@ -196,10 +213,12 @@ class AttemptWrites(StoreBase):
         )
 
     @translate_errors
-    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> bool:
-        """Extend the lease; False when ``token`` lost the run (superseded, reaped or cancelled)."""
+    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease:
+        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped or
+        cancelled now), ``Lease.CANCEL_REQUESTED`` when it holds but the run is to stop at its next
+        boundary."""
         now = clock.now_ms()
-        return bool(self.do(per_run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms])))
+        return Lease(int(self.do(per_run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms]))))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -215,8 +234,11 @@ class AttemptWrites(StoreBase):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
-    ) -> None:
+    ) -> bool:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
+
+        True when the run was asked to cancel (``cancel`` without ``now``): the attempt stops at
+        this boundary. The same call tells it, so a cancel costs no extra round trip per step.
 
         It runs at every step boundary, so its script takes only the keys it touches rather
         than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
@@ -248,8 +270,10 @@ class AttemptWrites(StoreBase):
             notes.reused_calls,
             self.checkpoint_history,
         ]
-        if not self._scripts("save_checkpoint", script_keys, args):
+        saved = int(self._scripts("save_checkpoint", script_keys, args))
+        if not saved:
             raise _fenced(ctx, "checkpoint")
+        return saved == SAVED_CANCEL_REQUESTED
 
     @translate_errors
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
@@ -272,11 +296,13 @@ class AttemptWrites(StoreBase):
         checkpoint: str = "",
         seq: int = 0,
         notes: Notes = NO_NOTES,
-    ) -> None:
+    ) -> bool:
         """Record the output and start the retention of every key of the run.
 
         ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script;
-        the one it replaces moves into the run's history, as a save does.
+        the one it replaces moves into the run's history, as a save does. False when the run was
+        asked to cancel while its last step ran: it ends cancelled, and the finished checkpoint is
+        kept, so a replay records the output without running anything.
         """
         args: list[ScriptArg] = [
             ctx.token,
@@ -290,8 +316,10 @@ class AttemptWrites(StoreBase):
             notes.reused_calls,
             self.checkpoint_history,
         ]
-        if not self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)):
+        outcome = int(self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
+        if not outcome:
             raise _fenced(ctx, "output")
+        return outcome != SUCCEEDED_CANCELLED
 
     @translate_errors
     def fail(
@@ -307,7 +335,8 @@ class AttemptWrites(StoreBase):
         counted: bool = True,
         notes: Notes = NO_NOTES,
     ) -> str:
-        """Record a failed attempt; returns ``'dead'`` or ``'retrying'``.
+        """Record a failed attempt; returns ``'dead'``, ``'retrying'``, or ``'cancelled'`` when the run
+        was asked to cancel while the attempt ran (it ends cancelled instead).
 
         ``counted=False`` records an infrastructure failure (Redis unreachable mid-attempt): an
         interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
@@ -370,11 +399,12 @@ class AttemptWrites(StoreBase):
 
     @translate_errors
     def release(self, ctx: AttemptContext) -> str:
-        """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'`` or ``'fenced'``.
+        """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'``, ``'fenced'``,
+        or ``'cancelled'`` when the run was asked to cancel (it ends cancelled instead).
 
         The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
         the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
         """
         args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
         outcome = int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
-        return {0: "fenced", 1: "released", 2: "dead"}[outcome]
+        return {0: "fenced", 1: "released", 2: "dead", 3: "cancelled"}[outcome]

@@ -40,6 +40,7 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "w": ("run_waiting", ("attempt", "signal", "wake_at")),
     "x": ("run_forked", ("from_run", "seq", "state_edited")),
     "l": ("limit_waited", ("node", "waited_ms", "key")),
+    "z": ("cancel_requested", ()),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
 

@@ -10,9 +10,17 @@ from reflexr_graph.store.ops import Op, ScriptArg, per_run, snapshot
 from reflexr_graph.store.records import text
 
 
-def cancel_run(run_id: str, run_retention_s: int) -> Op[RunInfo]:
-    """Cancel an active or waiting run; its running attempt is fenced out (renew_lease turns False)."""
-    reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), [run_retention_s])
+def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunInfo]:
+    """Cancel an active or waiting run.
+
+    A queued, retrying or waiting run is cancelled at once. A running one is only marked
+    (``cancel_requested``): its attempt learns of it from its next lease renewal or checkpoint,
+    lets the step in flight finish, and ends the run cancelled at the next boundary. With
+    ``now``, a running run is cancelled at once too: its token is cleared, so its attempt is
+    fenced out and its heartbeat interrupts the step with ``CancelledError``.
+    """
+    args: list[ScriptArg] = [run_retention_s, "1" if now else "0"]
+    reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), args)
     return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
 
 
@@ -47,9 +55,9 @@ def purge_run(run_id: str) -> Op[bool]:
 class Operator(StoreBase):
     """Cancel, replay and purge, each refused for a run whose status does not allow it."""
 
-    def cancel(self, run_id: str) -> RunInfo:
+    def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :func:`cancel_run`."""
-        return self.do(cancel_run(run_id, self.run_retention_s))
+        return self.do(cancel_run(run_id, self.run_retention_s, now))
 
     def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :func:`replay_run`."""

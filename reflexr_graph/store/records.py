@@ -207,6 +207,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
         priority=int(record["priority"]) if record.get("priority") else None,
+        cancel_requested=bool(record.get("cancel")) and record.get("status") == Status.RUNNING,
     )
 
 

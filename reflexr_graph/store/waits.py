@@ -64,6 +64,8 @@ class Waits(StoreBase):
             raise _fenced(ctx, "wait")
         if reply[0] == "recorded":
             return WaitResult(record=reply[1])
+        if reply[0] == "cancelled":
+            raise errors.CancelRequested(ctx.run_id, ended=True)  # the run ends rather than waits
         return WaitResult(record=None, wake_at_ms=int(reply[1]) if reply[1] else None)
 
     def signal(

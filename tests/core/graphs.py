@@ -552,6 +552,8 @@ def map_siblings() -> GraphAction:
             while len(started) < PHASE["items"]:
                 await asyncio.sleep(0.005)
             PHASE["failed"] = True
+            if "stop" in PHASE:
+                PHASE.pop("stop").set()  # as a heartbeat that learnt of a cancel would
             hit("work0")  # raises while FAIL["work0"] says so
             return 0
         hit(f"work{ctx.inputs}")

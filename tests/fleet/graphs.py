@@ -122,7 +122,11 @@ async def visit(node: str, ctx: StepContext[Tally, None, Knobs]) -> Knobs:
         if knobs.file_gate:
             _wait_file_gate(knobs.file_gate)
         elif knobs.async_gate:
-            await _await_redis_gate()
+            try:
+                await _await_redis_gate()
+            except asyncio.CancelledError:
+                record(f"{node}-cleanup")  # interrupted (cancel --now): the step can clean up
+                raise
         else:
             _wait_redis_gate()
     ctx.state.steps.append(node)

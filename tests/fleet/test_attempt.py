@@ -238,7 +238,7 @@ def test_lost_lease_cancels_the_attempt(redis_url: str, store_of: Callable[[Flee
     app_ref: list[FleetApp] = []
 
     async def cancel_then_hang(n: int) -> int:
-        app_ref[0].store().cancel(holder["run_id"])
+        app_ref[0].store().cancel(holder["run_id"], now=True)
         await asyncio.sleep(60)  # cancelled by the heartbeat long before this ends
         return n
 

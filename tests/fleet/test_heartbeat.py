@@ -9,6 +9,7 @@ import pytest
 
 from reflexr_graph.fleet import heartbeat
 from reflexr_graph.fleet.heartbeat import Heartbeat
+from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.inproc import claim, create_run, fleet_app
@@ -45,17 +46,37 @@ def test_renews_the_lease_until_stopped(redis_url: str) -> None:
 
 
 def test_cancels_the_attempt_when_the_run_is_taken_away(redis_url: str) -> None:
-    """Cancelling the run makes the next renewal fail; the heartbeat then cancels the attempt's task."""
+    """Cancelling the run now makes the next renewal fail; the heartbeat then cancels the attempt's task."""
     app = fleet_app(redis_url, lease_ttl_s=TTL_S)
     store = app.store()
     run_id = create_run(store, "g", 1)
     ctx = claim(app, store, run_id).context()
-    store.cancel(run_id)
+    store.cancel(run_id, now=True)
     started = time.monotonic()
     with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb, pytest.raises(asyncio.CancelledError):
         asyncio.run(hang_until_cancelled(hb))
     assert hb.lost is not None and "cancelled" in hb.lost
     assert time.monotonic() - started < 30
+    store.close()
+
+
+def test_a_cancel_without_now_keeps_the_lease_and_only_tells_the_attempt(redis_url: str) -> None:
+    """Issue 25 item 4: a cancel asked without now is told by the renewal; the lease holds and the
+    attempt's task is not cancelled (its driver stops at the next boundary)."""
+    app = fleet_app(redis_url, lease_ttl_s=TTL_S)
+    store = app.store()
+    run_id = create_run(store, "g", 1)
+    ctx = claim(app, store, run_id).context()
+    store.cancel(run_id)
+
+    async def until_told(hb: Heartbeat) -> None:
+        while not hb.cancel_asked.is_set():
+            await asyncio.sleep(0.02)
+
+    with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb:
+        asyncio.run(asyncio.wait_for(until_told(hb), 30))
+        assert hb.lost is None
+    assert store.get(run_id).status is Status.RUNNING
     store.close()
 
 

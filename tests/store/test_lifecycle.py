@@ -11,6 +11,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.port import CheckpointPort
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
+from reflexr_graph.store.attempts import Lease
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
 
@@ -137,7 +138,7 @@ def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> 
         store.succeed(old, '"stale"')
     with pytest.raises(errors.FencedOut):
         fail_once(store, old)
-    assert store.renew_lease("run-1", old.token, lease_ttl_ms=LEASE_MS) is False
+    assert store.renew_lease("run-1", old.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     assert store.release(old) == "fenced"
 
     assert store.load_checkpoint("run-1") is None
@@ -154,11 +155,11 @@ def test_renew_lease_extends_only_for_the_owner(
     make_run(store)
     ctx = start(store, lease_ms=1_000)
     fake_clock.advance(500)
-    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000) is True
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000) is Lease.HELD
     assert raw.zscore(keys.LEASES, "run-1") == clock.now_ms() + 10_000
-    assert store.renew_lease("run-1", "someone-else", lease_ttl_ms=10_000) is False
-    assert store.renew_lease("run-1", "", lease_ttl_ms=10_000) is False
-    assert store.renew_lease("missing", ctx.token, lease_ttl_ms=10_000) is False
+    assert store.renew_lease("run-1", "someone-else", lease_ttl_ms=10_000) is Lease.LOST
+    assert store.renew_lease("run-1", "", lease_ttl_ms=10_000) is Lease.LOST
+    assert store.renew_lease("missing", ctx.token, lease_ttl_ms=10_000) is Lease.LOST
 
 
 def test_fail_schedules_retry_at_now_plus_delay(store: RedisStore, raw: redis.Redis) -> None:

@@ -8,6 +8,7 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
+from reflexr_graph.store.attempts import Lease
 from tests.store.conftest import RUN_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
 
@@ -19,13 +20,14 @@ def _dead_run(store: RedisStore, run_id: str = "run-1", **kw: object) -> None:
     fail_once(store, ctx, permanent=True)
 
 
-def test_cancel_fences_out_the_running_attempt(store: RedisStore, raw: redis.Redis) -> None:
-    """cancel() clears the token: the running attempt's renew_lease is False and its save raises FencedOut."""
+def test_cancel_now_fences_out_the_running_attempt(store: RedisStore, raw: redis.Redis) -> None:
+    """cancel(now=True) clears the token: the running attempt's renew_lease is LOST and its save raises
+    FencedOut."""
     make_run(store, idempotency_key="idem-c")
     ctx = start(store)
-    info = store.cancel("run-1")
+    info = store.cancel("run-1", now=True)
     assert (info.status, info.reason) == (Status.CANCELLED, "cancelled")
-    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     with pytest.raises(errors.FencedOut):
         store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
     with pytest.raises(errors.FencedOut):
@@ -36,6 +38,60 @@ def test_cancel_fences_out_the_running_attempt(store: RedisStore, raw: redis.Red
     assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-c"))) <= RUN_RETENTION_S
     assert store.events("run-1")[-1].type == "run_cancelled"
     assert store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS).outcome is ClaimOutcome.FINISHED
+
+
+def test_cancel_of_a_running_run_waits_for_its_boundary(store: RedisStore, raw: redis.Redis) -> None:
+    """Issue 25 item 4: cancel() without now marks a running run: the lease holds (renewal says
+    CANCEL_REQUESTED), the next checkpoint is saved and answers that the run is to stop, and the
+    attempt's own cancel(now=True) then ends it, cancelled."""
+    make_run(store, idempotency_key="idem-c")
+    ctx = start(store)
+    info = store.cancel("run-1")
+    assert (info.status, info.cancel_requested) == (Status.RUNNING, True)
+    assert store.cancel("run-1").cancel_requested, "asked again: still one request"
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.CANCEL_REQUESTED
+    assert store.save_checkpoint(ctx, '{"at": "b"}', seq=1, next_node="b") is True
+    done = store.cancel("run-1", now=True)
+    assert (done.status, done.reason, done.cancel_requested) == (Status.CANCELLED, "cancelled", False)
+    assert store.load_checkpoint("run-1") == '{"at": "b"}'
+    ended = [e.type for e in store.events("run-1")][-3:]
+    assert ended == ["cancel_requested", "run_progressed", "run_cancelled"]
+    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert all(0 < raw.ttl(k) <= RUN_RETENTION_S for k in keys.run_keys("run-1") if raw.exists(k))
+
+
+def test_a_requested_cancel_wins_over_a_retry_a_release_and_a_wait(store: RedisStore) -> None:
+    """An attempt that ends some other way while a cancel is asked ends the run cancelled; one
+    that finishes the graph keeps its finished checkpoint."""
+    for i, end in enumerate(["fail", "release", "wait", "succeed"]):
+        run_id = f"run-{end}"
+        make_run(store, run_id)
+        ctx = start(store, run_id)
+        store.cancel(run_id)
+        if end == "fail":
+            assert fail_once(store, ctx) == "cancelled"
+        elif end == "release":
+            assert store.release(ctx) == "cancelled"
+        elif end == "wait":
+            with pytest.raises(errors.CancelRequested):
+                store.wait(ctx, field=f"w|{i}", signal="go", wake_at_ms=None)
+        else:
+            assert store.succeed(ctx, "7", checkpoint='{"done": 1}', seq=1) is False
+            assert store.load_checkpoint(run_id) == '{"done": 1}', "the output is kept for a replay"
+        info = store.get(run_id)
+        assert (info.status, info.reason) == (Status.CANCELLED, "cancelled"), end
+
+
+def test_the_reaper_ends_a_requested_cancel_whose_worker_died(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    make_run(store)
+    start(store)
+    store.cancel("run-1")
+    fake_clock.advance(LEASE_MS + 1)
+    store.reap()
+    info = store.get("run-1")
+    assert (info.status, info.reason, info.attempts) == (Status.CANCELLED, "cancelled", 1)
 
 
 def test_cancel_refuses_missing_and_terminal_runs(store: RedisStore) -> None:

@@ -8,6 +8,7 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
+from reflexr_graph.store.attempts import Lease
 from tests.store.conftest import DEAD_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
 
@@ -118,7 +119,7 @@ def test_reaped_attempt_is_fenced_out(store: RedisStore, fake_clock: FakeClock) 
     ctx = start(store, lease_ms=1_000)
     fake_clock.advance(1_001)
     store.reap()
-    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     with pytest.raises(errors.FencedOut):
         store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
     with pytest.raises(errors.FencedOut):
@@ -204,7 +205,7 @@ def test_dead_letter_updates_active_run_and_refuses_terminal(store: RedisStore, 
     info = store.get("run-1")
     assert (info.status, info.reason, info.error) == (Status.DEAD, "invalid_inputs", "InvalidInputs: bad")
     assert raw.zscore(keys.LEASES, "run-1") is None
-    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is False
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     assert (
         raw.ttl(keys.idem(keys.idem_scope("demo", "idem-d"))) > 0
     )  # the run's own key found although the caller gave none

@@ -195,7 +195,9 @@ def test_cancel_and_replay(
             lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "running", what="the run to start"
         )
         assert _problem(http.post(f"/api/runs/{run_id}/replay"), 409)["detail"]
-        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        asked = http.post(f"/api/runs/{run_id}/cancel").json()
+        assert (asked["status"], asked["cancel_requested"]) == ("running", True)
+        assert http.post(f"/api/runs/{run_id}/cancel", params={"now": "true"}).json()["status"] == "cancelled"
         _problem(http.post(f"/api/runs/{run_id}/cancel"), 409)
         redis_client.rpush(release_key("c1"), 1)
         replayed = http.post(f"/api/runs/{run_id}/replay", json={"from_start": True})

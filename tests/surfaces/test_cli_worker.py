@@ -90,6 +90,8 @@ def test_cancel_a_running_run(cli: Cli, client: Client, redis_client: redis.Redi
     wait_for(lambda: client.get(run_id).status is Status.RUNNING, what="the run to start")
     result = cli("cancel", run_id, "--yes")
     assert result.returncode == 0, result.stderr
+    assert "cancel requested" in result.stdout and "--now" in result.stdout
+    assert client.get(run_id).cancel_requested
     redis_client.rpush(release_key(key), 1)
     assert client.wait(run_id, timeout=30).status is Status.CANCELLED
     assert cli("status", run_id, "--json").returncode == 0

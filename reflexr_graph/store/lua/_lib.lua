@@ -121,6 +121,7 @@ local EVENT_CODES = {
   work_reused = 'u', attempt_failed = 'f', run_dead_lettered = 'd', run_retrying = 'r',
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
+  cancel_requested = 'z',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked
@@ -268,6 +269,29 @@ local function to_retrying(due_at, reason)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
   emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
+end
+
+-- A cancel ends the run for good: no lease, no due message, the token gone so that any attempt
+-- still running is fenced out; the run's keys expire after the retention.
+local function to_cancelled(from_status, retention_s)
+  redis.call('HSET', K_RUN, 'reason', 'cancelled')
+  redis.call('HDEL', K_RUN, 'token', 'cancel')
+  redis.call('ZREM', K_LEASES, RUN_ID)
+  redis.call('ZREM', K_DUE, RUN_ID)
+  set_status('cancelled')
+  emit('run_cancelled', 'from_status', from_status)
+  expire_all(retention_s)
+end
+
+-- A cancel asked of a running run (cancel.lua without --now) waits for its attempt to reach a
+-- boundary; the field holds the run retention to expire with. An attempt that ends some other
+-- way meanwhile (it fails, is released, suspends, or its lease lapses) ends the run cancelled.
+local function cancel_requested()
+  return field('cancel') ~= ''
+end
+
+local function end_requested_cancel()
+  to_cancelled('running', field('cancel'))
 end
 
 -- What an attempt tells with its writes (core/tally.py): boundaries it could not checkpoint,

@@ -1,19 +1,26 @@
--- cancel.lua: cancel an active or waiting run; clearing the token fences out its running attempt.
+-- cancel.lua: cancel a run. A queued, retrying or waiting run is cancelled at once; a running
+-- one too with ARGV[5] = '1' (--now: clearing the token fences out its attempt, whose heartbeat
+-- then cancels the step). Without it, a running run is only marked: its attempt learns of it with
+-- its next lease renewal or checkpoint, lets the step in flight finish, and ends the run cancelled
+-- at the next boundary (it calls this script again, with '1').
 -- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
 -- KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] run retention s
--- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
+-- ARGV[5] '1' to cancel a running run at once, '0' to let its attempt stop at its next boundary
+-- Returns {'ok', HGETALL...} (cancelled) | {'requested', HGETALL...} (the attempt stops at its
+--   next boundary) | {'missing'} | {'refused', status} | {'idem', key}
 
 local refused, status = refusal(CANCELLABLE)
 if refused then
   return refused
 end
-redis.call('HSET', K_RUN, 'reason', 'cancelled')
-redis.call('HDEL', K_RUN, 'token')
-redis.call('ZREM', K_LEASES, RUN_ID)
-redis.call('ZREM', K_DUE, RUN_ID)
-set_status('cancelled')
-emit('run_cancelled', 'from_status', status)
-expire_all(ARGV[4])
+if status == 'running' and ARGV[5] ~= '1' then
+  if not cancel_requested() then
+    redis.call('HSET', K_RUN, 'cancel', ARGV[4])
+    emit('cancel_requested')
+  end
+  return snapshot('requested')
+end
+to_cancelled(status, ARGV[4])
 return snapshot('ok')

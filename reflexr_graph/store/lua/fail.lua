@@ -9,7 +9,7 @@
 --   infrastructure failure (an interruption)  ARGV[13] max interruptions
 -- ARGV[14] boundaries skipped since the attempt's last write  ARGV[15] their kinds (text)
 -- ARGV[16] branch steps and ARGV[17] durable calls answered from records since then
--- Returns 'dead' | 'retrying' | 'fenced' | {'idem', key}
+-- Returns 'dead' | 'retrying' | 'cancelled' (a cancel was asked while it ran) | 'fenced' | {'idem', key}
 
 if not owned_by(ARGV[4]) then
   return 'fenced'
@@ -30,6 +30,10 @@ note(ARGV[14], ARGV[15], ARGV[16], ARGV[17])
 local counted = ARGV[12] == '1'
 emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason, 'error_type', error_type,
   'counted', counted and '1' or '0')
+if cancel_requested() then
+  end_requested_cancel()
+  return 'cancelled'
+end
 local permanent = ARGV[9] == '1'
 if permanent then
   to_dead(reason, ARGV[11])

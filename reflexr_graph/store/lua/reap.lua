@@ -6,7 +6,8 @@
 -- ARGV[5] ARGV[6] an outage window (from ms, to ms) the reaper saw Redis unreachable in, or '' '': a lease
 --   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
 -- ARGV[7] max interruptions
--- Returns 'dead' | 'retrying' | 'skip' (not lapsed any more, or a stale entry) | {'idem', key}
+-- Returns 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
+--   any more, or a stale entry) | {'idem', key}
 
 if field('status') ~= 'running' then
   -- A lease entry without a running run (e.g. its record expired) is dropped.
@@ -18,13 +19,18 @@ local lease = redis.call('ZSCORE', K_LEASES, RUN_ID)
 if lease and tonumber(lease) > tonumber(NOW) then
   return 'skip'
 end
-local from, to = tonumber(ARGV[5]), tonumber(ARGV[6])
-local outage = lease and from and to and tonumber(lease) >= from and tonumber(lease) <= to
--- Either path may dead-letter the run, which expires KEYS[5]: it must be the run's own key.
+-- Every path below dead-letters or cancels the run, which expires KEYS[5]: it must be the run's own key.
 local actual = idem_mismatch()
 if actual then
   return {'idem', actual}
 end
+-- Its attempt died before reaching the boundary it was to stop at: nothing more is to run.
+if cancel_requested() then
+  end_requested_cancel()
+  return 'cancelled'
+end
+local from, to = tonumber(ARGV[5]), tonumber(ARGV[6])
+local outage = lease and from and to and tonumber(lease) >= from and tonumber(lease) <= to
 if outage then
   abandon('store_unavailable')
   if interrupt(ARGV[7]) then

@@ -4,8 +4,9 @@
 -- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess  ARGV[4] token
 -- ARGV[5] max interruptions  ARGV[6] dead retention s
--- Returns 1 when released, 2 when released past the interruption bound (now dead), 0 when the
--- token does not own the run, or {'idem', key}.
+-- Returns 1 when released, 2 when released past the interruption bound (now dead), 3 when a
+-- cancel was asked (the run ends cancelled instead), 0 when the token does not own the run, or
+-- {'idem', key}.
 
 if not owned_by(ARGV[4]) then
   return 0
@@ -13,6 +14,10 @@ end
 local actual = idem_mismatch()
 if actual then
   return {'idem', actual}
+end
+if cancel_requested() then
+  end_requested_cancel()
+  return 3
 end
 -- A deploy's shutdown is not the run's failure: the attempt does not count toward max_attempts,
 -- but toward the interruption bound, so a run that is always cut short still ends.

@@ -3,10 +3,14 @@
 -- KEYS[1] run  KEYS[8] rg:leases
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
 -- ARGV[4] token  ARGV[5] new lease expiry ms
--- Returns 1 when renewed, 0 when the token lost the run (superseded, reaped or cancelled).
+-- Returns 1 when renewed, 2 when renewed but a cancel was asked (the attempt stops at its next
+-- boundary: cancel.lua), 0 when the token lost the run (superseded, reaped or cancelled --now).
 
 if not owned_by(ARGV[4]) then
   return 0
 end
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
+if cancel_requested() then
+  return 2
+end
 return 1

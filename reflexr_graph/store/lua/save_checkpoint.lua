@@ -13,9 +13,10 @@
 -- ARGV[8] boundaries skipped since the attempt's last write  ARGV[9] their kinds (text)
 -- ARGV[10] branch steps and ARGV[11] durable calls answered from records since then
 -- ARGV[12] how many checkpoints the history keeps (REFLEXR_CHECKPOINT_HISTORY; 0: none)
--- Returns 1 when saved, 0 when the token does not own the run (the caller raises FencedOut).
+-- Returns 1 when saved, 2 when saved and a cancel was asked (the attempt stops here: cancel.lua),
+-- 0 when the token does not own the run (the caller raises FencedOut).
 
-local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions')
+local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions', 'cancel')
 if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
   return 0
 end
@@ -50,4 +51,7 @@ end
 -- Never the payload: events are shown to operators and state may be private.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e',
   'p' .. US .. now .. US .. seq .. US .. next_node .. US .. #payload)
+if owner[5] then
+  return 2
+end
 return 1

@@ -9,7 +9,9 @@
 -- ARGV[9] boundaries skipped since the attempt's last write  ARGV[10] their kinds (text)
 -- ARGV[11] branch steps and ARGV[12] durable calls answered from records since then
 -- ARGV[13] how many checkpoints the history keeps (REFLEXR_CHECKPOINT_HISTORY; 0: none)
--- Returns 1 when recorded, 0 when the token does not own the run, or {'idem', key}.
+-- Returns 1 when recorded, 2 when the run was asked to cancel (cancel.lua) while its last step ran:
+-- the finished checkpoint is kept (a replay records its output without running anything) and the
+-- run ends cancelled, as asked; 0 when the token does not own the run, or {'idem', key}.
 
 local token = ARGV[4]
 -- Already succeeded under this token: this call was retried after a lost reply.
@@ -34,6 +36,10 @@ if ARGV[7] ~= '' then
   emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
 end
 note(ARGV[9], ARGV[10], ARGV[11], ARGV[12])
+if cancel_requested() then
+  end_requested_cancel()
+  return 2
+end
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
 redis.call('HSET', K_RUN, 'output', ARGV[5])
 redis.call('HDEL', K_RUN, 'reason', 'error_type', 'error')

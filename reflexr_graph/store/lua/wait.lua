@@ -3,12 +3,12 @@
 -- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
+-- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (used when a cancel ends the run)
 -- ARGV[4] token  ARGV[5] signal name, '' for a durable sleep
 -- ARGV[6] the wait's record field in the memo; its wake time is kept at ARGV[6] .. '|at'
 -- ARGV[7] the wake time ms to keep if this wait has none yet, '' for no timer
 -- Returns {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
---   {'waiting', wake ms or ''}
+--   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
 local token, name, rec, first_wake = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not owned_by(token) then
@@ -40,6 +40,15 @@ if wake ~= '' and tonumber(wake) <= tonumber(NOW) then
   local record = '{"due":true}'
   redis.call('HSET', K_MEMO, rec, record)
   return {'recorded', record}
+end
+if cancel_requested() then
+  -- The run's keys expire with the cancel, KEYS[5] too: it must be the run's own key.
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+  end_requested_cancel()
+  return {'cancelled'}
 end
 -- Suspend: the attempt did not fail, so it gives back its place in max_attempts, and the run
 -- holds no lease and no message until a signal (signal.lua) or its timer (the due set) wakes it.

@@ -201,6 +201,30 @@ def _failing(name: str, how: str) -> GraphAction:
 class Fan(BaseModel):
     items: int = 10
     hold: int | None = Field(None, description="the item whose step waits for its gate (async)")
+    fail: int | None = Field(
+        None, description="the item that raises on attempt 1 once every item runs; the others finish after"
+    )
+
+
+HOLD, FAIL, AFTER_FAIL = 1, 2, 3
+"""How plan marks an item for its step (kind * 10000 + item), which sees only the item."""
+
+
+async def _fail_among_siblings(item: int, fails: bool) -> None:
+    """The failing item raises once every item's step is running; the others finish after that."""
+    run_id = current_run().run_id
+    items = int(r().get(f"items:{run_id}") or 0)
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        seen = r().lrange(exec_key(run_id), 0, -1)
+        if fails and sum(e.startswith(b"work") for e in seen) >= items:
+            r().rpush(exec_key(run_id), f"raised{item}:1")
+            raise RuntimeError(f"item {item} fails on purpose")
+        if not fails and any(e.startswith(b"raised") for e in seen):
+            await asyncio.sleep(0.5)  # still running when the failure reaches the driver
+            return
+        await asyncio.sleep(0.02)  # the step's own polling: it yields to its siblings
+    raise TimeoutError(f"the items of run {run_id} never all ran")
 
 
 def _fanout() -> GraphAction:
@@ -210,16 +234,27 @@ def _fanout() -> GraphAction:
     @g.step
     async def plan(ctx: StepContext[Tally, None, Fan]) -> list[int]:
         record("plan")
-        held = -1 if ctx.inputs.hold is None else ctx.inputs.hold
-        # The held item is encoded in the item (10000 + i), so its step knows to wait.
-        return [10000 + i if i == held else i for i in range(ctx.inputs.items)]
+        knobs = ctx.inputs
+
+        def kind(i: int) -> int:
+            if i == knobs.hold:
+                return HOLD
+            if knobs.fail is not None:
+                return FAIL if i == knobs.fail else AFTER_FAIL
+            return 0
+
+        r().set(f"items:{current_run().run_id}", knobs.items, ex=600)
+        # The item's kind is encoded in the item, so its step knows what to do.
+        return [kind(i) * 10000 + i for i in range(knobs.items)]
 
     @g.step
     async def work(ctx: StepContext[Tally, None, int]) -> int:
-        item = ctx.inputs % 10000
+        item, kind = ctx.inputs % 10000, ctx.inputs // 10000
         record(f"work{item}")
-        if ctx.inputs >= 10000:
+        if kind == HOLD:
             await _await_redis_gate()
+        elif kind in (FAIL, AFTER_FAIL) and current_run().attempt == 1:
+            await _fail_among_siblings(item, kind == FAIL)
         return item * 10
 
     collect = g.join(reduce_list_append, initial_factory=list[int])

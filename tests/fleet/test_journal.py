@@ -64,3 +64,26 @@ def test_calls_recorded_before_a_sigkill_are_not_made_again(
         range(calls), 1
     )
     assert (info.attempts, info.reused_calls) == (2, 3)
+
+
+@pytest.mark.parametrize("grace", ["default", "0"])
+def test_siblings_in_flight_when_a_branch_fails_finish_and_are_not_run_again(
+    grace: str, fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """Issue 25 item 3: a map over 10 items where item 7 raises once while the nine others still run.
+    They finish and record their results before the attempt fails, so the retry runs only item 7
+    (REFLEXR_SIBLING_GRACE_S=0 cancels them, as before: they run again)."""
+    fleet.start(**({} if grace == "default" else {"REFLEXR_SIBLING_GRACE_S": grace}))
+    client = client_for(fleet)
+    run_id = client.enqueue("fanout", {"items": 10, "fail": 7})
+    info = client.wait(run_id, timeout=90)
+    assert info.status is Status.SUCCEEDED, info
+    assert info.output == [i * 10 for i in range(10)]
+    counts = [count(redis_client, run_id, f"work{i}") for i in range(10)]
+    if grace == "default":
+        assert counts == [1] * 7 + [2] + [1] * 2
+        assert info.reused_steps == 9
+    else:
+        assert counts == [2] * 10
+    assert (count(redis_client, run_id, "plan"), info.attempts) == (1, 2)
+    assert_consistent(redis_client, run_id)

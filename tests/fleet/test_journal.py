@@ -87,3 +87,17 @@ def test_siblings_in_flight_when_a_branch_fails_finish_and_are_not_run_again(
         assert counts == [2] * 10
     assert (count(redis_client, run_id, "plan"), info.attempts) == (1, 2)
     assert_consistent(redis_client, run_id)
+
+
+def test_a_map_over_one_item_skips_no_boundary(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """Issue 25 item 6: the only item's join task looked quiescent and was reported as a skipped
+    (untyped) boundary; a join's task is inside its fork, so a map over one skips nothing, as over 5."""
+    fleet.start()
+    client = client_for(fleet)
+    for items in (1, 5):
+        info = client.wait(client.enqueue("fanout", {"items": items}), timeout=60)
+        assert info.status is Status.SUCCEEDED, info
+        assert info.skipped_boundaries == 0, items
+        assert info.output == [i * 10 for i in range(items)]

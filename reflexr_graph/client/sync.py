@@ -266,7 +266,8 @@ class Client(ClientBase):
         checkpointed as usual, and the run ends ``cancelled`` there without running further; until
         then it is ``running`` with ``cancel_requested``. The worker learns of it from its next
         checkpoint or lease renewal (within a third of ``REFLEXR_LEASE_TTL_S``). A run whose last
-        step finishes meanwhile succeeds.
+        step finishes meanwhile ends cancelled too, its output kept in its finished checkpoint:
+        ``replay`` records it without running anything.
 
         ``now=True`` cancels a running run at once: its step is interrupted with
         ``asyncio.CancelledError`` (within a third of the lease TTL), so it can clean up in

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import pg
-from reflexr_graph.core.boundaries import BoundaryMap, build_boundary_map
+from reflexr_graph.core.boundaries import BoundaryMap, build_boundary_map, forked_nodes
 from reflexr_graph.core.checkpoint import CheckpointCodec, describe_errors
 from reflexr_graph.core.controls import StepControls, seconds_or_none
 from reflexr_graph.core.fingerprint import fingerprint
@@ -200,7 +200,10 @@ class GraphAction:
             if (tp := pg.step_return_type(pg.node_of(graph, node))) is not pg.UNKNOWN
             and (adapter := adapter_or_none(tp)) is not None
         }
-        spec = StepSpec(self.fingerprint, Codec(self.state_adapter), self._codecs.get, results, self.controls)
+        forked = forked_nodes(self.kinds, self.edges)
+        spec = StepSpec(
+            self.fingerprint, Codec(self.state_adapter), self._codecs.get, results, self.controls, forked
+        )
         self.runnable = pg.with_wrapped_steps(graph, wrapper(spec))
 
     @cached_property

@@ -59,6 +59,20 @@ class BoundaryMap:
         return not any(f in self.unjoined_forks for f in fork_ids if f != START_ID)
 
 
+def forked_nodes(kinds: Mapping[str, Kind], edges: Iterable[Edge]) -> frozenset[str]:
+    """The nodes some real fork reaches: only their tasks can carry a fork in their fork stack.
+
+    A wide over-approximation (it includes the nodes after a join), which is all a step needs
+    to know that its branch path is '' without reading its fork stack.
+    """
+    succ = _successors(edges)
+    reached: set[str] = set()
+    for node, kind in kinds.items():
+        if kind is Kind.FORK:
+            reached |= _reachable_from(node, succ)
+    return frozenset(reached)
+
+
 def build_boundary_map(
     kinds: Mapping[str, Kind], edges: Iterable[Edge], parents: Mapping[str, tuple[str, frozenset[str]]]
 ) -> BoundaryMap:

@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -136,23 +137,20 @@ class CheckpointCodec:
         state is serialized once per boundary. ``inputs=None`` refers to the run's recorded
         inputs instead of repeating them: a 10 MB input is stored once, not per checkpoint.
         """
-        head = json.dumps(
-            {
-                "format": FORMAT_VERSION,
-                "graph": self.graph_name,
-                "fingerprint": self.fingerprint,
-                "seq": seq,
-                "finished": finished,
-            },
-            separators=(",", ":"),
-        )
+        head = f'{self._head},"seq":{int(seq)},"finished":{"true" if finished else "false"}'
         nxt = "null"
         if next_task is not None:
             node_id, node_inputs, stack = next_task
             stack_json = json.dumps(fork_stack_doc(stack), separators=(",", ":"))
             nxt = f'{{"node_id":{json.dumps(node_id)},"inputs":{node_inputs},"fork_stack":{stack_json}}}'
         inputs_part = '"inputs":null,"inputs_ref":"run"' if inputs is None else f'"inputs":{inputs}'
-        return f'{head[:-1]},"state":{state},{inputs_part},"next":{nxt},"output":{output}}}'
+        return f'{head},"state":{state},{inputs_part},"next":{nxt},"output":{output}}}'
+
+    @cached_property
+    def _head(self) -> str:
+        """The envelope's constant start, written once per graph rather than per checkpoint."""
+        fixed = {"format": FORMAT_VERSION, "graph": self.graph_name, "fingerprint": self.fingerprint}
+        return json.dumps(fixed, separators=(",", ":"))[:-1]
 
     def decode(self, payload: str | bytes, run_inputs: Any = None) -> Restored | Discarded:
         """The checkpoint as the graph is now, or why it is discarded; ``run_inputs`` are the run's

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from reflexr_graph.errors import ReflexrError
+
+
+class RunningStep(Protocol):
+    """The step execution running in this context (core/steps.py), as far as ``current_run`` needs it."""
+
+    @property
+    def step_key(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -24,22 +33,45 @@ class CurrentRun:
     attempt: int
     idempotency_key: str
     graph: str
-    step_key: str | None = None
+    _step: RunningStep | None = field(default=None, repr=False, compare=False)
+    """The step execution running (core/steps.py); None outside a step."""
+
+    @property
+    def step_key(self) -> str | None:
+        # Derived on request, not for every step: most steps never ask.
+        return self._step.step_key if self._step is not None else None
 
 
 _current: ContextVar[CurrentRun | None] = ContextVar("reflexr_current_run", default=None)
+_running: ContextVar[RunningStep | None] = ContextVar("reflexr_step", default=None)
 
 
 def current_run() -> CurrentRun:
     """The run id, attempt number and idempotency key of the attempt running this step."""
-    run = _current.get()
+    run = current_run_or_none()
     if run is None:
         raise ReflexrError("current_run() was called outside a reflexr-graph attempt; call it from a step")
     return run
 
 
 def current_run_or_none() -> CurrentRun | None:
-    return _current.get()
+    run = _current.get()
+    step = _running.get()
+    if run is None or step is None:
+        return run
+    return dataclasses.replace(run, _step=step)
+
+
+def running_step() -> RunningStep | None:
+    return _running.get()
+
+
+def set_step(step: RunningStep | None) -> object:
+    return _running.set(step)
+
+
+def reset_step(token: object) -> None:
+    _running.reset(token)  # type: ignore[arg-type]
 
 
 def set_current(run: CurrentRun | None) -> object:

@@ -1,10 +1,11 @@
 """What runs around a step's own code to control its cost: its limit, its timeout.
 
 The limit is taken first (core/limits.py), so a step's timeout counts only its own run, not
-its wait for a slot; then the step runs under ``asyncio.timeout``, and in a durable attempt
-its deadline is also left where the heartbeat thread can see it (core/deadlines.py), for a
-step that blocks the loop. An exception leaving the step is tagged with its node, so the
-node's retry policy applies to it (core/policy.py).
+its wait for a slot; then a step with a timeout runs under ``asyncio.timeout``, and in a
+durable attempt its deadline is also left where the heartbeat thread can see it
+(core/deadlines.py), for a step that blocks the loop. A step without a timeout, in an attempt
+without one, runs bare: no timeout scope, no deadline entry. An exception leaving the step
+is tagged with its node, so the node's retry policy applies to it (core/policy.py).
 """
 
 from __future__ import annotations
@@ -48,22 +49,31 @@ def seconds_or_none(value: float | None, what: str) -> float | None:
 async def _timed(
     journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
 ) -> Any:
-    if journal is None and timeout is None:
+    # A step is registered when some deadline could catch it: its own timeout (the heartbeat
+    # thread then sees it blocked past it), or the attempt's (which names the step it caught).
+    # Otherwise it takes neither the deadlines lock nor a timeout scope.
+    watch = journal is not None and (timeout is not None or journal.deadlines.attempt_timed)
+    if not watch and timeout is None:
         return await call(ctx)
-    # In an attempt every step is registered, with a deadline or not: an attempt's timeout names
-    # the step it caught, and the heartbeat thread sees a step blocked past its own deadline.
-    handle = journal.deadlines.start(node_id, timeout) if journal is not None else None
+    handle = journal.deadlines.start(node_id, timeout) if journal is not None and watch else None
+    try:
+        if timeout is None:
+            return await call(ctx)
+        return await _under_timeout(node_id, timeout, call, ctx)
+    finally:
+        if journal is not None and handle is not None:
+            journal.deadlines.end(handle)
+
+
+async def _under_timeout(node_id: str, timeout: float, call: StepCall, ctx: Any) -> Any:
     scope = asyncio.timeout(timeout)
     try:
         async with scope:
             return await call(ctx)
     except TimeoutError:
-        if timeout is not None and scope.expired():
+        if scope.expired():
             raise StepTimeout(node=node_id, timeout_s=timeout) from None
         raise  # the step's own TimeoutError
-    finally:
-        if journal is not None and handle is not None:
-            journal.deadlines.end(handle)
 
 
 async def _limited(

@@ -38,6 +38,12 @@ class Deadlines:
         self._attempt: tuple[float, float] | None = None
         self._last = ""
 
+    @property
+    def attempt_timed(self) -> bool:
+        """Whether the attempt has a timeout: then every step is registered, so the timeout can
+        name the step it caught. Without one, only a step with its own timeout is."""
+        return self._attempt is not None
+
     def start(self, node: str, timeout_s: float | None) -> int:
         handle = next(self._ids)
         deadline = math.inf if timeout_s is None else time.monotonic() + timeout_s

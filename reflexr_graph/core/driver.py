@@ -64,7 +64,7 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    tally: Tally
+    journal: Journal
     span: trace.Span
     """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
     pydantic-graph's ``run graph`` span, when the graph emits it."""
@@ -79,7 +79,12 @@ class _Saver:
             # The graph inputs would not restore as they were: no boundary of this attempt is saved.
             self.inputs_ok = False
 
+    @property
+    def tally(self) -> Tally:
+        return self.journal.tally
+
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
+        self.journal.written = None
         if not pg.is_quiescent(run, batch):
             return
         task = batch[0]
@@ -111,6 +116,8 @@ class _Saver:
             seq=self.seq + 1, state=state, next_task=(task.node_id, node_inputs, stack)
         )
         self._save(payload, task.node_id)
+        # The step about to run keys its records by these inputs: it need not write them down again.
+        self.journal.written = (task.node_id, task.inputs, node_inputs)
 
     def finish(self, output: Any) -> Finished:
         try:
@@ -240,7 +247,7 @@ async def run_attempt(
         journal_token = set_journal(journal)
         try:
             advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)
-            drive = _drive(action, port, ctx, span, (inputs, state), tally, advance)
+            drive = _drive(action, port, ctx, span, (inputs, state), journal, advance)
             return await _within(action.attempt_timeout, journal.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
@@ -277,7 +284,7 @@ async def _drive(
     ctx: AttemptContext,
     span: trace.Span,
     payload: tuple[Any, Any],
-    tally: Tally,
+    journal: Journal,
     advance: _Advance,
 ) -> Finished:
     inputs, state = payload
@@ -296,7 +303,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, tally, span)
+    saver = _Saver(action, port, ctx, seq, journal, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

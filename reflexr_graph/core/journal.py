@@ -74,6 +74,17 @@ class Journal:
     """The deadlines of the steps in flight, for the heartbeat thread to see a blocked one."""
     in_flight: InFlight = field(default_factory=InFlight)
     """The steps running, for the driver to let them finish before the attempt ends (inflight.py)."""
+    written: tuple[str, object, str] | None = None
+    """The next task as the boundary just saved wrote it down: its node, its inputs (the very
+    object) and their JSON, so that its step keys its records without writing them down again."""
+
+    def inputs_json(self, node_id: str, inputs: object) -> str | None:
+        """The JSON of ``inputs`` if the boundary before this step wrote these very inputs down."""
+        written = self.written
+        if written is None or written[0] != node_id or written[1] is not inputs:
+            return None
+        self.written = None  # one step's: nothing runs between the boundary and that step
+        return written[2]
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)

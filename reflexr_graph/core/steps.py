@@ -1,9 +1,11 @@
 """What runs around every step of a durable attempt: its span, its execution key, its records.
 
-Each step gets an ``execute_step {node}`` span under ``invoke_workflow``. In a durable
-attempt (one with a journal, see journal.py) the step also gets its *execution*: the node,
-the branch path of its fork stack, and a digest of its inputs. ``durable_call`` keys its
-records by it, and ``current_run().step_key`` derives from it.
+Each step gets an ``execute_step {node}`` span under ``invoke_workflow`` (when an OpenTelemetry
+SDK is installed: without one, no span is made). In a durable attempt (one with a journal, see
+journal.py) the step also gets its *execution*: the node, the branch path of its fork stack,
+and a digest of its inputs. ``durable_call`` keys its records by it, and
+``current_run().step_key`` derives from it. Both keys are derived on first use, from the
+inputs as the step started (the JSON the boundary before it wrote down, when it saved one).
 
 A step inside a fork (a map or a broadcast, up to its join) records its result when it
 returns, and a retry returns the recorded result without running the step, so the join
@@ -18,20 +20,20 @@ reduces the same values as before. Two conditions keep that sound:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import metrics, pg, tracing
-from reflexr_graph.core.context import current_run_or_none, reset_current, set_current
+from reflexr_graph.core.context import reset_step, running_step, set_step
 from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, controlled
 from reflexr_graph.core.journal import Journal, current_journal, digest
 from reflexr_graph.core.readback import Codec, NotReadable
@@ -53,19 +55,45 @@ class StepSpec:
     """The codec of each step's return annotation, for the steps that have one."""
     controls: StepControls = NO_CONTROLS
     """The steps' timeouts and limits."""
+    forked: frozenset[str] | None = None
+    """The nodes a fork reaches: only their tasks can carry a fork in their fork stack. The others'
+    branch path is '' without reading the stack. None: any node may (the stack is always read)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class StepExecution:
-    """One execution of one step: the key its records are found by, and its calls so far."""
+    """One execution of one step: the key its records are found by, and its calls so far.
+
+    The key is derived when something asks for it (a durable call, a wait, a branch result,
+    ``current_run().step_key``), from what the step started with: most steps never ask.
+    """
 
     journal: Journal
     node_id: str
-    path: str
-    """The branch path: ``fork:index`` for each real fork of the task's fork stack."""
-    prefix: str | None
-    """``node|path|digest``; None when the execution cannot be keyed (inputs not written down)."""
+    branch: str | None
+    """The branch path (``fork:index`` for each real fork of the task's fork stack); None when
+    the fork stack could not be read."""
+    inputs_json: str | None
+    """The step's inputs as it started, as JSON; None when they cannot be written down."""
+    fingerprint: str
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @property
+    def path(self) -> str:
+        return self.branch or ""
+
+    @cached_property
+    def prefix(self) -> str | None:
+        """``node|path|digest``; None when the execution cannot be keyed (inputs not written down)."""
+        if self.branch is None or self.inputs_json is None:
+            return None
+        return f"{self.node_id}|{self.branch or '-'}|{digest(self.fingerprint, self.inputs_json)}"
+
+    @cached_property
+    def step_key(self) -> str | None:
+        """``current_run().step_key``: the idempotency key, the node id and the branch path."""
+        branch = self.branch if self.branch is not None else "?"
+        return digest(self.journal.ctx.idempotency_key, self.node_id, branch)
 
     def call_key(self, name: str) -> str | None:
         """The key of the next call of ``name`` in this execution (loops call it again and again)."""
@@ -76,19 +104,18 @@ class StepExecution:
         return self._next("w", name)
 
     def _next(self, kind: str, name: str) -> str | None:
-        if self.prefix is None:
+        prefix = self.prefix
+        if prefix is None:
             return None
         n = self.calls[(kind, name)]
         self.calls[(kind, name)] += 1
-        return f"{kind}|{self.prefix}|{name}|{n}"
-
-
-_execution: ContextVar[StepExecution | None] = ContextVar("reflexr_step_execution", default=None)
+        return f"{kind}|{prefix}|{name}|{n}"
 
 
 def current_execution() -> StepExecution | None:
     """The step execution running in this context, or None outside a durable step."""
-    return _execution.get()
+    step = running_step()
+    return step if isinstance(step, StepExecution) else None
 
 
 def branch_path(stack: tuple[pg.ForkStackItem, ...]) -> str:
@@ -111,53 +138,57 @@ def wrapper(spec: StepSpec) -> pg.StepWrapper:
 
     def wrap(node_id: str, step: StepCall) -> StepCall:
         call = controlled(spec.controls, node_id, step)
+        name = tracing.step_span_name(node_id)
+        span_attrs = {tracing.ATTR_NODE: node_id}
 
         async def run_step(ctx: Any) -> Any:
             started = time.perf_counter()
-            name = tracing.step_span_name(node_id)
             try:
-                with tracing.TRACER.start_as_current_span(
-                    name, attributes={tracing.ATTR_NODE: node_id}
-                ) as span:
-                    journal = current_journal()
+                journal = current_journal()
+                if not tracing.recording():  # no SDK: a span would record nothing, and cost a context
+                    if journal is None:
+                        return await call(ctx)
+                    return await _journaled(spec, journal, node_id, call, ctx, trace.INVALID_SPAN)
+                with tracing.TRACER.start_as_current_span(name, attributes=span_attrs) as span:
                     if journal is None:
                         return await call(ctx)
                     return await _journaled(spec, journal, node_id, call, ctx, span)
             finally:
-                metrics.STEP_DURATION.record(time.perf_counter() - started, {tracing.ATTR_NODE: node_id})
+                metrics.STEP_DURATION.record(time.perf_counter() - started, span_attrs)
 
         return run_step
 
     return wrap
 
 
+def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> StepExecution:
+    if spec.forked is not None and node_id not in spec.forked:
+        branch: str | None = ""  # no fork reaches this node: its stack holds none
+    else:
+        stack = pg.current_fork_stack()
+        branch = branch_path(stack) if stack is not None else None
+    inputs = pg.step_context_inputs(ctx)
+    # The inputs as the step starts: the boundary before it wrote them down already, as a rule.
+    inputs_json = journal.inputs_json(node_id, inputs)
+    if inputs_json is None:
+        inputs_json = _dump(spec.inputs(node_id) or ANY_CODEC, inputs)
+    return StepExecution(journal, node_id, branch, inputs_json, spec.fingerprint)
+
+
 async def _journaled(
     spec: StepSpec, journal: Journal, node_id: str, call: StepCall, ctx: Any, span: Any
 ) -> Any:
-    stack = pg.current_fork_stack()
-    path = branch_path(stack) if stack is not None else None
-    inputs_json = _dump(spec.inputs(node_id) or ANY_CODEC, pg.step_context_inputs(ctx))
-    prefix = None
-    if path is not None and inputs_json is not None:
-        prefix = f"{node_id}|{path or '-'}|{digest(spec.fingerprint, inputs_json)}"
-    execution = StepExecution(journal, node_id, path or "", prefix)
-    run = current_run_or_none()
-    run_token = None
-    if run is not None:
-        step_key = digest(run.idempotency_key, node_id, path if path is not None else "?")
-        run_token = set_current(dataclasses.replace(run, step_key=step_key))
-    token = _execution.set(execution)
+    execution = _execution(spec, journal, node_id, ctx)
+    token = set_step(execution)
     journal.in_flight.enter()
     try:
         result_codec = spec.results.get(node_id)
-        if path and prefix is not None and result_codec is not None:
+        if execution.branch and result_codec is not None and execution.prefix is not None:
             return await _branch(spec, execution, result_codec, call, ctx, span)
         return await call(ctx)
     finally:
         journal.in_flight.leave()
-        _execution.reset(token)
-        if run_token is not None:
-            reset_current(run_token)
+        reset_step(token)
 
 
 async def _branch(

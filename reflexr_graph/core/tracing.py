@@ -1,4 +1,8 @@
-"""Span names and attributes. The OpenTelemetry API is a no-op until an SDK is configured."""
+"""Span names and attributes. The OpenTelemetry API is a no-op until an SDK is configured.
+
+A no-op span still costs its context switch and context manager on every step, so the
+per-step span is only made where ``recording()`` says an SDK took the global provider.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +38,14 @@ ATTR_WAKE_AT = "reflexr.wait.wake_at_ms"
 ATTR_REUSED = "reflexr.step.reused"
 ATTR_CALL = "reflexr.call.name"
 ATTR_LIMIT_KEY = "reflexr.limit.key"
+
+
+def recording() -> bool:
+    """Whether an OpenTelemetry SDK (any provider but the API's proxy or no-op one) is installed.
+
+    Asked per step, not once: a provider can be installed after this module is imported.
+    """
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 
 
 def run_trace_parent(trace_context: str) -> Context | None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -141,7 +141,7 @@ class CheckpointCodec:
         nxt = "null"
         if next_task is not None:
             node_id, node_inputs, stack = next_task
-            stack_json = json.dumps(fork_stack_doc(stack), separators=(",", ":"))
+            stack_json = _fork_stack_json(tuple(stack))
             nxt = f'{{"node_id":{json.dumps(node_id)},"inputs":{node_inputs},"fork_stack":{stack_json}}}'
         inputs_part = '"inputs":null,"inputs_ref":"run"' if inputs is None else f'"inputs":{inputs}'
         return f'{head},"state":{state},{inputs_part},"next":{nxt},"output":{output}}}'
@@ -196,6 +196,12 @@ def _loose_seq(payload: str | bytes) -> int:
     except Exception:
         return 0
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
+
+
+@lru_cache(maxsize=256)
+def _fork_stack_json(stack: tuple[ForkStackItem, ...]) -> str:
+    # A run's tasks share few fork stacks (a chain's steps all have the start's): write each once.
+    return json.dumps(fork_stack_doc(list(stack)), separators=(",", ":"))
 
 
 def fork_stack_doc(stack: list[ForkStackItem]) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -76,7 +75,7 @@ class StepExecution:
     inputs_json: str | None
     """The step's inputs as it started, as JSON; None when they cannot be written down."""
     fingerprint: str
-    calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    calls: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -107,8 +106,8 @@ class StepExecution:
         prefix = self.prefix
         if prefix is None:
             return None
-        n = self.calls[(kind, name)]
-        self.calls[(kind, name)] += 1
+        n = self.calls.get((kind, name), 0)
+        self.calls[(kind, name)] = n + 1
         return f"{kind}|{prefix}|{name}|{n}"
 
 

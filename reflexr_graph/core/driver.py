@@ -244,6 +244,7 @@ async def run_attempt(
         journal = Journal(
             port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()
         )
+        journal.traced = tracing.recording()
         journal_token = set_journal(journal)
         try:
             advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)

@@ -74,6 +74,9 @@ class Journal:
     """The deadlines of the steps in flight, for the heartbeat thread to see a blocked one."""
     in_flight: InFlight = field(default_factory=InFlight)
     """The steps running, for the driver to let them finish before the attempt ends (inflight.py)."""
+    traced: bool = True
+    """Whether an OpenTelemetry SDK was installed when the attempt began: its steps get spans.
+    Asked once per attempt, since asking costs a lookup in the environment."""
     written: tuple[str, object, str] | None = None
     """The next task as the boundary just saved wrote it down: its node, its inputs (the very
     object) and their JSON, so that its step keys its records without writing them down again."""

@@ -144,7 +144,8 @@ def wrapper(spec: StepSpec) -> pg.StepWrapper:
             started = time.perf_counter()
             try:
                 journal = current_journal()
-                if not tracing.recording():  # no SDK: a span would record nothing, and cost a context
+                traced = journal.traced if journal is not None else tracing.recording()
+                if not traced:  # no SDK: a span would record nothing, and cost a context switch
                     if journal is None:
                         return await call(ctx)
                     return await _journaled(spec, journal, node_id, call, ctx, trace.INVALID_SPAN)

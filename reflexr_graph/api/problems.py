@@ -1,9 +1,9 @@
 """Errors as JSON problem details (RFC 9457), never with a traceback or a value the client sent.
 
-Every error a route can meet maps here to a status: bad input 400 (a body that is not JSON) or
-422 (a body or query that does not validate, inputs the graph's schema rejects), a missing run
-or graph 404, a refused operation 409, a body too large 413, Redis unusable 503, and anything
-unexpected 500 with a generic message (the server logs the traceback).
+A reflexr-graph error is answered by its kind (:data:`HTTP_STATUS`): not found 404, invalid 422,
+conflict 409, unavailable 503, timeout 504, failed 500. The request's own errors: a body that is
+not JSON 400, one that does not validate 422, a body too large 413. Anything unexpected is a 500
+with a generic message (the server logs the traceback).
 """
 
 from __future__ import annotations
@@ -19,10 +19,21 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from reflexr_graph import errors
+from reflexr_graph.errors import Kind
 
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
+
+HTTP_STATUS: dict[Kind, tuple[int, str]] = {
+    Kind.NOT_FOUND: (404, "Not Found"),
+    Kind.INVALID: (422, "Unprocessable Content"),
+    Kind.CONFLICT: (409, "Conflict"),
+    Kind.UNAVAILABLE: (503, "Service Unavailable"),
+    Kind.TIMEOUT: (504, "Gateway Timeout"),
+    Kind.FAILED: (500, "Internal Server Error"),
+}
+"""The status and title that answer each kind of error (a 500 with a generic detail)."""
 
 
 class ProblemError(BaseModel):
@@ -90,29 +101,22 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
     return response
 
 
-async def _reflexr(_request: Request, exc: Exception) -> JSONResponse:
+async def _reflexr(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.ReflexrError)
+    status, title = HTTP_STATUS[exc.error_kind]
+    if status == 500:
+        return await _unexpected(request, exc)
+    extra: dict[str, Any] = {}
     if isinstance(exc, errors.InvalidInputs):
-        found = _locations(exc.errors)
-        return problem(422, "Unprocessable Content", str(exc), errors=found)
-    if isinstance(exc, errors.UnknownSignal):
-        bad = [
-            ProblemError(
-                loc=["body", "name"], msg="is not a signal the graph declares", type="unknown_signal"
-            )
-        ]
-        return problem(422, "Unprocessable Content", str(exc), errors=bad)
-    if isinstance(exc, errors.IdempotencyConflict):
-        return problem(409, "Conflict", str(exc), run_id=exc.run_id)
-    if isinstance(exc, errors.CheckpointNotFound):
-        return problem(404, "Not Found", str(exc), kept=exc.kept)
-    if isinstance(exc, errors.RunNotFound | errors.UnknownGraph):
-        return problem(404, "Not Found", str(exc))
-    if isinstance(exc, errors.OperationRefused):
-        return problem(409, "Conflict", str(exc))
-    if isinstance(exc, errors.StoreUnavailable):
-        return problem(503, "Service Unavailable", str(exc))
-    return await _unexpected(_request, exc)
+        extra["errors"] = _locations(exc.errors)
+    elif isinstance(exc, errors.UnknownSignal):
+        msg = "is not a signal the graph declares"
+        extra["errors"] = [ProblemError(loc=["body", "name"], msg=msg, type="unknown_signal")]
+    elif isinstance(exc, errors.IdempotencyConflict):
+        extra["run_id"] = exc.run_id
+    elif isinstance(exc, errors.CheckpointNotFound):
+        extra["kept"] = exc.kept
+    return problem(status, title, str(exc), **extra)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -20,18 +20,19 @@ import typer
 
 from reflexr_graph import errors
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from reflexr_graph.errors import Kind
 from reflexr_graph.schemas import format_loc
 
-_USAGE_ERRORS = (
-    errors.RunNotFound,
-    errors.CheckpointNotFound,
-    errors.UnknownGraph,
-    errors.InvalidInputs,
-    errors.SettingsError,
-    errors.UnknownSignal,
-)
-"""Bad usage or bad input (exit 2). A refused operation, such as replaying a running run, is a
-command that failed (exit 1): the input was fine, the run's status did not allow it."""
+EXIT_CODES: dict[Kind, int] = {
+    Kind.NOT_FOUND: EXIT_USAGE,
+    Kind.INVALID: EXIT_USAGE,
+    Kind.CONFLICT: EXIT_FAILED,
+    Kind.UNAVAILABLE: EXIT_UNREACHABLE,
+    Kind.TIMEOUT: EXIT_FAILED,
+    Kind.FAILED: EXIT_FAILED,
+}
+"""The exit code of each kind of error. A conflict (replaying a running run) is a command that
+failed: the input was fine, the run's status did not allow it."""
 _MESSAGE_LIMIT = 300
 """Longest message of an unexpected error: one line, and a long one is likely to quote data."""
 
@@ -116,12 +117,11 @@ def problem_of(exc: BaseException) -> Problem:
         message = "no answer to the question (input closed or interrupted); pass --yes to skip it"
         return Problem("Aborted", message, EXIT_FAILED)
     if isinstance(exc, errors.StoreUnavailable):
-        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_UNREACHABLE, kind=exc.kind)
+        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_CODES[exc.error_kind], kind=exc.kind)
     if isinstance(exc, errors.InvalidInputs):
         return _invalid_inputs(exc)
     if isinstance(exc, errors.ReflexrError):
-        code = EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED
-        return Problem(type(exc).__name__, one_line(str(exc)), code)
+        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_CODES[exc.error_kind])
     parse_code = _parse_error_code(exc)
     if parse_code is not None:
         return _parse_error(exc, parse_code)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from reflexr_graph.core.pg import ForkStackItem, NodeID, NodeRunID
 from reflexr_graph.core.readback import Codec
+from reflexr_graph.errors import Kind, ReflexrError
 
 FORMAT_VERSION = 1
 
@@ -89,8 +90,10 @@ class Restored:
     fork_stack: list[ForkStackItem]
 
 
-class _Invalid(Exception):
-    pass
+class _Invalid(ReflexrError):
+    """A part of a checkpoint does not validate; the checkpoint is discarded, saying where."""
+
+    error_kind = Kind.INVALID
 
 
 def describe_errors(part: str, exc: ValidationError) -> str:

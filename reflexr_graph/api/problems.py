@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from reflexr_graph import errors
+from reflexr_graph.core import invalid
 from reflexr_graph.errors import Kind
 
 log = logging.getLogger(__name__)
@@ -66,17 +67,7 @@ def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
 
 def _locations(found: Sequence[Any]) -> list[ProblemError]:
     """Validation errors with only ``loc``, ``msg`` and ``type``: pydantic's also carry the input."""
-    out = []
-    for err in found:
-        loc = [part if isinstance(part, int) else str(part) for part in err.get("loc", ())]
-        out.append(
-            ProblemError(loc=loc, msg=str(err.get("msg", "is invalid")), type=str(err.get("type", "")))
-        )
-    return out
-
-
-def _where(found: list[ProblemError]) -> str:
-    return "; ".join(".".join(str(p) for p in e.loc) + f": {e.msg}" for e in found)
+    return [ProblemError.model_validate(field) for field in invalid.fields(found)]
 
 
 async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
@@ -87,7 +78,10 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
         bad = [ProblemError(loc=["body"], msg="is not valid JSON", type="json_invalid")]
         return problem(400, "Bad Request", "the request body is not valid JSON", errors=bad)
     return problem(
-        422, "Unprocessable Content", f"the request does not validate: {_where(found)}", errors=found
+        422,
+        "Unprocessable Content",
+        f"the request does not validate: {invalid.describe(exc.errors())}",
+        errors=found,
     )
 
 

@@ -20,8 +20,8 @@ import typer
 
 from reflexr_graph import errors
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from reflexr_graph.core import invalid
 from reflexr_graph.errors import Kind
-from reflexr_graph.schemas import format_loc
 
 EXIT_CODES: dict[Kind, int] = {
     Kind.NOT_FOUND: EXIT_USAGE,
@@ -61,12 +61,8 @@ def one_line(text: str) -> str:
 
 
 def _invalid_inputs(exc: errors.InvalidInputs) -> Problem:
-    listed = []
-    for item in exc.errors:
-        loc = item.get("loc", [])
-        where = format_loc(loc if isinstance(loc, list) else [loc])
-        listed.append(f"{where}: {item.get('msg', 'is invalid')}")
-    message = f"invalid inputs; fix these fields: {'; '.join(listed)}" if listed else str(exc)
+    listed = invalid.describe(exc.errors)
+    message = f"invalid inputs; fix these fields: {listed}" if listed else str(exc)
     return Problem(type(exc).__name__, one_line(message), EXIT_USAGE, fields=exc.errors)
 
 
@@ -96,14 +92,12 @@ def _parse_error(exc: BaseException, code: int) -> Problem:
 
 def _unexpected(exc: BaseException) -> Problem:
     """A bug or an unforeseen failure: its type and first line, never a traceback by default."""
-    if isinstance(exc, pydantic.ValidationError):
-        # Its text quotes the invalid input; the count and title are enough to report it.
-        text = f"{exc.error_count()} validation error(s) for {exc.title}"
-    else:
-        lines = str(exc).strip().splitlines()
-        text = lines[0] if lines else ""
-        if len(text) > _MESSAGE_LIMIT:
-            text = text[:_MESSAGE_LIMIT] + "..."
+    # A ValidationError's own text quotes the invalid input; its summary names only where and why.
+    said = invalid.summary(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+    lines = said.strip().splitlines()
+    text = lines[0] if lines else ""
+    if len(text) > _MESSAGE_LIMIT:
+        text = text[:_MESSAGE_LIMIT] + "..."
     name = type(exc).__name__
     message = f"unexpected {name}{': ' + text if text else ''} (run again with --debug for the traceback)"
     return Problem(name, message, EXIT_FAILED)

@@ -335,6 +335,13 @@ class StaleCheckpoint(OperationRefused):
         self.reason = reason
 
 
+class CannotListen(ReflexrError):
+    """``serve`` cannot listen on the address given: its port is in use, the address is not this
+    machine's, or the port needs privileges."""
+
+    error_kind = Kind.CONFLICT
+
+
 class AttemptFailed(ReflexrError):
     """The Celery task's failure when its attempt failed and the run is retried.
 

@@ -1,5 +1,5 @@
 """CLI failures and the exit codes they map to: 1 a failed run or command, 2 bad usage or input,
-3 Redis cannot be reached or used with the URL given."""
+3 Redis cannot be reached or used with the URL given, 4 ``serve`` cannot listen on its address."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+EXIT_CANNOT_LISTEN = 4
 
 
 class CliError(ReflexrError):

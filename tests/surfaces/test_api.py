@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import redis
 from fastapi.routing import APIRoute
 
 from reflexr_graph.api.app import API_PREFIX, API_ROUTERS, OPEN_ROUTERS
+from reflexr_graph.cli.failures import EXIT_CANNOT_LISTEN, EXIT_UNREACHABLE
 from tests.surfaces.conftest import PASSWORD, ApiServer, Cli, serving
 from tests.surfaces.graphs import ok_key, release_key
 from tests.waiting import wait_for
@@ -112,6 +114,20 @@ def test_enqueue_validates_and_maps_the_idempotency_key(
         body_key = {"graph": "counter", "inputs": {"key": "a", "n": 2}, "idempotency_key": "x"}
         both = http.post("/api/runs", json=body_key, headers={"Idempotency-Key": "y"})
         _problem(both, 422)
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_it_announces_anything(cli: Cli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("serve", "--port", str(port))
+    assert done.returncode == EXIT_CANNOT_LISTEN != EXIT_UNREACHABLE, done.stderr
+    assert done.stdout == "", "no ready line for a server that never listened"
+    assert done.stderr.splitlines() == [
+        f"error: cannot listen on http://127.0.0.1:{port}/: the port is in use by another process; stop it, "
+        "or serve on another with --port"
+    ]
 
 
 def test_bodies_over_the_limit_are_refused_with_413(api_server: ApiServer) -> None:

@@ -2,8 +2,8 @@
 
 A reflexr-graph error is answered by its kind (:data:`HTTP_STATUS`): not found 404, invalid 422,
 conflict 409, unavailable 503, timeout 504, failed 500. The request's own errors: a body that is
-not JSON 400, one that does not validate 422, a body too large 413. Anything unexpected is a 500
-with a generic message (the server logs the traceback).
+not JSON 400 (415 when its Content-Type says it is not), one that does not validate 422, a body
+too large 413. Anything unexpected is a 500 with a generic message (the server logs the traceback).
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
 async def _http(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
-    title = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}
+    title = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large",
+             415: "Unsupported Media Type"}  # fmt: skip
     response = problem(exc.status_code, title.get(exc.status_code, "Error"), detail)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value

@@ -1,4 +1,5 @@
-"""What guards the API: the bearer token, security headers, the request body limit, loopback-only binds.
+"""What guards the API: the bearer token, JSON bodies only, security headers, the request body limit,
+loopback-only binds.
 
 With ``REFLEXR_API_TOKEN`` set, every ``/api`` route needs ``Authorization: Bearer <token>``,
 compared in constant time. The console sends it the way any API client does (it keeps the
@@ -22,9 +23,10 @@ from reflexr_graph.errors import SettingsError
 _bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, when the server has one")
 
 SECURITY_HEADERS: dict[str, str] = {
-    # Scripts and styles only from the app itself (no CDN); mermaid writes inline styles into its SVG.
+    # Scripts and styles only from the app itself (no CDN, nothing inline): the console carries the
+    # styles mermaid writes into its SVG over through the CSSOM (console.js, placeDiagram).
     "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -48,6 +50,26 @@ def require_token(
     if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
         why = "a bearer token is required" if not given else "the bearer token is not this server's"
         raise HTTPException(401, f"{why}: send Authorization: Bearer <REFLEXR_API_TOKEN>")
+
+
+def require_json(request: Request) -> None:
+    """415 for a body not declared as JSON (a form, as ``curl -d`` sends, or no Content-Type).
+
+    Without this, FastAPI reads such a body as bytes, and the 422 it answers never names the
+    Content-Type. A request without a body (``POST .../cancel``) needs none.
+    """
+    length = request.headers.get("content-length")
+    if length == "0" or (length is None and "transfer-encoding" not in request.headers):
+        return
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise HTTPException(
+        415,
+        "the request body must be JSON: send it with Content-Type: application/json "
+        "(with curl, --json '{...}' rather than -d)",
+        headers={"Accept-Post": "application/json"},
+    )
 
 
 class SecurityHeaders:

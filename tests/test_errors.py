@@ -13,7 +13,6 @@ import pytest
 import reflexr_graph
 from reflexr_graph import errors
 from reflexr_graph.api.problems import HTTP_STATUS
-from reflexr_graph.api.security import BodyTooLarge
 from reflexr_graph.cli.report import EXIT_CODES, problem_of
 from reflexr_graph.errors import Kind, ReflexrError
 
@@ -21,7 +20,6 @@ PACKAGE = Path(reflexr_graph.__file__).parent
 
 OUTSIDE_THE_ROOT = {
     errors.Suspended: "a BaseException, so that a step's `except Exception` cannot swallow it",
-    BodyTooLarge: "a starlette HTTPException, the only kind FastAPI's body reading lets through",
 }
 
 

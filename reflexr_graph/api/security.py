@@ -18,7 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reflexr_graph.errors import SettingsError
+from reflexr_graph.errors import Kind, ReflexrError, SettingsError
 
 _bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, when the server has one")
 
@@ -94,8 +94,14 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-class BodyTooLarge(HTTPException):
-    """The request body is larger than ``REFLEXR_API_MAX_BODY`` (413)."""
+class BodyTooLarge(HTTPException, ReflexrError):
+    """The request body is larger than ``REFLEXR_API_MAX_BODY`` (413).
+
+    An HTTPException first, the only kind FastAPI's body reading lets through to the handlers
+    (which answer it by its own status, not by its kind).
+    """
+
+    error_kind = Kind.INVALID
 
     def __init__(self, limit: int) -> None:
         super().__init__(

@@ -63,7 +63,7 @@ def one_line(text: str) -> str:
 def _invalid_inputs(exc: errors.InvalidInputs) -> Problem:
     listed = invalid.describe(exc.errors)
     message = f"invalid inputs; fix these fields: {listed}" if listed else str(exc)
-    return Problem(type(exc).__name__, one_line(message), EXIT_USAGE, fields=exc.errors)
+    return Problem(type(exc).__name__, one_line(message), EXIT_CODES[exc.error_kind], fields=exc.errors)
 
 
 def parse_context(exc: BaseException) -> Any:

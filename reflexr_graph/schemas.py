@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.invalid import format_loc
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore, translate_errors
@@ -185,14 +186,6 @@ def _errors_of(error: jsonschema.ValidationError, part: str) -> list[dict[str, o
         extra = [name for name in instance if name not in allowed]
         return [{"loc": [*loc, n], "msg": "is not allowed here", "type": "extra"} for n in extra]
     return [{"loc": loc, "msg": _why(error), "type": str(error.validator)}]
-
-
-def format_loc(loc: Iterable[object]) -> str:
-    """``inputs.items[2].name`` from a location list."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 _VALIDATORS: dict[tuple[str, str, str], jsonschema.Draft202012Validator] = {}

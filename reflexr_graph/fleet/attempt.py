@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from reflexr_graph import clock
+from reflexr_graph.core import invalid
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.driver import Finished, run_attempt
@@ -64,14 +65,7 @@ RELEASE_BUDGET_S = 2.0
 
 def safe_message(exc: BaseException) -> str:
     """``str(exc)``, except that a ValidationError lists locations and reasons, not values."""
-    if isinstance(exc, ValidationError):
-        where = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors(include_input=False, include_url=False, include_context=False)
-        )
-        message = f"{exc.error_count()} validation error(s) for {exc.title}: {where}"
-    else:
-        message = str(exc)
+    message = invalid.summary(exc) if isinstance(exc, ValidationError) else str(exc)
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[:MAX_MESSAGE_LENGTH] + "... (truncated)"
     return message

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import Kind, ReflexrError
 from reflexr_graph.model import Reason
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -23,6 +23,8 @@ MAX_KEY_LENGTH = 512
 
 class BadMessage(ReflexrError):
     """The message cannot become a run; it is dead-lettered with ``reason``."""
+
+    error_kind = Kind.INVALID
 
     def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)

@@ -24,6 +24,7 @@ from celery.exceptions import Ignore, Reject
 from pydantic import ValidationError
 
 from reflexr_graph.config.dispatch import TASK_NAME
+from reflexr_graph.core import invalid
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import (
     AttemptFailed,
@@ -64,9 +65,7 @@ def check_inputs(action: GraphAction, msg: RunMessage) -> None:
     except InvalidInputs as exc:
         raise BadMessage(Reason.INVALID_INPUTS, str(exc)) from None
     except ValidationError as exc:  # a validator of the graph's own types raised outside the adapter
-        raise BadMessage(
-            Reason.INVALID_INPUTS, f"graph {msg.graph!r}: {exc.error_count()} validation error(s)"
-        ) from None
+        raise BadMessage(Reason.INVALID_INPUTS, f"graph {msg.graph!r}: {invalid.describe(exc)}") from None
 
 
 def dead_letter_message(

@@ -19,7 +19,7 @@ from reflexr_graph.config.settings import Settings
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
-from reflexr_graph.store.operator import cancel_run, purge_run
+from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.ops import Op, Publish, Request, drive_async
 from reflexr_graph.store.reads import (
     RunPage,

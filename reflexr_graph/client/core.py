@@ -22,7 +22,7 @@ from reflexr_graph.model import TERMINAL, RunInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
-from reflexr_graph.store.operator import replay_run
+from reflexr_graph.store.interventions import replay_run
 from reflexr_graph.store.ops import Op, Publish, cmd
 from reflexr_graph.store.reads import run_events, run_record
 from reflexr_graph.store.records import RunEvent

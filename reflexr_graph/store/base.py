@@ -1,8 +1,8 @@
 """What every part of the store shares: the client, the scripts, error translation, helpers.
 
 ``RedisStore`` (redis_store.py) is assembled from one class per concern, each a subclass of
-:class:`StoreBase`: an attempt's writes, recovery, operator actions, reads, the worker
-registry. Every change that touches more than one key is one Lua script (``lua/``); every
+:class:`StoreBase`: an attempt's writes, recovery, interventions (cancel, replay, purge), reads,
+the worker registry. Every change that touches more than one key is one Lua script (``lua/``); every
 "now" comes from ``clock.now_ms()`` and is passed to the scripts, which never read the
 server's clock; Redis being unreachable is always reported as ``errors.StoreUnavailable``.
 """

@@ -137,11 +137,6 @@ def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     return _store(store_or_redis).do(published_graph(name))
 
 
-def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
-    """See :func:`published_with_workers`."""
-    return _store(store_or_redis).do(published_with_workers(name))
-
-
 def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
     """See :func:`published_graphs`."""
     return _store(store_or_redis).do(published_graphs())

@@ -96,7 +96,7 @@ class CheckpointPort(Protocol):
     ) -> None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 
-        ``skipped`` counts the boundaries not saved since the attempt's previous save, recorded
-        with this one.
+        ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
+        attempt's previous save, and the work reused instead of run again.
         """
         ...

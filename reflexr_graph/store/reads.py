@@ -215,11 +215,6 @@ class Reads(StoreBase):
         return text(self._r.hget(keys.run(run_id), "trace"))
 
     @translate_errors
-    def graphs_of(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        """:meth:`graph_of` for many runs, in one round trip."""
-        return {run_id: graph for run_id, (graph, _) in self.dispatch_of(run_ids).items()}
-
-    @translate_errors
     def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, int | None]]:
         """Each run's graph (None once the run is gone) and message priority, in one round trip."""
         pipe = self._r.pipeline(transaction=False)

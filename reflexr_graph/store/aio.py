@@ -82,7 +82,7 @@ class AsyncStore:
         if isinstance(request, Eval):
             return await self._scripts(request.name, request.keys, request.args)
         if isinstance(request, Batch):
-            async with self._r.pipeline(transaction=False) as pipe:
+            async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:
                     getattr(pipe, command.method)(*command.args, **command.kwargs)
                 return await pipe.execute()

@@ -171,14 +171,15 @@ class StoreBase:
     # -- operations (store/ops.py) -----------------------------------------------------------
 
     @translate_errors
-    def _handle(self, request: Request) -> Any:
-        """Answer one request of an operation with this store's blocking client."""
+    def handle(self, request: Request) -> Any:
+        """Answer one request of an operation with this store's blocking client; Redis errors
+        arrive as StoreUnavailable."""
         if isinstance(request, Command):
             return getattr(self._r, request.method)(*request.args, **request.kwargs)
         if isinstance(request, Eval):
             return self._scripts(request.name, request.keys, request.args)
         if isinstance(request, Batch):
-            pipe = self._r.pipeline(transaction=False)
+            pipe = self._r.pipeline(transaction=request.transaction)
             for command in request.commands:
                 getattr(pipe, command.method)(*command.args, **command.kwargs)
             return pipe.execute()
@@ -186,4 +187,4 @@ class StoreBase:
 
     def do(self, op: Op[T]) -> T:
         """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
-        return drive(op, self._handle)
+        return drive(op, self.handle)

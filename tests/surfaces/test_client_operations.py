@@ -20,6 +20,7 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.limits import LimitUsage
 from reflexr_graph.store.quarantine import Quarantine, QuarantinedItem
 from tests.store.support import fail_once, start
+from tests.surfaces.graphs import ACTIONS
 
 T = TypeVar("T")
 
@@ -63,6 +64,19 @@ def _both(
 
     with Client.from_url(redis_url, queue=queue) as client:
         return sync(client), asyncio.run(run())
+
+
+def test_both_clients_publish_and_ping(redis_url: str, queue: str) -> None:
+    async def publish_twice(aclient: AsyncClient) -> list[list[str]]:
+        await aclient.ping()
+        return [await aclient.publish(ACTIONS), await aclient.publish(ACTIONS)]
+
+    def read(client: Client) -> list[str]:
+        client.ping()
+        return [g.name for g in client.graphs()]
+
+    names, written = _both(redis_url, queue, read, publish_twice)
+    assert names == [] and written == [["counter", "blocker", "approvals"], []]
 
 
 def test_limits_are_read_by_both_clients(redis_url: str, queue: str, redis_client: redis.Redis) -> None:

@@ -96,3 +96,13 @@ def test_graphs_shows_the_number_each_run_gets(cli: Cli, published: None) -> Non
     assert rows == {"approvals": "5", "blocker": "5", "counter": "1"}
     as_json = json.loads(cli("graphs", "--json").stdout)
     assert {g["name"]: g["max_attempts"] for g in as_json} == {"approvals": 5, "blocker": 5, "counter": 1}
+
+
+def test_publish_from_a_deploy_step_publishes_with_its_own_setting(
+    cli: Cli, redis_client: redis.Redis
+) -> None:
+    """`reflexr-graph publish` is the publisher then: its REFLEXR_MAX_ATTEMPTS is the budget it writes."""
+    published = cli("publish", "tests.surfaces.graphs:blocker", "tests.surfaces.graphs:counter")
+    assert published.returncode == 0, published.stderr
+    assert schemas.load(redis_client, "blocker").max_attempts == WORKERS_MAX_ATTEMPTS
+    assert schemas.load(redis_client, "counter").max_attempts == 1

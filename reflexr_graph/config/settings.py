@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from reflexr_graph.core import invalid
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
+from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.store import sentinel
 
@@ -44,7 +45,9 @@ class Settings(BaseSettings):
     store, leases and checkpoints stay in Redis (docs/design.md#rabbitmq-as-the-broker)."""
     graphs: Annotated[tuple[str, ...], NoDecode] = ()
     queue: str = Field("reflexr", min_length=1)
-    max_attempts: int = Field(5, ge=1)
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
+    """The attempt budget a process publishes for each graph whose action sets none
+    (``schemas.run_max_attempts``): the workers' setting decides, not a producer's."""
     max_interruptions: int = Field(20, ge=1)
     """Attempts cut short by the fleet (soft shutdown, Redis unreachable) before a run is dead."""
     retry_backoff_s: float = Field(2.0, gt=0)

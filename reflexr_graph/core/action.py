@@ -125,8 +125,11 @@ class GraphAction:
         input_types: node id -> input type, for nodes whose type reflexr cannot read or
             infer (steps without an annotation, stream steps, forks and decisions after a
             transform...). It overrides annotations and inference.
-        max_attempts: attempts before a failing run is dead-lettered; defaults to the
-            ``REFLEXR_MAX_ATTEMPTS`` setting.
+        max_attempts: attempts before a failing run is dead-lettered. Without it (or
+            ``retry=RetryPolicy(max_attempts=...)``), the ``REFLEXR_MAX_ATTEMPTS`` of the workers
+            that publish the graph; the number is published with the graph's schema, and every
+            new run takes it from there, whether a Client or a foreign producer made it (a
+            producer's own ``REFLEXR_MAX_ATTEMPTS`` plays no part).
         deps: a callable that builds the graph's deps for each attempt.
         signals: signal name -> type of its value, for each signal a step may wait for
             (``wait_for_signal``). Their JSON Schemas are published with the graph's, so a

@@ -155,6 +155,7 @@ class Recorder:
     counted: int = 0
     """Attempts of the run counted so far, this one included (from the claim)."""
     run_max: int = 0
+    """The run's max_attempts, as its record holds it (from the claim)."""
 
     def _verdict(self, exc: BaseException, how: Failure) -> tuple[Failure, int]:
         """The failure as the retry policy of its node judges it, and the retry's delay in ms."""
@@ -168,7 +169,7 @@ class Recorder:
                 permanent=how.permanent,
                 policy=policy,
                 counted=self.counted,
-                run_max=self.run_max or settings.max_attempts,
+                run_max=self.run_max,
             )
             how = Failure(verdict.reason, verdict.permanent, how.counted)
             retry_after = verdict.retry_after_s

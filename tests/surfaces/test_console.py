@@ -170,6 +170,8 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
         "diagrams",
     )
     console.shot("graphs")
+    # The budget each run gets, not "default", for a graph whose action sets none (issue 25).
+    assert _text(browser, 'section[data-graph="blocker"] p.muted').endswith("max attempts 5")
     browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
     browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
     browser.find_element(By.ID, "enqueue-counter").click()

@@ -442,7 +442,7 @@ async function graphsPage(view) {
       } catch (e) { notice(e.message); }
     });
     view.append(h("section", { "data-graph": graph.name }, h("h2", {}, graph.name),
-      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts ?? "default"}`),
+      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts}`),
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);

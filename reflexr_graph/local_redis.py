@@ -23,6 +23,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from reflexr_graph.errors import Kind, ReflexrError
+
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 _PORT_ATTEMPTS = 3
@@ -32,8 +34,10 @@ NO_RETRY = Retry(NoBackoff(), 0)
 _LIVE: set[RedisServer] = set()
 
 
-class RedisServerError(RuntimeError):
-    pass
+class RedisServerError(ReflexrError, RuntimeError):
+    """The local redis-server could not be found, started or used."""
+
+    error_kind = Kind.FAILED
 
 
 def _free_port() -> int:

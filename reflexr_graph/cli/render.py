@@ -258,7 +258,7 @@ def graph_table(graphs: list[GraphSchema], serving: Mapping[str, list[str]]) -> 
         table.add_row(
             plain(entry.name),
             plain(", ".join(workers)) if workers else "[red]none[/]",
-            str(entry.max_attempts or "default"),
+            str(entry.max_attempts),
             plain(str(fields)),
             when(entry.published_at),
         )

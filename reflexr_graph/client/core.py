@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -17,14 +18,15 @@ from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
+from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import TERMINAL, RunInfo
+from reflexr_graph.model import TERMINAL, CheckpointDetail, RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
-from reflexr_graph.store.operator import replay_run
+from reflexr_graph.store.interventions import replay_run
 from reflexr_graph.store.ops import Op, Publish, cmd
-from reflexr_graph.store.reads import run_events, run_record
+from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import RunEvent
 from reflexr_graph.store.waits import SignalOutcome, send_signal
 
@@ -34,6 +36,26 @@ SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+
+BULK_LIMIT = 1000
+"""The most dead runs one bulk replay by filter touches; narrow the filter, or call again, for more."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A run a bulk replay did not replay, and why: RunNotFound, or OperationRefused (its status)."""
+
+    run_id: str
+    error: errors.RunNotFound | errors.OperationRefused
+
+
+@dataclass(frozen=True)
+class BulkReplay:
+    """What a bulk replay did: the runs queued again, and those it could not replay."""
+
+    replayed: list[str]
+    refused: list[Refused]
 
 
 @dataclass(frozen=True)
@@ -116,7 +138,8 @@ class ClientCore:
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
             idempotency_key=idempotency_key,
-            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            # The graph's published budget (schemas.run_max_attempts), not this producer's setting.
+            max_attempts=entry.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
@@ -161,6 +184,28 @@ class ClientCore:
                 self.settings.unknown_graph_grace_s,
             )
 
+    def publish(self, actions: Iterable[GraphAction]) -> Op[list[str]]:
+        """Publish the graphs' entries, each with this process's REFLEXR_MAX_ATTEMPTS as the budget
+        of a graph whose action sets none; the names whose entry changed."""
+        entries = [schemas.GraphSchema.from_action(a, self.settings.max_attempts) for a in actions]
+        written = yield from schemas.published_entries(entries)
+        # What this client read before is stale now.
+        for name in written:
+            self._schemas.pop(name, None)
+        return written
+
+    def runs(self, status: Status | str | None, graph: str | None, limit: int) -> Op[list[RunInfo]]:
+        """Runs newest first, read on until ``limit`` are found or the index ends."""
+        return (yield from runs_listing(status, graph, limit, scan=None)).runs
+
+    def dead_letters(self, graph: str | None, reason: str | None, limit: int) -> Op[list[RunInfo]]:
+        """Dead runs, most recently dead first, read on until ``limit`` are found or the index ends."""
+        return (yield from dead_listing(graph, reason, limit, scan=None)).runs
+
+    def checkpoint(self, run_id: str, seq: int) -> Op[CheckpointDetail]:
+        """Checkpoint ``seq`` of the run with its values, as JSON."""
+        return time_travel.detail(run_id, (yield from saved_checkpoint(run_id, seq)))
+
     def history(self, run_id: str) -> Op[list[RunEvent]]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
         yield from run_record(run_id)
@@ -182,6 +227,38 @@ class ClientCore:
         yield Publish(run_id, info.graph, info.priority)
         return info
 
+    def replay_many(
+        self,
+        run_ids: Sequence[str] | None,
+        graph: str | None,
+        reason: str | None,
+        from_start: bool,
+        progress: Callable[[str], None] | None = None,
+    ) -> Op[BulkReplay]:
+        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph`` and/or
+        ``reason`` (at most BULK_LIMIT); a run that cannot be replayed is listed with why, and the
+        others go on. ``progress`` is told each run id once it is done."""
+        if run_ids is not None and (graph or reason):
+            raise errors.InvalidInputs(
+                "give run ids or a filter (graph, reason), not both",
+                [{"loc": ["run_ids"], "msg": "cannot be combined with graph or reason", "type": "exclusive"}],
+            )
+        if run_ids is None:
+            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None)
+            run_ids = [info.run_id for info in found.runs]
+        replayed: list[str] = []
+        refused: list[Refused] = []
+        for run_id in run_ids:
+            try:
+                yield from self.replay(run_id, from_start)
+            except (errors.RunNotFound, errors.OperationRefused) as exc:
+                refused.append(Refused(run_id, exc))
+            else:
+                replayed.append(run_id)
+            if progress is not None:
+                progress(run_id)
+        return BulkReplay(replayed, refused)
+
     def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
         """A new run of the source's graph that resumes from its checkpoint ``from_seq``, its state
         replaced by ``state`` when given; the message is sent unless the checkpoint is the
@@ -198,7 +275,7 @@ class ClientCore:
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,
             idempotency_key=idempotency_key,
-            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            max_attempts=entry.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             trace_context=current_trace_context(),
             fork=seed,

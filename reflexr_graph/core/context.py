@@ -7,7 +7,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import NotInRun
 
 
 class RunningStep(Protocol):
@@ -50,7 +50,7 @@ def current_run() -> CurrentRun:
     """The run id, attempt number and idempotency key of the attempt running this step."""
     run = current_run_or_none()
     if run is None:
-        raise ReflexrError("current_run() was called outside a reflexr-graph attempt; call it from a step")
+        raise NotInRun("current_run() was called outside a reflexr-graph attempt; call it from a step")
     return run
 
 

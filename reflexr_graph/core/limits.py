@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from reflexr_graph import clock
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.errors import GraphDefinitionError, ReflexrError, RunFailure
+from reflexr_graph.errors import GraphDefinitionError, Kind, ReflexrError, RunFailure
 
 WAIT_IN_PLACE_S = 5.0
 """While other steps of the attempt run, a limited step waits in place up to this long; a longer
@@ -206,6 +206,8 @@ class Limiter:
 
 class WaitTooLong(ReflexrError):
     """Internal: the wait for a limit would be long, so the run should be suspended instead."""
+
+    error_kind = Kind.TIMEOUT
 
     def __init__(self, key: str, wake_in_ms: int) -> None:
         super().__init__(f"limit wait of {wake_in_ms}ms")

@@ -103,8 +103,8 @@ class CheckpointPort(Protocol):
     ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 
-        ``notes`` tells the boundaries not saved and the work reused since the attempt's previous
-        write, recorded with this one. True when the run was asked to cancel meanwhile: the
-        attempt stops at this boundary.
+        ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
+        attempt's previous save, and the work reused instead of run again. True when the run was asked
+        to cancel meanwhile: the attempt stops at this boundary.
         """
         ...

@@ -17,7 +17,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.demo.processes import RUN_DIR, Fleet, Worker
 from reflexr_graph.demo.scenario import RunSpec
 from reflexr_graph.demo.view import live_view, step_counts
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import Kind, ReflexrError
 from reflexr_graph.model import TERMINAL, RunInfo, Status
 from reflexr_graph.store.keys import LEASES
 
@@ -32,6 +32,8 @@ def say(console: Console, message: str) -> None:
 
 class DemoFailed(ReflexrError):
     """A phase of the demo did not reach what it waits for in time."""
+
+    error_kind = Kind.TIMEOUT
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import Kind, ReflexrError
 from reflexr_graph.local_redis import NO_RETRY, RedisServer
 
 RUN_DIR = Path(".run")
@@ -108,6 +108,8 @@ def worker_env(redis_url: str, overrides: Mapping[str, str]) -> dict[str, str]:
 
 class KeptRedisRunning(ReflexrError):
     """A Redis that an earlier ``demo --keep`` left running still uses the demo's data dir."""
+
+    error_kind = Kind.CONFLICT
 
 
 def _kept_server(data_dir: Path) -> tuple[int, str] | None:

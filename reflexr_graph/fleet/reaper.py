@@ -189,7 +189,8 @@ class Reaper:
 
     def publish(self) -> None:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""
-        written = schemas.publish(self.store, self.app.reflexr_registry.values())
+        settings = self.app.reflexr_settings
+        written = schemas.publish(self.store, self.app.reflexr_registry.values(), settings.max_attempts)
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S

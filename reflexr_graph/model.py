@@ -92,8 +92,10 @@ class RunInfo(BaseModel):
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
     ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
 
-    ``limit_waits`` counts the steps that waited in place for a limit before they ran, and
-    ``limit_wait_s`` how long they waited in all (its history has a ``limit_waited`` event each).
+    ``limit_waits`` counts the steps that waited for a limit before they ran, in place or
+    released as ``waiting`` (a released wait counts once, from the step's first refusal through
+    every release to its grant), and ``limit_wait_s`` how long they waited in all (its history
+    has a ``limit_waited`` event each).
     """
 
     model_config = ConfigDict(frozen=True)

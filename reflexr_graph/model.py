@@ -121,8 +121,8 @@ class RunInfo(BaseModel):
     wake_at: float | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
-    priority: int | None = None
-    """The run's message priority (0 first .. 9 last), None when enqueued without one."""
+    priority: int = 0
+    """The run's message priority: 0 (the default, served first) to 9 (served last)."""
     forked_from: str | None = None
     forked_at_seq: int | None = None
 

@@ -61,10 +61,11 @@ def test_time_travel_names() -> None:
         assert list(inspect.signature(cls.checkpoints).parameters) == ["self", "run_id"]
         assert list(inspect.signature(cls.checkpoint).parameters) == ["self", "run_id", "seq"]
         fork = inspect.signature(cls.fork).parameters
-        assert list(fork) == ["self", "run_id", "from_seq", "state", "idempotency_key"]
-        assert all(
-            fork[p].kind is inspect.Parameter.KEYWORD_ONLY for p in ("from_seq", "state", "idempotency_key")
-        )
+        named = ["from_seq", "state", "patch", "priority", "idempotency_key"]
+        assert list(fork) == ["self", "run_id", *named]
+        assert all(fork[p].kind is inspect.Parameter.KEYWORD_ONLY for p in named)
+        check = inspect.signature(cls.check_fork).parameters
+        assert list(check) == ["self", "run_id", "from_seq", "state", "patch"]
         assert "from_seq" in inspect.signature(cls.replay).parameters
     assert set(CheckpointInfo.model_fields) == {"seq", "saved_at", "next_node", "size", "attempt", "finished"}
     assert {"state", "inputs", "next_inputs", "output"} <= set(CheckpointDetail.model_fields)

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import schemas, time_travel
-from reflexr_graph.client.core import ClientBase, Enqueued
+from reflexr_graph.client.core import ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
@@ -187,10 +187,24 @@ class AsyncClient(ClientBase):
         return time_travel.detail(run_id, await self._do(saved_checkpoint(run_id, seq)))
 
     async def fork(
-        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int,
+        state: Any = None,
+        patch: Any = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """See :meth:`Client.fork`."""
-        return await self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+        change = ForkChange(from_seq, state, patch, priority)
+        return await self._do(self._core.fork(run_id, change, idempotency_key))
+
+    async def check_fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
+    ) -> CheckpointDetail:
+        """See :meth:`Client.check_fork`."""
+        return await self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""

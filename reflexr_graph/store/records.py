@@ -206,7 +206,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
-        priority=int(record["priority"]) if record.get("priority") else None,
+        priority=int(record.get("priority") or 0),
     )
 
 

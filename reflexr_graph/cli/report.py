@@ -59,13 +59,21 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_SUBJECTS = {"inputs": "inputs", "state": "state", "value": "signal value", "patch": "patch"}
+"""What an invalid location's first part names: the message says what was invalid, by its option."""
+
+
 def _invalid_inputs(exc: errors.InvalidInputs) -> Problem:
-    listed = []
+    listed, subjects = [], []
     for item in exc.errors:
-        loc = item.get("loc", [])
-        where = format_loc(loc if isinstance(loc, list) else [loc])
-        listed.append(f"{where}: {item.get('msg', 'is invalid')}")
-    message = f"invalid inputs; fix these fields: {'; '.join(listed)}" if listed else str(exc)
+        raw = item.get("loc", [])
+        loc = raw if isinstance(raw, list) else [raw]
+        subject = _SUBJECTS.get(str(loc[0]) if loc else "", "inputs")
+        if subject not in subjects:
+            subjects.append(subject)
+        listed.append(f"{format_loc(loc)}: {item.get('msg', 'is invalid')}")
+    what = " and ".join(subjects)
+    message = f"invalid {what}; fix these fields: {'; '.join(listed)}" if listed else str(exc)
     return Problem(type(exc).__name__, one_line(message), EXIT_USAGE, fields=exc.errors)
 
 

@@ -12,6 +12,7 @@ import redis
 from reflexr_graph.client import Client
 from reflexr_graph.store import keys
 from tests.surfaces.conftest import Cli
+from tests.surfaces.inprocess import CliHere
 
 SECRET = "hunter2-private-value"
 
@@ -57,6 +58,22 @@ def test_bad_values_and_unknown_names_exit_2_and_write_nothing(
     assert says in result.stderr
     assert SECRET not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+    assert mailbox(redis_client, run_id) == {}
+
+
+def test_a_bad_or_missing_value_is_named_as_the_signal_value_and_its_option(
+    cli_here: CliHere, run_id: str, redis_client: redis.Redis
+) -> None:
+    bad = cli_here("signal", run_id, "approval", "--value", '{"approved": "yes", "by": "x"}')
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.startswith("error: invalid signal value; fix these fields: value.approved")
+    malformed = cli_here("signal", run_id, "approval", "--value", "{not json")
+    assert malformed.returncode == 2 and "e.g. --value '" in malformed.stderr
+    assert "--input" not in bad.stderr + malformed.stderr
+    missing = cli_here("signal", run_id, "approval")
+    assert missing.returncode == 2, missing.stderr
+    assert "--value is required: signal 'approval' takes a value" in missing.stderr
+    assert "must be of type object" not in missing.stderr
     assert mailbox(redis_client, run_id) == {}
 
 

@@ -19,7 +19,7 @@ import pydantic
 import typer
 
 from reflexr_graph import errors
-from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from reflexr_graph.schemas import format_loc
 
 _USAGE_ERRORS = (
@@ -127,6 +127,8 @@ def problem_of(exc: BaseException) -> Problem:
         return Problem(type(exc).__name__, one_line(str(exc)), EXIT_UNREACHABLE, kind=exc.kind)
     if isinstance(exc, errors.InvalidInputs):
         return _invalid_inputs(exc)
+    if isinstance(exc, errors.WaitTimeout):
+        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_TIMED_OUT)
     if isinstance(exc, errors.ReflexrError):
         code = EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED
         return Problem(type(exc).__name__, one_line(str(exc)), code)

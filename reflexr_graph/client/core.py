@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from reflexr_graph import errors, schemas, telemetry, time_travel
@@ -19,7 +20,7 @@ from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import TERMINAL, CheckpointDetail, RunInfo
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
@@ -289,4 +290,20 @@ def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> s
             "worker takes its first delivery; check the id, and that a worker consumes the queue it was "
             "sent to"
         )
+    if info.status is Status.WAITING:
+        return f"run {run_id} is still waiting after {timeout:g}s: {_waiting_for(info)}, holding no worker"
     return f"run {run_id} is still {info.status.value} after {timeout:g}s; wait longer or check its workers"
+
+
+def _waiting_for(info: RunInfo) -> str:
+    """What a waiting run waits for, and what ends the wait: nothing a worker does."""
+    wake = ""
+    if info.wake_at is not None:
+        wake = f" at {datetime.fromtimestamp(info.wake_at, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
+        key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
+        return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
+    if info.waiting_for:
+        timeout = f", or its wait times out{wake}" if wake else ""
+        return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"
+    return f"it sleeps on a durable timer and wakes by itself{wake}"

@@ -104,3 +104,18 @@ def test_a_waiting_run_shows_in_status_runs_history_and_json_and_the_signal_wake
     history = cli("history", run_id).stdout
     assert "run_waiting" in history and "signal=approval" in history and "signal_received" in history
     assert client.get(run_id).status.value == "queued"
+
+
+def test_status_wait_on_a_waiting_run_says_what_it_waits_for_and_exits_124(
+    cli_here: CliHere, client: Client, run_id: str
+) -> None:
+    claim = client.store.claim(run_id, "token-1", lease_ttl_ms=30_000)
+    client.store.wait(claim.context(), field="w|decide|-|d|approval|0", signal="approval", wake_at_ms=None)
+    timed_out = cli_here("status", run_id, "--wait", "--timeout", "0.2")
+    assert timed_out.returncode == 124, timed_out.stderr
+    assert f"run {run_id} is still waiting after 0.2s: it waits for signal 'approval'" in timed_out.stderr
+    assert "goes on once the signal is sent" in timed_out.stderr
+    assert "check its workers" not in timed_out.stderr
+    queued = client.enqueue("approvals", "other")
+    still_queued = cli_here("status", queued, "--wait", "--timeout", "0.2")
+    assert still_queued.returncode == 124, "no worker: still queued"

@@ -49,7 +49,12 @@ def run(argv: list[str] | None = None) -> int:
             # `reflexr-graph` or `reflexr-graph dlq` alone: the help is the answer.
             print(ctx.get_help())
             return EXIT_USAGE
-        return report.fail(exc, as_json=report.wants("--json", args), debug=report.wants("--debug", args))
+        return report.fail(
+            exc,
+            as_json=report.wants("--json", args),
+            debug=report.wants("--debug", args),
+            url_from=report.url_option(args),
+        )
     return result if isinstance(result, int) else EXIT_OK
 
 

@@ -8,6 +8,7 @@ is printed unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import traceback
@@ -21,6 +22,7 @@ import typer
 from reflexr_graph import errors
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from reflexr_graph.schemas import format_loc
+from reflexr_graph.store.connection_errors import URL_SETTING
 
 _USAGE_ERRORS = (
     errors.RunNotFound,
@@ -146,9 +148,24 @@ def wants(flag: str, argv: Sequence[str]) -> bool:
     return flag in args
 
 
-def fail(exc: BaseException, *, as_json: bool, debug: bool) -> int:
-    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code."""
+def url_option(argv: Sequence[str]) -> str | None:
+    """``--redis-url`` when the command line gives the Redis URL (before a ``--``), else None."""
+    args = list(argv)
+    if "--" in args:
+        args = args[: args.index("--")]
+    given = any(arg == "--redis-url" or arg.startswith("--redis-url=") for arg in args)
+    return "--redis-url" if given else None
+
+
+def fail(exc: BaseException, *, as_json: bool, debug: bool, url_from: str | None = None) -> int:
+    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code.
+
+    ``url_from`` is the option the Redis URL came from, when not ``REFLEXR_REDIS_URL``: a message
+    about the URL names what the user gave.
+    """
     problem = problem_of(exc)
+    if url_from is not None:
+        problem = dataclasses.replace(problem, message=problem.message.replace(URL_SETTING, url_from))
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     if as_json:

@@ -16,10 +16,15 @@ import redis
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from reflexr_graph import clock
 from reflexr_graph.cli import app
 from reflexr_graph.client import Client
+from reflexr_graph.core.limits import LimitRequest
+from reflexr_graph.core.port import Notes
 from reflexr_graph.store import RedisStore
+from tests.store.support import FakeClock
 from tests.surfaces.conftest import BIN, CLI_TIMEOUT_S, ROOT, Cli
+from tests.surfaces.inprocess import CliHere
 
 WIDTH = 80
 
@@ -183,3 +188,29 @@ def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
         and "did you mean" not in far.stderr
         and "published: approvals, blocker, counter" in far.stderr
     )
+
+
+def test_history_times_a_step_across_the_events_written_inside_it(
+    cli_here: CliHere, store: RedisStore
+) -> None:
+    """A limit's grant and a checkpoint's notes (skipped boundaries, reused work) come before
+    the checkpoint that ends the step: its took column still says how long it took."""
+    run_id = str(uuid.uuid4())
+    fake = FakeClock()
+    previous = clock.set_source(fake)
+    try:
+        store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+        ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+        fake.advance(1_500)
+        limit = LimitRequest("api", 1000.0, 1, 0, "m", "work", 1_500, "1/s")
+        assert store.acquire_limit(ctx, limit, slot_ttl_ms=30_000).ok
+        fake.advance(2_000)
+        notes = Notes(skipped=1, skip_kinds="s1: untyped x1", reused_steps=2)
+        store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", notes=notes)
+    finally:
+        clock.set_source(previous)
+    kinds = [e.type for e in store.events(run_id)]
+    assert kinds[-4:] == ["limit_waited", "boundaries_skipped", "work_reused", "run_progressed"]
+    shown = cli_here("history", run_id, width=80)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"3\.5s\s+run_progressed", shown.stdout), shown.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Status(StrEnum):
@@ -78,15 +78,19 @@ LIMIT_WAIT_PREFIX = "limit:"
 class RunInfo(BaseModel):
     """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it.
 
-    ``attempts`` counts the attempts that count toward ``max_attempts``; ``interruptions``
-    counts attempts cut short by the fleet (a worker's soft shutdown, Redis unreachable),
-    which do not. ``skipped_boundaries`` counts step boundaries that could not be
-    checkpointed (a value that does not read back through its type, an input type reflexr
-    cannot know): a retry resumes from the boundary before them. ``reused_steps`` and
-    ``reused_calls`` count the branch steps and durable calls a retry answered from their
-    records instead of running them again. A fork (``Client.fork``) names the run it was
-    forked from and the seq of that run's checkpoint it started from, ``forked_from`` and
-    ``forked_at_seq``; both are None for any other run.
+    ``attempt`` is the number of the latest attempt, as the run's history numbers it
+    (``attempt=3``): every attempt since the last replay, 0 before the first. Of those,
+    ``attempts`` count toward ``max_attempts``; ``interruptions`` were cut short by the fleet
+    (a worker's soft shutdown, Redis unreachable) and ``suspensions`` ended with the run
+    waiting for a signal, a timer or a limit, and neither counts. The CLI and the console show
+    them the same way: ``attempt 3 (1/3 counted)``.
+
+    ``skipped_boundaries`` counts step boundaries that could not be checkpointed (a value that
+    does not read back through its type, an input type reflexr cannot know): a retry resumes
+    from the boundary before them. ``reused_steps`` and ``reused_calls`` count the branch steps
+    and durable calls a retry answered from their records instead of running them again. A
+    fork (``Client.fork``) names the run it was forked from and the seq of that run's
+    checkpoint it started from, ``forked_from`` and ``forked_at_seq``; both are None for any other run.
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
@@ -103,7 +107,10 @@ class RunInfo(BaseModel):
     run_id: str
     graph: str
     status: Status
-    attempts: int
+    attempt: int = Field(
+        0, description="The latest attempt's number, as history numbers it; 0 before the first"
+    )
+    attempts: int = Field(description="Attempts that count toward max_attempts (of `attempt`)")
     max_attempts: int
     output: Any = None
     error: str | None = None
@@ -112,7 +119,8 @@ class RunInfo(BaseModel):
     checkpoints: int = 0
     created_at: float
     updated_at: float
-    interruptions: int = 0
+    interruptions: int = Field(0, description="Attempts cut short by the fleet, not counted")
+    suspensions: int = Field(0, description="Attempts that ended waiting (signal, timer, limit), not counted")
     skipped_boundaries: int = 0
     replays: int = 0
     reused_steps: int = 0

@@ -119,6 +119,10 @@ def test_async_client_reads_checkpoints_and_forks(redis_url: str, queue: str, so
         async with AsyncClient.from_url(redis_url, queue=queue) as aclient:
             assert [c.seq for c in await aclient.checkpoints(source)] == [1, 2, 3, 4, 5, 6]
             assert (await aclient.checkpoint(source, 2)).state == {"total": 3, "visited": ["t1", "t2"]}
+            planned = await aclient.check_fork(source, from_seq=2, patch={"total": 0})
+            assert planned.state == {"total": 0, "visited": ["t1", "t2"]}
+            with pytest.raises(InvalidInputs):
+                await aclient.fork(source, from_seq=2, state={"bogus_field": 1})
             fork_id = await aclient.fork(source, from_seq=6)
             assert (await aclient.get(fork_id)).output == 21
 

@@ -116,39 +116,53 @@ def checkpoint(ctx: typer.Context, run_id: RunArg, seq: SeqArg, as_json: JsonOpt
         _detail(found, client.get(run_id))
 
 
+FromOpt = Annotated[
+    int,
+    typer.Option("--from", min=0, metavar="SEQ", help="The checkpoint to start from (see `checkpoints`)."),
+]
+StateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--state", metavar="JSON|@FILE", help="Replace the checkpoint's state (JSON or @file.json)."
+    ),
+]
+PatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--patch",
+        metavar="JSON|@FILE",
+        help="Merge a JSON object into the checkpoint's state instead (objects key by key).",
+    ),
+]
+PriorityOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--priority", min=0, max=9, metavar="N", help="0 (first) to 9 (last); the source's by default."
+    ),
+]
+KeyOpt = Annotated[
+    str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same fork.")
+]
+
+
+def _change(edited: Any, patched: Any) -> str:
+    """How the fork's state differs from the checkpoint's, in the question (field names only)."""
+    if edited is not None:
+        return "with its state replaced"
+    if isinstance(patched, dict):
+        return f"with its state patched at {', '.join(f'state.{key}' for key in patched) or 'nothing'}"
+    return "with its state as saved"
+
+
 @app.command()
 def fork(
     ctx: typer.Context,
     run_id: RunArg,
-    from_seq: Annotated[
-        int,
-        typer.Option(
-            "--from", min=0, metavar="SEQ", help="The checkpoint to start from (see `checkpoints`)."
-        ),
-    ],
-    state: Annotated[
-        str | None,
-        typer.Option(
-            "--state", metavar="JSON|@FILE", help="Replace the checkpoint's state (JSON or @file.json)."
-        ),
-    ] = None,
-    patch: Annotated[
-        str | None,
-        typer.Option(
-            "--patch",
-            metavar="JSON|@FILE",
-            help="Merge a JSON object into the checkpoint's state instead (objects key by key).",
-        ),
-    ] = None,
-    priority: Annotated[
-        int | None,
-        typer.Option(
-            "--priority", min=0, max=9, metavar="N", help="0 (first) to 9 (last); the source's by default."
-        ),
-    ] = None,
-    idempotency_key: Annotated[
-        str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same fork.")
-    ] = None,
+    from_seq: FromOpt,
+    state: StateOpt = None,
+    patch: PatchOpt = None,
+    priority: PriorityOpt = None,
+    idempotency_key: KeyOpt = None,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -165,14 +179,9 @@ def fork(
     client = client_of(ctx)
     # Validated before the question: a state the fork would refuse is refused now.
     found = client.check_fork(run_id, from_seq=from_seq, state=edited, patch=patched)
-    change = "with its state as saved"
-    if edited is not None:
-        change = "with its state replaced"
-    elif isinstance(patched, dict):
-        change = f"with its state patched at {', '.join(f'state.{key}' for key in patched) or 'nothing'}"
     confirm(
         f"fork run {run_id} of graph {found.graph!r} from checkpoint #{from_seq} (next node "
-        f"{_next(found)}), {change}? A new run starts and runs the steps after it",
+        f"{_next(found)}), {_change(edited, patched)}? A new run starts and runs the steps after it",
         yes,
     )
     new_id = client.fork(

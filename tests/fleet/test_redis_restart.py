@@ -6,6 +6,7 @@ step waits, without blocking its event loop, for a file the test creates once Re
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,8 +22,8 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
-LAPSED = "lease lost (Redis stayed unreachable for a whole lease TTL"
-"""What the heartbeat of an attempt logs when Redis stayed away for longer than its lease."""
+LAPSED = "lease lost (Redis stayed unreachable for a whole lease TTL; the lease has lapsed); cancelling"
+"""What the heartbeat of an attempt logs, once, when Redis stayed away for longer than its lease."""
 
 
 @pytest.fixture
@@ -80,3 +81,59 @@ def test_a_redis_restart_with_a_step_in_flight_stops_no_worker(
     with redis.Redis.from_url(server.url) as r:
         assert_consistent(r, run_id)
     assert events(client.store, run_id, "run_succeeded")
+
+
+def lapses(workers: list[Worker]) -> int:
+    return sum(w.log().count(LAPSED) for w in workers)
+
+
+def test_outages_longer_than_the_lease_are_interruptions_not_attempts(
+    server: RedisServer, restart_fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    """Issue 25, item 2: with max_attempts=2, Redis is shut down twice for longer than the lease (3 s)
+    while the step runs. Each lapsed lease was lost to the outage, so each is an interruption: the run
+    succeeds on its first counted attempt. Before, the reaper that took the lock first after the restart
+    had not noted the outage yet, reaped both as abandoned attempts, and the second dead-lettered it."""
+    restart_fleet.env["REFLEXR_MAX_ATTEMPTS"] = "2"
+    workers = [restart_fleet.start(concurrency=2), restart_fleet.start(concurrency=2)]
+    gate = tmp_path / "gate"
+    run_id = start_waiting_run(server, client_for(restart_fleet), gate)
+    for attempt in (2, 3):
+        server.stop()
+        wait_for(lambda n=attempt - 1: lapses(workers) >= n, 30, f"attempt {attempt - 1}'s lease to lapse")
+        server.start()
+        with redis.Redis.from_url(server.url) as r:
+            node = f"s2:{attempt}"
+            wait_for(lambda r=r, node=node: node in executions(r, run_id), 30, f"{node} to start")
+    gate.touch()
+    client = client_for(restart_fleet)
+    info = client.wait(run_id, timeout=30)
+    assert (info.status, info.attempts, info.interruptions) == (Status.SUCCEEDED, 1, 2), info
+    reasons = [e.fields.get("reason") for e in events(client.store, run_id, "attempt_failed")]
+    assert reasons == ["store_unavailable", "store_unavailable"]
+    assert all(w.alive() for w in workers)
+
+
+def test_a_reaper_that_did_not_see_the_outage_knows_redis_restarted(
+    server: RedisServer, restart_fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    """As `docker compose down` then `up`: Redis and the worker running the step stop together, and a
+    new worker starts once Redis is back. Its reaper never saw the outage, but Redis has a new run_id
+    since the last reaper pass, so the lease that lapsed in between is an interruption. A worker that
+    dies while Redis is up is still an abandoned attempt (test_crash.py), as G4 needs."""
+    first = restart_fleet.start()
+    gate = tmp_path / "gate"
+    run_id = start_waiting_run(server, client_for(restart_fleet), gate)
+    server.stop()
+    first.signal(signal.SIGTERM)
+    first.wait_exit(30)
+    server.start()
+    gate.touch()
+    second = restart_fleet.start()
+    client = client_for(restart_fleet)
+    info = client.wait(run_id, timeout=30)
+    assert (info.status, info.attempts, info.interruptions) == (Status.SUCCEEDED, 1, 1), info
+    assert [e.fields.get("reason") for e in events(client.store, run_id, "attempt_failed")] == [
+        "store_unavailable"
+    ]
+    assert "Redis restarted or failed over since the last reaper pass" in second.log()

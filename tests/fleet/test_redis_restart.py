@@ -65,8 +65,10 @@ def test_a_redis_restart_with_a_step_in_flight_stops_no_worker(
     """Issue 25, item 1: Celery closes the lost connection, which detached kombu's transport from its
     parameters before the channel restored the running attempt's message; the restore raised
     AttributeError ('NoneType' object has no attribute 'hostname') and the worker holding the message
-    exited. Now every worker outlives the restart, and the run finishes."""
-    workers = [restart_fleet.start(concurrency=2), restart_fleet.start(concurrency=2)]
+    exited. Now every worker outlives the restart, and the run finishes. The workers run Celery's
+    gossip, mingle and heartbeat, as the deploy's do; gossip logged AttributeError tracebacks in every
+    outage."""
+    workers = [restart_fleet.start(concurrency=2, chatty=True) for _ in range(2)]
     gate = tmp_path / "gate"
     run_id = start_waiting_run(server, client_for(restart_fleet), gate)
     outage_past_the_lease(server, workers)
@@ -137,3 +139,18 @@ def test_a_reaper_that_did_not_see_the_outage_knows_redis_restarted(
         "store_unavailable"
     ]
     assert "Redis restarted or failed over since the last reaper pass" in second.log()
+
+
+def test_an_idle_worker_rides_out_an_outage_without_tracebacks(
+    server: RedisServer, restart_fleet: Fleet
+) -> None:
+    """Issue 25, log noise: a worker started as the deploy's are (Celery's gossip, mingle and heartbeat
+    on) logged "AttributeError: 'NoneType' object has no attribute 'connection_errors'" with a traceback
+    in every Redis outage: Celery stopped the gossip step after clearing the consumer's connection. The
+    fleet runs no gossip now; the outage logs what happens and nothing else."""
+    worker = restart_fleet.start(concurrency=1, chatty=True)
+    server.stop()
+    worker.wait_log("Trying again in", 30)
+    server.start()
+    wait_for(lambda: worker.log().count("Connected to") >= 2, 30, "the worker to reconnect")
+    assert "Traceback" not in worker.log()

@@ -6,6 +6,7 @@ step waits, without blocking its event loop, for a file the test creates once Re
 
 from __future__ import annotations
 
+import os
 import signal
 import uuid
 from collections.abc import Callable, Iterator
@@ -154,3 +155,29 @@ def test_an_idle_worker_rides_out_an_outage_without_tracebacks(
     server.start()
     wait_for(lambda: worker.log().count("Connected to") >= 2, 30, "the worker to reconnect")
     assert "Traceback" not in worker.log()
+
+
+def test_a_worker_told_to_stop_while_redis_hangs_exits_by_its_deadline(
+    server: RedisServer, restart_fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    """Issue 25, item 1's hang: `reflexr-graph worker` gets SIGTERM while its Redis stops answering
+    (frozen here, as a server whose network went away with it). Each step of Celery's teardown waited
+    out a socket timeout; now the worker ends itself once its soft shutdown (1 s) and the margin are
+    spent, kills its pool, says so, and never prints Celery's Ctrl+C hint. The run resumes elsewhere."""
+    worker = restart_fleet.start(concurrency=2, entry="reflexr-graph")
+    gate = tmp_path / "gate"
+    run_id = start_waiting_run(server, client_for(restart_fleet), gate)
+    children = worker.children()
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        worker.signal(signal.SIGTERM)
+        worker.wait_exit(60)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    assert "did not stop within 11s of SIGTERM" in worker.log()
+    assert "Hitting Ctrl+C" not in worker.log()
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in children), 10, "the pool to be gone")
+    gate.touch()
+    restart_fleet.start()
+    info = client_for(restart_fleet).wait(run_id, timeout=30)
+    assert info.status is Status.SUCCEEDED, info

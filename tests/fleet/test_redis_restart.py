@@ -17,7 +17,7 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
-from tests.fleet.conftest import Fleet, Worker, assert_consistent, events, executions
+from tests.fleet.conftest import Fleet, Worker, assert_consistent, closing_fleet, events, executions
 from tests.redis_server import RedisFactory, RedisServer
 from tests.waiting import wait_for
 
@@ -34,14 +34,9 @@ def server(private_redis: RedisFactory) -> RedisServer:
 
 @pytest.fixture
 def restart_fleet(server: RedisServer, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
-    fleet = Fleet(server.url, tmp_path, queue=f"restart-{uuid.uuid4().hex[:6]}")
-    try:
-        yield fleet
-    finally:
-        fleet.close()
-        report = getattr(request.node, "rep_call", None)
-        if report is not None and report.failed:
-            print(fleet.dump_logs())
+    """Workers on ``server``, the Redis this test stops and starts."""
+    with closing_fleet(Fleet(server.url, tmp_path, queue=f"restart-{uuid.uuid4().hex[:6]}"), request) as f:
+        yield f
 
 
 def start_waiting_run(server: RedisServer, client: Client, gate: Path) -> str:

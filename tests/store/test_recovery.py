@@ -295,3 +295,16 @@ def test_a_pass_after_a_redis_restart_knows_since_when_redis_was_away(private_re
         assert store.mark_pass(10_000) is None
     finally:
         store.close()
+
+
+def test_a_pass_on_a_server_that_refuses_info_gives_no_evidence(private_redis: RedisFactory) -> None:
+    """An ACL user without INFO: mark_pass neither fails the reaper's pass nor invents an outage."""
+    server = private_redis()
+    with server.client() as admin:
+        admin.acl_setuser("reaper", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"])
+    store = RedisStore.from_url(f"redis://reaper:pw@127.0.0.1:{server.port}/0")
+    try:
+        assert store.mark_pass(1_000) is None
+        assert store.mark_pass(2_000) is None
+    finally:
+        store.close()

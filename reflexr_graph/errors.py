@@ -372,7 +372,11 @@ class RunDeadLettered(ReflexrError):
 
 
 class WaitTimeout(ReflexrError, TimeoutError):
-    """The run did not reach a terminal status within the timeout."""
+    """The run did not reach a terminal status within the timeout (the CLI exits 124).
+
+    The message says what the run is doing: a waiting run waits for a signal, a limit or a
+    timer, not for a worker.
+    """
 
     error_kind = Kind.TIMEOUT
 

@@ -253,6 +253,35 @@ def _state_errors(entry: GraphSchema, state: Any) -> list[dict[str, object]]:
     return check(entry.state, state, "state", _validator(entry, "state", entry.state))
 
 
+def closed(schema: Any) -> Any:
+    """``schema`` with every object that lists its properties closed to others.
+
+    pydantic leaves ``additionalProperties`` out for a model that ignores extra fields: a value
+    given for a field the model lacks is dropped without a word when it loads. Closed, the schema
+    refuses it, at its location; a model that allows or forbids extras says so itself and is kept.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    found = dict(schema)
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            found[key] = {name: closed(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            found[key] = [closed(sub) for sub in value]
+        elif key in _SCHEMA_ONES:
+            found[key] = closed(value)
+    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema:
+        found["additionalProperties"] = False
+    return found
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_ONES = frozenset({"items", "additionalProperties", "not"})
+"""Where a JSON schema holds other schemas (name -> schema, a list of them, or one); defaults,
+examples and enums hold values, which ``closed`` must leave as they are."""
+
+
 def validate_signal(entry: GraphSchema, name: str, value: Any) -> None:
     """UnknownSignal for a name the graph does not declare; InvalidInputs listing each failing location."""
     schema = entry.signals.get(name)
@@ -271,5 +300,10 @@ def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
 
 
 def validate_state(entry: GraphSchema, state: Any) -> None:
-    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state)."""
-    _refuse(entry, "this state", _state_errors(entry, state))
+    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state).
+
+    Stricter than an enqueued state: a field the state type lacks is refused (``closed``), since
+    the state replaces the checkpoint's whole state and a misspelt field would silently be lost.
+    """
+    schema = closed(entry.state)
+    _refuse(entry, "this state", check(schema, state, "state", _validator(entry, "state:closed", schema)))

@@ -35,7 +35,8 @@ def list_(
     ctx: typer.Context, graph: GraphOpt = None, reason: ReasonOpt = None, as_json: JsonOpt = False
 ) -> None:
     """List dead-lettered runs, most recently dead first."""
-    render.runs(client_of(ctx).dead_letters(graph=graph, reason=reason), "dead-lettered runs", as_json)
+    found = client_of(ctx).dead_letters(graph=graph, reason=reason)
+    render.runs(found, "dead-lettered runs", as_json, dead=True)
 
 
 @dlq_app.command()

@@ -1,5 +1,6 @@
 """CLI failures and the exit codes they map to: 1 a failed run or command, 2 bad usage or input,
-3 Redis cannot be reached or used with the URL given, 4 ``serve`` cannot listen on its address."""
+3 Redis cannot be reached or used with the URL given, 4 ``serve`` cannot listen on its address,
+124 a ``--wait`` that timed out (the code ``timeout(1)`` uses) while the run goes on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_CANNOT_LISTEN = 4
+EXIT_TIMED_OUT = 124
 
 
 class CliError(ReflexrError):

@@ -8,6 +8,7 @@ is printed unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import traceback
@@ -19,20 +20,22 @@ import pydantic
 import typer
 
 from reflexr_graph import errors
-from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_UNREACHABLE, EXIT_USAGE, CliError
 from reflexr_graph.core import invalid
 from reflexr_graph.errors import Kind
+from reflexr_graph.store.connection_errors import URL_SETTING
 
 EXIT_CODES: dict[Kind, int] = {
     Kind.NOT_FOUND: EXIT_USAGE,
     Kind.INVALID: EXIT_USAGE,
     Kind.CONFLICT: EXIT_FAILED,
     Kind.UNAVAILABLE: EXIT_UNREACHABLE,
-    Kind.TIMEOUT: EXIT_FAILED,
+    Kind.TIMEOUT: EXIT_TIMED_OUT,
     Kind.FAILED: EXIT_FAILED,
 }
 """The exit code of each kind of error. A conflict (replaying a running run) is a command that
-failed: the input was fine, the run's status did not allow it."""
+failed: the input was fine, the run's status did not allow it. A timeout (a ``--wait`` that gave
+up while the run goes on) exits 124, as ``timeout(1)`` does."""
 _MESSAGE_LIMIT = 300
 """Longest message of an unexpected error: one line, and a long one is likely to quote data."""
 
@@ -60,9 +63,21 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_SUBJECTS = {"inputs": "inputs", "state": "state", "value": "signal value", "patch": "patch"}
+"""What an invalid location's first part names: the message says what was invalid, by its option."""
+
+
 def _invalid_inputs(exc: errors.InvalidInputs) -> Problem:
+    subjects: list[str] = []
+    for item in exc.errors:
+        raw = item.get("loc", [])
+        loc = raw if isinstance(raw, list) else [raw]
+        subject = _SUBJECTS.get(str(loc[0]) if loc else "", "inputs")
+        if subject not in subjects:
+            subjects.append(subject)
     listed = invalid.describe(exc.errors)
-    message = f"invalid inputs; fix these fields: {listed}" if listed else str(exc)
+    what = " and ".join(subjects) or "inputs"
+    message = f"invalid {what}; fix these fields: {listed}" if listed else str(exc)
     return Problem(type(exc).__name__, one_line(message), EXIT_CODES[exc.error_kind], fields=exc.errors)
 
 
@@ -130,9 +145,24 @@ def wants(flag: str, argv: Sequence[str]) -> bool:
     return flag in args
 
 
-def fail(exc: BaseException, *, as_json: bool, debug: bool) -> int:
-    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code."""
+def url_option(argv: Sequence[str]) -> str | None:
+    """``--redis-url`` when the command line gives the Redis URL (before a ``--``), else None."""
+    args = list(argv)
+    if "--" in args:
+        args = args[: args.index("--")]
+    given = any(arg == "--redis-url" or arg.startswith("--redis-url=") for arg in args)
+    return "--redis-url" if given else None
+
+
+def fail(exc: BaseException, *, as_json: bool, debug: bool, url_from: str | None = None) -> int:
+    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code.
+
+    ``url_from`` is the option the Redis URL came from, when not ``REFLEXR_REDIS_URL``: a message
+    about the URL names what the user gave.
+    """
     problem = problem_of(exc)
+    if url_from is not None:
+        problem = dataclasses.replace(problem, message=problem.message.replace(URL_SETTING, url_from))
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     if as_json:

@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued
+from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
@@ -217,10 +217,24 @@ class AsyncClient(ClientBase):
         return await self._do(self._core.checkpoint(run_id, seq))
 
     async def fork(
-        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int,
+        state: Any = None,
+        patch: Any = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """See :meth:`Client.fork`."""
-        return await self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+        change = ForkChange(from_seq, state, patch, priority)
+        return await self._do(self._core.fork(run_id, change, idempotency_key))
+
+    async def check_fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
+    ) -> CheckpointDetail:
+        """See :meth:`Client.check_fork`."""
+        return await self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""

@@ -7,11 +7,13 @@ the message), of waiting, and of replaying is here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from reflexr_graph import errors, schemas, telemetry, time_travel
@@ -20,14 +22,15 @@ from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import TERMINAL, CheckpointDetail, RunInfo, Status
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
+from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
 from reflexr_graph.store.ops import Op, Publish, cmd
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
 from reflexr_graph.store.waits import SignalOutcome, send_signal
 
 log = logging.getLogger("reflexr_graph.client")
@@ -56,6 +59,17 @@ class BulkReplay:
 
     replayed: list[str]
     refused: list[Refused]
+
+
+@dataclass(frozen=True)
+class ForkChange:
+    """What a fork asks for besides its source: the checkpoint, a new state or a patch of the
+    checkpoint's (not both), and a priority (None: the source's)."""
+
+    from_seq: int
+    state: Any = None
+    patch: Any = None
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -259,16 +273,33 @@ class ClientCore:
                 progress(run_id)
         return BulkReplay(replayed, refused)
 
-    def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
-        """A new run of the source's graph that resumes from its checkpoint ``from_seq``, its state
-        replaced by ``state`` when given; the message is sent unless the checkpoint is the
-        finished one (the fork is created succeeded)."""
-        saved = yield from saved_checkpoint(run_id, from_seq)
+    def fork_seed(self, run_id: str, change: ForkChange) -> Op[tuple[SavedCheckpoint, GraphSchema, ForkSeed]]:
+        """What a fork of checkpoint ``change.from_seq`` starts from, validated (time_travel.seed):
+        everything a fork refuses is refused here, before anything is written."""
+        saved = yield from saved_checkpoint(run_id, change.from_seq)
         entry, _workers = yield from self.published(saved.graph)
-        edited = None if state is None else plain(state, "state")
-        if edited is not None:
-            to_json(edited, "state", self.settings.max_payload_bytes)
-        seed = time_travel.seed(run_id, saved, entry, edited)
+        limit = self.settings.max_payload_bytes
+        edited = None if change.state is None else plain(change.state, "state")
+        patch = None if change.patch is None else plain(change.patch, "patch")
+        for value, part in ((edited, "state"), (patch, "patch")):
+            if value is not None:
+                to_json(value, part, limit)
+        return saved, entry, time_travel.seed(run_id, saved, entry, edited, patch)
+
+    def check_fork(self, run_id: str, change: ForkChange) -> Op[CheckpointDetail]:
+        """The checkpoint a fork would start from, with the state it would get; nothing is written."""
+        saved, _entry, seed = yield from self.fork_seed(run_id, change)
+        return time_travel.detail(run_id, dataclasses.replace(saved, payload=seed.checkpoint))
+
+    def fork(self, run_id: str, change: ForkChange, idempotency_key: str | None) -> Op[str]:
+        """A new run of the source's graph that resumes from its checkpoint ``change.from_seq``,
+        its state replaced or patched as ``change`` says, with the source's priority unless it
+        gives one; the message is sent unless the checkpoint is the finished one (the fork is
+        created succeeded)."""
+        priority = check_priority(change.priority)
+        saved, entry, seed = yield from self.fork_seed(run_id, change)
+        if priority is None:
+            priority = (yield from run_record(run_id)).priority
         run = NewRun(
             run_id=str(uuid.uuid4()),
             graph=saved.graph,
@@ -282,10 +313,12 @@ class ClientCore:
             retention_s=self.settings.run_retention_s,
         )
         new_id, created = yield from new_run(run)
+        if created and priority:
+            yield cmd("hset", keys.run(new_id), "priority", priority)
         if seed.output_json is None:
             if created:
                 advice = "fork again with the same idempotency key to get the same fork"
-                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice)
+                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
             self._tell_unserved(saved.graph, new_id)
         return new_id
 
@@ -334,4 +367,20 @@ def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> s
             "worker takes its first delivery; check the id, and that a worker consumes the queue it was "
             "sent to"
         )
+    if info.status is Status.WAITING:
+        return f"run {run_id} is still waiting after {timeout:g}s: {_waiting_for(info)}, holding no worker"
     return f"run {run_id} is still {info.status.value} after {timeout:g}s; wait longer or check its workers"
+
+
+def _waiting_for(info: RunInfo) -> str:
+    """What a waiting run waits for, and what ends the wait: nothing a worker does."""
+    wake = ""
+    if info.wake_at is not None:
+        wake = f" at {datetime.fromtimestamp(info.wake_at, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
+        key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
+        return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
+    if info.waiting_for:
+        timeout = f", or its wait times out{wake}" if wake else ""
+        return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"
+    return f"it sleeps on a durable timer and wakes by itself{wake}"

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued
+from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
@@ -297,20 +297,39 @@ class Client(ClientBase):
         return self._do(self._core.checkpoint(run_id, seq))
 
     def fork(
-        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int,
+        state: Any = None,
+        patch: Any = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Create a new run of the same graph that resumes from checkpoint ``from_seq`` of
         ``run_id``; returns the new run's id. Nothing of the source run changes, whatever its
         status (it must still exist).
 
         ``state`` (JSON, or the graph's own model or dataclass), when given, replaces the
-        checkpoint's state; it is validated against the published state schema first
-        (InvalidInputs, naming locations). A checkpoint saved by another version of the graph
-        is refused (StaleCheckpoint). A fork from the finished checkpoint is created succeeded
-        with the same output, and no attempt runs. The new run records ``forked_from`` and
-        ``forked_at_seq``. The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
+        checkpoint's state; ``patch`` (a JSON object) is merged into it instead: objects key by
+        key, any other value (null too) replaces. Either is validated against the published
+        state schema first, and a field the state type lacks is refused (InvalidInputs, naming
+        locations). A checkpoint saved by another version of the graph is refused
+        (StaleCheckpoint). A fork from the finished checkpoint is created succeeded with the
+        same output, and no attempt runs. The new run records ``forked_from`` and
+        ``forked_at_seq``, and has the source's priority unless ``priority`` (0 to 9) is given.
+        The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
         """
-        return self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+        change = ForkChange(from_seq, state, patch, priority)
+        return self._do(self._core.fork(run_id, change, idempotency_key))
+
+    def check_fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
+    ) -> CheckpointDetail:
+        """What :meth:`fork` would start from, validated as it validates, without creating
+        anything: checkpoint ``from_seq`` with the state the fork would get (its values, as
+        :meth:`checkpoint` shows them). Raises what :meth:`fork` raises for the same arguments."""
+        return self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
     def signal(self, run_id: str, name: str, value: Any) -> bool:
         """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.

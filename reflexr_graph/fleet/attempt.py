@@ -391,14 +391,18 @@ class AttemptPort:
     slot_ttl_ms: int = 30_000
     """How long a limit slot holds without renewal: the lease TTL."""
 
-    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult:
         what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
         found: list[WaitResult] = []
-        self._write(
-            ctx,
-            what,
-            lambda: found.append(self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms)),
-        )
+
+        def wait() -> None:
+            found.append(
+                self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms)
+            )
+
+        self._write(ctx, what, wait)
         result = found[-1]
         if result.record is None:
             self.suspension = Suspension(signal, result.wake_at_ms)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from redis import exceptions as redis_errors
+
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
@@ -28,8 +30,9 @@ class Recovery(StoreBase):
 
         Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
         attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
-        ms, in which the caller found Redis unreachable) was lost to the outage: that attempt
-        is an interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
+        ms, in which the caller found Redis unreachable, or that :meth:`mark_pass` found Redis
+        restarted in) was lost to the outage: that attempt is an interruption
+        (``store_unavailable``) instead. Returns the ids of the runs recovered.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         lapsed = self._r.zrangebyscore(keys.LEASES, "-inf", now, start=0, num=limit)
@@ -42,6 +45,33 @@ class Recovery(StoreBase):
             if outcome in ("dead", "retrying"):
                 handled.append(run_id)
         return handled
+
+    @translate_errors
+    def mark_pass(self, now_ms: int | None = None) -> tuple[int, int] | None:
+        """Record a pass of the reaper holding the lock; the window since the last one if Redis
+        restarted or failed over in between, else None.
+
+        The window (epoch ms, from the last pass to now) is evidence of an outage that holds even
+        for a reaper that was not running during it, or did not hold the lock: a server answers
+        with a new ``run_id`` each time it starts, and a promoted replica with its own. A server
+        whose ACL refuses INFO gives no evidence: its outages are then known only to the reapers
+        that saw them.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        try:
+            server = text(self._r.info("server")["run_id"])
+        except redis_errors.ResponseError:
+            return None
+        pipe = self._r.pipeline(transaction=True)
+        pipe.get(keys.REAPER_PASS)
+        pipe.set(keys.REAPER_PASS, f"{now} {server}")
+        last, _ = pipe.execute()
+        if last is None:
+            return None
+        at, _, before = text(last).partition(" ")
+        if before == server or not at.isdigit():
+            return None
+        return int(at), now
 
     @translate_errors
     def due(self, now_ms: int | None = None, *, limit: int = 100) -> list[tuple[str, float]]:

@@ -118,16 +118,18 @@ class Fleet:
 
     def start(
         self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", pool: str = "prefork",
-        loglevel: str | None = "info", remap: bool = True, **env: str,
+        loglevel: str | None = "info", remap: bool = True, chatty: bool = False, **env: str,
     ) -> Worker:  # fmt: skip
         """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`) with pool ``pool``, ``-l
-        loglevel`` unless None, and ``REMAP_SIGTERM=SIGQUIT`` in its environment unless not ``remap``."""
+        loglevel`` unless None, ``REMAP_SIGTERM=SIGQUIT`` in its environment unless not ``remap``, and
+        without Celery's gossip, mingle and heartbeat unless ``chatty`` (as deploy/docker-entrypoint.sh
+        starts it)."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
         log_path = self.log_dir / f"{name}.log"
         argv = [
             *ENTRY_POINTS[entry],
             f"--pool={pool}", "-c", str(concurrency),
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            *([] if chatty else ["--without-gossip", "--without-mingle", "--without-heartbeat"]),
             "-Q", self.queue, "-n", f"{name}@%h", *(["-l", loglevel] if loglevel else []),
         ]  # fmt: skip
         worker_env = self.worker_env(env)

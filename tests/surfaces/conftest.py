@@ -25,6 +25,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from tests.redis_server import RedisFactory
 from tests.surfaces.graphs import ACTIONS
+from tests.surfaces.inprocess import cli_here  # noqa: F401  (a fixture of these tests)
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

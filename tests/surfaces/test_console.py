@@ -190,6 +190,11 @@ def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
     _open(browser, api_server, f"run/{run_id}")
     until(browser, lambda d: find(d, "#signal-by") is not None, "the signal form of the waiting run")
     until(browser, lambda d: _marks(d) == {"decide": "waiting"}, "the waiting node marked")
+    # Numbered as the timeline numbers it, and as the CLI shows it: attempt 1, which did not count.
+    summary = _text(browser, "#run-summary")
+    assert (
+        "attempt1 (0/" in summary and "counted toward max attempts; 1 ended waiting, not counted" in summary
+    )
     browser.find_element(By.ID, "signal-approved").click()
     browser.find_element(By.ID, "signal-by").send_keys("on-call")
     console.shot("waiting-run")

@@ -242,13 +242,24 @@ function schemaForm(schema, idPrefix) {
 
 // -- pages ----------------------------------------------------------------------------------
 
+// As the CLI shows them (cli/render.py): the latest attempt's number, as the timeline numbers it,
+// and how many of the attempts so far count toward max attempts.
+const attemptCell = (r) => `${r.attempt} (${r.attempts}/${r.max_attempts})`;
+function attemptText(r) {
+  const uncounted = [];
+  if (r.suspensions) uncounted.push(`${r.suspensions} ended waiting`);
+  if (r.interruptions) uncounted.push(`${r.interruptions} interrupted by shutdowns or Redis`);
+  const more = uncounted.length ? `; ${uncounted.join(" and ")}, not counted` : "";
+  return `${r.attempt} (${r.attempts}/${r.max_attempts} counted toward max attempts${more})`;
+}
+
 async function runsPage(view) {
   const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
   const graph = h("select", { id: "filter-graph" }, h("option", { value: "" }, "any graph"));
   const body = h("tbody", { id: "runs-body" });
   view.replaceChildren(h("h1", {}, "Runs"),
     h("div", { class: "filters" }, h("label", {}, "Status ", status), h("label", {}, "Graph ", graph)),
-    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempts", "next node", "updated"].map((t) => h("th", {}, t)))), body));
+    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempt", "next node", "updated"].map((t) => h("th", {}, t)))), body));
   api("/api/graphs").then((gs) => gs.forEach((g) => graph.append(h("option", { value: g.graph.name }, g.graph.name)))).catch(() => {});
   const refresh = async () => {
     const q = new URLSearchParams({ limit: "100" });
@@ -257,7 +268,7 @@ async function runsPage(view) {
     const page = await api(`/api/runs?${q}`);
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
       h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
-      h("td", {}, `${r.attempts}/${r.max_attempts}`), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
+      h("td", { class: "attempt" }, attemptCell(r)), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
     notice("");
   };
   status.addEventListener("change", refresh);
@@ -287,7 +298,7 @@ async function runPage(view, runId) {
 
   const render = async () => {
     summary.replaceChildren(...[
-      ["status", badge(run.status)], ["graph", run.graph], ["attempts", `${run.attempts} of ${run.max_attempts}` + (run.interruptions ? ` (+${run.interruptions} interrupted)` : "")],
+      ["status", badge(run.status)], ["graph", run.graph], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),

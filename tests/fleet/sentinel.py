@@ -12,13 +12,13 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import redis
 
+from reflexr_graph.local_processes import free_port
 from tests.redis_server import NO_RETRY, RedisServer
 from tests.waiting import wait_for
 
@@ -36,12 +36,6 @@ these it takes about 3 s, and a stall costs 2 s more."""
 SAFETY = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")
 """deploy/redis/redis.conf's HA settings: a primary with no replica acknowledging it within 2 s
 refuses writes, so a primary cut off by a partition takes none that the failover would discard."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _role(client: redis.Redis) -> str | None:
@@ -69,7 +63,7 @@ class SentinelTopology:
         self.primary = RedisServer(extra_args=self.safety)
         self.replica: RedisServer | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="reflexr-sentinel-"))
-        self.port = _free_port()
+        self.port = free_port()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -99,7 +99,9 @@ def start_worker(
         argv = local_processes.celery_worker_argv(
             "tests.surfaces.worker_app", queue, name, loglevel="warning"
         )
-        procs.append(local_processes.spawn(argv, env, cwd=ROOT))  # its output is the test's
+        # Stopped at teardown only: no re-exec for REMAP_SIGTERM, no long soft shutdown to wait out.
+        fast = {"REMAP_SIGTERM": "SIGQUIT", "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1"}
+        procs.append(local_processes.spawn(argv, {**env, **fast}, cwd=ROOT))  # its output is the test's
         return procs[-1]
 
     try:

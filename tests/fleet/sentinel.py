@@ -96,6 +96,11 @@ class SentinelTopology:
         wait_for(self._sentinel_knows_replica, 30, "the sentinel to discover the replica")
         return self
 
+    @property
+    def sentinel_pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
     def sentinel(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, retry=NO_RETRY)
 

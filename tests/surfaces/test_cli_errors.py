@@ -17,8 +17,8 @@ import redis
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from tests.redis_server import RedisFactory
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import PASSWORD, Cli
-from tests.surfaces.inprocess import CliHere
 from tests.tls import tls_redis
 
 

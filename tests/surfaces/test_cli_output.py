@@ -25,8 +25,8 @@ from reflexr_graph.core.limits import LimitRequest
 from reflexr_graph.core.port import Notes
 from reflexr_graph.store import RedisStore
 from tests.store.support import FakeClock
-from tests.surfaces.conftest import BIN, CLI_TIMEOUT_S, ROOT, Cli
-from tests.surfaces.inprocess import CliHere
+from tests.surfaces.cli_runner import CliHere, run_cli
+from tests.surfaces.conftest import Cli
 
 WIDTH = 80
 
@@ -35,18 +35,12 @@ CliAt = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def cli_at(env: dict[str, str]) -> CliAt:
-    """``cli_at(width, ARGS...)``: the console script on a terminal ``width`` columns wide."""
+def cli_at(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliAt:
+    """``cli_at(width, ARGS...)``: the console script on a terminal ``width`` columns wide (in this
+    process, as the ``cli`` fixture runs it)."""
 
     def run(width: int, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "reflexr-graph"), *args],
-            env={**env, "COLUMNS": str(width)},
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT_S,
-        )
+        return run_cli(list(args), {**env, "COLUMNS": str(width)}, monkeypatch)
 
     return run
 

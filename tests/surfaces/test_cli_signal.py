@@ -11,8 +11,8 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.store import keys
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import Cli
-from tests.surfaces.inprocess import CliHere
 
 SECRET = "hunter2-private-value"
 

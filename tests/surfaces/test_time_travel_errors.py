@@ -17,9 +17,9 @@ from reflexr_graph.errors import InvalidInputs, StaleCheckpoint
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from tests.core.harness import Harness
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import Cli
 from tests.surfaces.graphs import _chain, bad_key, chain
-from tests.surfaces.inprocess import CliHere
 from tests.surfaces.test_client import queued
 
 SECRET = "hunter2-private-value"

@@ -463,18 +463,28 @@ async function graphsPage(view) {
 
 // -- routing --------------------------------------------------------------------------------
 
+let routes = 0;  // the number of the latest route: an earlier one still loading renders nowhere
+
 async function route() {
+  const seq = ++routes;
   stopPage();
   stopPage = () => {};
-  const view = document.getElementById("view");
+  // Each route renders into an element of its own, in place at once: a route that a newer one
+  // overtook (a hash change, then the token form) renders into a detached element, never over
+  // the newer page or a form the user has begun to fill in.
+  const view = h("div", {});
+  document.getElementById("view").replaceChildren(view);
   const [, page, arg] = (location.hash || "#/runs").split("/");
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${page === "run" ? "runs" : page}`);
   try {
-    if (page === "run" && arg) stopPage = await runPage(view, decodeURIComponent(arg));
-    else if (page === "dead") stopPage = await deadPage(view);
-    else if (page === "graphs") stopPage = await graphsPage(view);
-    else stopPage = await runsPage(view);
-  } catch (e) { notice(e.message); }
+    let stop;
+    if (page === "run" && arg) stop = await runPage(view, decodeURIComponent(arg));
+    else if (page === "dead") stop = await deadPage(view);
+    else if (page === "graphs") stop = await graphsPage(view);
+    else stop = await runsPage(view);
+    if (seq === routes) stopPage = stop;
+    else stop();
+  } catch (e) { if (seq === routes) notice(e.message); }
 }
 
 document.addEventListener("DOMContentLoaded", () => {

@@ -14,8 +14,9 @@ from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.contracts import PruneArgs
 from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
-from reflexr_graph.store.records import RunEvent, run_event, run_info, text, text_map
+from reflexr_graph.store.records import RunEvent, checkpoint_index, run_event, run_info, text, text_map
 
 # A blocking read must return before the client's socket timeout fires, or it would be
 # reported as the store being unavailable.
@@ -64,20 +65,26 @@ def last_traceback(run_id: str) -> Op[str | None]:
 
 
 def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
-    fields = ["seq", "saved_at", "size", "next_node"]
-    seq, saved_at, size, next_node = yield cmd("hmget", keys.ckpt(run_id), fields)
-    if seq is None:
+    index = yield cmd("hget", keys.run(run_id), "ckpts")
+    kept = checkpoint_index(text(index)) if index is not None else []
+    if not kept:
         return None
+    latest = kept[-1]
     return {
-        "seq": int(text(seq)),
-        "saved_at": int(text(saved_at) or 0) / 1000,
-        "size": int(text(size) or 0),
-        "next_node": text(next_node) or None,
+        "seq": latest.seq,
+        "saved_at": latest.saved_at,
+        "size": latest.size,
+        "next_node": latest.next_node,
     }
 
 
+def _past_marker(after: str) -> str:
+    """``after``, or the marker entry every stream starts with (keys.EVENTS_MARKER) when it is earlier."""
+    return keys.EVENTS_MARKER if after in ("", "-", "0", "0-0") else after
+
+
 def _range(key: str, after: str, count: int | None) -> Op[list[RunEvent]]:
-    entries: list[Any] = (yield cmd("xrange", key, min=f"({after}", max="+", count=count)) or []
+    entries: list[Any] = (yield cmd("xrange", key, min=f"({_past_marker(after)}", max="+", count=count)) or []
     return [run_event(entry_id, fields) for entry_id, fields in entries]
 
 
@@ -87,6 +94,7 @@ def run_events(
     """Events after stream id ``after``, oldest first; with ``block_ms``, wait up to that long
     (0: forever) for the first new one, in XREAD BLOCKs of at most ``chunk_limit`` ms."""
     key = keys.events(run_id)
+    after = _past_marker(after)
     found = yield from _range(key, after, count)
     if found or block_ms is None:
         return found
@@ -162,7 +170,7 @@ def listing(
             record = text_map(raw)
             if not record:
                 # Its keys expired; drop the stale index entries while we are here.
-                yield from per_run("prune", run_id, run_id, clock.now_ms(), [])
+                yield from per_run("prune", run_id, run_id, clock.now_ms(), PruneArgs("").argv())
                 offset -= 1
                 continue
             info = run_info(record)

@@ -1,9 +1,11 @@
 """Loads the Lua scripts in ``lua/`` and registers them with a redis client.
 
 Per-run scripts share a prelude, ``lua/_lib.lua``, which is prepended to them: Redis has
-no ``require``, and writing each status transition once is what keeps them consistent. The
-scripts that replace or restore the latest checkpoint also get ``lua/_history.lua``, so the
-checkpoint history is kept the same way by each.
+no ``require``, and writing each status transition once is what keeps them consistent. Each
+per-run body is wrapped in a function, and the prelude's ``flush()`` runs after it, so every
+path writes its changes of the run hash in one HSET. The scripts that save, list, read or go
+back to checkpoints also get ``lua/_history.lua``, so the history is kept the same way by each.
+What each script takes and answers is described once, in ``store/contracts.py``.
 """
 
 from __future__ import annotations
@@ -49,14 +51,16 @@ STANDALONE: tuple[str, ...] = (
     "save_checkpoint",
     "record",
     "read_checkpoint",
-    "list_checkpoints",
     "worker_beat",
     "worker_leave",
     "limit_acquire",
+    "reaper_tick",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
-WITH_HISTORY: frozenset[str] = frozenset({"save_checkpoint", "succeed", "replay", "read_checkpoint"})
+WITH_HISTORY: frozenset[str] = frozenset(
+    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "create_run", "claim"}
+)
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 
 
@@ -76,7 +80,12 @@ def source(name: str) -> str:
         raise KeyError(f"no Lua script named {name!r}")
     if name in WITH_HISTORY:
         parts.append(_HISTORY)
-    return "\n".join(_read(part) for part in [*parts, name])
+    body = _read(name)
+    if name in PER_RUN:
+        # A function, so that every return of the body comes back here and the run hash's
+        # changes are written (_lib.lua: flush) whichever path the script took.
+        body = f"local function main()\n{body}\nend\nlocal reply = main()\nflush()\nreturn reply\n"
+    return "\n".join([*(_read(part) for part in parts), body])
 
 
 class Scripts:

@@ -75,7 +75,8 @@ def test_the_bound_trims_the_oldest_in_the_same_script(bounded: RedisStore, raw:
     make_run(bounded)
     _save(bounded, start(bounded), range(1, 8))
     assert _kept(bounded) == [4, 5, 6, 7]
-    assert sorted(int(f) for f in raw.hkeys(keys.history_data("run-1"))) == [4, 5, 6]
+    # Each kept checkpoint's payload is stored once: the trimmed ones are gone.
+    assert sorted(int(f) for f in raw.hkeys(keys.ckpt("run-1"))) == [4, 5, 6, 7]
     with pytest.raises(errors.CheckpointNotFound) as caught:
         bounded.read_checkpoint("run-1", 2)
     assert caught.value.kept == [4, 5, 6, 7]
@@ -91,7 +92,7 @@ def test_a_bound_of_zero_keeps_only_the_latest(redis_url: str, raw: redis.Redis)
         assert _kept(store) == [4]
         store.succeed(ctx, "1", checkpoint='{"finished": true}', seq=5)
         assert _kept(store) == [5]
-        assert not raw.exists(keys.history("run-1")) and not raw.exists(keys.history_data("run-1"))
+        assert raw.hkeys(keys.ckpt("run-1")) == [b"5"], "no payload of an earlier checkpoint is kept"
     finally:
         store.close()
 
@@ -108,7 +109,7 @@ def test_the_history_expires_with_the_run_and_purge_deletes_it(store: RedisStore
     make_run(store)
     ctx = start(store)
     _save(store, ctx, range(1, 4))
-    history = (keys.history("run-1"), keys.history_data("run-1"))
+    history = (keys.ckpt("run-1"),)
     assert all(raw.ttl(k) == -1 for k in history), "no TTL while the run is active"
     fail_once(store, ctx, permanent=True)
     assert all(0 < raw.ttl(k) <= DEAD_RETENTION_S for k in history)
@@ -127,7 +128,7 @@ def test_retention_removes_the_history_along_with_the_run(redis_url: str, raw: r
         ctx = start(store)
         _save(store, ctx, range(1, 4))
         store.succeed(ctx, "1", checkpoint='{"finished": true}', seq=4)
-        assert raw.zcard(keys.history("run-1")) == 3
+        assert raw.hlen(keys.ckpt("run-1")) == 4
         wait_for(lambda: not any(raw.exists(k) for k in keys.run_keys("run-1")), 10, "the run's retention")
         with pytest.raises(errors.RunNotFound):
             store.checkpoints("run-1")

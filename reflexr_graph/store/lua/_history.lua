@@ -1,82 +1,109 @@
--- _history.lua: helpers that scripts.py prepends to the scripts that replace a run's latest
--- checkpoint (save_checkpoint, succeed) or go back to an earlier one (replay). Not run on its
--- own, and it reads no KEYS[i] or ARGV[i] itself: the callers pass these keys from their own KEYS
--- (read_checkpoint gets it too, to read the index as it is written):
---   ckpt   rg:{<run_id>}:ckpt          the latest checkpoint (data, seq, saved_at, size,
---                                      next_node, attempt); the claim reads only this one
---   index  rg:{<run_id>}:history       sorted set, score = seq,
---                                      member = seq|saved_at ms|size|attempt|next_node
---   data   rg:{<run_id>}:history:data  hash, seq -> checkpoint JSON
--- The history holds the checkpoints before the latest, never the latest itself, so each one is
--- stored once; REFLEXR_CHECKPOINT_HISTORY (``keep``) bounds how many it holds, 0 none at all.
--- Every seq in it is below the latest's.
+-- _history.lua: helpers that scripts.py prepends to the scripts that save, list, read or go back
+-- to a run's checkpoints. Not run on its own, and it reads no KEYS[i] or ARGV[i] itself: the
+-- callers pass the checkpoint hash from their own KEYS, and the index from the run hash.
+--   rg:{<run_id>}:ckpt   hash, seq -> checkpoint JSON: every checkpoint the run keeps, the latest
+--                        included, each stored once
+--   run hash 'ckpts'     the index: one entry per kept checkpoint, oldest first, the latest last,
+--                        each seq|saved_at ms|size|attempt|next_node, joined by \30
+-- A save writes one payload and the index, and trims the oldest payload past the bound:
+-- REFLEXR_CHECKPOINT_HISTORY (``keep``) checkpoints before the latest, 0 none at all.
 
-local function history_member(seq, saved_at, size, attempt, next_node)
+local SEP = '\30'
+
+local function ckpt_entry(seq, saved_at, size, attempt, next_node)
   return table.concat({seq, saved_at, size, attempt, next_node}, '|')
 end
 
-local function history_seq(member)
-  return string.match(member, '^[^|]*')
+-- seq, saved_at, size, attempt, next_node of an index entry (a node id may hold '|': it is last).
+local function ckpt_fields(entry)
+  return string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
 end
 
--- seq, saved_at, size, attempt, next_node of an index member (a node id may hold '|': it is last).
-local function history_entry(member)
-  return string.match(member, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+local function ckpt_list(index)
+  local out = {}
+  for entry in string.gmatch(index, '[^' .. SEP .. ']+') do
+    out[#out + 1] = entry
+  end
+  return out
 end
 
--- Drop the history's checkpoints numbered `seq` or later: they belong to a path the run left
--- when it went back to an earlier checkpoint. Returns how many were dropped.
-local function history_drop_from(index, data, seq)
-  local later = redis.call('ZRANGEBYSCORE', index, seq, '+inf')
-  for _, member in ipairs(later) do
-    redis.call('HDEL', data, history_seq(member))
-  end
-  if #later > 0 then
-    redis.call('ZREMRANGEBYSCORE', index, seq, '+inf')
-  end
-  return #later
-end
-
--- The oldest go first, so a run that checkpoints thousands of times keeps a bounded history.
-local function history_trim(index, data, keep)
-  local excess = redis.call('ZCARD', index) - keep
-  if excess <= 0 then
-    return
-  end
-  for _, member in ipairs(redis.call('ZRANGE', index, 0, excess - 1)) do
-    redis.call('HDEL', data, history_seq(member))
-  end
-  redis.call('ZREMRANGEBYRANK', index, 0, excess - 1)
-end
-
--- Called just before checkpoint `seq` replaces the latest: the latest moves into the history.
--- The same seq again is this save retried after a lost reply: nothing moves.
-local function history_push(ckpt, index, data, seq, keep)
-  history_drop_from(index, data, seq)
-  local prev = redis.call('HMGET', ckpt, 'data', 'seq', 'saved_at', 'size', 'attempt', 'next_node')
-  local prev_seq = tonumber(prev[2])
-  if keep > 0 and prev[1] and prev_seq and prev_seq < tonumber(seq) then
-    redis.call('HSET', data, prev[2], prev[1])
-    redis.call('ZREMRANGEBYSCORE', index, prev_seq, prev_seq)
-    redis.call('ZADD', index, prev_seq,
-      history_member(prev[2], prev[3] or '', prev[4] or '', prev[5] or '', prev[6] or ''))
-  end
-  history_trim(index, data, keep)
-end
-
--- Make checkpoint `seq` of the history the latest again; every checkpoint after it (the later
--- ones in the history, and the latest) is dropped. Returns the next node and how many were
--- dropped, or nil when the history holds no checkpoint `seq` (then nothing changed).
-local function history_restore(ckpt, index, data, seq)
-  local found = redis.call('ZRANGEBYSCORE', index, seq, seq)
-  local payload = redis.call('HGET', data, seq)
-  if #found == 0 or not payload then
+-- The latest entry's seq and next node, or nil without a checkpoint.
+local function ckpt_latest(index)
+  local last = string.match(index, '([^' .. SEP .. ']+)$')
+  if not last then
     return nil
   end
-  local s, saved_at, size, attempt, next_node = history_entry(found[1])
-  -- Counts `seq` itself, which becomes the latest, in place of the latest it replaces.
-  local dropped = history_drop_from(index, data, seq)
-  redis.call('HSET', ckpt, 'data', payload, 'seq', s, 'saved_at', saved_at, 'size', size,
-    'attempt', attempt, 'next_node', next_node)
-  return next_node, dropped
+  local seq, _, _, _, next_node = ckpt_fields(last)
+  return seq, next_node
+end
+
+-- The index with checkpoint `entry` (number `seq`) as the latest. Entries numbered `seq` or later
+-- go: the same seq again is a save retried after a lost reply, later ones belong to a path the
+-- run left. The oldest go past the bound. Returns the new index and the seqs whose payloads go
+-- (never `seq` itself: its payload is written over).
+local function ckpt_add(index, seq, entry, keep)
+  local kept, gone, n = {}, {}, tonumber(seq)
+  for _, old in ipairs(ckpt_list(index)) do
+    local s = string.match(old, '^[^|]*')
+    if tonumber(s) < n then
+      kept[#kept + 1] = old
+    elseif s ~= seq then
+      gone[#gone + 1] = s
+    end
+  end
+  local excess = #kept - keep
+  for i = 1, excess do
+    gone[#gone + 1] = string.match(kept[i], '^[^|]*')
+  end
+  local out = {}
+  for i = math.max(excess, 0) + 1, #kept do
+    out[#out + 1] = kept[i]
+  end
+  out[#out + 1] = entry
+  return table.concat(out, SEP), gone
+end
+
+-- Write checkpoint `seq` as the latest: one HSET of its payload, one HDEL of those that go.
+-- Returns the new index, for the caller to put in the run hash.
+local function ckpt_save(ckpt, index, seq, payload, entry, keep)
+  local new_index, gone = ckpt_add(index, seq, entry, keep)
+  redis.call('HSET', ckpt, seq, payload)
+  if #gone > 0 then
+    redis.call('HDEL', ckpt, unpack(gone))
+  end
+  return new_index
+end
+
+-- Go back to checkpoint `seq`: it becomes the latest, the ones after it go. Returns the new
+-- index, its next node and how many went, or nil when the run keeps no checkpoint `seq`.
+local function ckpt_back_to(ckpt, index, seq)
+  local kept, gone, found = {}, {}, nil
+  for _, entry in ipairs(ckpt_list(index)) do
+    local s, _, _, _, next_node = ckpt_fields(entry)
+    if found then
+      gone[#gone + 1] = s
+    else
+      kept[#kept + 1] = entry
+      if s == seq then
+        found = next_node
+      end
+    end
+  end
+  if not found or redis.call('HEXISTS', ckpt, seq) == 0 then
+    return nil
+  end
+  if #gone > 0 then
+    redis.call('HDEL', ckpt, unpack(gone))
+  end
+  return table.concat(kept, SEP), found, #gone
+end
+
+-- The index entry of checkpoint `seq`, or nil.
+local function ckpt_find(index, seq)
+  for _, entry in ipairs(ckpt_list(index)) do
+    if string.match(entry, '^[^|]*') == seq then
+      return entry
+    end
+  end
+  return nil
 end

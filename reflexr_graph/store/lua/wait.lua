@@ -1,6 +1,6 @@
 -- wait.lua: a step waits for a signal or a timer: take the signal, see the timer fired, or
 -- suspend the run as 'waiting', handing back its lease. One round trip, fenced by the token.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (used when a cancel ends the run)
@@ -14,18 +14,19 @@ local token, name, rec, first_wake = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not owned_by(token) then
   return {'fenced'}
 end
-local done = redis.call('HGET', K_MEMO, rec)
+local done = field('memo') == '1' and redis.call('HGET', K_MEMO, rec)
 if done then
   return {'recorded', done}
 end
 -- The signal moves from the mailbox into the step's record in one step: a crash after this
 -- still finds it, and no other wait can take it too.
 if name ~= '' then
-  local value = redis.call('HGET', K_MAILBOX, name)
+  local value = field('mbox') == '1' and redis.call('HGET', K_MAILBOX, name)
   if value then
     redis.call('HDEL', K_MAILBOX, name)
     local record = '{"signal":' .. value .. '}'
     redis.call('HSET', K_MEMO, rec, record)
+    put('memo', '1')
     return {'recorded', record}
   end
 end
@@ -34,11 +35,16 @@ end
 local at_field = rec .. '|at'
 if first_wake ~= '' then
   redis.call('HSETNX', K_MEMO, at_field, first_wake)
+  put('memo', '1')
 end
-local wake = redis.call('HGET', K_MEMO, at_field) or ''
+local wake = ''
+if field('memo') == '1' then
+  wake = redis.call('HGET', K_MEMO, at_field) or ''
+end
 if wake ~= '' and tonumber(wake) <= tonumber(NOW) then
   local record = '{"due":true}'
   redis.call('HSET', K_MEMO, rec, record)
+  put('memo', '1')
   return {'recorded', record}
 end
 if cancel_requested() then
@@ -53,11 +59,12 @@ end
 -- Suspend: the attempt did not fail, so it gives back its place in max_attempts, and the run
 -- holds no lease and no message until a signal (signal.lua) or its timer (the due set) wakes it.
 if num('attempts') > 0 then
-  redis.call('HINCRBY', K_RUN, 'attempts', -1)
+  incr('attempts', -1)
 end
-redis.call('HINCRBY', K_RUN, 'suspensions', 1)
-redis.call('HSET', K_RUN, 'waiting_for', name, 'wake_at', wake)
-redis.call('HDEL', K_RUN, 'token')
+incr('suspensions', 1)
+put('waiting_for', name)
+put('wake_at', wake)
+drop('token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 if wake ~= '' then
   redis.call('ZADD', K_DUE, wake, RUN_ID)

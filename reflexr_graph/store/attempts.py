@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
-from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
@@ -256,7 +255,6 @@ class AttemptWrites(StoreBase):
             keys.run(run_id),
             keys.ckpt(run_id),
             keys.events(run_id),
-            keys.status_set(Status.RUNNING),
             keys.memo(run_id),
         ]
         args = SaveArgs(

@@ -191,9 +191,15 @@ def runs_listing(
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
 ) -> Op[RunPage]:
-    """Runs newest first: by update time within a status, else by creation time."""
-    index = keys.status_set(status) if status else keys.ALL
-    return listing(index, limit, lambda info: graph is None or info.graph == graph, cursor, scan)
+    """Runs newest first: by update time within a status (queued runs by due time, running ones by
+    lease expiry: keys.status_index), else by creation time."""
+    index = keys.status_index(status) if status else keys.ALL
+    wanted = Status(status) if status else None
+
+    def keep(info: RunInfo) -> bool:
+        return (graph is None or info.graph == graph) and (wanted is None or info.status is wanted)
+
+    return listing(index, limit, keep, cursor, scan)
 
 
 def dead_listing(

@@ -42,6 +42,8 @@ local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
 local REPLAYABLE = {dead = true, cancelled = true}
 local CANCELLABLE = {queued = true, running = true, retrying = true, waiting = true}
+-- Statuses without a status set of their own (see set_status).
+local UNLISTED = {queued = true, running = true}
 -- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
 local EVENTS_MAXLEN = 1000
 
@@ -238,7 +240,9 @@ local function unindex(status)
   if status == 'dead' then
     redis.call('ZREM', K_DEAD, RUN_ID)
   end
-  redis.call('ZREM', STATUS_SETS[status], RUN_ID)
+  if not UNLISTED[status] then
+    redis.call('ZREM', STATUS_SETS[status], RUN_ID)
+  end
 end
 
 -- The run's own scoped idempotency key: create_run SET it, and a run can lose it only to a
@@ -292,22 +296,20 @@ local function new_events(template)
 end
 
 -- Move the run between status sets; the score is the update time so listings sort newest first.
+-- Queued and running runs have no set of their own (their KEYS stay, unused, so that positions
+-- hold): every queued run is in the due set and every running one in the leases, and listings
+-- read those (store/keys.py: status_index). A run's start, every save and its end then touch
+-- no status set on the way.
 local function set_status(new)
-  local old = STATUS_SETS[field('status')]
-  if old and old ~= STATUS_SETS[new] then
-    redis.call('ZREM', old, RUN_ID)
+  local old = field('status')
+  if STATUS_SETS[old] and not UNLISTED[old] and old ~= new then
+    redis.call('ZREM', STATUS_SETS[old], RUN_ID)
   end
-  redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
+  if not UNLISTED[new] then
+    redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
+  end
   put('status', new)
   put('updated_at', NOW)
-end
-
-local function touch()
-  put('updated_at', NOW)
-  local set = STATUS_SETS[field('status')]
-  if set then
-    redis.call('ZADD', set, 'XX', NOW, RUN_ID)
-  end
 end
 
 -- The run's optional keys that exist now, as its fields tell: an EXPIRE, PERSIST or DEL of a

@@ -2,12 +2,11 @@
 -- round trip. Its payload is written once, into the checkpoint hash that keeps the history too
 -- (_history.lua, prepended); the run hash's index points at it, and the oldest past the bound goes.
 -- Standalone (no prelude): it runs at every step boundary, so it touches only what it needs:
--- one HMGET and one HSET of the run, one HSET of the payload, the event, the running set's score.
+-- one HMGET and one HSET of the run, one HSET of the payload, and the event.
 -- KEYS[1] rg:{<run_id>}:run     run record hash (owner, counters, the checkpoint index)
 -- KEYS[2] rg:{<run_id>}:ckpt    the checkpoints kept, seq -> JSON
 -- KEYS[3] rg:{<run_id>}:events  event stream
--- KEYS[4] rg:status:running     running status set (score = updated ms)
--- KEYS[5] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
+-- KEYS[4] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
 -- ARGV: store/contracts.py SaveArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
 -- ARGV[6] next node id or ''  ARGV[7] event stream cap
@@ -33,7 +32,7 @@ local run = {'ckpts', index, 'checkpoints', (tonumber(owner[7]) or 0) + 1, 'next
 -- records kept (branch results, durable calls) is in it now, and a retry resumes from here.
 -- Only when the journal wrote one ('memo' = '1', record.lua): most saves have none to delete.
 if owner[8] == '1' then
-  redis.call('DEL', KEYS[5])
+  redis.call('DEL', KEYS[4])
   table.insert(run, 'memo')
   table.insert(run, '0')
 end
@@ -57,7 +56,6 @@ if steps + calls > 0 then
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'u' .. US .. now .. US .. steps .. US .. calls)
 end
 redis.call('HSET', KEYS[1], unpack(run))
-redis.call('ZADD', KEYS[4], 'XX', now, ARGV[1])
 -- Never the payload: events are shown to operators and state may be private.
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e',
   'p' .. US .. now .. US .. seq .. US .. next_node .. US .. #payload)

@@ -37,10 +37,10 @@ from reflexr_graph.store.contracts import (
 )
 from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
 from reflexr_graph.store.records import (
+    LATEST_CHECKPOINT,
     Claim,
     ClaimOutcome,
     ForkSeed,
-    latest_seq,
     pairs_to_map,
     text,
     text_map,
@@ -223,8 +223,7 @@ class AttemptWrites(StoreBase):
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
         """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
-        index = self._r.hget(keys.run(run_id), "ckpts")
-        latest = latest_seq(text(index)) if index else None
+        latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
         data = None if latest is None else self._r.hget(keys.ckpt(run_id), latest)
         return None if data is None else text(data)
 

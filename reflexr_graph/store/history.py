@@ -1,10 +1,10 @@
 """Reading a run's checkpoint history: the checkpoints it keeps, and any one of them whole.
 
 Every checkpoint a run keeps, the latest included, is in its ``ckpt`` hash (seq -> JSON), each
-written once; the run hash's ``ckpts`` field indexes them, the latest last, so the claim reads
-the latest by that pointer. The scripts that save checkpoints keep both (``lua/_history.lua``);
-these operations only read: the list from the run hash alone, one checkpoint in one read-only
-script, so a save running meanwhile never shows a checkpoint it has trimmed.
+written once; the run hash holds an entry per checkpoint and the seq of the latest, which the
+claim reads it by. The scripts that save checkpoints keep both (``lua/_history.lua``); these
+operations only read, each in one read-only script, so a save running meanwhile never shows a
+checkpoint it has trimmed.
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from reflexr_graph import errors
 from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
-from reflexr_graph.store.ops import Eval, Op, cmd, not_found
-from reflexr_graph.store.records import SavedCheckpoint, checkpoint_index, checkpoint_info, text
+from reflexr_graph.store.ops import Eval, Op, not_found
+from reflexr_graph.store.records import SavedCheckpoint, checkpoint_entry, checkpoint_info, text
 
 
 def checkpoint_list(run_id: str) -> Op[list[CheckpointInfo]]:
     """Every checkpoint the run keeps, oldest first, the latest last; RunNotFound for no run."""
-    status, index = yield cmd("hmget", keys.run(run_id), ["status", "ckpts"])
-    if status is None:
+    reply: list[str] = [text(v) for v in (yield Eval("list_checkpoints", [keys.run(run_id)], []))]
+    if reply[0] == "missing":
         raise not_found(run_id)
-    return checkpoint_index(text(index) if index is not None else "")
+    return [checkpoint_entry(reply[i], reply[i + 1]) for i in range(1, len(reply), 2)]
 
 
 def missing_checkpoint(run_id: str, seq: int) -> Op[errors.CheckpointNotFound]:

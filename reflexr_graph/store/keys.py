@@ -71,9 +71,9 @@ def run(run_id: str) -> str:
 def ckpt(run_id: str) -> str:
     """Every checkpoint the run keeps, the latest and its history: a hash, seq -> checkpoint JSON.
 
-    Each is written once, by the save that makes it the latest. The run hash's ``ckpts`` field
-    indexes them (``seq|saved_at ms|size|attempt|next_node``, oldest first, the latest last, at
-    most ``REFLEXR_CHECKPOINT_HISTORY`` + 1), so the latest is a pointer, not a copy.
+    Each is written once, by the save that makes it the latest. The run hash holds each one's
+    entry (``c:<seq>`` = ``saved_at ms|size|attempt|next_node``) and the range kept (``ck_first``,
+    ``ck_last``: at most ``REFLEXR_CHECKPOINT_HISTORY`` + 1), so the latest is a pointer, not a copy.
     """
     return _tagged(run_id, "ckpt")
 

@@ -16,7 +16,16 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
 from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
-from reflexr_graph.store.records import RunEvent, checkpoint_index, run_event, run_info, text, text_map
+from reflexr_graph.store.records import (
+    LATEST_CHECKPOINT,
+    RunEvent,
+    checkpoint_entry,
+    checkpoint_field,
+    run_event,
+    run_info,
+    text,
+    text_map,
+)
 
 # A blocking read must return before the client's socket timeout fires, or it would be
 # reported as the store being unavailable.
@@ -65,11 +74,11 @@ def last_traceback(run_id: str) -> Op[str | None]:
 
 
 def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
-    index = yield cmd("hget", keys.run(run_id), "ckpts")
-    kept = checkpoint_index(text(index)) if index is not None else []
-    if not kept:
+    seq = yield cmd("hget", keys.run(run_id), LATEST_CHECKPOINT)
+    entry = None if seq is None else (yield cmd("hget", keys.run(run_id), checkpoint_field(text(seq))))
+    if entry is None:
         return None
-    latest = kept[-1]
+    latest = checkpoint_entry(text(seq), text(entry))
     return {
         "seq": latest.seq,
         "saved_at": latest.saved_at,

@@ -211,23 +211,23 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
     )
 
 
-CHECKPOINT_SEP = "\x1e"
-"""Between the entries of a run's checkpoint index, the run hash's ``ckpts`` (lua/_history.lua)."""
+LATEST_CHECKPOINT = "ck_last"
+"""The run hash's field naming the seq of its latest checkpoint (lua/_history.lua)."""
 
 
-def checkpoint_index(index: str) -> list[CheckpointInfo]:
-    """The checkpoints a run's index lists, oldest first, the latest last."""
-    return [checkpoint_info(*entry.split("|", 4)) for entry in index.split(CHECKPOINT_SEP) if entry]
+def checkpoint_field(seq: int | str) -> str:
+    """The run hash's field holding checkpoint ``seq``'s entry: ``saved_at ms|size|attempt|next_node``."""
+    return f"c:{seq}"
 
 
-def latest_seq(index: str) -> str | None:
-    """The seq of the latest checkpoint in a run's index, None when it has none."""
-    last = index.rsplit(CHECKPOINT_SEP, 1)[-1]
-    return last.split("|", 1)[0] if last else None
+def checkpoint_entry(seq: int | str, entry: str) -> CheckpointInfo:
+    """CheckpointInfo from a checkpoint's entry in the run hash (lua/_history.lua)."""
+    saved_at, size, attempt, next_node = entry.split("|", 3)
+    return checkpoint_info(str(seq), saved_at, size, attempt, next_node)
 
 
 def checkpoint_info(seq: str, saved_at: str, size: str, attempt: str, next_node: str) -> CheckpointInfo:
-    """CheckpointInfo from one entry of a run's checkpoint index (lua/_history.lua)."""
+    """CheckpointInfo from the fields the store keeps of a checkpoint (lua/_history.lua)."""
     return CheckpointInfo(
         seq=int(seq),
         saved_at=_seconds(saved_at),

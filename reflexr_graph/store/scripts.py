@@ -51,6 +51,7 @@ STANDALONE: tuple[str, ...] = (
     "save_checkpoint",
     "record",
     "read_checkpoint",
+    "list_checkpoints",
     "worker_beat",
     "worker_leave",
     "limit_acquire",
@@ -59,7 +60,7 @@ STANDALONE: tuple[str, ...] = (
 """Scripts with their own small KEYS layout; they get no prelude."""
 
 WITH_HISTORY: frozenset[str] = frozenset(
-    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "create_run", "claim"}
+    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "list_checkpoints", "create_run", "claim"}
 )
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 

@@ -26,7 +26,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.demo import processes
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import RunEvent, latest_seq
+from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.waiting import wait_for
@@ -237,8 +237,7 @@ def assert_consistent(r: redis.Redis, run_id: str) -> None:
     if status_s in ("succeeded", "dead", "cancelled"):
         assert r.zscore(keys.LEASES, run_id) is None
         assert r.zscore(keys.DUE, run_id) is None
-    index = r.hget(keys.run(run_id), "ckpts")
-    latest = latest_seq(index.decode()) if index else None
+    latest = r.hget(keys.run(run_id), LATEST_CHECKPOINT)
     ckpt = r.hget(keys.ckpt(run_id), latest) if latest else None
     if ckpt is not None:
         assert isinstance(json.loads(ckpt), dict)

@@ -24,7 +24,7 @@
 -- any the script asked for with want() in one HMGET; put() and drop() change the loaded copy,
 -- and flush() writes every change in one HSET (and one HDEL for fields that go). scripts.py
 -- wraps each body in a function and calls flush() after it, so no path forgets to write.
--- Fields that say which optional keys exist ('ckpts', 'memo', 'mbox', 'tb', 'idem') let a
+-- Fields that say which optional keys exist ('ck_last', 'memo', 'mbox', 'tb', 'idem') let a
 -- script touch (expire, delete, read) only keys that are there.
 
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -49,7 +49,7 @@ local EVENTS_MAXLEN = 1000
 
 -- The small fields most scripts read; large ones (inputs, state, output) only on want().
 local BASE_FIELDS = {'status', 'token', 'attempts', 'interruptions', 'suspensions', 'max_attempts',
-  'idem', 'cancel', 'ckpts', 'memo', 'mbox', 'tb', 'graph', 'retry_at', 'wake_at', 'waiting_for',
+  'idem', 'cancel', 'ck_first', 'ck_last', 'memo', 'mbox', 'tb', 'graph', 'retry_at', 'wake_at', 'waiting_for',
   'dispatches', 'unserved_since', 'reason', 'error_type', 'error', 'checkpoints', 'next_node',
   'resumes', 'skipped', 'reused_steps', 'reused_calls'}
 local RUN, LOADED, WANTED = {}, false, {}
@@ -316,7 +316,7 @@ end
 -- missing key would be a call for nothing.
 local function present_keys()
   local found = {K_RUN, K_EVENTS}
-  if field('ckpts') ~= '' then found[#found + 1] = K_CKPT end
+  if field('ck_last') ~= '' then found[#found + 1] = K_CKPT end
   if field('memo') == '1' then found[#found + 1] = K_MEMO end
   if field('mbox') == '1' then found[#found + 1] = K_MAILBOX end
   if field('tb') == '1' then found[#found + 1] = K_TB end

@@ -23,9 +23,8 @@ local function reply(outcome)
   -- The key steps see: the caller's, else the run id (init_run leaves it out then).
   local idem_key = field('idempotency_key') ~= '' and field('idempotency_key') or RUN_ID
   local checkpoint = ''
-  local seq = ckpt_latest(field('ckpts'))
-  if seq then
-    checkpoint = redis.call('HGET', K_CKPT, seq) or ''
+  if field('ck_last') ~= '' then
+    checkpoint = redis.call('HGET', K_CKPT, field('ck_last')) or ''
   end
   return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'),
     field('graph'), field('inputs'), field('state'), idem_key, field('max_attempts'),

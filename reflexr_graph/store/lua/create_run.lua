@@ -54,7 +54,9 @@ if seed ~= '' then
   -- The fork's own copy of the checkpoint: the claim reads it as any run's latest, and nothing of
   -- the source run is read again or changed. attempt 0: no attempt of this run saved it.
   redis.call('HSET', K_CKPT, ARGV[14], seed)
-  put('ckpts', ckpt_entry(ARGV[14], NOW, #seed, 0, ARGV[15]))
+  put(ckpt_field(ARGV[14]), ckpt_entry(NOW, #seed, 0, ARGV[15]))
+  put('ck_first', ARGV[14])
+  put('ck_last', ARGV[14])
   for name, value in pairs({forked_from = ARGV[16], forked_at_seq = ARGV[14], checkpoints = 1,
       next_node = ARGV[15]}) do
     put(name, value)

@@ -16,13 +16,17 @@ end
 local from_start, from_seq = ARGV[4] == '1', ARGV[5] or ''
 -- Back out of bad steps: an earlier checkpoint becomes the latest, and those after it go.
 local dropped = 0
-if from_seq ~= '' and (ckpt_latest(field('ckpts')) or '') ~= from_seq then
-  local index, next_node, n = ckpt_back_to(K_CKPT, field('ckpts'), from_seq)
-  if index == nil then
+if from_seq ~= '' and field('ck_last') ~= from_seq then
+  -- Only a seq the run keeps, with its payload: else nothing changes.
+  local entry = field(ckpt_field(from_seq))
+  if entry == '' or redis.call('HEXISTS', K_CKPT, from_seq) == 0 then
     return {'no_checkpoint'}
   end
-  dropped = n
-  put('ckpts', index)
+  local _, gone = ckpt_plan(field('ck_first'), field('ck_last'), from_seq, num('ck_last'))
+  drop(unpack(ckpt_drop(K_CKPT, gone)))
+  dropped = #gone
+  put('ck_last', from_seq)
+  local _, _, _, next_node = ckpt_fields(entry)
   put('next_node', next_node)
 end
 if field('error_type') ~= '' then
@@ -43,7 +47,12 @@ if from_start then
   -- Work recorded since the checkpoint goes with it: a run from the start repeats everything.
   -- So does the history: the new checkpoints are numbered from 1 again.
   redis.call('DEL', K_CKPT, K_MEMO)
-  drop('ckpts')
+  if field('ck_first') ~= '' then
+    for s = num('ck_first'), num('ck_last') do
+      drop(ckpt_field(s))
+    end
+  end
+  drop('ck_first', 'ck_last')
   put('memo', '0')
   put('checkpoints', 0)
   put('next_node', '')

@@ -1,9 +1,9 @@
 -- save_checkpoint.lua: make a checkpoint the run's latest, fenced by the attempt's token, in one
 -- round trip. Its payload is written once, into the checkpoint hash that keeps the history too
--- (_history.lua, prepended); the run hash's index points at it, and the oldest past the bound goes.
+-- (_history.lua, prepended); the run hash points at it, and the oldest past the bound goes.
 -- Standalone (no prelude): it runs at every step boundary, so it touches only what it needs:
 -- one HMGET and one HSET of the run, one HSET of the payload, and the event.
--- KEYS[1] rg:{<run_id>}:run     run record hash (owner, counters, the checkpoint index)
+-- KEYS[1] rg:{<run_id>}:run     run record hash (owner, counters, the checkpoints' entries)
 -- KEYS[2] rg:{<run_id>}:ckpt    the checkpoints kept, seq -> JSON
 -- KEYS[3] rg:{<run_id>}:events  event stream
 -- KEYS[4] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
@@ -17,17 +17,20 @@
 -- here: cancel.lua), 0 the token does not own the run (the caller raises FencedOut).
 
 local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions', 'cancel',
-  'ckpts', 'checkpoints', 'memo', 'skipped', 'reused_steps', 'reused_calls')
+  'ck_first', 'checkpoints', 'memo', 'skipped', 'reused_steps', 'reused_calls', 'ck_last')
 if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
   return 0
 end
 local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
 -- The attempt's number as steps see it (_lib.lua: attempt_number), for the history's listing.
 local attempt = (tonumber(owner[3]) or 0) + (tonumber(owner[4]) or 0)
-local entry = ckpt_entry(seq, now, #payload, attempt, next_node)
-local index = ckpt_save(KEYS[2], owner[6] or '', seq, payload, entry, tonumber(ARGV[12]) or 0)
-local run = {'ckpts', index, 'checkpoints', (tonumber(owner[7]) or 0) + 1, 'next_node', next_node,
-  'updated_at', now}
+local first, gone = ckpt_plan(owner[6] or '', owner[12] or '', seq, tonumber(ARGV[12]) or 0)
+local dropped = ckpt_write(KEYS[2], seq, payload, gone)
+local run = {ckpt_field(seq), ckpt_entry(now, #payload, attempt, next_node), 'ck_first', first,
+  'ck_last', seq, 'checkpoints', (tonumber(owner[7]) or 0) + 1, 'next_node', next_node, 'updated_at', now}
+if #dropped > 0 then
+  redis.call('HDEL', KEYS[1], unpack(dropped))
+end
 -- A checkpoint is only ever taken with no fork in flight and no step running: everything the
 -- records kept (branch results, durable calls) is in it now, and a retry resumes from here.
 -- Only when the journal wrote one ('memo' = '1', record.lua): most saves have none to delete.

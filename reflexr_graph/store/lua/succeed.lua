@@ -26,8 +26,11 @@ end
 -- The finished checkpoint and the outcome in one write: no moment where the graph finished but
 -- neither is recorded, and one round trip fewer at the end of every run.
 if ARGV[7] ~= '' then
-  local entry = ckpt_entry(ARGV[8], NOW, #ARGV[7], attempt_number(), '')
-  put('ckpts', ckpt_save(K_CKPT, field('ckpts'), ARGV[8], ARGV[7], entry, tonumber(ARGV[13]) or 0))
+  local first, gone = ckpt_plan(field('ck_first'), field('ck_last'), ARGV[8], tonumber(ARGV[13]) or 0)
+  drop(unpack(ckpt_write(K_CKPT, ARGV[8], ARGV[7], gone)))
+  put(ckpt_field(ARGV[8]), ckpt_entry(NOW, #ARGV[7], attempt_number(), ''))
+  put('ck_first', first)
+  put('ck_last', ARGV[8])
   incr('checkpoints', 1)
   put('next_node', '')
   emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])

@@ -24,6 +24,7 @@ from reflexr_graph.store.contracts import (
     CreateArgs,
     Created,
     DeadLetterArgs,
+    DeadLettered,
     FailArgs,
     Failed,
     Lease,
@@ -396,7 +397,10 @@ class AttemptWrites(StoreBase):
         ).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
         template = [keys.EVENTS_TEMPLATE]
-        return bool(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
+        outcome = DeadLettered(
+            int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
+        )
+        return outcome is DeadLettered.DEAD
 
     @translate_errors
     def release(self, ctx: AttemptContext) -> str:

@@ -251,6 +251,13 @@ class DeadLetterArgs(Args):
     digest: str
 
 
+class DeadLettered(IntEnum):
+    """dead_letter.lua's answer."""
+
+    ALREADY_FINISHED = 0
+    DEAD = 1
+
+
 # -- recovery and operators ---------------------------------------------------------------------
 
 
@@ -272,6 +279,24 @@ class Reaped(StrEnum):
     CANCELLED = "cancelled"
     SKIP = "skip"
     """Not lapsed any more, or a stale entry."""
+
+
+@dataclass(frozen=True)
+class CancelArgs(Args):
+    """cancel.lua, ARGV[4..5]."""
+
+    retention_s: int
+    now: bool
+    """Cancel a running run at once (its attempt fenced out), not at its next boundary."""
+
+
+@dataclass(frozen=True)
+class ReplayArgs(Args):
+    """replay.lua, ARGV[4..5]."""
+
+    from_start: bool
+    from_seq: int | None
+    """The checkpoint to resume from, None for the latest."""
 
 
 @dataclass(frozen=True)

@@ -69,11 +69,15 @@ define run_pytest
 	exit $$rc
 endef
 
-test: install redis rabbitmq sentinel browser lint ## Lint, then the full test suite with coverage
-	$(call run_pytest,--cov --cov-branch --cov-report=term --durations=15)
+# Two xdist workers, each with its own session Redis (tests/conftest.py); the tests that share a
+# costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
+XDIST := -n $(or $(TEST_WORKERS),2) --dist loadgroup
+
+test: install redis rabbitmq sentinel browser lint ## Lint, then the full test suite with coverage (TEST_WORKERS=2)
+	$(call run_pytest,$(XDIST) --cov --cov-branch --cov-report=term --durations=15)
 
 test-fast: install redis rabbitmq sentinel browser ## Tests without the slow crash/chaos ones, no lint
-	$(call run_pytest,-m "not slow")
+	$(call run_pytest,$(XDIST) -m "not slow")
 
 run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay
 	$(BIN)/reflexr-graph demo

@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench.fleet_graph import REFS
-from reflexr_graph.demo.processes import Worker, worker_env
+from reflexr_graph import local_processes
+from reflexr_graph.demo.processes import worker_env
+from reflexr_graph.local_processes import Worker, celery_worker_argv, start_worker
 from reflexr_graph.local_redis import RedisServer
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+POLL_S = 0.005
+"""The poll of every wait the benchmarks time: the same for every path measured."""
 T = TypeVar("T")
 
 
@@ -34,16 +38,12 @@ class BenchError(RuntimeError):
     pass
 
 
-def wait_for(condition: Callable[[], T], timeout: float, what: str, poll_s: float = 0.005) -> T:
-    """Poll until ``condition()`` is truthy; the poll is the same for every path measured."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(poll_s)
+def wait_for(condition: Callable[[], T], timeout: float, what: str, poll_s: float = POLL_S) -> T:
+    """local_processes.wait_for at the benchmarks' poll, failing as a BenchError."""
+    value = local_processes.poll_until(condition, timeout, poll_s)
+    if value is None:
+        raise BenchError(local_processes.timed_out(timeout, what))
+    return value
 
 
 class Lab:
@@ -64,38 +64,20 @@ class Lab:
     ) -> Worker:
         """``celery -A app worker`` on ``queue``; call :meth:`wait_ready` before using it."""
         name = f"{queue}-{uuid.uuid4().hex[:6]}"
-        argv = [
-            sys.executable, "-m", "celery", "-A", app, "worker", "-P", "prefork",
-            "-c", str(concurrency), "-n", f"{name}@%h", "-Q", queue,
-            # Gossip, mingle and heartbeats add broker traffic that neither path needs.
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO",
-        ]  # fmt: skip
+        argv = celery_worker_argv(app, queue, name, concurrency=concurrency, loglevel="INFO")
         # Nothing runs when the benchmark stops a worker, so a long soft shutdown only waits.
         overrides = {"REFLEXR_QUEUE": queue, "REFLEXR_GRAPHS": REFS, "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1"}
         overrides.update(env or {})
-        log_path = self.log_dir / f"{name}.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                argv,
-                env=worker_env(self.url, overrides),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        worker = Worker(name, proc, log_path)
+        worker = start_worker(name, argv, worker_env(self.url, overrides), self.log_dir / f"{name}.log")
         self.workers.append(worker)
         return worker
 
     def wait_ready(self, *workers: Worker) -> None:
-        def ready(w: Worker) -> bool:
-            if not w.alive():
-                tail = w.log_path.read_text(errors="replace")[-3000:]
-                raise BenchError(f"worker {w.name} exited at startup:\n{tail}")
-            return " ready." in w.log_path.read_text(errors="replace")
-
         for w in workers:
-            wait_for(lambda w=w: ready(w), READY_TIMEOUT_S, f"worker {w.name} to be ready", 0.1)
+            try:
+                local_processes.wait_ready(w, READY_TIMEOUT_S)
+            except (ChildProcessError, TimeoutError) as exc:
+                raise BenchError(str(exc)) from None
 
     def stop_workers(self) -> None:
         """Stop every worker gently (SIGTERM, then SIGKILL of the group if it lingers).

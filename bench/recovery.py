@@ -21,7 +21,7 @@ from bench import fleet_graph
 from bench.procs import BenchError, Lab, wait_for
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
-from reflexr_graph.demo.processes import Worker
+from reflexr_graph.local_processes import Worker
 from reflexr_graph.store import keys
 
 QUEUE = "bench-recover"

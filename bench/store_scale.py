@@ -1,7 +1,7 @@
 """The store at scale: what each reaper tick and CLI operation costs with many runs held.
 
 Two private ``redis-server`` processes (no AOF: this measures the store's work, not the disk)
-are filled through the store's own scripts (``bench/store_fill.py``): one with 1,000 finished
+are filled through the store's own scripts (``reflexr_graph/local_store.py``): one with 1,000 finished
 runs, 100 dead and 10 waiting, the other with ``scale`` finished, a tenth as many dead and a
 hundredth waiting. Every operation below runs on one, then on the other, ``REPS`` times
 over, so a noisy neighbour hits both alike; each is measured
@@ -21,12 +21,12 @@ from typing import Any
 
 import redis
 
-from bench.store_fill import GRAPH, Mix, fill
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.local_redis import RedisServer
+from reflexr_graph.local_store import Cost, Mix, counted, fill, operations
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.recovery import PRUNE_BATCH
@@ -35,39 +35,6 @@ SMALL = Mix(1000, 100, 10)
 REPS = 9
 TICK_S = 1.0
 """The reaper's interval: prune runs once per tick."""
-
-
-@dataclass(frozen=True)
-class Cost:
-    commands: int
-    server_us: int
-    wall_ms: float
-
-
-def counted(r: redis.Redis, fn: Callable[[], object]) -> Cost:
-    """What ``fn`` cost Redis (commands, server µs, Lua's included) and the wall clock."""
-    r.config_resetstat()
-    t0 = time.perf_counter()
-    fn()
-    wall = (time.perf_counter() - t0) * 1000
-    stats: dict[str, Any] = r.info("commandstats")
-    mine = {k: v for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info")}
-    return Cost(sum(v["calls"] for v in mine.values()), sum(v["usec"] for v in mine.values()), wall)
-
-
-def operations(client: Client, reaper: Reaper) -> dict[str, Callable[[], object]]:
-    """The reaper's tick and what each read-only CLI command asks of the store (``cli/``)."""
-    some_run = client.runs(status=Status.SUCCEEDED, limit=1)[0].run_id
-    return {
-        "reaper tick": reaper.tick,
-        "`runs` (newest 50)": lambda: client.runs(limit=50),
-        "`runs --status succeeded`": lambda: client.runs(status=Status.SUCCEEDED, limit=50),
-        "`runs --graph G` (G: every run)": lambda: client.runs(graph=GRAPH, limit=50),
-        "`dlq list` (newest 1,000)": lambda: client.dead_letters(),
-        "`status RUN`": lambda: client.get(some_run),
-        "`history RUN`": lambda: client.events(some_run),
-        "API page, graph matching none": lambda: client.runs_page(graph="no-such-graph", limit=50),
-    }
 
 
 def _replay_by_filter(client: Client, r: redis.Redis) -> tuple[Cost, int]:
@@ -201,8 +168,9 @@ def render(result: dict[str, Any]) -> str:
     s, big = small["mix"], large["mix"]
     lines = [
         f"Two private Redis servers (no AOF), filled through the store's own scripts, pipelined "
-        f"(`bench/store_fill.py`): **small** = {s.finished:,} finished, {s.dead:,} dead, {s.waiting:,} "
-        f"waiting; **large** = {big.finished:,} finished, {big.dead:,} dead, {big.waiting:,} waiting "
+        f"(`reflexr_graph/local_store.py`): **small** = {s.finished:,} finished, {s.dead:,} dead, "
+        f"{s.waiting:,} waiting; **large** = {big.finished:,} finished, {big.dead:,} dead, "
+        f"{big.waiting:,} waiting "
         "(`--scale-runs N` sets the finished count; 1,000,000 needs about 2 GB of Redis and a "
         "quarter of an hour to load here). Each operation runs on one store then the other, "
         f"{REPS} times over; medians. Commands and server µs are Redis's own count "

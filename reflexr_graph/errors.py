@@ -2,21 +2,71 @@
 
 Messages name what is wrong and what to do about it, and never carry the values of
 graph state or inputs, which may be private.
+
+Every class has a :class:`Kind`, its own or its parent's. The surfaces map a kind, never a
+class, to their answer (``api/problems.py`` to an HTTP status, ``cli/report.py`` to an exit
+code), so a new class is answered as its kind says, and a class without one cannot be defined.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
+from typing import Any, ClassVar
+
+
+class Kind(StrEnum):
+    """What kind of failure an error is, which is all a surface needs to answer it."""
+
+    NOT_FOUND = "not_found"
+    """The run, graph or checkpoint named does not exist (or no longer does)."""
+    INVALID = "invalid"
+    """What was given is wrong: inputs, a setting, a graph definition, a message; fix it and retry."""
+    CONFLICT = "conflict"
+    """Valid, but the run's current status or an earlier request does not allow it."""
+    UNAVAILABLE = "unavailable"
+    """Redis cannot be reached or used; nothing about the request is wrong."""
+    TIMEOUT = "timeout"
+    """What was waited for did not happen in time."""
+    FAILED = "failed"
+    """The work ran and failed, or something failed that the caller cannot fix by asking again."""
+
 
 class ReflexrError(Exception):
-    """Root of every reflexr-graph error."""
+    """Root of every reflexr-graph error.
+
+    ``error_kind`` is the class's :class:`Kind`; each class below the root declares one or has
+    a parent other than the root that does (``TypeError`` at class definition otherwise). A
+    bare ``ReflexrError`` is a failure.
+    """
+
+    error_kind: ClassVar[Kind] = Kind.FAILED
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not any("error_kind" in vars(base) for base in cls.__mro__ if base is not ReflexrError):
+            raise TypeError(
+                f"{cls.__qualname__} declares no error_kind: set error_kind = Kind.<...> on it, so that "
+                "the API and the CLI know how to answer it"
+            )
+
+
+class NotInRun(ReflexrError):
+    """A function that only works inside a step of a run (``current_run``, ``durable_call``,
+    ``wait_for_signal``, ``sleep``) was called outside one."""
+
+    error_kind = Kind.INVALID
 
 
 class GraphDefinitionError(ReflexrError, ValueError):
     """A graph or GraphAction cannot be registered as written (bad name, type, input_types...)."""
 
+    error_kind = Kind.INVALID
+
 
 class SettingsError(ReflexrError, ValueError):
     """A REFLEXR_* setting is missing, unknown or invalid."""
+
+    error_kind = Kind.INVALID
 
 
 class RunFailure(ReflexrError):
@@ -26,6 +76,8 @@ class RunFailure(ReflexrError):
     (seconds) says when to try again, as a 429's ``Retry-After`` does: it replaces the retry
     policy's backoff for this failure.
     """
+
+    error_kind = Kind.FAILED
 
     def __init__(
         self,
@@ -87,9 +139,13 @@ class OutputNotSerializable(RunFailure):
 class FencedOut(ReflexrError):
     """This attempt no longer owns the run (its token was superseded), so it may write nothing."""
 
+    error_kind = Kind.CONFLICT
+
 
 class AttemptCancelled(ReflexrError):
     """The attempt stopped because its lease was lost or the run was cancelled."""
+
+    error_kind = Kind.FAILED
 
 
 class CancelRequested(AttemptCancelled):
@@ -113,6 +169,8 @@ class StoreUnavailable(ReflexrError):
     can act on it without parsing the message.
     """
 
+    error_kind = Kind.UNAVAILABLE
+
     def __init__(self, message: str, *, endpoint: str = "", kind: str = "unavailable") -> None:
         super().__init__(message)
         self.endpoint = endpoint
@@ -127,13 +185,19 @@ class RedisMisconfigured(StoreUnavailable):
 class RunNotFound(ReflexrError, LookupError):
     """No run has this id (it never existed, or its retention has passed)."""
 
+    error_kind = Kind.NOT_FOUND
+
 
 class UnknownGraph(ReflexrError, LookupError):
     """No worker has published a graph with this name."""
 
+    error_kind = Kind.NOT_FOUND
+
 
 class InvalidInputs(ReflexrError, ValueError):
     """The inputs or state do not validate against the graph's schema."""
+
+    error_kind = Kind.INVALID
 
     def __init__(self, message: str, errors: list[dict[str, object]] | None = None) -> None:
         super().__init__(message)
@@ -145,6 +209,8 @@ class OperationRefused(ReflexrError):
 
     ``status`` is the run's status that refused it, when a run's status did.
     """
+
+    error_kind = Kind.CONFLICT
 
     def __init__(self, message: str, *, status: str | None = None) -> None:
         super().__init__(message)
@@ -171,6 +237,8 @@ class SignalPending(OperationRefused):
 class UnknownSignal(ReflexrError, LookupError):
     """The graph declares no signal of this name (``GraphAction(..., signals={...})``)."""
 
+    error_kind = Kind.INVALID
+
     def __init__(self, *, graph: str, signal: str, declared: tuple[str, ...]) -> None:
         names = ", ".join(repr(n) for n in declared) or "none"
         super().__init__(
@@ -188,6 +256,8 @@ class SignalTimeout(ReflexrError, TimeoutError):
     The step may catch it (to escalate, to go on without the answer); if it does not, the attempt
     fails as any step failure does and is retried, and the retry sees the same timeout at once.
     """
+
+    error_kind = Kind.TIMEOUT
 
     def __init__(self, *, signal: str, timeout_s: float) -> None:
         super().__init__(f"signal {signal!r} did not arrive within {timeout_s:g}s")
@@ -218,6 +288,8 @@ class IdempotencyConflict(ReflexrError, ValueError):
     drop them, so it is refused. Use a new key for new inputs.
     """
 
+    error_kind = Kind.CONFLICT
+
     def __init__(self, *, graph: str, idempotency_key: str, run_id: str) -> None:
         super().__init__(
             f"idempotency key {idempotency_key!r} of graph {graph!r} already names run {run_id}, "
@@ -234,6 +306,8 @@ class CheckpointNotFound(ReflexrError, LookupError):
 
     ``kept`` are the seqs the run does keep, oldest first (``Client.checkpoints`` lists them).
     """
+
+    error_kind = Kind.NOT_FOUND
 
     def __init__(self, *, run_id: str, seq: int, kept: list[int]) -> None:
         if not kept:
@@ -274,6 +348,13 @@ class StaleCheckpoint(OperationRefused):
         self.reason = reason
 
 
+class CannotListen(ReflexrError):
+    """``serve`` cannot listen on the address given: its port is in use, the address is not this
+    machine's, or the port needs privileges."""
+
+    error_kind = Kind.CONFLICT
+
+
 class AttemptFailed(ReflexrError):
     """The Celery task's failure when its attempt failed and the run is retried.
 
@@ -281,13 +362,23 @@ class AttemptFailed(ReflexrError):
     already holds the error, and the retry is scheduled by the store, not by Celery.
     """
 
+    error_kind = Kind.FAILED
+
 
 class RunDeadLettered(ReflexrError):
     """The Celery task's failure when its delivery dead-lettered the run."""
 
+    error_kind = Kind.FAILED
+
 
 class WaitTimeout(ReflexrError, TimeoutError):
-    """The run did not reach a terminal status within the timeout."""
+    """The run did not reach a terminal status within the timeout (the CLI exits 124).
+
+    The message says what the run is doing: a waiting run waits for a signal, a limit or a
+    timer, not for a worker.
+    """
+
+    error_kind = Kind.TIMEOUT
 
 
 class DurabilityWarning(UserWarning):
@@ -305,6 +396,10 @@ class ExtraNotInstalled(ReflexrError, ImportError):
     keeps working.
     """
 
+    error_kind = Kind.FAILED
+
 
 class DurableAgentError(ReflexrError):
     """A pydantic-ai agent cannot be made durable, or was run in a way its records cannot follow."""
+
+    error_kind = Kind.INVALID

@@ -10,7 +10,6 @@ import atexit
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from reflexr_graph.errors import Kind, ReflexrError
+from reflexr_graph.local_processes import free_port
+
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 _PORT_ATTEMPTS = 3
@@ -32,14 +34,10 @@ NO_RETRY = Retry(NoBackoff(), 0)
 _LIVE: set[RedisServer] = set()
 
 
-class RedisServerError(RuntimeError):
-    pass
+class RedisServerError(ReflexrError, RuntimeError):
+    """The local redis-server could not be found, started or used."""
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    error_kind = Kind.FAILED
 
 
 def _redis_binary() -> str:
@@ -111,9 +109,9 @@ class RedisServer:
         # A port picked by bind(0) can be taken before redis binds it; retry with a new one.
         for _ in range(_PORT_ATTEMPTS - 1):
             with contextlib.suppress(RedisServerError):
-                self._spawn_and_wait(_free_port())
+                self._spawn_and_wait(free_port())
                 return self
-        self._spawn_and_wait(_free_port())  # last attempt: let the error propagate
+        self._spawn_and_wait(free_port())  # last attempt: let the error propagate
         return self
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:

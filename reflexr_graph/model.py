@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Status(StrEnum):
@@ -79,22 +79,28 @@ LIMIT_WAIT_PREFIX = "limit:"
 class RunInfo(BaseModel):
     """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it.
 
-    ``attempts`` counts the attempts that count toward ``max_attempts``; ``interruptions``
-    counts attempts cut short by the fleet (a worker's soft shutdown, Redis unreachable),
-    which do not. ``skipped_boundaries`` counts step boundaries that could not be
-    checkpointed (a value that does not read back through its type, an input type reflexr
-    cannot know): a retry resumes from the boundary before them. ``reused_steps`` and
-    ``reused_calls`` count the branch steps and durable calls a retry answered from their
-    records instead of running them again. A fork (``Client.fork``) names the run it was
-    forked from and the seq of that run's checkpoint it started from, ``forked_from`` and
-    ``forked_at_seq``; both are None for any other run.
+    ``attempt`` is the number of the latest attempt, as the run's history numbers it
+    (``attempt=3``): every attempt since the last replay, 0 before the first. Of those,
+    ``attempts`` count toward ``max_attempts``; ``interruptions`` were cut short by the fleet
+    (a worker's soft shutdown, Redis unreachable) and ``suspensions`` ended with the run
+    waiting for a signal, a timer or a limit, and neither counts. The CLI and the console show
+    them the same way: ``attempt 3 (1/3 counted)``.
+
+    ``skipped_boundaries`` counts step boundaries that could not be checkpointed (a value that
+    does not read back through its type, an input type reflexr cannot know): a retry resumes
+    from the boundary before them. ``reused_steps`` and ``reused_calls`` count the branch steps
+    and durable calls a retry answered from their records instead of running them again. A
+    fork (``Client.fork``) names the run it was forked from and the seq of that run's
+    checkpoint it started from, ``forked_from`` and ``forked_at_seq``; both are None for any other run.
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
     ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
 
-    ``limit_waits`` counts the steps that waited in place for a limit before they ran, and
-    ``limit_wait_s`` how long they waited in all (its history has a ``limit_waited`` event each).
+    ``limit_waits`` counts the steps that waited for a limit before they ran, in place or
+    released as ``waiting`` (a released wait counts once, from the step's first refusal through
+    every release to its grant), and ``limit_wait_s`` how long they waited in all (its history
+    has a ``limit_waited`` event each).
 
     ``cancel_requested`` is True for a ``running`` run that was cancelled without ``now``: its
     step in flight finishes, and the run ends ``cancelled`` at the next boundary.
@@ -105,7 +111,10 @@ class RunInfo(BaseModel):
     run_id: str
     graph: str
     status: Status
-    attempts: int
+    attempt: int = Field(
+        0, description="The latest attempt's number, as history numbers it; 0 before the first"
+    )
+    attempts: int = Field(description="Attempts that count toward max_attempts (of `attempt`)")
     max_attempts: int
     output: Any = None
     error: str | None = None
@@ -114,7 +123,8 @@ class RunInfo(BaseModel):
     checkpoints: int = 0
     created_at: float
     updated_at: float
-    interruptions: int = 0
+    interruptions: int = Field(0, description="Attempts cut short by the fleet, not counted")
+    suspensions: int = Field(0, description="Attempts that ended waiting (signal, timer, limit), not counted")
     skipped_boundaries: int = 0
     replays: int = 0
     reused_steps: int = 0
@@ -123,8 +133,8 @@ class RunInfo(BaseModel):
     wake_at: float | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
-    priority: int | None = None
-    """The run's message priority (0 first .. 9 last), None when enqueued without one."""
+    priority: int = 0
+    """The run's message priority: 0 (the default, served first) to 9 (served last)."""
     forked_from: str | None = None
     forked_at_seq: int | None = None
     cancel_requested: bool = False

@@ -11,21 +11,39 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jsonschema
 import redis
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.invalid import format_loc
+from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
-from reflexr_graph.store.redis_store import RedisStore, translate_errors
+from reflexr_graph.store.redis_store import RedisStore
 
 GRAPHS = keys.GRAPHS
 """Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
+
+
+def run_max_attempts(action: GraphAction | None, default: int) -> int:
+    """The attempt budget of a graph's runs; the one rule every run record is made by.
+
+    The action's own ``GraphAction(max_attempts=...)`` (or ``retry=RetryPolicy(max_attempts=...)``)
+    when it sets one, else ``default``: the ``REFLEXR_MAX_ATTEMPTS`` of the process that publishes
+    the graph (a worker, or ``reflexr-graph publish``). The number is published in the graph's
+    entry, and every new run takes it from there, whoever creates its record: a Client's enqueue
+    or fork, or a worker taking a foreign ``send_task`` message. A producer's own
+    ``REFLEXR_MAX_ATTEMPTS`` plays no part. Only a run of a graph that nobody published yet
+    takes the recording worker's setting.
+    """
+    if action is not None and action.max_attempts is not None:
+        return action.max_attempts
+    return default
 
 
 class GraphSchema(BaseModel):
@@ -39,14 +57,25 @@ class GraphSchema(BaseModel):
     state: dict[str, Any]
     output: dict[str, Any]
     mermaid: str
-    max_attempts: int | None = None
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    """The attempt budget of the graph's new runs (:func:`run_max_attempts`)."""
     published_at: float = 0.0
     signals: dict[str, dict[str, Any]] = {}
     """Signal name -> JSON Schema of its value, for each signal the graph's steps may wait for."""
 
+    @field_validator("max_attempts", mode="before")
     @classmethod
-    def from_action(cls, action: GraphAction) -> GraphSchema:
-        """The entry a worker publishes for ``action``."""
+    def _unset_is_default(cls, value: object) -> object:
+        # Entries published before the number was always written say null; a worker of this
+        # version rewrites them when it starts.
+        return DEFAULT_MAX_ATTEMPTS if value is None else value
+
+    @classmethod
+    def from_action(
+        cls, action: GraphAction, default_max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> GraphSchema:
+        """The entry a process publishes for ``action``; ``default_max_attempts`` is its
+        ``REFLEXR_MAX_ATTEMPTS`` (see :func:`run_max_attempts`)."""
         schemas = action.schemas()
         return cls(
             name=action.name,
@@ -55,7 +84,7 @@ class GraphSchema(BaseModel):
             state=schemas["state"],
             output=schemas["output"],
             mermaid=action.mermaid(),
-            max_attempts=action.max_attempts,
+            max_attempts=run_max_attempts(action, default_max_attempts),
             published_at=clock.now_ms() / 1000,
             signals=schemas["signals"],
         )
@@ -65,31 +94,36 @@ class GraphSchema(BaseModel):
         return self.model_dump(exclude={"published_at"}) == other.model_dump(exclude={"published_at"})
 
 
-def _client(store_or_redis: RedisStore | redis.Redis) -> redis.Redis:
-    return store_or_redis.client if isinstance(store_or_redis, RedisStore) else store_or_redis
-
-
 def _text(value: object) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-@translate_errors
-def publish(store_or_redis: RedisStore | redis.Redis, actions: Iterable[GraphAction]) -> list[str]:
-    """Publish each graph's schema entry; returns the names whose entry was written.
+def published_entries(entries: Sequence[GraphSchema]) -> Op[list[str]]:
+    """Write each graph's entry; returns the names whose entry was written.
 
     An entry is rewritten only when what it says changed (fingerprint, schemas, signals,
     max_attempts...), so restarting a fleet of identical workers does not churn the hash.
     """
-    client = _client(store_or_redis)
-    written: list[str] = []
-    for action in actions:
-        current = client.hget(GRAPHS, action.name)
-        entry = GraphSchema.from_action(action)
-        if current is not None and GraphSchema.model_validate_json(_text(current)).same_as(entry):
-            continue
-        client.hset(GRAPHS, action.name, entry.model_dump_json())
-        written.append(action.name)
-    return written
+    current = (yield cmd("hmget", GRAPHS, [e.name for e in entries])) if entries else []
+    changed = [
+        entry
+        for entry, raw in zip(entries, current, strict=True)
+        if raw is None or not GraphSchema.model_validate_json(_text(raw)).same_as(entry)
+    ]
+    if changed:
+        yield cmd("hset", GRAPHS, mapping={e.name: e.model_dump_json() for e in changed})
+    return [e.name for e in changed]
+
+
+def publish(
+    store_or_redis: RedisStore | redis.Redis,
+    actions: Iterable[GraphAction],
+    default_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> list[str]:
+    """Publish each graph's schema entry (see :func:`published_entries`); ``default_max_attempts``
+    is the publisher's ``REFLEXR_MAX_ATTEMPTS`` (:func:`run_max_attempts`)."""
+    entries = [GraphSchema.from_action(a, default_max_attempts) for a in actions]
+    return _store(store_or_redis).do(published_entries(entries))
 
 
 def _store(store_or_redis: RedisStore | redis.Redis) -> RedisStore:
@@ -137,11 +171,6 @@ def load(store_or_redis: RedisStore | redis.Redis, name: str) -> GraphSchema:
     return _store(store_or_redis).do(published_graph(name))
 
 
-def load_with_workers(store_or_redis: RedisStore | redis.Redis, name: str) -> tuple[GraphSchema, list[str]]:
-    """See :func:`published_with_workers`."""
-    return _store(store_or_redis).do(published_with_workers(name))
-
-
 def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
     """See :func:`published_graphs`."""
     return _store(store_or_redis).do(published_graphs())
@@ -187,14 +216,6 @@ def _errors_of(error: jsonschema.ValidationError, part: str) -> list[dict[str, o
     return [{"loc": loc, "msg": _why(error), "type": str(error.validator)}]
 
 
-def format_loc(loc: Iterable[object]) -> str:
-    """``inputs.items[2].name`` from a location list."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 _VALIDATORS: dict[tuple[str, str, str], jsonschema.Draft202012Validator] = {}
 _VALIDATORS_MAX = 256
 
@@ -232,6 +253,35 @@ def _state_errors(entry: GraphSchema, state: Any) -> list[dict[str, object]]:
     return check(entry.state, state, "state", _validator(entry, "state", entry.state))
 
 
+def closed(schema: Any) -> Any:
+    """``schema`` with every object that lists its properties closed to others.
+
+    pydantic leaves ``additionalProperties`` out for a model that ignores extra fields: a value
+    given for a field the model lacks is dropped without a word when it loads. Closed, the schema
+    refuses it, at its location; a model that allows or forbids extras says so itself and is kept.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    found = dict(schema)
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            found[key] = {name: closed(sub) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            found[key] = [closed(sub) for sub in value]
+        elif key in _SCHEMA_ONES:
+            found[key] = closed(value)
+    if isinstance(schema.get("properties"), dict) and "additionalProperties" not in schema:
+        found["additionalProperties"] = False
+    return found
+
+
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
+_SCHEMA_ONES = frozenset({"items", "additionalProperties", "not"})
+"""Where a JSON schema holds other schemas (name -> schema, a list of them, or one); defaults,
+examples and enums hold values, which ``closed`` must leave as they are."""
+
+
 def validate_signal(entry: GraphSchema, name: str, value: Any) -> None:
     """UnknownSignal for a name the graph does not declare; InvalidInputs listing each failing location."""
     schema = entry.signals.get(name)
@@ -250,5 +300,10 @@ def validate(entry: GraphSchema, inputs: Any, state: Any = None) -> None:
 
 
 def validate_state(entry: GraphSchema, state: Any) -> None:
-    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state)."""
-    _refuse(entry, "this state", _state_errors(entry, state))
+    """Raise InvalidInputs listing every failing location of a state (a fork's replacement state).
+
+    Stricter than an enqueued state: a field the state type lacks is refused (``closed``), since
+    the state replaces the checkpoint's whole state and a misspelt field would silently be lost.
+    """
+    schema = closed(entry.state)
+    _refuse(entry, "this state", check(schema, state, "state", _validator(entry, "state:closed", schema)))

@@ -2,11 +2,12 @@
 
 Every checkpoint a run keeps (``REFLEXR_CHECKPOINT_HISTORY``) can be read back whole, and can
 seed a fork: a new run of the same graph whose first attempt resumes from it, optionally with
-its state replaced. Everything here is decided before anything is written: a checkpoint the
-fleet would discard on resume (saved by another version of the graph, by fingerprint) is
-refused, since the fork would start over rather than do what was asked, and a replaced state
-must validate against the graph's published state schema. Errors name locations, never values;
-only :func:`detail` returns values, because an operator asked for them.
+its state replaced, or patched (a JSON object merged into the checkpoint's state). Everything
+here is decided before anything is written: a checkpoint the fleet would discard on resume
+(saved by another version of the graph, by fingerprint) is refused, since the fork would start
+over rather than do what was asked, and a new state must validate against the graph's
+published state schema, which refuses fields the state type lacks. Errors name locations,
+never values; only :func:`detail` returns values, because an operator asked for them.
 """
 
 from __future__ import annotations
@@ -79,22 +80,53 @@ def _finished_has_no_state(run_id: str, seq: int) -> errors.InvalidInputs:
     )
 
 
-def seed(run_id: str, saved: SavedCheckpoint, entry: schemas.GraphSchema, state: Any = None) -> ForkSeed:
-    """What a fork of ``saved`` is created with; ``state`` (JSON), when not None, replaces its state.
+def merge(base: Any, patch: Any) -> Any:
+    """``patch`` merged into ``base``: objects key by key, recursively; any other value replaces.
 
-    Raises StaleCheckpoint for a checkpoint of another version of the graph, InvalidInputs for a
-    state that does not validate against the published schema or a finished checkpoint's state.
+    Unlike JSON Merge Patch (RFC 7386), null is a value like any other, not a deletion: a state
+    field is set to null, never dropped (a dropped field would silently get its default).
     """
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return patch
+    return {
+        **base,
+        **{key: merge(base[key], value) if key in base else value for key, value in patch.items()},
+    }
+
+
+def _one_change(state: Any, patch: Any) -> None:
+    def refused(loc: str, msg: str) -> errors.InvalidInputs:
+        return errors.InvalidInputs(f"fork {loc} {msg}", [{"loc": [loc], "msg": msg, "type": "fork"}])
+
+    if state is not None and patch is not None:
+        raise refused("patch", "cannot be given with state: replace the state, or patch it")
+    if patch is not None and not isinstance(patch, dict):
+        raise refused("patch", "must be a JSON object of the state fields to change")
+
+
+def seed(
+    run_id: str, saved: SavedCheckpoint, entry: schemas.GraphSchema, state: Any = None, patch: Any = None
+) -> ForkSeed:
+    """What a fork of ``saved`` is created with: ``state`` (JSON), when not None, replaces its
+    state; ``patch`` (a JSON object), when not None, is merged into it (:func:`merge`).
+
+    Raises StaleCheckpoint for a checkpoint of another version of the graph, InvalidInputs for
+    both a state and a patch, a state that does not validate against the published schema (a
+    field it lacks included), or a change to a finished checkpoint's state.
+    """
+    _one_change(state, patch)
     doc = check_current(run_id, saved, entry)
     seq = saved.info.seq
     payload = saved.payload
-    if state is not None:
+    if state is not None or patch is not None:
         if doc.finished:
             raise _finished_has_no_state(run_id, seq)
-        schemas.validate_state(entry, state)
         # Only the state changes: every other part is the attempt's own JSON, parsed and written
         # back unchanged (Python's json keeps floats and big integers exact).
         edited = json.loads(payload)
+        if patch is not None:
+            state = merge(edited["state"], patch)
+        schemas.validate_state(entry, state)
         edited["state"] = state
         payload = json.dumps(edited, separators=(",", ":"))
     return ForkSeed(

@@ -8,5 +8,5 @@ have() { [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || command -v rabbitmq-ser
 
 # shellcheck source=scripts/apt-package.sh
 source "$(dirname "$0")/apt-package.sh"
-ensure_apt_package rabbitmq-server "install RabbitMQ 3.10+ (its tests skip, saying so, without it)"
+ensure_apt_package "install RabbitMQ 3.10+ (its tests skip, saying so, without it)" rabbitmq-server
 echo "rabbitmq-server: $(dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo installed)"

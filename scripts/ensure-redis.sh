@@ -8,13 +8,13 @@ MIN_VERSION="6.2"
 
 have_redis() { command -v redis-server >/dev/null 2>&1; }
 
-# shellcheck source=scripts/as-root.sh
-source "$(dirname "$0")/as-root.sh"
+# shellcheck source=scripts/apt-package.sh
+source "$(dirname "$0")/apt-package.sh"
 
 install_redis() {
     if command -v apt-get >/dev/null 2>&1; then
         echo "installing redis-server with apt-get"
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_update_once
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server </dev/null
     elif [ "$(uname -s)" = "Darwin" ] && command -v brew >/dev/null 2>&1; then
         echo "installing redis with Homebrew"

@@ -8,5 +8,5 @@ have() { command -v redis-sentinel >/dev/null 2>&1; }
 
 # shellcheck source=scripts/apt-package.sh
 source "$(dirname "$0")/apt-package.sh"
-ensure_apt_package redis-sentinel "install Redis Sentinel 6.2+ and put redis-sentinel on PATH"
+ensure_apt_package "install Redis Sentinel 6.2+ and put redis-sentinel on PATH" redis-sentinel
 echo "redis-sentinel: $(command -v redis-sentinel)"

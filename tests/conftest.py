@@ -11,6 +11,23 @@ import redis
 from tests import otel
 from tests.redis_server import RedisFactory, RedisServer
 
+XDIST_GROUPS = {
+    "tests/fleet/test_rabbitmq.py": "rabbitmq",
+    "tests/surfaces/test_console.py": "browser",
+    "tests/observability/test_graph_spans.py": "graph-spans",
+}
+"""Modules whose tests share a costly session or module fixture (a RabbitMQ node, a Chromium, the
+probe's spans): under ``--dist loadgroup`` each runs on one xdist worker, which starts it once.
+Everything else is free to run on either worker: each has its own session Redis, and every port,
+directory and queue a test uses is its own."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = XDIST_GROUPS.get(item.nodeid.split("::")[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _in_memory_telemetry() -> None:
@@ -20,7 +37,8 @@ def _in_memory_telemetry() -> None:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """One AOF-enabled server shared by the session; never restart or kill it in a test."""
+    """One AOF-enabled server shared by the session (under xdist, one per worker); never restart or
+    kill it in a test."""
     server = RedisServer()
     try:
         server.start()

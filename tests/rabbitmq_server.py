@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Self
 
 import amqp
+
+from reflexr_graph.local_processes import free_port
 
 SERVER_SCRIPT = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 """Debian's script proper; /usr/sbin/rabbitmq-server switches to the rabbitmq user first."""
@@ -33,12 +34,6 @@ CONSUMER_TIMEOUT_MS = 2 * 3600 * 1000
 
 class RabbitMQUnavailable(RuntimeError):
     """rabbitmq-server is not installed, or did not start; the message says which and why."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def server_script() -> str:
@@ -55,9 +50,9 @@ class RabbitMQServer:
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="reflexr-rabbitmq-"))
-        self.port = _free_port()
-        self.dist_port = _free_port()
-        self.epmd_port = _free_port()
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
         self.node = f"reflexr-{uuid.uuid4().hex[:8]}@localhost"
         self._proc: subprocess.Popen[bytes] | None = None
 

@@ -14,18 +14,16 @@ import httpx
 import pytest
 import redis
 
+from reflexr_graph.local_processes import environment, free_port
 from tests.redis_server import NO_RETRY, RedisFactory
-from tests.surfaces.conftest import free_port
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXR_")}
     # Wide enough that no table cell wraps: the assertions read whole phrases.
-    env.update(PYTHONPATH=str(ROOT), COLUMNS="200")
-    env.update(extra_env)
+    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra_env})
     done = subprocess.run(
         [sys.executable, "-m", "reflexr_graph", "demo", *args],
         cwd=cwd,
@@ -119,8 +117,7 @@ def _answers(url: str) -> bool:
 def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(tmp_path: Path) -> None:
     """`demo --serve` serves the demo's runs on the console until SIGINT (Ctrl-C), then stops everything."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXR_")}
-    env.update(PYTHONPATH=str(ROOT), COLUMNS="200")
+    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
     cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip

@@ -48,11 +48,12 @@ def test_run_info_fields() -> None:
     # The fields the design fixes are all there; issue 14 added the attempts that did not count
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
     # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
-    # for limits and its priority, (issue 25) a cooperative cancel not reached yet.
+    # for limits and its priority; issue 25 the attempt's number and the attempts that ended waiting,
+    # and a cooperative cancel not reached yet.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
-        "cancel_requested",
+        "attempt", "suspensions", "cancel_requested",
     }  # fmt: skip
 
 
@@ -69,10 +70,11 @@ def test_time_travel_names() -> None:
         assert list(inspect.signature(cls.checkpoints).parameters) == ["self", "run_id"]
         assert list(inspect.signature(cls.checkpoint).parameters) == ["self", "run_id", "seq"]
         fork = inspect.signature(cls.fork).parameters
-        assert list(fork) == ["self", "run_id", "from_seq", "state", "idempotency_key"]
-        assert all(
-            fork[p].kind is inspect.Parameter.KEYWORD_ONLY for p in ("from_seq", "state", "idempotency_key")
-        )
+        named = ["from_seq", "state", "patch", "priority", "idempotency_key"]
+        assert list(fork) == ["self", "run_id", *named]
+        assert all(fork[p].kind is inspect.Parameter.KEYWORD_ONLY for p in named)
+        check = inspect.signature(cls.check_fork).parameters
+        assert list(check) == ["self", "run_id", "from_seq", "state", "patch"]
         assert "from_seq" in inspect.signature(cls.replay).parameters
     assert set(CheckpointInfo.model_fields) == {"seq", "saved_at", "next_node", "size", "attempt", "finished"}
     assert {"state", "inputs", "next_inputs", "output"} <= set(CheckpointDetail.model_fields)

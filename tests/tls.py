@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from reflexr_graph.local_processes import free_port
 from tests.redis_server import RedisFactory, RedisServer
 
 
@@ -23,18 +23,12 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def tls_redis(private_redis: RedisFactory, directory: Path, password: str) -> tuple[RedisServer, int, Path]:
     """A started server with a plain port and a TLS port: ``(server, tls_port, ca_cert)``."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make a test certificate")
     cert, key = _self_signed(directory)
-    tls_port = _free_port()
+    tls_port = free_port()
     tls_args = ("--tls-port", str(tls_port), "--tls-cert-file", str(cert), "--tls-key-file", str(key),
                 "--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no")  # fmt: skip
     return private_redis(password=password, extra_args=tls_args), tls_port, cert

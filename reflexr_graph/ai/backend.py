@@ -26,7 +26,7 @@ from pydantic_ai.durable_exec import (
 
 from reflexr_graph import durable_call
 from reflexr_graph.ai.names import CallNames
-from reflexr_graph.errors import RunFailure
+from reflexr_graph.errors import Kind, ReflexrError, RunFailure
 
 ParamsT = TypeVar("ParamsT")
 WireT = TypeVar("WireT")
@@ -41,8 +41,10 @@ operations again for every request; building the type (and durable_call's adapte
 per operation keeps that cheap."""
 
 
-class UnstorableResult(Exception):
+class UnstorableResult(ReflexrError):
     """A result that pydantic-ai's JSON codec cannot reduce to JSON; the backend names the call."""
+
+    error_kind = Kind.INVALID
 
 
 def recorded_type(codec: ResultCodec[Any]) -> Any:

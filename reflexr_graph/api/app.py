@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, Depends, FastAPI
 
 from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, time_travel, waits
-from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_token
+from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_json, require_token
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.config.settings import Settings, load_settings
 
@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.api_token = settings.api_token
-    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token)])
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(require_json)])
     for part in API_ROUTERS:
         api.include_router(part)
     app.include_router(api)

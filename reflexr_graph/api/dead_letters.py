@@ -20,9 +20,6 @@ from reflexr_graph.api.problems import Problem
 
 router = APIRouter(prefix="/dead-letters", tags=["dead letters"])
 
-BULK_LIMIT = 1000
-"""The most runs one bulk replay touches; narrow the filter, or call again, for more."""
-
 
 @router.get("", response_model=RunPageOut)
 async def list_dead(
@@ -40,11 +37,11 @@ async def list_dead(
 @router.get("/{run_id}", response_model=DeadLetterOut, responses={404: {"model": Problem}})
 async def show_dead(run_id: str, client: ClientDep) -> DeadLetterOut:
     """A run with its last error, the traceback of its last failed attempt and its checkpoint."""
-    info = await client.get(run_id)
-    checkpoint = await client.checkpoint_info(run_id)
+    dead = await client.dead_letter(run_id)
+    checkpoint = dead.checkpoint
     return DeadLetterOut(
-        run=info,
-        traceback=await client.traceback(run_id),
+        run=dead.run,
+        traceback=dead.traceback,
         checkpoint=None if checkpoint is None else CheckpointOut(**checkpoint),
     )
 
@@ -53,29 +50,15 @@ async def show_dead(run_id: str, client: ClientDep) -> DeadLetterOut:
 async def replay_many(body: BulkReplayRequest, client: ClientDep) -> BulkReplayResult:
     """Replay the dead runs named by ``run_ids``, or every dead run of ``graph`` and/or ``reason``
     (at most 1000 per call). Runs that cannot be replayed are listed with why."""
-    if body.run_ids is not None and (body.graph or body.reason):
-        raise errors.InvalidInputs(
-            "give run_ids or a filter (graph, reason), not both",
-            [
-                {
-                    "loc": ["body", "run_ids"],
-                    "msg": "cannot be combined with graph or reason",
-                    "type": "exclusive",
-                }
-            ],
+    done = await client.replay_many(
+        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start
+    )
+    refused = [
+        Refusal(
+            run_id=r.run_id,
+            status=404 if isinstance(r.error, errors.RunNotFound) else 409,
+            detail=str(r.error),
         )
-    targets = body.run_ids
-    if targets is None:
-        found = await client.dead_letters(body.graph, body.reason, limit=BULK_LIMIT)
-        targets = [info.run_id for info in found]
-    replayed: list[str] = []
-    refused: list[Refusal] = []
-    for run_id in targets:
-        try:
-            await client.replay(run_id, from_start=body.from_start)
-        except (errors.RunNotFound, errors.OperationRefused) as exc:
-            status = 404 if isinstance(exc, errors.RunNotFound) else 409
-            refused.append(Refusal(run_id=run_id, status=status, detail=str(exc)))
-        else:
-            replayed.append(run_id)
-    return BulkReplayResult(replayed=replayed, refused=refused)
+        for r in done.refused
+    ]
+    return BulkReplayResult(replayed=done.replayed, refused=refused)

@@ -20,5 +20,5 @@ async def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"model": Problem}})
 async def readyz(client: ClientDep) -> Health:
     """Readiness: Redis answers (503 with what to fix when it does not)."""
-    await client.store.ping()
+    await client.ping()
     return Health(status="ready")

@@ -1,9 +1,9 @@
 """Errors as JSON problem details (RFC 9457), never with a traceback or a value the client sent.
 
-Every error a route can meet maps here to a status: bad input 400 (a body that is not JSON) or
-422 (a body or query that does not validate, inputs the graph's schema rejects), a missing run
-or graph 404, a refused operation 409, a body too large 413, Redis unusable 503, and anything
-unexpected 500 with a generic message (the server logs the traceback).
+A reflexr-graph error is answered by its kind (:data:`HTTP_STATUS`): not found 404, invalid 422,
+conflict 409, unavailable 503, timeout 504, failed 500. The request's own errors: a body that is
+not JSON 400 (415 when its Content-Type says it is not), one that does not validate 422, a body
+too large 413. Anything unexpected is a 500 with a generic message (the server logs the traceback).
 """
 
 from __future__ import annotations
@@ -19,10 +19,22 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
 
 from reflexr_graph import errors
+from reflexr_graph.core import invalid
+from reflexr_graph.errors import Kind
 
 log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
+
+HTTP_STATUS: dict[Kind, tuple[int, str]] = {
+    Kind.NOT_FOUND: (404, "Not Found"),
+    Kind.INVALID: (422, "Unprocessable Content"),
+    Kind.CONFLICT: (409, "Conflict"),
+    Kind.UNAVAILABLE: (503, "Service Unavailable"),
+    Kind.TIMEOUT: (504, "Gateway Timeout"),
+    Kind.FAILED: (500, "Internal Server Error"),
+}
+"""The status and title that answer each kind of error (a 500 with a generic detail)."""
 
 
 class ProblemError(BaseModel):
@@ -55,17 +67,7 @@ def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
 
 def _locations(found: Sequence[Any]) -> list[ProblemError]:
     """Validation errors with only ``loc``, ``msg`` and ``type``: pydantic's also carry the input."""
-    out = []
-    for err in found:
-        loc = [part if isinstance(part, int) else str(part) for part in err.get("loc", ())]
-        out.append(
-            ProblemError(loc=loc, msg=str(err.get("msg", "is invalid")), type=str(err.get("type", "")))
-        )
-    return out
-
-
-def _where(found: list[ProblemError]) -> str:
-    return "; ".join(".".join(str(p) for p in e.loc) + f": {e.msg}" for e in found)
+    return [ProblemError.model_validate(field) for field in invalid.fields(found)]
 
 
 async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
@@ -76,43 +78,40 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
         bad = [ProblemError(loc=["body"], msg="is not valid JSON", type="json_invalid")]
         return problem(400, "Bad Request", "the request body is not valid JSON", errors=bad)
     return problem(
-        422, "Unprocessable Content", f"the request does not validate: {_where(found)}", errors=found
+        422,
+        "Unprocessable Content",
+        f"the request does not validate: {invalid.describe(exc.errors())}",
+        errors=found,
     )
 
 
 async def _http(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
-    title = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large"}
+    title = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large",
+             415: "Unsupported Media Type"}  # fmt: skip
     response = problem(exc.status_code, title.get(exc.status_code, "Error"), detail)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
     return response
 
 
-async def _reflexr(_request: Request, exc: Exception) -> JSONResponse:
+async def _reflexr(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.ReflexrError)
+    status, title = HTTP_STATUS[exc.error_kind]
+    if status == 500:
+        return await _unexpected(request, exc)
+    extra: dict[str, Any] = {}
     if isinstance(exc, errors.InvalidInputs):
-        found = _locations(exc.errors)
-        return problem(422, "Unprocessable Content", str(exc), errors=found)
-    if isinstance(exc, errors.UnknownSignal):
-        bad = [
-            ProblemError(
-                loc=["body", "name"], msg="is not a signal the graph declares", type="unknown_signal"
-            )
-        ]
-        return problem(422, "Unprocessable Content", str(exc), errors=bad)
-    if isinstance(exc, errors.IdempotencyConflict):
-        return problem(409, "Conflict", str(exc), run_id=exc.run_id)
-    if isinstance(exc, errors.CheckpointNotFound):
-        return problem(404, "Not Found", str(exc), kept=exc.kept)
-    if isinstance(exc, errors.RunNotFound | errors.UnknownGraph):
-        return problem(404, "Not Found", str(exc))
-    if isinstance(exc, errors.OperationRefused):
-        return problem(409, "Conflict", str(exc))
-    if isinstance(exc, errors.StoreUnavailable):
-        return problem(503, "Service Unavailable", str(exc))
-    return await _unexpected(_request, exc)
+        extra["errors"] = _locations(exc.errors)
+    elif isinstance(exc, errors.UnknownSignal):
+        msg = "is not a signal the graph declares"
+        extra["errors"] = [ProblemError(loc=["body", "name"], msg=msg, type="unknown_signal")]
+    elif isinstance(exc, errors.IdempotencyConflict):
+        extra["run_id"] = exc.run_id
+    elif isinstance(exc, errors.CheckpointNotFound):
+        extra["kept"] = exc.kept
+    return problem(status, title, str(exc), **extra)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""What guards the API: the bearer token, security headers, the request body limit, loopback-only binds.
+"""What guards the API: the bearer token, JSON bodies only, security headers, the request body limit,
+loopback-only binds.
 
 With ``REFLEXR_API_TOKEN`` set, every ``/api`` route needs ``Authorization: Bearer <token>``,
 compared in constant time. The console sends it the way any API client does (it keeps the
@@ -17,14 +18,15 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reflexr_graph.errors import SettingsError
+from reflexr_graph.errors import Kind, ReflexrError, SettingsError
 
 _bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, when the server has one")
 
 SECURITY_HEADERS: dict[str, str] = {
-    # Scripts and styles only from the app itself (no CDN); mermaid writes inline styles into its SVG.
+    # Scripts and styles only from the app itself (no CDN, nothing inline): the console carries the
+    # styles mermaid writes into its SVG over through the CSSOM (console.js, placeDiagram).
     "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -50,6 +52,26 @@ def require_token(
         raise HTTPException(401, f"{why}: send Authorization: Bearer <REFLEXR_API_TOKEN>")
 
 
+def require_json(request: Request) -> None:
+    """415 for a body not declared as JSON (a form, as ``curl -d`` sends, or no Content-Type).
+
+    Without this, FastAPI reads such a body as bytes, and the 422 it answers never names the
+    Content-Type. A request without a body (``POST .../cancel``) needs none.
+    """
+    length = request.headers.get("content-length")
+    if length == "0" or (length is None and "transfer-encoding" not in request.headers):
+        return
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return
+    raise HTTPException(
+        415,
+        "the request body must be JSON: send it with Content-Type: application/json "
+        "(with curl, --json '{...}' rather than -d)",
+        headers={"Accept-Post": "application/json"},
+    )
+
+
 class SecurityHeaders:
     """Adds :data:`SECURITY_HEADERS` to every response that does not set its own."""
 
@@ -72,8 +94,14 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-class BodyTooLarge(HTTPException):
-    """The request body is larger than ``REFLEXR_API_MAX_BODY`` (413)."""
+class BodyTooLarge(HTTPException, ReflexrError):
+    """The request body is larger than ``REFLEXR_API_MAX_BODY`` (413).
+
+    An HTTPException first, the only kind FastAPI's body reading lets through to the handlers
+    (which answer it by its own status, not by its kind).
+    """
+
+    error_kind = Kind.INVALID
 
     def __init__(self, limit: int) -> None:
         super().__init__(

@@ -31,7 +31,17 @@ NOT_KEPT: dict[int | str, dict[str, Any]] = {
 
 class ForkRequest(BaseModel):
     from_seq: int = Field(ge=0, description="The checkpoint of the source run the fork resumes from")
-    state: Any = Field(None, description="JSON that replaces the checkpoint's state, validated first")
+    state: Any = Field(
+        None,
+        description="JSON that replaces the checkpoint's state, validated first; a field the state "
+        "type lacks is refused",
+    )
+    patch: Any = Field(
+        None,
+        description="A JSON object merged into the checkpoint's state instead (objects key by key, any "
+        "other value replaces), validated as state is",
+    )
+    priority: int | None = Field(None, ge=0, le=9, description="The fork's priority; the source's by default")
     idempotency_key: str | None = Field(
         None, min_length=1, max_length=512, description="Or the Idempotency-Key header"
     )
@@ -57,7 +67,7 @@ async def checkpoint(run_id: str, seq: Annotated[int, Path(ge=0)], client: Clien
     responses={
         **NOT_KEPT,
         409: {"model": Problem, "description": "The checkpoint was saved by another version of the graph"},
-        422: {"model": Problem, "description": "The edited state does not validate"},
+        422: {"model": Problem, "description": "The edited state or patch does not validate"},
     },
 )
 async def fork(
@@ -73,6 +83,8 @@ async def fork(
         run_id,
         from_seq=body.from_seq,
         state=body.state,
+        patch=body.patch,
+        priority=body.priority,
         idempotency_key=one_key(idempotency_key, body.idempotency_key),
     )
     response.headers["Location"] = f"/api/runs/{new_id}"

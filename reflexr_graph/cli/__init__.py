@@ -3,8 +3,9 @@
 Exit codes: 0 success; 1 a run ended dead or cancelled, or a command failed (an operation
 the run's status does not allow, an unexpected error); 2 bad usage or bad input (malformed
 JSON, unknown graph or run, invalid inputs); 3 Redis cannot be reached or used with the URL
-given (down, timing out, wrong password, database or TLS, not a Redis server). Every failure
-is one line on stderr (JSON with ``--json``), never a traceback unless ``--debug``.
+given (down, timing out, wrong password, database or TLS, not a Redis server); 124 a --wait
+that timed out while the run goes on. Every failure is one line on stderr (JSON with
+``--json``), never a traceback unless ``--debug``.
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ def run(argv: list[str] | None = None) -> int:
             # `reflexr-graph` or `reflexr-graph dlq` alone: the help is the answer.
             print(ctx.get_help())
             return EXIT_USAGE
-        return report.fail(exc, as_json=report.wants("--json", args), debug=report.wants("--debug", args))
+        return report.fail(
+            exc,
+            as_json=report.wants("--json", args),
+            debug=report.wants("--debug", args),
+            url_from=report.url_option(args),
+        )
     return result if isinstance(result, int) else EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI and exit with its code (0 ok, 1 failed, 2 bad usage or input, 3 Redis unreachable)."""
+    """Run the CLI and exit with its code (0 ok, 1 failed, 2 bad usage or input, 3 Redis unreachable,
+    124 a --wait timed out)."""
     sys.exit(run(argv))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -22,7 +23,7 @@ from reflexr_graph.cli.app import (
     dlq_app,
 )
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
-from reflexr_graph.client import Client
+from reflexr_graph.client import Client, Refused
 
 # metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
 RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
@@ -34,26 +35,25 @@ def list_(
     ctx: typer.Context, graph: GraphOpt = None, reason: ReasonOpt = None, as_json: JsonOpt = False
 ) -> None:
     """List dead-lettered runs, most recently dead first."""
-    render.runs(client_of(ctx).dead_letters(graph=graph, reason=reason), "dead-lettered runs", as_json)
+    found = client_of(ctx).dead_letters(graph=graph, reason=reason)
+    render.runs(found, "dead-lettered runs", as_json, dead=True)
 
 
 @dlq_app.command()
 def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: JsonOpt = False) -> None:
     """Show a dead run: its error, traceback, attempts and the node its checkpoint resumes at."""
-    client = client_of(ctx)
-    info = client.get(run_id)
-    tb = client.traceback(run_id)
-    ckpt = client.checkpoint_info(run_id)
+    dead = client_of(ctx).dead_letter(run_id)
+    ckpt = dead.checkpoint
     if as_json:
-        render.print_json({**render.run_json(info), "traceback": tb, "checkpoint": ckpt})
+        render.print_json({**render.run_json(dead.run), "traceback": dead.traceback, "checkpoint": ckpt})
         return
     resume = "start (no checkpoint)"
     if ckpt is not None:
         resume = f"{ckpt['next_node'] or '-'} (checkpoint #{ckpt['seq']}, {ckpt['size']} bytes)"
-    render.run_detail(info, [("resumes at", resume)], full=full, command="dlq show")
-    if tb:
+    render.run_detail(dead.run, [("resumes at", resume)], full=full, command="dlq show")
+    if dead.traceback:
         render.out.rule("traceback of the last failed attempt")
-        render.out.print(tb, markup=False)
+        render.out.print(dead.traceback, markup=False)
 
 
 def _targets(
@@ -73,25 +73,23 @@ def _targets(
     return found
 
 
-def _bulk(label: str, run_ids: list[str], act: Callable[[str], None]) -> None:
-    """Apply ``act`` to each run with a progress bar; report failures at the end."""
-    failures: list[tuple[str, errors.ReflexrError]] = []
-    with Progress(console=render.err, transient=True, disable=len(run_ids) < 2) as progress:
-        task = progress.add_task(label, total=len(run_ids))
-        for run_id in run_ids:
-            try:
-                act(run_id)
-            except (errors.RunNotFound, errors.OperationRefused) as exc:
-                failures.append((run_id, exc))
-            progress.advance(task)
-    done = len(run_ids) - len(failures)
-    render.out.print(f"{label}: {done} of {len(run_ids)} run(s)")
-    for run_id, problem in failures:
-        render.err.print(f"{run_id}: {problem}", markup=False)
+@contextmanager
+def _progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr (for two runs or more); yields what to call as each run is done."""
+    with Progress(console=render.err, transient=True, disable=total < 2) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda _run_id: progress.advance(task)
+
+
+def _report(label: str, total: int, failures: list[Refused]) -> None:
+    """Say how many runs the bulk action did, and why each failure failed, then exit by the worst."""
+    render.out.print(f"{label}: {total - len(failures)} of {total} run(s)")
+    for failure in failures:
+        render.err.print(f"{failure.run_id}: {failure.error}", markup=False)
     if failures:
         # An unknown id is bad input (2); a run whose status refuses the operation is a refused
         # operation (1), as for a single run.
-        unknown = any(isinstance(problem, errors.RunNotFound) for _, problem in failures)
+        unknown = any(isinstance(failure.error, errors.RunNotFound) for failure in failures)
         raise typer.Exit(EXIT_USAGE if unknown else EXIT_FAILED)
 
 
@@ -129,10 +127,9 @@ def replay(
     elif every:
         confirm(f"replay {len(targets)} dead run(s)?", yes)
 
-    def act(run_id: str) -> None:
-        client.replay(run_id, from_start=from_start)
-
-    _bulk("replayed", targets, act)
+    with _progress("replayed", len(targets)) as advance:
+        done = client.replay_many(targets, from_start=from_start, progress=advance)
+    _report("replayed", len(targets), done.refused)
 
 
 def _replay_from(
@@ -168,8 +165,14 @@ def purge(
     targets = _targets(client, run_ids or [], every, graph, reason)
     confirm(f"delete {len(targets)} run(s) and their checkpoints for good?", yes)
 
-    def act(run_id: str) -> None:
-        if not client.purge(run_id):
-            raise errors.RunNotFound(f"no run {run_id}; check the id (see `dlq list`)")
-
-    _bulk("purged", targets, act)
+    failures: list[Refused] = []
+    with _progress("purged", len(targets)) as advance:
+        for run_id in targets:
+            try:
+                if not client.purge(run_id):
+                    missing = errors.RunNotFound(f"no run {run_id}; check the id (see `dlq list`)")
+                    failures.append(Refused(run_id, missing))
+            except errors.OperationRefused as exc:
+                failures.append(Refused(run_id, exc))
+            advance(run_id)
+    _report("purged", len(targets), failures)

@@ -50,7 +50,7 @@ def health(
     said = [_check_file(path, max_age)] if path else []
     if redis:
         try:
-            client_of(ctx).store.ping()
+            client_of(ctx).ping()
         except StoreUnavailable as exc:
             raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
         said.append("Redis answers")

@@ -85,6 +85,11 @@ def details(event: RunEvent) -> str:
     return ", ".join(_detail(k, v, event.at) for k, v in event.fields.items() if v != "")
 
 
+_WITHIN_A_STEP = frozenset({Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED})
+"""Events a running attempt writes on its way to the next checkpoint (a limit's grant, the notes
+a checkpoint carries): the step they belong to goes on, and so does its time."""
+
+
 def rows(events: list[RunEvent]) -> list[Row]:
     """One row per event, with the duration of the step a progress or failure event ends."""
     found: list[Row] = []
@@ -96,7 +101,7 @@ def rows(events: list[RunEvent]) -> list[Row]:
         elif event.type in (Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED) and step_began is not None:
             took = event.at - step_began
             step_began = event.at if event.type == Event.RUN_PROGRESSED else None
-        elif event.type != Event.RUN_PROGRESSED:
+        elif event.type != Event.RUN_PROGRESSED and event.type not in _WITHIN_A_STEP:
             step_began = None  # retrying, dead, cancelled...: no step runs until the next attempt
         found.append(Row(event.at, took, event.type, details(event)))
     return found

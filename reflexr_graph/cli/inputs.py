@@ -36,5 +36,5 @@ def parse_json(value: str, option: str) -> Any:
         where = "the file" if value.startswith("@") else "the argument"
         raise BadInput(
             f"{option}: {where} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            'quote the JSON for your shell, e.g. --input \'{"ticket": "..."}\', or use @file.json'
+            f'quote the JSON for your shell, e.g. {option} \'{{"name": "..."}}\', or use @file.json'
         ) from None

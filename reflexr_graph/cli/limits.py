@@ -7,7 +7,7 @@ from rich.table import Table
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
-from reflexr_graph.store.limits import LimitUsage
+from reflexr_graph.client import LimitUsage
 
 
 def _table(found: list[LimitUsage]) -> None:
@@ -38,7 +38,7 @@ def _table(found: list[LimitUsage]) -> None:
 @app.command()
 def limits(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List each limit key: its rate and concurrency, the slots in use now, grants, refusals, waits."""
-    found = client_of(ctx).store.limit_usage()
+    found = client_of(ctx).limits()
     if as_json:
         render.print_json([u.as_json() for u in found])
     else:

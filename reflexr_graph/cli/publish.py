@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-from reflexr_graph import schemas
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
 from reflexr_graph.fleet.registry import build_registry
@@ -35,7 +34,7 @@ def publish(
     """Publish the schemas of graphs a producer will enqueue, without starting a worker."""
     registry = build_registry(refs)
     client = client_of(ctx)
-    written = set(schemas.publish(client.store, registry.values()))
+    written = set(client.publish(registry.values()))
     serving = client.serving(sorted(registry))
     if as_json:
         render.print_json(

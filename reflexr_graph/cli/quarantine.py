@@ -16,13 +16,10 @@ from rich.table import Table
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, YesOpt, client_of, confirm, dlq_app
-from reflexr_graph.store.quarantine import MAXLEN, Quarantine, QuarantinedItem
+from reflexr_graph.client import Client, QuarantinedItem
+from reflexr_graph.store.quarantine import MAXLEN
 
 PREVIEW_CHARS = 60
-
-
-def _quarantine(ctx: typer.Context) -> Quarantine:
-    return Quarantine(client_of(ctx).store.client)
 
 
 def _preview(item: QuarantinedItem) -> str:
@@ -50,11 +47,12 @@ def messages(
     yes: YesOpt = False,
 ) -> None:
     """List queue items workers moved aside (not runs: garbage, unknown tasks...), newest first."""
-    quarantine = _quarantine(ctx)
+    client = client_of(ctx)
     if purge:
-        _purge(quarantine, yes)
+        _purge(client, yes)
         return
-    items, length, counts = quarantine.items(limit), quarantine.length(), quarantine.counts()
+    found = client.quarantined(limit)
+    items, length, counts = found.items, found.length, found.counts
     if as_json:
         render.print_json({"length": length, "counts": counts, "items": [_item_json(i) for i in items]})
         return
@@ -76,10 +74,10 @@ def messages(
         render.err.print(f"{total} moved aside in all; the list keeps the newest {MAXLEN}", markup=False)
 
 
-def _purge(quarantine: Quarantine, yes: bool) -> None:
-    length = quarantine.length()
+def _purge(client: Client, yes: bool) -> None:
+    length = client.quarantined(0).length
     if length == 0:
         render.out.print("no quarantined queue items: nothing to delete")
         return
     confirm(f"delete the {length} quarantined queue item(s) for good?", yes)
-    render.out.print(f"deleted {quarantine.purge()} quarantined queue item(s)")
+    render.out.print(f"deleted {client.purge_quarantine()} quarantined queue item(s)")

@@ -86,11 +86,23 @@ def _value(value: Any) -> str:
     return json.dumps(value, indent=2 if isinstance(value, dict | list) else None, default=str)
 
 
+def attempt_cell(info: RunInfo) -> str:
+    """``3 (1/3)``: the latest attempt's number, as history numbers it, and of all attempts so
+    far, how many count toward max attempts (``RunInfo.attempt``, ``attempts``)."""
+    return f"{info.attempt} ({info.attempts}/{info.max_attempts})"
+
+
 def attempts_text(info: RunInfo) -> str:
-    """``2/5``, with the attempts that did not count and the replays when there were any."""
-    text = f"{info.attempts}/{info.max_attempts}"
+    """``3 (1/3 counted toward max attempts; 2 ended waiting, not counted)``, with the replays."""
+    uncounted = []
+    if info.suspensions:
+        uncounted.append(f"{info.suspensions} ended waiting")
     if info.interruptions:
-        text += f" (+{info.interruptions} interrupted by shutdowns or Redis, not counted)"
+        uncounted.append(f"{info.interruptions} interrupted by shutdowns or Redis")
+    text = f"{info.attempt} ({info.attempts}/{info.max_attempts} counted toward max attempts"
+    if uncounted:
+        text += f"; {' and '.join(uncounted)}, not counted"
+    text += ")"
     if info.replays:
         text += f"; replayed {info.replays}x (a replay starts a fresh attempt budget)"
     return text
@@ -117,7 +129,7 @@ def run_detail(
         ("run", info.run_id),
         ("graph", info.graph),
         ("status", status_text(info.status)),
-        ("attempts", attempts_text(info)),
+        ("attempt", attempts_text(info)),
         ("checkpoints", str(info.checkpoints)),
         ("skipped boundaries", skipped_text(info)),
         ("reused on retries", f"{info.reused_steps} branch steps, {info.reused_calls} durable calls"),
@@ -210,36 +222,63 @@ def _fitting(columns: list[tuple[str, list[str]]], required: int, width: int) ->
     return chosen
 
 
-def run_table(runs: list[RunInfo], title: str) -> None:
+def _run_columns(runs: list[RunInfo], dead: bool) -> list[tuple[str, list[str]]]:
+    """The columns of a list of runs, the ones kept first on a narrow terminal first. Dead letters
+    have no status column (it would always say dead): their reason and attempts come first."""
+    attempt = ("attempt", [attempt_cell(i) for i in runs])
+    reason = ("reason", [i.reason or "-" for i in runs])
+    graph = ("graph", [i.graph for i in runs])
+    if dead:
+        return [("run", [i.run_id for i in runs]), reason, attempt, graph, ("died", _updated(runs))]
+    return [
+        ("run", [i.run_id for i in runs]),
+        ("status", [i.status.value for i in runs]),
+        graph,
+        ("updated", _updated(runs)),
+        attempt,
+        reason,
+        ("next node", [i.next_node or "-" for i in runs]),
+    ]
+
+
+def _updated(runs: list[RunInfo]) -> list[str]:
+    return [short_when(i.updated_at) for i in runs]
+
+
+def run_table(runs: list[RunInfo], title: str, *, dead: bool = False) -> None:
     """Runs, one a row. Run ids never wrap, so they can be copied; on a narrow terminal the
     columns that do not fit are left out (``--json`` has every field)."""
     if not runs:
         out.print(f"no {title}")
         return
-    columns: list[tuple[str, list[str]]] = [
-        ("run", [i.run_id for i in runs]),
-        ("status", [i.status.value for i in runs]),
-        ("graph", [i.graph for i in runs]),
-        ("updated", [short_when(i.updated_at) for i in runs]),
-        ("attempts", [f"{i.attempts}/{i.max_attempts}" for i in runs]),
-        ("reason", [i.reason or "-" for i in runs]),
-        ("next node", [i.next_node or "-" for i in runs]),
-    ]
+    columns = _run_columns(runs, dead)
     chosen = _fitting(columns, required=3, width=out.width)
     table = Table(title=title)
     for index in chosen:
         name = columns[index][0]
-        if name == "run":
+        if name in ("run", "attempt", "reason"):
             table.add_column(name, no_wrap=True, min_width=max(len(v) for v in columns[index][1]))
         else:
             table.add_column(name, overflow="ellipsis" if name == "graph" else "fold")
     for row, info in enumerate(runs):
-        cells = [status_text(info.status) if i == 1 else plain(columns[i][1][row]) for i in chosen]
+        cells = [
+            status_text(info.status) if columns[i][0] == "status" else plain(columns[i][1][row])
+            for i in chosen
+        ]
         table.add_row(*cells)
     out.print(table)
+    _left_out(columns, chosen)
+
+
+def _left_out(columns: list[tuple[str, list[str]]], chosen: list[int]) -> None:
     if len(chosen) < len(columns):
         left_out = ", ".join(columns[i][0] for i in range(len(columns)) if i not in chosen)
         err.print(f"({left_out} left out to fit {out.width} columns; --json has every field)", markup=False)
+
+
+def _input_names(entry: GraphSchema) -> str:
+    """The inputs' field names, or the input type of a graph whose input is not an object."""
+    return ", ".join(entry.inputs.get("properties", {})) or str(entry.inputs.get("type", "-"))
 
 
 def graph_table(graphs: list[GraphSchema], serving: Mapping[str, list[str]]) -> None:
@@ -249,20 +288,27 @@ def graph_table(graphs: list[GraphSchema], serving: Mapping[str, list[str]]) -> 
             "no graphs published yet: start a worker (reflexr-graph worker), or `reflexr-graph publish`"
         )
         return
+    columns: list[tuple[str, list[str]]] = [
+        ("graph", [entry.name for entry in graphs]),
+        ("live workers", [", ".join(serving.get(entry.name, [])) for entry in graphs]),
+        ("max attempts", [str(entry.max_attempts) for entry in graphs]),
+        ("inputs", [_input_names(entry) for entry in graphs]),
+        ("published", [when(entry.published_at) for entry in graphs]),
+    ]
+    # Names, times and each worker or input name stay whole; lists wrap between their items.
+    whole = [(name, [w for v in values for w in v.split(", ")]) for name, values in columns]
+    chosen = _fitting(whole, required=2, width=out.width)
     table = Table(title="graphs")
-    for column in ("graph", "live workers", "max attempts", "inputs", "published"):
-        table.add_column(column, overflow="fold")
-    for entry in graphs:
-        fields = ", ".join(entry.inputs.get("properties", {})) or entry.inputs.get("type", "-")
-        workers = serving.get(entry.name, [])
-        table.add_row(
-            plain(entry.name),
-            plain(", ".join(workers)) if workers else "[red]none[/]",
-            str(entry.max_attempts or "default"),
-            plain(str(fields)),
-            when(entry.published_at),
-        )
+    for index in chosen:
+        name, words = whole[index]
+        table.add_column(name, min_width=max(len(name), *(len(w) for w in words)))
+    for row in range(len(graphs)):
+        cells = [plain(columns[i][1][row]) for i in chosen]
+        if not columns[1][1][row]:
+            cells[1] = "[red]none[/]"
+        table.add_row(*cells)
     out.print(table)
+    _left_out(columns, chosen)
     if any(not serving.get(entry.name) for entry in graphs):
         err.print(
             "a graph with no live worker takes runs, which wait up to REFLEXR_UNKNOWN_GRAPH_GRACE_S for one",
@@ -270,9 +316,9 @@ def graph_table(graphs: list[GraphSchema], serving: Mapping[str, list[str]]) -> 
         )
 
 
-def runs(found: list[RunInfo], title: str, as_json: bool) -> None:
-    """A list of runs: a table on a terminal, a JSON array with --json."""
+def runs(found: list[RunInfo], title: str, as_json: bool, *, dead: bool = False) -> None:
+    """A list of runs: a table on a terminal (of dead letters: ``dead``), a JSON array with --json."""
     if as_json:
         print_json([run_json(i) for i in found])
     else:
-        run_table(found, title)
+        run_table(found, title, dead=dead)

@@ -8,6 +8,7 @@ is printed unless ``--debug`` is given.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import traceback
@@ -19,19 +20,22 @@ import pydantic
 import typer
 
 from reflexr_graph import errors
-from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_UNREACHABLE, EXIT_USAGE, CliError
-from reflexr_graph.schemas import format_loc
+from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_TIMED_OUT, EXIT_UNREACHABLE, EXIT_USAGE, CliError
+from reflexr_graph.core import invalid
+from reflexr_graph.errors import Kind
+from reflexr_graph.store.connection_errors import URL_SETTING
 
-_USAGE_ERRORS = (
-    errors.RunNotFound,
-    errors.CheckpointNotFound,
-    errors.UnknownGraph,
-    errors.InvalidInputs,
-    errors.SettingsError,
-    errors.UnknownSignal,
-)
-"""Bad usage or bad input (exit 2). A refused operation, such as replaying a running run, is a
-command that failed (exit 1): the input was fine, the run's status did not allow it."""
+EXIT_CODES: dict[Kind, int] = {
+    Kind.NOT_FOUND: EXIT_USAGE,
+    Kind.INVALID: EXIT_USAGE,
+    Kind.CONFLICT: EXIT_FAILED,
+    Kind.UNAVAILABLE: EXIT_UNREACHABLE,
+    Kind.TIMEOUT: EXIT_TIMED_OUT,
+    Kind.FAILED: EXIT_FAILED,
+}
+"""The exit code of each kind of error. A conflict (replaying a running run) is a command that
+failed: the input was fine, the run's status did not allow it. A timeout (a ``--wait`` that gave
+up while the run goes on) exits 124, as ``timeout(1)`` does."""
 _MESSAGE_LIMIT = 300
 """Longest message of an unexpected error: one line, and a long one is likely to quote data."""
 
@@ -59,14 +63,22 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+_SUBJECTS = {"inputs": "inputs", "state": "state", "value": "signal value", "patch": "patch"}
+"""What an invalid location's first part names: the message says what was invalid, by its option."""
+
+
 def _invalid_inputs(exc: errors.InvalidInputs) -> Problem:
-    listed = []
+    subjects: list[str] = []
     for item in exc.errors:
-        loc = item.get("loc", [])
-        where = format_loc(loc if isinstance(loc, list) else [loc])
-        listed.append(f"{where}: {item.get('msg', 'is invalid')}")
-    message = f"invalid inputs; fix these fields: {'; '.join(listed)}" if listed else str(exc)
-    return Problem(type(exc).__name__, one_line(message), EXIT_USAGE, fields=exc.errors)
+        raw = item.get("loc", [])
+        loc = raw if isinstance(raw, list) else [raw]
+        subject = _SUBJECTS.get(str(loc[0]) if loc else "", "inputs")
+        if subject not in subjects:
+            subjects.append(subject)
+    listed = invalid.describe(exc.errors)
+    what = " and ".join(subjects) or "inputs"
+    message = f"invalid {what}; fix these fields: {listed}" if listed else str(exc)
+    return Problem(type(exc).__name__, one_line(message), EXIT_CODES[exc.error_kind], fields=exc.errors)
 
 
 def parse_context(exc: BaseException) -> Any:
@@ -95,14 +107,12 @@ def _parse_error(exc: BaseException, code: int) -> Problem:
 
 def _unexpected(exc: BaseException) -> Problem:
     """A bug or an unforeseen failure: its type and first line, never a traceback by default."""
-    if isinstance(exc, pydantic.ValidationError):
-        # Its text quotes the invalid input; the count and title are enough to report it.
-        text = f"{exc.error_count()} validation error(s) for {exc.title}"
-    else:
-        lines = str(exc).strip().splitlines()
-        text = lines[0] if lines else ""
-        if len(text) > _MESSAGE_LIMIT:
-            text = text[:_MESSAGE_LIMIT] + "..."
+    # A ValidationError's own text quotes the invalid input; its summary names only where and why.
+    said = invalid.summary(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+    lines = said.strip().splitlines()
+    text = lines[0] if lines else ""
+    if len(text) > _MESSAGE_LIMIT:
+        text = text[:_MESSAGE_LIMIT] + "..."
     name = type(exc).__name__
     message = f"unexpected {name}{': ' + text if text else ''} (run again with --debug for the traceback)"
     return Problem(name, message, EXIT_FAILED)
@@ -116,12 +126,11 @@ def problem_of(exc: BaseException) -> Problem:
         message = "no answer to the question (input closed or interrupted); pass --yes to skip it"
         return Problem("Aborted", message, EXIT_FAILED)
     if isinstance(exc, errors.StoreUnavailable):
-        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_UNREACHABLE, kind=exc.kind)
+        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_CODES[exc.error_kind], kind=exc.kind)
     if isinstance(exc, errors.InvalidInputs):
         return _invalid_inputs(exc)
     if isinstance(exc, errors.ReflexrError):
-        code = EXIT_USAGE if isinstance(exc, _USAGE_ERRORS) else EXIT_FAILED
-        return Problem(type(exc).__name__, one_line(str(exc)), code)
+        return Problem(type(exc).__name__, one_line(str(exc)), EXIT_CODES[exc.error_kind])
     parse_code = _parse_error_code(exc)
     if parse_code is not None:
         return _parse_error(exc, parse_code)
@@ -136,9 +145,24 @@ def wants(flag: str, argv: Sequence[str]) -> bool:
     return flag in args
 
 
-def fail(exc: BaseException, *, as_json: bool, debug: bool) -> int:
-    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code."""
+def url_option(argv: Sequence[str]) -> str | None:
+    """``--redis-url`` when the command line gives the Redis URL (before a ``--``), else None."""
+    args = list(argv)
+    if "--" in args:
+        args = args[: args.index("--")]
+    given = any(arg == "--redis-url" or arg.startswith("--redis-url=") for arg in args)
+    return "--redis-url" if given else None
+
+
+def fail(exc: BaseException, *, as_json: bool, debug: bool, url_from: str | None = None) -> int:
+    """Print ``exc`` as one line (or one JSON document) on stderr; return the exit code.
+
+    ``url_from`` is the option the Redis URL came from, when not ``REFLEXR_REDIS_URL``: a message
+    about the URL names what the user gave.
+    """
     problem = problem_of(exc)
+    if url_from is not None:
+        problem = dataclasses.replace(problem, message=problem.message.replace(URL_SETTING, url_from))
     if debug:
         traceback.print_exception(exc, file=sys.stderr)
     if as_json:

@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from reflexr_graph.cli.app import app
+from reflexr_graph.cli.failures import EXIT_CANNOT_LISTEN, CliError
 from reflexr_graph.config.settings import load_settings
+from reflexr_graph.errors import CannotListen
 
 
 @app.command()
@@ -22,10 +24,14 @@ def serve(
     """Serve the HTTP API (/api, /openapi.json) and the web console (/) until Ctrl-C.
 
     With REFLEXR_API_TOKEN set, every /api route needs `Authorization: Bearer <token>`; without
-    one, only a loopback address is served.
+    one, only a loopback address is served. Exits 4 when it cannot listen on the address (a port
+    in use, say), before it prints anything.
     """
     from reflexr_graph.api.serve import serve as run_server
 
     redis_url = getattr(ctx.find_root().obj, "redis_url", None)
     settings = load_settings(strict=False, **({"redis_url": redis_url} if redis_url else {}))
-    run_server(settings, host=host, port=port)
+    try:
+        run_server(settings, host=host, port=port)
+    except CannotListen as exc:
+        raise CliError(str(exc), exit_code=EXIT_CANNOT_LISTEN) from None

@@ -6,8 +6,10 @@ from typing import Annotated
 
 import typer
 
+from reflexr_graph import errors
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, RunArg, app, client_of
+from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_json
 
 
@@ -17,15 +19,16 @@ def signal(
     run_id: RunArg,
     name: Annotated[str, typer.Argument(metavar="NAME", help="The signal's name.", show_default=False)],
     value: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--value",
             "-v",
             metavar="JSON|@FILE",
-            help="The signal's value: JSON, @file.json, or @- for stdin.",
+            help="The signal's value: JSON, @file.json, or @- for stdin (required unless the signal "
+            "takes null).",
             show_default=False,
         ),
-    ] = "null",
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send signal NAME to a run, validated against the schema its graph publishes.
@@ -35,9 +38,18 @@ def signal(
     does not validate (the message names the fields, never the value); 1 for a finished run
     or a signal of that name sent before and not taken yet.
     """
-    parsed = parse_json(value, "--value")
+    parsed = None if value is None else parse_json(value, "--value")
     client = client_of(ctx)
-    woke = client.signal(run_id, name, parsed)
+    try:
+        woke = client.signal(run_id, name, parsed)
+    except errors.InvalidInputs:
+        if value is not None:
+            raise
+        # Without --value the signal was sent as null, which its schema refuses.
+        raise BadInput(
+            f"--value is required: signal {name!r} takes a value (JSON, @file.json or @- for stdin) "
+            "that its graph's schema describes"
+        ) from None
     if as_json:
         render.print_json({"run_id": run_id, "signal": name, "woke": woke})
     elif woke:

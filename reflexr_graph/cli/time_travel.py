@@ -16,6 +16,7 @@ from rich.table import Table
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, RunArg, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo
 
@@ -115,43 +116,82 @@ def checkpoint(ctx: typer.Context, run_id: RunArg, seq: SeqArg, as_json: JsonOpt
         _detail(found, client.get(run_id))
 
 
+FromOpt = Annotated[
+    int,
+    typer.Option("--from", min=0, metavar="SEQ", help="The checkpoint to start from (see `checkpoints`)."),
+]
+StateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--state", metavar="JSON|@FILE", help="Replace the checkpoint's state (JSON or @file.json)."
+    ),
+]
+PatchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--patch",
+        metavar="JSON|@FILE",
+        help="Merge a JSON object into the checkpoint's state instead (objects key by key).",
+    ),
+]
+PriorityOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--priority", min=0, max=9, metavar="N", help="0 (first) to 9 (last); the source's by default."
+    ),
+]
+KeyOpt = Annotated[
+    str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same fork.")
+]
+
+
+def _change(edited: Any, patched: Any) -> str:
+    """How the fork's state differs from the checkpoint's, in the question (field names only)."""
+    if edited is not None:
+        return "with its state replaced"
+    if isinstance(patched, dict):
+        return f"with its state patched at {', '.join(f'state.{key}' for key in patched) or 'nothing'}"
+    return "with its state as saved"
+
+
 @app.command()
 def fork(
     ctx: typer.Context,
     run_id: RunArg,
-    from_seq: Annotated[
-        int,
-        typer.Option(
-            "--from", min=0, metavar="SEQ", help="The checkpoint to start from (see `checkpoints`)."
-        ),
-    ],
-    state: Annotated[
-        str | None,
-        typer.Option(
-            "--state", metavar="JSON|@FILE", help="Replace the checkpoint's state (JSON or @file.json)."
-        ),
-    ] = None,
-    idempotency_key: Annotated[
-        str | None, typer.Option("--idempotency-key", "-k", metavar="KEY", help="Same key, same fork.")
-    ] = None,
+    from_seq: FromOpt,
+    state: StateOpt = None,
+    patch: PatchOpt = None,
+    priority: PriorityOpt = None,
+    idempotency_key: KeyOpt = None,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Start a new run of the same graph from checkpoint SEQ of RUN; prints the new run's id.
 
-    The source run is not changed. A fork from the finished checkpoint ends at once with the
-    same output.
+    The source run is not changed. --state or --patch is validated first, against the state
+    schema the graph publishes (a field it lacks is refused), before the question. A fork from
+    the finished checkpoint ends at once with the same output.
     """
+    if state is not None and patch is not None:
+        raise BadInput("--state and --patch exclude each other: replace the state, or patch it")
     edited = None if state is None else parse_json(state, "--state")
+    patched = None if patch is None else parse_json(patch, "--patch")
     client = client_of(ctx)
-    found = client.checkpoint(run_id, from_seq)
-    change = "with its state replaced" if edited is not None else "with its state as saved"
+    # Validated before the question: a state the fork would refuse is refused now.
+    found = client.check_fork(run_id, from_seq=from_seq, state=edited, patch=patched)
     confirm(
         f"fork run {run_id} of graph {found.graph!r} from checkpoint #{from_seq} (next node "
-        f"{_next(found)}), {change}? A new run starts and runs the steps after it",
+        f"{_next(found)}), {_change(edited, patched)}? A new run starts and runs the steps after it",
         yes,
     )
-    new_id = client.fork(run_id, from_seq=from_seq, state=edited, idempotency_key=idempotency_key)
+    new_id = client.fork(
+        run_id,
+        from_seq=from_seq,
+        state=edited,
+        patch=patched,
+        priority=priority,
+        idempotency_key=idempotency_key,
+    )
     if as_json:
         render.print_json({"run_id": new_id, "forked_from": run_id, "forked_at_seq": from_seq})
     else:

@@ -1,12 +1,36 @@
 """The Python clients: enqueue runs, read them, wait for them, and act on dead letters.
 
 ``Client`` blocks (redis-py); ``AsyncClient`` has the same methods for asyncio code, on
-``redis.asyncio``. Both run the same operations (``client/core.py``, ``store/ops.py``).
+``redis.asyncio``. Both run the same operations (``client/core.py``, ``store/ops.py``): each
+method of either is one operation, run by its own executor.
 """
 
 from reflexr_graph.client.aio import AsyncClient
-from reflexr_graph.client.core import DISPATCH_GRACE_MS, SCHEMA_CACHE_S, Enqueued
+from reflexr_graph.client.core import (
+    BULK_LIMIT,
+    DISPATCH_GRACE_MS,
+    SCHEMA_CACHE_S,
+    BulkReplay,
+    Enqueued,
+    Refused,
+)
 from reflexr_graph.client.sync import Client
-from reflexr_graph.store.reads import RunPage
+from reflexr_graph.store.limits import LimitUsage
+from reflexr_graph.store.quarantine import Quarantined, QuarantinedItem
+from reflexr_graph.store.reads import DeadLetter, RunPage
 
-__all__ = ["DISPATCH_GRACE_MS", "SCHEMA_CACHE_S", "AsyncClient", "Client", "Enqueued", "RunPage"]
+__all__ = [
+    "BULK_LIMIT",
+    "DISPATCH_GRACE_MS",
+    "SCHEMA_CACHE_S",
+    "AsyncClient",
+    "BulkReplay",
+    "Client",
+    "DeadLetter",
+    "Enqueued",
+    "LimitUsage",
+    "Quarantined",
+    "QuarantinedItem",
+    "Refused",
+    "RunPage",
+]

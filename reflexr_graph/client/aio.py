@@ -7,22 +7,28 @@ hundred concurrent waits hold a hundred Redis connections and no thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas, time_travel
-from reflexr_graph.client.core import ClientBase, Enqueued
+from reflexr_graph import schemas
+from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
+from reflexr_graph.core.action import GraphAction
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
-from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
-from reflexr_graph.store.operator import cancel_run, purge_run
-from reflexr_graph.store.ops import Op, Publish, Request, drive_async
+from reflexr_graph.store.history import checkpoint_list
+from reflexr_graph.store.interventions import cancel_run, purge_run
+from reflexr_graph.store.limits import LimitUsage, limit_usage
+from reflexr_graph.store.ops import Op, Publish, Request, drive_async, ping
+from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
+    DeadLetter,
     RunPage,
+    dead_letter,
     dead_listing,
     last_traceback,
     latest_checkpoint,
@@ -70,7 +76,7 @@ class AsyncClient(ClientBase):
     ) -> None:
         await self.close()
 
-    # -- the Client's methods, awaited -------------------------------------------------------
+    # -- the Client's methods, awaited: the same operations (client/core.py, store/) --------
 
     async def graph(self, name: str) -> schemas.GraphSchema:
         """See :meth:`Client.graph`."""
@@ -80,6 +86,10 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.graphs`."""
         return await self._do(schemas.published_graphs())
 
+    async def publish(self, actions: Iterable[GraphAction]) -> list[str]:
+        """See :meth:`Client.publish`."""
+        return await self._do(self._core.publish(actions))
+
     async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """See :meth:`Client.serving`."""
         return await self._do(serving(graphs))
@@ -87,6 +97,10 @@ class AsyncClient(ClientBase):
     async def workers(self) -> list[WorkerInfo]:
         """See :meth:`Client.workers`."""
         return await self._do(live_workers())
+
+    async def ping(self) -> None:
+        """See :meth:`Client.ping`."""
+        await self._do(ping())
 
     async def enqueue(
         self,
@@ -124,7 +138,7 @@ class AsyncClient(ClientBase):
         self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
     ) -> list[RunInfo]:
         """See :meth:`Client.runs`."""
-        return (await self._do(runs_listing(status, graph, limit, scan=None))).runs
+        return await self._do(self._core.runs(status, graph, limit))
 
     async def runs_page(
         self,
@@ -145,23 +159,6 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""
         return await self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
 
-    async def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
-    ) -> list[RunInfo]:
-        """See :meth:`Client.dead_letters`."""
-        return (await self._do(dead_listing(graph, reason, limit, scan=None))).runs
-
-    async def dead_letters_page(
-        self,
-        graph: str | None = None,
-        reason: str | None = None,
-        *,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> RunPage:
-        """See :meth:`Client.dead_letters_page`."""
-        return await self._do(dead_listing(graph, reason, limit, cursor))
-
     async def traceback(self, run_id: str) -> str | None:
         """See :meth:`Client.traceback`."""
         return await self._do(last_traceback(run_id))
@@ -174,6 +171,39 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.wait`; it waits on the loop, holding no thread."""
         return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
 
+    async def dead_letters(
+        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+    ) -> list[RunInfo]:
+        """See :meth:`Client.dead_letters`."""
+        return await self._do(self._core.dead_letters(graph, reason, limit))
+
+    async def dead_letters_page(
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """See :meth:`Client.dead_letters_page`."""
+        return await self._do(dead_listing(graph, reason, limit, cursor))
+
+    async def dead_letter(self, run_id: str) -> DeadLetter:
+        """See :meth:`Client.dead_letter`."""
+        return await self._do(dead_letter(run_id))
+
+    async def replay_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        graph: str | None = None,
+        reason: str | None = None,
+        from_start: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkReplay:
+        """See :meth:`Client.replay_many`."""
+        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+
     async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
         return await self._do(self._core.replay(run_id, from_start, from_seq))
@@ -184,13 +214,27 @@ class AsyncClient(ClientBase):
 
     async def checkpoint(self, run_id: str, seq: int) -> CheckpointDetail:
         """See :meth:`Client.checkpoint`."""
-        return time_travel.detail(run_id, await self._do(saved_checkpoint(run_id, seq)))
+        return await self._do(self._core.checkpoint(run_id, seq))
 
     async def fork(
-        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int,
+        state: Any = None,
+        patch: Any = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """See :meth:`Client.fork`."""
-        return await self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+        change = ForkChange(from_seq, state, patch, priority)
+        return await self._do(self._core.fork(run_id, change, idempotency_key))
+
+    async def check_fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
+    ) -> CheckpointDetail:
+        """See :meth:`Client.check_fork`."""
+        return await self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""
@@ -203,3 +247,15 @@ class AsyncClient(ClientBase):
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
         return await self._do(purge_run(run_id))
+
+    async def limits(self) -> list[LimitUsage]:
+        """See :meth:`Client.limits`."""
+        return await self._do(limit_usage())
+
+    async def quarantined(self, limit: int = 50) -> Quarantined:
+        """See :meth:`Client.quarantined`."""
+        return await self._do(quarantined(limit))
+
+    async def purge_quarantine(self) -> int:
+        """See :meth:`Client.purge_quarantine`."""
+        return await self._do(purge_quarantine())

@@ -7,25 +7,30 @@ the message), of waiting, and of replaying is here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
+from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import TERMINAL, RunInfo
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
+from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
-from reflexr_graph.store.operator import replay_run
+from reflexr_graph.store.interventions import replay_run
 from reflexr_graph.store.ops import Op, Publish, cmd
-from reflexr_graph.store.reads import run_events, run_record
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
+from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
 from reflexr_graph.store.waits import SignalOutcome, send_signal
 
 log = logging.getLogger("reflexr_graph.client")
@@ -34,6 +39,37 @@ SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+
+BULK_LIMIT = 1000
+"""The most dead runs one bulk replay by filter touches; narrow the filter, or call again, for more."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A run a bulk replay did not replay, and why: RunNotFound, or OperationRefused (its status)."""
+
+    run_id: str
+    error: errors.RunNotFound | errors.OperationRefused
+
+
+@dataclass(frozen=True)
+class BulkReplay:
+    """What a bulk replay did: the runs queued again, and those it could not replay."""
+
+    replayed: list[str]
+    refused: list[Refused]
+
+
+@dataclass(frozen=True)
+class ForkChange:
+    """What a fork asks for besides its source: the checkpoint, a new state or a patch of the
+    checkpoint's (not both), and a priority (None: the source's)."""
+
+    from_seq: int
+    state: Any = None
+    patch: Any = None
+    priority: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +152,8 @@ class ClientCore:
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
             idempotency_key=idempotency_key,
-            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            # The graph's published budget (schemas.run_max_attempts), not this producer's setting.
+            max_attempts=entry.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
@@ -161,6 +198,28 @@ class ClientCore:
                 self.settings.unknown_graph_grace_s,
             )
 
+    def publish(self, actions: Iterable[GraphAction]) -> Op[list[str]]:
+        """Publish the graphs' entries, each with this process's REFLEXR_MAX_ATTEMPTS as the budget
+        of a graph whose action sets none; the names whose entry changed."""
+        entries = [schemas.GraphSchema.from_action(a, self.settings.max_attempts) for a in actions]
+        written = yield from schemas.published_entries(entries)
+        # What this client read before is stale now.
+        for name in written:
+            self._schemas.pop(name, None)
+        return written
+
+    def runs(self, status: Status | str | None, graph: str | None, limit: int) -> Op[list[RunInfo]]:
+        """Runs newest first, read on until ``limit`` are found or the index ends."""
+        return (yield from runs_listing(status, graph, limit, scan=None)).runs
+
+    def dead_letters(self, graph: str | None, reason: str | None, limit: int) -> Op[list[RunInfo]]:
+        """Dead runs, most recently dead first, read on until ``limit`` are found or the index ends."""
+        return (yield from dead_listing(graph, reason, limit, scan=None)).runs
+
+    def checkpoint(self, run_id: str, seq: int) -> Op[CheckpointDetail]:
+        """Checkpoint ``seq`` of the run with its values, as JSON."""
+        return time_travel.detail(run_id, (yield from saved_checkpoint(run_id, seq)))
+
     def history(self, run_id: str) -> Op[list[RunEvent]]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
         yield from run_record(run_id)
@@ -182,33 +241,84 @@ class ClientCore:
         yield Publish(run_id, info.graph, info.priority)
         return info
 
-    def fork(self, run_id: str, from_seq: int, state: Any, idempotency_key: str | None) -> Op[str]:
-        """A new run of the source's graph that resumes from its checkpoint ``from_seq``, its state
-        replaced by ``state`` when given; the message is sent unless the checkpoint is the
-        finished one (the fork is created succeeded)."""
-        saved = yield from saved_checkpoint(run_id, from_seq)
+    def replay_many(
+        self,
+        run_ids: Sequence[str] | None,
+        graph: str | None,
+        reason: str | None,
+        from_start: bool,
+        progress: Callable[[str], None] | None = None,
+    ) -> Op[BulkReplay]:
+        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph`` and/or
+        ``reason`` (at most BULK_LIMIT); a run that cannot be replayed is listed with why, and the
+        others go on. ``progress`` is told each run id once it is done."""
+        if run_ids is not None and (graph or reason):
+            raise errors.InvalidInputs(
+                "give run ids or a filter (graph, reason), not both",
+                [{"loc": ["run_ids"], "msg": "cannot be combined with graph or reason", "type": "exclusive"}],
+            )
+        if run_ids is None:
+            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None)
+            run_ids = [info.run_id for info in found.runs]
+        replayed: list[str] = []
+        refused: list[Refused] = []
+        for run_id in run_ids:
+            try:
+                yield from self.replay(run_id, from_start)
+            except (errors.RunNotFound, errors.OperationRefused) as exc:
+                refused.append(Refused(run_id, exc))
+            else:
+                replayed.append(run_id)
+            if progress is not None:
+                progress(run_id)
+        return BulkReplay(replayed, refused)
+
+    def fork_seed(self, run_id: str, change: ForkChange) -> Op[tuple[SavedCheckpoint, GraphSchema, ForkSeed]]:
+        """What a fork of checkpoint ``change.from_seq`` starts from, validated (time_travel.seed):
+        everything a fork refuses is refused here, before anything is written."""
+        saved = yield from saved_checkpoint(run_id, change.from_seq)
         entry, _workers = yield from self.published(saved.graph)
-        edited = None if state is None else plain(state, "state")
-        if edited is not None:
-            to_json(edited, "state", self.settings.max_payload_bytes)
-        seed = time_travel.seed(run_id, saved, entry, edited)
+        limit = self.settings.max_payload_bytes
+        edited = None if change.state is None else plain(change.state, "state")
+        patch = None if change.patch is None else plain(change.patch, "patch")
+        for value, part in ((edited, "state"), (patch, "patch")):
+            if value is not None:
+                to_json(value, part, limit)
+        return saved, entry, time_travel.seed(run_id, saved, entry, edited, patch)
+
+    def check_fork(self, run_id: str, change: ForkChange) -> Op[CheckpointDetail]:
+        """The checkpoint a fork would start from, with the state it would get; nothing is written."""
+        saved, _entry, seed = yield from self.fork_seed(run_id, change)
+        return time_travel.detail(run_id, dataclasses.replace(saved, payload=seed.checkpoint))
+
+    def fork(self, run_id: str, change: ForkChange, idempotency_key: str | None) -> Op[str]:
+        """A new run of the source's graph that resumes from its checkpoint ``change.from_seq``,
+        its state replaced or patched as ``change`` says, with the source's priority unless it
+        gives one; the message is sent unless the checkpoint is the finished one (the fork is
+        created succeeded)."""
+        priority = check_priority(change.priority)
+        saved, entry, seed = yield from self.fork_seed(run_id, change)
+        if priority is None:
+            priority = (yield from run_record(run_id)).priority
         run = NewRun(
             run_id=str(uuid.uuid4()),
             graph=saved.graph,
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,
             idempotency_key=idempotency_key,
-            max_attempts=entry.max_attempts or self.settings.max_attempts,
+            max_attempts=entry.max_attempts,
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             trace_context=current_trace_context(),
             fork=seed,
             retention_s=self.settings.run_retention_s,
         )
         new_id, created = yield from new_run(run)
+        if created and priority:
+            yield cmd("hset", keys.run(new_id), "priority", priority)
         if seed.output_json is None:
             if created:
                 advice = "fork again with the same idempotency key to get the same fork"
-                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice)
+                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
             self._tell_unserved(saved.graph, new_id)
         return new_id
 
@@ -257,4 +367,20 @@ def _wait_timeout(run_id: str, info: RunInfo | None, timeout: float | None) -> s
             "worker takes its first delivery; check the id, and that a worker consumes the queue it was "
             "sent to"
         )
+    if info.status is Status.WAITING:
+        return f"run {run_id} is still waiting after {timeout:g}s: {_waiting_for(info)}, holding no worker"
     return f"run {run_id} is still {info.status.value} after {timeout:g}s; wait longer or check its workers"
+
+
+def _waiting_for(info: RunInfo) -> str:
+    """What a waiting run waits for, and what ends the wait: nothing a worker does."""
+    wake = ""
+    if info.wake_at is not None:
+        wake = f" at {datetime.fromtimestamp(info.wake_at, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
+        key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
+        return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
+    if info.waiting_for:
+        timeout = f", or its wait times out{wake}" if wake else ""
+        return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"
+    return f"it sleeps on a durable timer and wakes by itself{wake}"

@@ -7,21 +7,37 @@ inputs are validated against the JSON Schema a worker published (``schemas.py``)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas, time_travel
-from reflexr_graph.client.core import ClientBase, Enqueued
+from reflexr_graph import schemas
+from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
+from reflexr_graph.core.action import GraphAction
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
-from reflexr_graph.store.history import checkpoint_list, saved_checkpoint
-from reflexr_graph.store.ops import Op, Publish, Request, drive
-from reflexr_graph.store.reads import RunPage, dead_listing, runs_listing
+from reflexr_graph.store.history import checkpoint_list
+from reflexr_graph.store.interventions import cancel_run, purge_run
+from reflexr_graph.store.limits import LimitUsage, limit_usage
+from reflexr_graph.store.ops import Op, Publish, Request, drive, ping
+from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
+from reflexr_graph.store.reads import (
+    DeadLetter,
+    RunPage,
+    dead_letter,
+    dead_listing,
+    last_traceback,
+    latest_checkpoint,
+    run_events,
+    run_record,
+    runs_listing,
+)
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.workers import live_workers, serving
 
 T = TypeVar("T")
 
@@ -61,31 +77,52 @@ class Client(ClientBase):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- enqueue ----------------------------------------------------------------------------
+    # -- operations: each one written once (client/core.py, store/), run by both clients ----
 
     def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
             return send_run(self.app, request.run_id, request.graph, priority=request.priority)
-        return self.store._handle(request)
+        return self.store.handle(request)
 
     def _do(self, op: Op[T]) -> T:
         return drive(op, self._handle)
 
+    # -- graphs and workers ------------------------------------------------------------------
+
     def graph(self, name: str) -> schemas.GraphSchema:
-        """The published schema entry of graph ``name``; UnknownGraph if no worker published it."""
+        """The published schema entry of graph ``name``; UnknownGraph if no worker published it.
+
+        Its ``max_attempts`` is the budget every new run of the graph gets (see :meth:`enqueue`).
+        """
         return self._do(schemas.published_graph(name))
 
     def graphs(self) -> list[schemas.GraphSchema]:
         """Every graph a worker (or ``reflexr-graph publish``) has published, by name."""
         return self._do(schemas.published_graphs())
 
+    def publish(self, actions: Iterable[GraphAction]) -> list[str]:
+        """Publish the schemas of ``actions``, as a worker does when it starts, so that producers
+        can enqueue before any worker runs; returns the names whose entry was written (changed).
+
+        A graph whose action sets no ``max_attempts`` is published with this client's
+        ``REFLEXR_MAX_ATTEMPTS``: publish with the workers' settings. Workers overwrite the entry
+        with their own when it differs.
+        """
+        return self._do(self._core.publish(actions))
+
     def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """For each graph, the names of the live workers that run it."""
-        return self.store.serving(graphs)
+        return self._do(serving(graphs))
 
     def workers(self) -> list[WorkerInfo]:
         """Every live worker: its name, graphs, queues, pool and concurrency."""
-        return self.store.live_workers()
+        return self._do(live_workers())
+
+    def ping(self) -> None:
+        """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""
+        self._do(ping())
+
+    # -- enqueue ----------------------------------------------------------------------------
 
     def enqueue(
         self,
@@ -111,6 +148,11 @@ class Client(ClientBase):
         ``priority``, 0 (the default, served first) to 9 (served last), orders the run's messages
         among those waiting on its graph's queue (Celery's Redis transport priorities); the run
         keeps it for every message sent later (retries, wakes, recovery, replay).
+
+        The run's ``max_attempts`` is the graph's published one (``graph(name).max_attempts``):
+        the action's own ``max_attempts``, else the workers' ``REFLEXR_MAX_ATTEMPTS``. This
+        client's ``REFLEXR_MAX_ATTEMPTS`` plays no part, so a run gets the same budget whether
+        a Client or a foreign ``send_task`` producer made it.
         """
         return self.enqueue_run(
             graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
@@ -132,13 +174,13 @@ class Client(ClientBase):
 
     def get(self, run_id: str) -> RunInfo:
         """A snapshot of the run; RunNotFound if there is no such run."""
-        return self.store.get(run_id)
+        return self._do(run_record(run_id))
 
     def runs(
         self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
     ) -> list[RunInfo]:
         """Runs newest first, optionally only those in ``status`` or of ``graph``."""
-        return self.store.list_runs(status=status, graph=graph, limit=limit)
+        return self._do(self._core.runs(status, graph, limit))
 
     def runs_page(
         self,
@@ -157,13 +199,33 @@ class Client(ClientBase):
 
     def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""
-        return self.store.events(run_id, after=after, block_ms=block_ms)
+        return self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    def traceback(self, run_id: str) -> str | None:
+        """The last failed attempt's traceback, if any."""
+        return self._do(last_traceback(run_id))
+
+    def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
+        """The latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``, if any."""
+        return self._do(latest_checkpoint(run_id))
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+        """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
+
+        Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
+        changes. A run a foreign producer sent with ``send_task`` has no record until a
+        worker takes its first delivery: ``wait`` waits for the record to appear too, within
+        the same timeout. ``timeout=None`` waits for as long as it takes.
+        """
+        return self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+
+    # -- dead letters -----------------------------------------------------------------------
 
     def dead_letters(
         self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
     ) -> list[RunInfo]:
         """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
-        return self.store.dead_letters(graph=graph, reason=reason, limit=limit)
+        return self._do(self._core.dead_letters(graph, reason, limit))
 
     def dead_letters_page(
         self,
@@ -176,23 +238,29 @@ class Client(ClientBase):
         """:meth:`dead_letters` one page at a time: pass the page's ``cursor`` to get the next one."""
         return self._do(dead_listing(graph, reason, limit, cursor))
 
-    def traceback(self, run_id: str) -> str | None:
-        """The last failed attempt's traceback, if any."""
-        return self.store.traceback(run_id)
+    def dead_letter(self, run_id: str) -> DeadLetter:
+        """A run (usually a dead one) with what an operator needs to decide: the run, the traceback
+        of its last failed attempt, and its latest checkpoint's metadata (where a replay resumes).
+        RunNotFound if there is no such run."""
+        return self._do(dead_letter(run_id))
 
-    def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
-        """The latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``, if any."""
-        return self.store.checkpoint_info(run_id)
+    def replay_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        graph: str | None = None,
+        reason: str | None = None,
+        from_start: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkReplay:
+        """Replay each of ``run_ids`` as :meth:`replay` does, or, without them, every dead run of
+        ``graph`` and/or ``reason`` (at most ``BULK_LIMIT`` per call).
 
-    def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
-        """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
-
-        Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
-        changes. A run a foreign producer sent with ``send_task`` has no record until a
-        worker takes its first delivery: ``wait`` waits for the record to appear too, within
-        the same timeout. ``timeout=None`` waits for as long as it takes.
+        A run that cannot be replayed (RunNotFound, or OperationRefused for its status) is listed
+        in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
+        and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -226,23 +294,42 @@ class Client(ClientBase):
 
         RunNotFound, or CheckpointNotFound (naming the seqs the run keeps).
         """
-        return time_travel.detail(run_id, self._do(saved_checkpoint(run_id, seq)))
+        return self._do(self._core.checkpoint(run_id, seq))
 
     def fork(
-        self, run_id: str, *, from_seq: int, state: Any = None, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        *,
+        from_seq: int,
+        state: Any = None,
+        patch: Any = None,
+        priority: int | None = None,
+        idempotency_key: str | None = None,
     ) -> str:
         """Create a new run of the same graph that resumes from checkpoint ``from_seq`` of
         ``run_id``; returns the new run's id. Nothing of the source run changes, whatever its
         status (it must still exist).
 
         ``state`` (JSON, or the graph's own model or dataclass), when given, replaces the
-        checkpoint's state; it is validated against the published state schema first
-        (InvalidInputs, naming locations). A checkpoint saved by another version of the graph
-        is refused (StaleCheckpoint). A fork from the finished checkpoint is created succeeded
-        with the same output, and no attempt runs. The new run records ``forked_from`` and
-        ``forked_at_seq``. The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
+        checkpoint's state; ``patch`` (a JSON object) is merged into it instead: objects key by
+        key, any other value (null too) replaces. Either is validated against the published
+        state schema first, and a field the state type lacks is refused (InvalidInputs, naming
+        locations). A checkpoint saved by another version of the graph is refused
+        (StaleCheckpoint). A fork from the finished checkpoint is created succeeded with the
+        same output, and no attempt runs. The new run records ``forked_from`` and
+        ``forked_at_seq``, and has the source's priority unless ``priority`` (0 to 9) is given.
+        The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
         """
-        return self._do(self._core.fork(run_id, from_seq, state, idempotency_key))
+        change = ForkChange(from_seq, state, patch, priority)
+        return self._do(self._core.fork(run_id, change, idempotency_key))
+
+    def check_fork(
+        self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
+    ) -> CheckpointDetail:
+        """What :meth:`fork` would start from, validated as it validates, without creating
+        anything: checkpoint ``from_seq`` with the state the fork would get (its values, as
+        :meth:`checkpoint` shows them). Raises what :meth:`fork` raises for the same arguments."""
+        return self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
     def signal(self, run_id: str, name: str, value: Any) -> bool:
         """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.
@@ -273,8 +360,26 @@ class Client(ClientBase):
         ``asyncio.CancelledError`` (within a third of the lease TTL), so it can clean up in
         ``except CancelledError`` / ``finally``; nothing it does after that is recorded.
         """
-        return self.store.cancel(run_id, now=now)
+        return self._do(cancel_run(run_id, self.store.run_retention_s, now))
 
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""
-        return self.store.purge(run_id)
+        return self._do(purge_run(run_id))
+
+    # -- the fleet's shared state -----------------------------------------------------------
+
+    def limits(self) -> list[LimitUsage]:
+        """Every limit key the fleet has used (``GraphAction(limits={...})``), by key: its rate,
+        burst and concurrency, the slots in use now, and how often it granted, refused and made a
+        step wait (``reflexr-graph limits``)."""
+        return self._do(limit_usage())
+
+    def quarantined(self, limit: int = 50) -> Quarantined:
+        """The queue items workers could not run and moved aside (not runs: garbage, unknown
+        tasks...): the newest ``limit`` entries, newest first, the list's length and the count per
+        reason since the last purge, read at one moment (``reflexr-graph dlq messages``)."""
+        return self._do(quarantined(limit))
+
+    def purge_quarantine(self) -> int:
+        """Delete every quarantined queue item and the counts; returns how many entries there were."""
+        return self._do(purge_quarantine())

@@ -9,14 +9,16 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Self
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from reflexr_graph.core import invalid
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
+from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.store import sentinel
 
@@ -43,7 +45,9 @@ class Settings(BaseSettings):
     store, leases and checkpoints stay in Redis (docs/design.md#rabbitmq-as-the-broker)."""
     graphs: Annotated[tuple[str, ...], NoDecode] = ()
     queue: str = Field("reflexr", min_length=1)
-    max_attempts: int = Field(5, ge=1)
+    max_attempts: int = Field(DEFAULT_MAX_ATTEMPTS, ge=1)
+    """The attempt budget a process publishes for each graph whose action sets none
+    (``schemas.run_max_attempts``): the workers' setting decides, not a producer's."""
     max_interruptions: int = Field(20, ge=1)
     """Attempts cut short by the fleet (soft shutdown, Redis unreachable) before a run is dead."""
     retry_backoff_s: float = Field(2.0, gt=0)
@@ -165,12 +169,12 @@ def check_environment(environ: Mapping[str, str]) -> None:
 
 def describe_validation_error(exc: ValidationError) -> str:
     """One line per invalid setting, named as its environment variable, without its value."""
-    lines = []
-    for err in exc.errors(include_input=False, include_url=False, include_context=False):
-        msg = err["msg"].removeprefix("Value error, ")
-        loc = err["loc"]
-        lines.append(f"{ENV_PREFIX}{str(loc[0]).upper()}: {msg}" if loc else msg)
-    return "invalid settings: " + "; ".join(lines)
+    return "invalid settings: " + invalid.describe(exc, where=_env_name)
+
+
+def _env_name(loc: Sequence[object]) -> str:
+    """The environment variable of a setting's location; none for the model's own checks."""
+    return f"{ENV_PREFIX}{str(loc[0]).upper()}" if loc else ""
 
 
 def load_settings(*, strict: bool = True, **overrides: Any) -> Settings:

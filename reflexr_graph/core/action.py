@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from reflexr_graph.core import pg
+from reflexr_graph.core import invalid, pg
 from reflexr_graph.core.boundaries import BoundaryMap, build_boundary_map
-from reflexr_graph.core.checkpoint import CheckpointCodec, describe_errors
+from reflexr_graph.core.checkpoint import CheckpointCodec
 from reflexr_graph.core.controls import StepControls, seconds_or_none
 from reflexr_graph.core.fingerprint import fingerprint
 from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
@@ -125,8 +125,11 @@ class GraphAction:
         input_types: node id -> input type, for nodes whose type reflexr cannot read or
             infer (steps without an annotation, stream steps, forks and decisions after a
             transform...). It overrides annotations and inference.
-        max_attempts: attempts before a failing run is dead-lettered; defaults to the
-            ``REFLEXR_MAX_ATTEMPTS`` setting.
+        max_attempts: attempts before a failing run is dead-lettered. Without it (or
+            ``retry=RetryPolicy(max_attempts=...)``), the ``REFLEXR_MAX_ATTEMPTS`` of the workers
+            that publish the graph; the number is published with the graph's schema, and every
+            new run takes it from there, whether a Client or a foreign producer made it (a
+            producer's own ``REFLEXR_MAX_ATTEMPTS`` plays no part).
         deps: a callable that builds the graph's deps for each attempt.
         signals: signal name -> type of its value, for each signal a step may wait for
             (``wait_for_signal``). Their JSON Schemas are published with the graph's, so a
@@ -246,11 +249,8 @@ class GraphAction:
         try:
             return adapter.validate_python(value)
         except ValidationError as exc:
-            errors: list[dict[str, object]] = [
-                {"loc": [part, *e["loc"]], "msg": e["msg"], "type": e["type"]}
-                for e in exc.errors(include_input=False, include_context=False, include_url=False)
-            ]
-            raise InvalidInputs(f"graph {self.name!r}: {describe_errors(part, exc)}", errors) from None
+            found = invalid.fields(exc, under=(part,))
+            raise InvalidInputs(f"graph {self.name!r}: {invalid.describe(found)}", found) from None
 
     def schemas(self) -> dict[str, Any]:
         """JSON Schemas of the inputs, state, output and signals (name -> schema), as workers publish them."""

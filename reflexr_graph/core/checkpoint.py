@@ -16,8 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from reflexr_graph.core import invalid
 from reflexr_graph.core.pg import ForkStackItem, NodeID, NodeRunID
 from reflexr_graph.core.readback import Codec
+from reflexr_graph.errors import Kind, ReflexrError
 
 FORMAT_VERSION = 1
 
@@ -89,24 +91,17 @@ class Restored:
     fork_stack: list[ForkStackItem]
 
 
-class _Invalid(Exception):
-    pass
+class _Invalid(ReflexrError):
+    """A part of a checkpoint does not validate; the checkpoint is discarded, saying where."""
 
-
-def describe_errors(part: str, exc: ValidationError) -> str:
-    """Where and why a value failed, never the value itself (it may be private)."""
-    parts = []
-    for err in exc.errors(include_input=False, include_context=False, include_url=False):
-        loc = ".".join(str(x) for x in (part, *err["loc"]))
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
+    error_kind = Kind.INVALID
 
 
 def _load(codec: Codec, part: str, value: Any) -> Any:
     try:
         return codec.load(value)
     except ValidationError as exc:
-        raise _Invalid(describe_errors(part, exc)) from None
+        raise _Invalid(invalid.describe(exc, under=(part,))) from None
 
 
 @dataclass(frozen=True)
@@ -183,7 +178,7 @@ class CheckpointCodec:
         try:
             stack = _FORK_STACK.validate_python(doc.next.fork_stack)
         except ValidationError as exc:
-            raise _Invalid(describe_errors("next.fork_stack", exc)) from None
+            raise _Invalid(invalid.describe(exc, under=("next", "fork_stack"))) from None
         node_inputs = _load(node_codec, "next.inputs", doc.next.inputs)
         fork_stack = [
             ForkStackItem(NodeID(i.fork_id), NodeRunID(i.node_run_id), i.thread_index) for i in stack

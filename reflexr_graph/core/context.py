@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import NotInRun
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def current_run() -> CurrentRun:
     """The run id, attempt number and idempotency key of the attempt running this step."""
     run = _current.get()
     if run is None:
-        raise ReflexrError("current_run() was called outside a reflexr-graph attempt; call it from a step")
+        raise NotInRun("current_run() was called outside a reflexr-graph attempt; call it from a step")
     return run
 
 

@@ -76,7 +76,8 @@ async def _limited(
     except WaitTooLong as wait:
         # A fresh record key each time: a run woken to try again must not find this wait over.
         key = f"l|{node_id}|r{journal.ctx.resume_seq}|{uuid.uuid4().hex[:12]}"
-        journal.wait(key, signal=f"{LIMIT_WAIT_PREFIX}{wait.key}", wake_at_ms=wake_at_ms(wait))
+        signal = f"{LIMIT_WAIT_PREFIX}{wait.key}"
+        journal.wait(key, signal=signal, wake_at_ms=wake_at_ms(wait), waited_ms=wait.waited_ms)
         raise AssertionError("unreachable: a limit wait always suspends") from None
 
 

@@ -22,7 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from reflexr_graph.core import tracing
 from reflexr_graph.core.readback import Codec, NotReadable
 from reflexr_graph.core.steps import current_execution
-from reflexr_graph.errors import ReflexrError, RunFailure
+from reflexr_graph.errors import NotInRun, RunFailure
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ async def durable_call(
     """
     execution = current_execution()
     if execution is None:
-        raise ReflexrError(
+        raise NotInRun(
             f"durable_call({name!r}) was called outside a step of a reflexr-graph run; call it from a "
             "step of a graph a worker runs (a plain graph.run() has nothing to record into)"
         )

@@ -44,7 +44,9 @@ from reflexr_graph.errors import Suspended
 class RecordPort(Protocol):
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None: ...
 
-    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult: ...
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult: ...
 
 
 def digest(*parts: str) -> str:
@@ -83,13 +85,15 @@ class Journal:
         self.port.save_record(self.ctx, key, value)
         self.records[key] = value
 
-    def wait(self, key: str, *, signal: str, wake_at_ms: int | None) -> str:
+    def wait(self, key: str, *, signal: str, wake_at_ms: int | None, waited_ms: int = 0) -> str:
         """The record of the wait ``key`` once it is over; raises Suspended when the run must wait.
 
         One fenced round trip, which takes the signal from the mailbox, sees the timer fired, or
         suspends the run (store/lua/wait.lua).
         """
-        result = self.port.wait(self.ctx, field=key, signal=signal, wake_at_ms=wake_at_ms)
+        result = self.port.wait(
+            self.ctx, field=key, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms
+        )
         if result.record is not None:
             self.records[key] = result.record
             return result.record

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from reflexr_graph import clock
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.errors import GraphDefinitionError, ReflexrError, RunFailure
+from reflexr_graph.errors import GraphDefinitionError, Kind, ReflexrError, RunFailure
 
 WAIT_IN_PLACE_S = 5.0
 """While other steps of the attempt run, a limited step waits in place up to this long; a longer
@@ -207,10 +207,14 @@ class Limiter:
 class WaitTooLong(ReflexrError):
     """Internal: the wait for a limit would be long, so the run should be suspended instead."""
 
-    def __init__(self, key: str, wake_in_ms: int) -> None:
+    error_kind = Kind.TIMEOUT
+
+    def __init__(self, key: str, wake_in_ms: int, waited_ms: int = 0) -> None:
         super().__init__(f"limit wait of {wake_in_ms}ms")
         self.key = key
         self.wake_in_ms = wake_in_ms
+        self.waited_ms = waited_ms
+        """How long the step waited in place before it gave up: counted with the wait it releases."""
 
 
 def _delay_s(grant: Grant, polls: int) -> float:
@@ -260,7 +264,8 @@ async def _acquire(limiter: Limiter, limit: Limit, key: str, node: str) -> str |
         if waited_s + delay > bound:
             # A rate says when its next token comes; a slot's release is not announced, so a run
             # waiting for one looks again after SLOT_WAKE_S.
-            raise WaitTooLong(key, int(1000 * (delay if grant.retry_after_ms else SLOT_WAKE_S)))
+            wake_in_ms = int(1000 * (delay if grant.retry_after_ms else SLOT_WAKE_S))
+            raise WaitTooLong(key, wake_in_ms, int(waited_s * 1000))
         await asyncio.sleep(delay)
 
 

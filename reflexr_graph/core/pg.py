@@ -1,9 +1,11 @@
-"""Every touch of pydantic-graph's structure and internals lives here.
+"""The only module that touches pydantic-graph's internals.
 
 pydantic-graph (>=2.51) exposes ``Graph.iter`` and ``GraphRun.next`` publicly, but not
 what reflexr needs to decide whether a boundary is quiescent (the run's in-flight tasks
 and join reducers) or what each node's input is annotated with. Keeping those reads in
-one module means a pydantic-graph upgrade is checked against one file.
+one module means a pydantic-graph upgrade is checked against one file. Other modules use
+only its public API: ``core/driver.py`` steps a run with ``Graph.iter`` and ``GraphRun.next``,
+and ``fleet/registry.py`` recognises a bare ``Graph`` to wrap it.
 """
 
 from __future__ import annotations
@@ -120,11 +122,6 @@ def _kind(node: object) -> Kind:
         if isinstance(node, cls):
             return kind
     raise TypeError(f"unsupported pydantic-graph node type {type(node).__name__}")
-
-
-def fork_is_map(graph: AnyGraph, node_id: str) -> bool:
-    node = graph.nodes[NodeID(node_id)]
-    return isinstance(node, Fork) and node.is_map
 
 
 def edges(graph: AnyGraph) -> list[Edge]:

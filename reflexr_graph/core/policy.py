@@ -19,6 +19,8 @@ TIMEOUT_REASONS = frozenset({"step_timeout", "attempt_timeout"})
 would not say that the cure is a faster step or a longer timeout."""
 NON_RETRYABLE = "non_retryable"
 MAX_ATTEMPTS = "max_attempts"
+DEFAULT_MAX_ATTEMPTS = 5
+"""``REFLEXR_MAX_ATTEMPTS`` when it is not set: the budget of a graph whose action sets none."""
 
 
 @dataclass(frozen=True)

@@ -83,12 +83,15 @@ class CheckpointPort(Protocol):
         """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip."""
         ...
 
-    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult:
         """Take signal ``signal`` ('' for a sleep) or see the timer fired, else suspend the run.
 
         One round trip, fenced by ``ctx.token``.
 
-        ``field`` is the wait's record; ``wake_at_ms`` the wake time kept if the wait has none yet.
+        ``field`` is the wait's record; ``wake_at_ms`` the wake time kept if the wait has none yet;
+        ``waited_ms`` how long a limited step waited in place before this release (counted with it).
         """
         ...
 
@@ -103,8 +106,8 @@ class CheckpointPort(Protocol):
     ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
 
-        ``notes`` tells the boundaries not saved and the work reused since the attempt's previous
-        write, recorded with this one. True when the run was asked to cancel meanwhile: the
-        attempt stops at this boundary.
+        ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
+        attempt's previous save, and the work reused instead of run again. True when the run was asked
+        to cancel meanwhile: the attempt stops at this boundary.
         """
         ...

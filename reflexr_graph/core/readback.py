@@ -15,9 +15,13 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from reflexr_graph.errors import Kind, ReflexrError
 
-class NotReadable(Exception):
+
+class NotReadable(ReflexrError):
     """The value does not read back as it was; the boundary is skipped."""
+
+    error_kind = Kind.INVALID
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ from typing import Any, TypeVar, overload
 from pydantic import ValidationError
 
 from reflexr_graph import clock
+from reflexr_graph.core import invalid
 from reflexr_graph.core.durable import codec_of
 from reflexr_graph.core.steps import StepExecution, current_execution
-from reflexr_graph.errors import ReflexrError, RunFailure, SignalTimeout
+from reflexr_graph.errors import NotInRun, RunFailure, SignalTimeout
 
 T = TypeVar("T")
 
@@ -39,7 +40,7 @@ def _seconds(value: float | timedelta, what: str) -> float:
 def _execution(call: str) -> StepExecution:
     execution = current_execution()
     if execution is None:
-        raise ReflexrError(
+        raise NotInRun(
             f"{call} was called outside a step of a reflexr-graph run; call it from a step of a graph a "
             "worker runs (a plain graph.run() has no run to suspend)"
         )
@@ -99,13 +100,10 @@ async def wait_for_signal(name: str, type_: Any, *, timeout: float | timedelta |
     try:
         return codec_of(type_).load(outcome["signal"])
     except ValidationError as exc:
-        where = "; ".join(
-            ".".join(str(p) for p in e["loc"]) or "(root)"
-            for e in exc.errors(include_input=False, include_url=False, include_context=False)
-        )
         raise RunFailure(
             f"signal {name!r} does not validate as {getattr(type_, '__name__', repr(type_))} in step "
-            f"{execution.node_id!r} (at {where}); declare the signal with the type the step waits for",
+            f"{execution.node_id!r} ({invalid.describe(exc)}); declare the signal with the type the step "
+            "waits for",
             reason="invalid_signal",
             permanent=True,
         ) from None

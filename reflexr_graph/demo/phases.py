@@ -14,10 +14,11 @@ from rich.console import Console
 from rich.live import Live
 
 from reflexr_graph.client import Client
-from reflexr_graph.demo.processes import RUN_DIR, Fleet, Worker
+from reflexr_graph.demo.processes import RUN_DIR, Fleet
 from reflexr_graph.demo.scenario import RunSpec
 from reflexr_graph.demo.view import live_view, step_counts
-from reflexr_graph.errors import ReflexrError
+from reflexr_graph.errors import Kind, ReflexrError
+from reflexr_graph.local_processes import Worker
 from reflexr_graph.model import TERMINAL, RunInfo, Status
 from reflexr_graph.store.keys import LEASES
 
@@ -32,6 +33,8 @@ def say(console: Console, message: str) -> None:
 
 class DemoFailed(ReflexrError):
     """A phase of the demo did not reach what it waits for in time."""
+
+    error_kind = Kind.TIMEOUT
 
 
 @dataclass

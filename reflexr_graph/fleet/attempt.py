@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from reflexr_graph import clock
+from reflexr_graph.core import invalid
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.driver import Finished, run_attempt
@@ -64,14 +65,7 @@ RELEASE_BUDGET_S = 2.0
 
 def safe_message(exc: BaseException) -> str:
     """``str(exc)``, except that a ValidationError lists locations and reasons, not values."""
-    if isinstance(exc, ValidationError):
-        where = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in exc.errors(include_input=False, include_url=False, include_context=False)
-        )
-        message = f"{exc.error_count()} validation error(s) for {exc.title}: {where}"
-    else:
-        message = str(exc)
+    message = invalid.summary(exc) if isinstance(exc, ValidationError) else str(exc)
     if len(message) > MAX_MESSAGE_LENGTH:
         message = message[:MAX_MESSAGE_LENGTH] + "... (truncated)"
     return message
@@ -161,6 +155,7 @@ class Recorder:
     counted: int = 0
     """Attempts of the run counted so far, this one included (from the claim)."""
     run_max: int = 0
+    """The run's max_attempts, as its record holds it (from the claim)."""
 
     def _verdict(self, exc: BaseException, how: Failure) -> tuple[Failure, int]:
         """The failure as the retry policy of its node judges it, and the retry's delay in ms."""
@@ -174,7 +169,7 @@ class Recorder:
                 permanent=how.permanent,
                 policy=policy,
                 counted=self.counted,
-                run_max=self.run_max or settings.max_attempts,
+                run_max=self.run_max,
             )
             how = Failure(verdict.reason, verdict.permanent, how.counted)
             retry_after = verdict.retry_after_s
@@ -396,14 +391,18 @@ class AttemptPort:
     slot_ttl_ms: int = 30_000
     """How long a limit slot holds without renewal: the lease TTL."""
 
-    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult:
         what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
         found: list[WaitResult] = []
-        self._write(
-            ctx,
-            what,
-            lambda: found.append(self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms)),
-        )
+
+        def wait() -> None:
+            found.append(
+                self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms)
+            )
+
+        self._write(ctx, what, wait)
         result = found[-1]
         if result.record is None:
             self.suspension = Suspension(signal, result.wake_at_ms)

@@ -42,15 +42,23 @@ def _refused_content(exc: BaseException) -> bool:
 
 
 DELAYED_DELIVERY_STEP = "celery.worker.consumer.delayed_delivery:DelayedDelivery"
+GOSSIP_STEP = "celery.worker.consumer.gossip:Gossip"
+LEFT_OUT_STEPS = (DELAYED_DELIVERY_STEP, GOSSIP_STEP)
+"""Consumer steps the fleet does not run.
+
+Celery's native delayed delivery (for ETA tasks on quorum queues) declares a dozen exchanges and
+warns about every direct one; the fleet sends no ETA or countdown (retries wait in the store's due
+set), so the step only costs startup time. Gossip follows the other workers' events (clock sync,
+leader election), which the fleet does not use: its registry of live workers is fleet/presence.py.
+On a lost broker connection Celery also stops Gossip after clearing the consumer's connection, so
+every Redis outage logged an AttributeError traceback ('NoneType' object has no attribute
+'connection_errors') where ``--without-gossip`` was not given."""
 
 
 class FleetConsumer(Consumer):
     class Blueprint(Consumer.Blueprint):  # type: ignore[misc,valid-type]  # not in celery-types
-        # Celery's native delayed delivery (for ETA tasks on quorum queues) declares a dozen
-        # exchanges and warns about every direct one; the fleet sends no ETA or countdown
-        # (retries wait in the store's due set), so the step only costs startup time.
         default_steps: ClassVar[list[str]] = [
-            s for s in Consumer.Blueprint.default_steps if s != DELAYED_DELIVERY_STEP
+            s for s in Consumer.Blueprint.default_steps if s not in LEFT_OUT_STEPS
         ]
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:

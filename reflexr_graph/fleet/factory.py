@@ -17,6 +17,7 @@ from reflexr_graph.fleet import (
     routing,
     sigterm,
     startup_log,
+    stopping,
     task,
     telemetry_hooks,
     watchdog,
@@ -38,5 +39,6 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     preflight.install()
     telemetry_hooks.install()
     sigterm.install()
+    stopping.install()
     startup_log.install()
     return app

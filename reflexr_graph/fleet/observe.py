@@ -38,7 +38,8 @@ def run_ended(graph: str, status: Status, reason: str = "") -> None:
         metrics.DEAD_LETTERS.add(1, {ATTR_GRAPH: graph, metrics.ATTR_REASON: reason})
 
 
-def recovered(graph: str) -> None:
-    """The reaper re-enqueued a run whose lease lapsed: its attempt was abandoned."""
+def recovered(graph: str, *, interrupted: bool = False) -> None:
+    """The reaper re-enqueued a run whose lease lapsed: its attempt was abandoned, or ``interrupted``
+    (the lease lapsed in a Redis outage)."""
     metrics.RUNS_RECOVERED.add(1, {ATTR_GRAPH: graph})
-    attempt_ended(graph, "abandoned")
+    attempt_ended(graph, "interrupted" if interrupted else "abandoned")

@@ -27,7 +27,7 @@ from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import observe, presence, unserved
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.model import Status
+from reflexr_graph.model import Reason, Status
 from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -40,6 +40,8 @@ MIN_RESEND_S = 5.0
 SEND_RETRY_DELAY_MS = 2000
 """A message that could not be sent is tried again this much later."""
 _WARN_EVERY_S = 30.0
+_OUTAGE_REASONS = (Reason.STORE_UNAVAILABLE.value, Reason.MAX_INTERRUPTIONS.value)
+"""The reasons reap.lua gives a run whose lease lapsed in an outage."""
 
 
 LOCK_TICKS = 3
@@ -127,7 +129,6 @@ class Reaper:
         while not self._stop.is_set():
             try:
                 self.tick()
-                self._reachable()
             except StoreUnavailable:
                 # The lock (if held) survives a Redis restart with AOF; the next extend says.
                 if self._unreachable_since_ms is None:
@@ -140,18 +141,39 @@ class Reaper:
             self._stop.wait(self.interval_s)
 
     def _reachable(self) -> None:
-        """Redis answered a whole pass: close the outage window, if one was open."""
+        """Redis answered: close the outage window, if one was open, before anything is reaped."""
         if self._unreachable_since_ms is not None:
-            # Leases that lapsed in the outage were lost to it, not to a crash: reaped as
-            # interruptions for one lease TTL after Redis is back (see reap.lua).
-            self.outage = (self._unreachable_since_ms, clock.now_ms())
-            self._outage_until = time.monotonic() + self.app.reflexr_settings.lease_ttl_s
+            self._saw_outage((self._unreachable_since_ms, clock.now_ms()))
             self._unreachable_since_ms = None
             log.warning(
                 "Redis is reachable again; runs whose lease lapsed meanwhile resume without losing an attempt"
             )
         elif self.outage is not None and time.monotonic() > self._outage_until:
             self.outage = None
+
+    def _saw_outage(self, window: tuple[int, int]) -> None:
+        """Leases that lapsed in ``window`` were lost to an outage, not to a crash: reaped as
+        interruptions for one lease TTL from now (see reap.lua)."""
+        if self.outage is not None:
+            window = (min(window[0], self.outage[0]), max(window[1], self.outage[1]))
+        self.outage = window
+        self._outage_until = time.monotonic() + self.app.reflexr_settings.lease_ttl_s
+
+    def _restarted(self, window: tuple[int, int] | None) -> None:
+        """Redis restarted or failed over since the last pass of any reaper holding the lock, in
+        ``window`` (the tick's pass mark found it), or None.
+
+        This reaper may not have seen that outage: it started after it, or it did not hold the
+        lock and another reaper went down with its worker.
+        """
+        if window is None:
+            return
+        self._saw_outage(window)
+        log.warning(
+            "Redis restarted or failed over since the last reaper pass (%.1fs ago); runs whose lease "
+            "lapsed meanwhile resume without losing an attempt",
+            (window[1] - window[0]) / 1000,
+        )
 
     def _beat(self) -> None:
         """Touch the health file: this worker's main process is alive and looping, Redis or not."""
@@ -183,8 +205,13 @@ class Reaper:
         if self.presence is not None:
             self.presence.maybe_beat()
         found = self.store.reaper_tick(self.owner, self.lock_ttl_ms)
-        if not self._hold_lock(found.lock):
+        holding = self._hold_lock(found.lock)
+        # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
+        # that lapsed in it.
+        self._reachable()
+        if not holding:
             return
+        self._restarted(found.restart)
         # A run reaped now is due now: read the due set again then, so it is sent this pass.
         recovered = self.reap(found.lapsed)
         self.dispatch_due(None if recovered else found.due)
@@ -196,7 +223,8 @@ class Reaper:
 
     def publish(self) -> None:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""
-        written = schemas.publish(self.store, self.app.reflexr_registry.values())
+        settings = self.app.reflexr_settings
+        written = schemas.publish(self.store, self.app.reflexr_registry.values(), settings.max_attempts)
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
@@ -216,7 +244,13 @@ class Reaper:
         becomes due now, or dead when out of attempts."""
         recovered = self.store.reap(outage=self.outage, lapsed=lapsed)
         for run_id in recovered:
-            self._count_recovered(run_id)
+            if self._count_recovered(run_id):
+                log.warning(
+                    "run %s: its lease lapsed while Redis was unreachable; an interruption, not a failed "
+                    "attempt: re-enqueued now (or dead-lettered past REFLEXR_MAX_INTERRUPTIONS)",
+                    run_id,
+                )
+                continue
             log.warning(
                 "run %s: its worker stopped renewing the lease; counted as an abandoned attempt, "
                 "re-enqueued now (or dead-lettered if it had no attempts left)",
@@ -224,12 +258,14 @@ class Reaper:
             )
         return recovered
 
-    def _count_recovered(self, run_id: str) -> None:
+    def _count_recovered(self, run_id: str) -> bool:
+        """Count the recovered run's lost attempt; True if it was lost to an outage (an interruption)."""
         try:
             info = self.store.get(run_id)
         except RunNotFound:
-            return
-        observe.recovered(info.graph)
+            return False
+        interrupted = info.reason in _OUTAGE_REASONS
+        observe.recovered(info.graph, interrupted=interrupted)
         # The crashed attempt's own span never ended, so it was never exported: this one stands
         # for it in the run's trace, between the attempt that died and the one that resumes.
         trace_context = self.store.trace_context(run_id)
@@ -237,12 +273,13 @@ class Reaper:
             tracing.ATTR_RUN_ID: run_id,
             tracing.ATTR_GRAPH: info.graph,
             tracing.ATTR_ATTEMPT: info.attempts,
-            metrics.ATTR_OUTCOME: "abandoned",
+            metrics.ATTR_OUTCOME: "interrupted" if interrupted else "abandoned",
         }
         parent = tracing.run_trace_parent(trace_context)
         with tracing.TRACER.start_as_current_span(tracing.RECOVER_RUN, context=parent, attributes=attrs):
             if info.status is Status.DEAD:
                 observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
+        return interrupted
 
     def dispatch_due(self, due: list[tuple[str, float]] | None = None) -> int:
         """Send the Celery message of every due run whose graph a live worker serves; returns how many.

@@ -23,7 +23,9 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from pydantic import ValidationError
 
+from reflexr_graph import schemas
 from reflexr_graph.config.dispatch import TASK_NAME
+from reflexr_graph.core import invalid
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import (
     AttemptFailed,
@@ -64,9 +66,7 @@ def check_inputs(action: GraphAction, msg: RunMessage) -> None:
     except InvalidInputs as exc:
         raise BadMessage(Reason.INVALID_INPUTS, str(exc)) from None
     except ValidationError as exc:  # a validator of the graph's own types raised outside the adapter
-        raise BadMessage(
-            Reason.INVALID_INPUTS, f"graph {msg.graph!r}: {exc.error_count()} validation error(s)"
-        ) from None
+        raise BadMessage(Reason.INVALID_INPUTS, f"graph {msg.graph!r}: {invalid.describe(exc)}") from None
 
 
 def dead_letter_message(
@@ -122,8 +122,9 @@ def claim_run(
 
     found = claim()
     if found.outcome is ClaimOutcome.MISSING:
-        max_attempts = action.max_attempts or app.reflexr_settings.max_attempts
-        owner = create_from_message(store, run_id, msg, max_attempts, app.reflexr_settings.lease_ttl_ms)
+        # What this worker publishes for the graph, should its entry be gone.
+        unpublished = schemas.run_max_attempts(action, app.reflexr_settings.max_attempts)
+        owner = create_from_message(store, run_id, msg, unpublished, app.reflexr_settings.lease_ttl_ms)
         if owner != run_id:
             log.info(
                 "run %s: idempotency key already names run %s; this message is a duplicate request, dropped",

@@ -12,6 +12,9 @@ The fleet's app selects it with Celery's ``broker_transport`` for its redis:// a
 URLs (and :class:`SentinelTransport` for redis+sentinel://); TLS options reach the channel as
 with kombu's own transport. On RabbitMQ there is no such list: every delivery is a message, and
 Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
+
+Both transports also keep their connection parameters after Celery drops a lost connection
+(:class:`_KeepsItsClient`), so a Redis restart with an attempt running does not stop the worker.
 """
 
 from __future__ import annotations
@@ -163,13 +166,38 @@ class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
     connection_class = FailoverAwareConnection
 
 
-class Transport(kombu_redis.Transport):
+class _KeepsItsClient:
+    """A transport that keeps its connection's parameters (``client``) for as long as it lives.
+
+    When the broker connection is lost, Celery's consumer closes the kombu Connection, which
+    detaches its transport first (``transport.client = None``) and closes the channel after. That
+    channel still has work that needs the parameters: closing it restores the messages it
+    delivered and no attempt acked yet, and an attempt still running acks its message on it
+    later. Every one of those builds a Redis pool from ``transport.client``, so each raised
+    AttributeError instead of a connection error, which stopped the worker ("Unrecoverable
+    error") whenever a Redis restart found an attempt running. The detach is only there to
+    break a reference cycle, which the garbage collector breaks as well.
+    """
+
+    _client: Any = None
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @client.setter
+    def client(self, value: Any) -> None:
+        if value is not None:
+            self._client = value
+
+
+class Transport(_KeepsItsClient, kombu_redis.Transport):
     """kombu's Redis transport with the fleet's :class:`Channel`."""
 
     Channel = Channel
 
 
-class SentinelTransport(kombu_redis.SentinelTransport):
+class SentinelTransport(_KeepsItsClient, kombu_redis.SentinelTransport):
     """kombu's Sentinel transport with the fleet's :class:`SentinelChannel`."""
 
     Channel = SentinelChannel

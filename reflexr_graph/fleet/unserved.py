@@ -15,7 +15,6 @@ from typing import Any
 
 from reflexr_graph import schemas
 from reflexr_graph.config.dispatch import forward, graph_queue
-from reflexr_graph.errors import UnknownGraph
 from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.message import RunMessage, create_from_message
@@ -27,14 +26,6 @@ log = logging.getLogger(__name__)
 
 RECHECK_MS = 5000
 """How often a held run looks again for a live worker that serves its graph."""
-
-
-def _max_attempts(app: FleetApp, store: RedisStore, graph: str) -> int:
-    try:
-        published = schemas.load(store, graph).max_attempts
-    except UnknownGraph:
-        published = None
-    return published or app.reflexr_settings.max_attempts
 
 
 def route(
@@ -57,9 +48,8 @@ def route(
         return Delivered(Outcome.FORWARDED, run_id)
     if store.graph_of(run_id) is None:
         # A foreign producer's first message: it is the run's only record until this one exists.
-        create_from_message(
-            store, run_id, msg, _max_attempts(app, store, graph), app.reflexr_settings.lease_ttl_ms
-        )
+        unpublished = schemas.run_max_attempts(None, app.reflexr_settings.max_attempts)
+        create_from_message(store, run_id, msg, unpublished, app.reflexr_settings.lease_ttl_ms)
     return hold(app, store, run_id, graph)
 
 

@@ -1,6 +1,6 @@
 """The store's operations on ``redis.asyncio``: what the native ``AsyncClient`` runs them with.
 
-The operations themselves (``store/ops.py``, ``reads.py``, ``operator.py``...) are the blocking
+The operations themselves (``store/ops.py``, ``reads.py``, ``interventions.py``...) are the blocking
 store's; only the answering of their requests is asynchronous here, so a blocking read (XREAD
 BLOCK) waits on a socket of the event loop rather than in a thread.
 """
@@ -82,7 +82,7 @@ class AsyncStore:
         if isinstance(request, Eval):
             return await self._scripts(request.name, request.keys, request.args)
         if isinstance(request, Batch):
-            async with self._r.pipeline(transaction=False) as pipe:
+            async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:
                     getattr(pipe, command.method)(*command.args, **command.kwargs)
                 return await pipe.execute()

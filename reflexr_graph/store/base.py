@@ -1,8 +1,8 @@
 """What every part of the store shares: the client, the scripts, error translation, helpers.
 
 ``RedisStore`` (redis_store.py) is assembled from one class per concern, each a subclass of
-:class:`StoreBase`: an attempt's writes, recovery, operator actions, reads, the worker
-registry. Every change that touches more than one key is one Lua script (``lua/``); every
+:class:`StoreBase`: an attempt's writes, recovery, interventions (cancel, replay, purge), reads,
+the worker registry. Every change that touches more than one key is one Lua script (``lua/``); every
 "now" comes from ``clock.now_ms()`` and is passed to the scripts, which never read the
 server's clock; Redis being unreachable is always reported as ``errors.StoreUnavailable``.
 """
@@ -171,14 +171,15 @@ class StoreBase:
     # -- operations (store/ops.py) -----------------------------------------------------------
 
     @translate_errors
-    def _handle(self, request: Request) -> Any:
-        """Answer one request of an operation with this store's blocking client."""
+    def handle(self, request: Request) -> Any:
+        """Answer one request of an operation with this store's blocking client; Redis errors
+        arrive as StoreUnavailable."""
         if isinstance(request, Command):
             return getattr(self._r, request.method)(*request.args, **request.kwargs)
         if isinstance(request, Eval):
             return self._scripts(request.name, request.keys, request.args)
         if isinstance(request, Batch):
-            pipe = self._r.pipeline(transaction=False)
+            pipe = self._r.pipeline(transaction=request.transaction)
             for command in request.commands:
                 getattr(pipe, command.method)(*command.args, **command.kwargs)
             return pipe.execute()
@@ -186,4 +187,4 @@ class StoreBase:
 
     def do(self, op: Op[T]) -> T:
         """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
-        return drive(op, self._handle)
+        return drive(op, self.handle)

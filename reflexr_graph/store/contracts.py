@@ -340,3 +340,5 @@ class TickReply:
     """Runs whose message is due: (run id, due score), earliest first."""
     prunable: dict[str, list[str]]
     """Finished runs past their retention, by the status set they are in."""
+    restart: tuple[int, int] | None
+    """The window (epoch ms) since the last reaper pass when Redis restarted or failed over in it."""

@@ -27,6 +27,10 @@ DUE = f"{PREFIX}:due"
 """Runs that need a Celery message sent, score = due ms."""
 REAPER_LOCK = f"{PREFIX}:reaper:lock"
 """Held by the one reaper that may act at a time."""
+REAPER_PASS = f"{PREFIX}:reaper:pass"
+"""The last pass of the reaper holding the lock: "<epoch ms> <run_id of the Redis server>". A server
+has a new run_id each time it starts (a promoted replica has its own), so the next pass can tell
+that Redis restarted or failed over since then (store/recovery.py: mark_pass)."""
 GRAPHS = f"{PREFIX}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
 WORKERS = f"{PREFIX}:workers"

@@ -17,12 +17,13 @@ from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
+from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
 
 
 @dataclass(frozen=True)
 class LimitUsage:
-    """One limit key as `reflexr-graph limits` shows it."""
+    """One limit key: its configuration and its use now (``Client.limits``, ``reflexr-graph limits``)."""
 
     key: str
     rate: str | None
@@ -44,6 +45,37 @@ class LimitUsage:
             "denied": self.denied,
             "waited_s": self.waited_s,
         }
+
+
+def limit_usage() -> Op[list[LimitUsage]]:
+    """Every limit key used so far, with its configuration and its current use (two round trips)."""
+    configs = text_map((yield cmd("hgetall", keys.LIMITS)))
+    now = clock.now_ms()
+    names = sorted(configs)
+    commands = []
+    for key in names:
+        commands += [
+            cmd("zcount", keys.limit_slots(key), f"({now}", math.inf),
+            cmd("hgetall", keys.limit_stats(key)),
+        ]
+    replies = (yield batch(commands)) if names else []
+    found = []
+    for i, key in enumerate(names):
+        config = json.loads(configs[key])
+        stats = text_map(replies[2 * i + 1])
+        found.append(
+            LimitUsage(
+                key=key,
+                rate=config.get("rate"),
+                burst=int(config.get("burst") or 1),
+                concurrency=config.get("concurrency"),
+                in_use=int(replies[2 * i]),
+                granted=int(stats.get("granted") or 0),
+                denied=int(stats.get("denied") or 0),
+                waited_s=int(stats.get("waited_ms") or 0) / 1000,
+            )
+        )
+    return found
 
 
 def config_json(request: LimitRequest) -> str:
@@ -104,31 +136,6 @@ class Limits(StoreBase):
             pipe.zadd(keys.limit_slots(key), {member: expiry}, xx=True)
         pipe.execute()
 
-    @translate_errors
     def limit_usage(self) -> list[LimitUsage]:
-        """Every limit key used so far, with its configuration and its current use."""
-        configs = text_map(self._r.hgetall(keys.LIMITS))
-        now = clock.now_ms()
-        pipe = self._r.pipeline(transaction=False)
-        names = sorted(configs)
-        for key in names:
-            pipe.zcount(keys.limit_slots(key), f"({now}", math.inf)
-            pipe.hgetall(keys.limit_stats(key))
-        replies = pipe.execute()
-        found = []
-        for i, key in enumerate(names):
-            config = json.loads(configs[key])
-            stats = text_map(replies[2 * i + 1])
-            found.append(
-                LimitUsage(
-                    key=key,
-                    rate=config.get("rate"),
-                    burst=int(config.get("burst") or 1),
-                    concurrency=config.get("concurrency"),
-                    in_use=int(replies[2 * i]),
-                    granted=int(stats.get("granted") or 0),
-                    denied=int(stats.get("denied") or 0),
-                    waited_s=int(stats.get("waited_ms") or 0) / 1000,
-                )
-            )
-        return found
+        """See :func:`limit_usage`."""
+        return self.do(limit_usage())

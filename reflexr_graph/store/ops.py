@@ -50,9 +50,13 @@ class Eval:
 
 @dataclass(frozen=True)
 class Batch:
-    """Commands sent together in one non-transactional pipeline; the reply is their replies."""
+    """Commands sent together in one pipeline; the reply is their replies.
+
+    ``transaction`` wraps them in MULTI/EXEC, for the few that must see one moment of the data.
+    """
 
     commands: tuple[Command, ...]
+    transaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,8 @@ def cmd(method: str, *args: Any, **kwargs: Any) -> Command:
     return Command(method, args, kwargs)
 
 
-def batch(commands: Sequence[Command]) -> Batch:
-    return Batch(tuple(commands))
+def batch(commands: Sequence[Command], *, transaction: bool = False) -> Batch:
+    return Batch(tuple(commands), transaction)
 
 
 async def drive_async(op: Op[T], handle: Callable[[Request], Awaitable[Any]]) -> T:
@@ -113,6 +117,11 @@ def drive(op: Op[T], handle: Callable[[Request], Any]) -> T:
 
 
 # -- helpers shared by the operations ---------------------------------------------------------
+
+
+def ping() -> Op[None]:
+    """One round trip to Redis; StoreUnavailable when it does not answer."""
+    yield cmd("ping")
 
 
 def not_found(run_id: str) -> errors.RunNotFound:

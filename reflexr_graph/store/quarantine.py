@@ -16,14 +16,16 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import redis
 
 from reflexr_graph import clock
 from reflexr_graph.store import keys
+from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
-from reflexr_graph.store.redis_store import translate_errors
 
 MAXLEN = 1000
 """Entries kept; pushing one more drops the oldest."""
@@ -95,11 +97,50 @@ def _valid_utf8(data: bytes) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """The quarantine list as ``Client.quarantined`` reads it: one moment of it."""
+
+    items: list[QuarantinedItem]
+    """The newest entries, newest first (as many as asked for)."""
+    length: int
+    """Entries in the list (at most MAXLEN)."""
+    counts: dict[str, int]
+    """Items moved aside since the last purge, by reason, including those past MAXLEN."""
+
+
+def quarantined(limit: int) -> Op[Quarantined]:
+    """The newest ``limit`` entries (0: none), the list's length and the counts, in one MULTI."""
+    commands = [cmd("llen", keys.QUARANTINE), cmd("hgetall", keys.QUARANTINE_COUNTS)]
+    if limit > 0:
+        commands.append(cmd("lrange", keys.QUARANTINE, 0, limit - 1))
+    length, counts, *found = yield batch(commands, transaction=True)
+    return Quarantined(
+        items=[QuarantinedItem.from_json(v) for v in (found[0] if found else [])],
+        length=int(length),
+        counts={reason: int(n) for reason, n in text_map(counts).items()},
+    )
+
+
+def purge_quarantine() -> Op[int]:
+    """Delete every entry and the counts, in one MULTI; returns how many entries there were."""
+    length, _ = yield batch(
+        [cmd("llen", keys.QUARANTINE), cmd("delete", keys.QUARANTINE, keys.QUARANTINE_COUNTS)],
+        transaction=True,
+    )
+    return int(length)
+
+
 class Quarantine:
     """The quarantine list on one Redis client; reading it without Redis raises StoreUnavailable."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._r = client
+
+    @cached_property
+    def _store(self) -> StoreBase:
+        # Only the readers need it: a worker quarantining a flood of garbage only calls put().
+        return StoreBase(self._r)
 
     def put(self, item: QuarantinedItem) -> None:
         """Add ``item`` as the newest entry, drop what is past MAXLEN, and count it, in one MULTI.
@@ -113,25 +154,17 @@ class Quarantine:
         pipe.hincrby(keys.QUARANTINE_COUNTS, item.reason, 1)
         pipe.execute()
 
-    @translate_errors
     def items(self, limit: int = MAXLEN) -> list[QuarantinedItem]:
         """Entries, newest first."""
-        return [QuarantinedItem.from_json(v) for v in self._r.lrange(keys.QUARANTINE, 0, max(0, limit - 1))]
+        return self._store.do(quarantined(limit)).items
 
-    @translate_errors
     def length(self) -> int:
-        return int(self._r.llen(keys.QUARANTINE))
+        return self._store.do(quarantined(0)).length
 
-    @translate_errors
     def counts(self) -> dict[str, int]:
         """Items moved aside since the last purge, by reason, including those past MAXLEN."""
-        return {reason: int(n) for reason, n in text_map(self._r.hgetall(keys.QUARANTINE_COUNTS)).items()}
+        return self._store.do(quarantined(0)).counts
 
-    @translate_errors
     def purge(self) -> int:
-        """Delete every entry and the counts; returns how many entries there were."""
-        pipe = self._r.pipeline(transaction=True)
-        pipe.llen(keys.QUARANTINE)
-        pipe.delete(keys.QUARANTINE, keys.QUARANTINE_COUNTS)
-        length, _ = pipe.execute()
-        return int(length)
+        """See :func:`purge_quarantine`."""
+        return self._store.do(purge_quarantine())

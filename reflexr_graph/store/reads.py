@@ -58,6 +58,17 @@ def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
     return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """A run with what an operator needs to decide about it (``dlq show``, ``/api/dead-letters/{id}``)."""
+
+    run: RunInfo
+    traceback: str | None
+    """The traceback of its last failed attempt, if one had one."""
+    checkpoint: dict[str, Any] | None
+    """Its latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``; None: it starts over."""
+
+
 # -- operations ----------------------------------------------------------------------------------
 
 
@@ -85,6 +96,14 @@ def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
         "size": latest.size,
         "next_node": latest.next_node,
     }
+
+
+def dead_letter(run_id: str) -> Op[DeadLetter]:
+    """The run (usually a dead one), its last traceback and its checkpoint; RunNotFound for none."""
+    run = yield from run_record(run_id)
+    traceback = yield from last_traceback(run_id)
+    checkpoint = yield from latest_checkpoint(run_id)
+    return DeadLetter(run, traceback, checkpoint)
 
 
 def _past_marker(after: str) -> str:
@@ -236,11 +255,6 @@ class Reads(StoreBase):
     def trace_context(self, run_id: str) -> str:
         """The W3C trace context recorded when the run was enqueued (JSON), or '' without one."""
         return text(self._r.hget(keys.run(run_id), "trace"))
-
-    @translate_errors
-    def graphs_of(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        """:meth:`graph_of` for many runs, in one round trip."""
-        return {run_id: graph for run_id, (graph, _) in self.dispatch_of(run_ids).items()}
 
     @translate_errors
     def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, int | None]]:

@@ -182,11 +182,17 @@ def _error(record: Mapping[str, str]) -> str | None:
 
 def run_info(record: Mapping[str, str]) -> RunInfo:
     """RunInfo from a decoded run hash."""
+    counted, interrupted, suspended = (
+        int(record.get(k) or 0) for k in ("attempts", "interruptions", "suspensions")
+    )
     return RunInfo(
         run_id=record["run_id"],
         graph=record.get("graph", ""),
         status=Status(record["status"]),
-        attempts=int(record.get("attempts") or 0),
+        # As _lib.lua's attempt_number() numbers the attempt in the run's events.
+        attempt=counted + interrupted + suspended,
+        attempts=counted,
+        suspensions=suspended,
         max_attempts=int(record.get("max_attempts") or 0),
         output=_output(record.get("output", "")),
         error=_error(record),
@@ -195,7 +201,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         checkpoints=int(record.get("checkpoints") or 0),
         created_at=_seconds(record.get("created_at", "")),
         updated_at=_seconds(record.get("updated_at", "")),
-        interruptions=int(record.get("interruptions") or 0),
+        interruptions=interrupted,
         skipped_boundaries=int(record.get("skipped") or 0),
         replays=int(record.get("replays") or 0),
         reused_steps=int(record.get("reused_steps") or 0),
@@ -206,7 +212,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
-        priority=int(record["priority"]) if record.get("priority") else None,
+        priority=int(record.get("priority") or 0),
         cancel_requested=bool(record.get("cancel")) and record.get("status") == Status.RUNNING,
     )
 

@@ -20,6 +20,11 @@ PRUNED: tuple[Status, ...] = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
 """The status sets prune looks at, in reaper_tick.lua's KEYS order."""
 
 
+def _window(reply: list[Any]) -> tuple[int, int] | None:
+    """A pass mark's answer (``lua/_pass.lua``): {from, to} ms, or {} for no restart."""
+    return (int(reply[0]), int(reply[1])) if reply else None
+
+
 class Recovery(StoreBase):
     """Recovering runs: reaping lapsed leases, due messages, unserved graphs, pruning, the reaper lock."""
 
@@ -34,15 +39,22 @@ class Recovery(StoreBase):
         each re-checking it in its own script.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        script_keys = [keys.REAPER_LOCK, keys.LEASES, keys.DUE, *(keys.status_set(s) for s in PRUNED)]
+        script_keys = [
+            keys.REAPER_LOCK,
+            keys.LEASES,
+            keys.DUE,
+            *(keys.status_set(s) for s in PRUNED),
+            keys.REAPER_PASS,
+        ]
         args = TickArgs(owner, lock_ttl_ms, now, TICK_BATCH, self.run_retention_s, self.dead_retention_s)
         reply = self._scripts("reaper_tick", script_keys, args.argv())
-        lock, lapsed, due, *finished = reply
+        lock, lapsed, due, *finished, restart = reply
         return TickReply(
             lock=Lock(text(lock)),
             lapsed=[text(m) for m in lapsed],
             due=[(text(due[i]), float(due[i + 1])) for i in range(0, len(due), 2)],
             prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
+            restart=_window(restart),
         )
 
     @translate_errors
@@ -58,8 +70,9 @@ class Recovery(StoreBase):
 
         Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
         attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
-        ms, in which the caller found Redis unreachable) was lost to the outage: that attempt
-        is an interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
+        ms, in which the caller found Redis unreachable, or that a pass found Redis restarted
+        in: :meth:`reaper_tick`, :meth:`mark_pass`) was lost to the outage: that attempt is an
+        interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
         ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
         """
         now = clock.now_ms() if now_ms is None else now_ms
@@ -77,6 +90,21 @@ class Recovery(StoreBase):
             if outcome in (Reaped.DEAD, Reaped.RETRYING):
                 handled.append(run_id)
         return handled
+
+    @translate_errors
+    def mark_pass(self, now_ms: int | None = None) -> tuple[int, int] | None:
+        """Record a pass of the reaper holding the lock; the window since the last one if Redis
+        restarted or failed over in between, else None (``lua/_pass.lua``; a reaper's tick does
+        the same within its one script, :meth:`reaper_tick`).
+
+        The window (epoch ms, from the last pass to now) is evidence of an outage that holds even
+        for a reaper that was not running during it, or did not hold the lock: a server answers
+        with a new ``run_id`` each time it starts, and a promoted replica with its own. A server
+        whose ACL refuses INFO gives no evidence: its outages are then known only to the reapers
+        that saw them.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        return _window(self._scripts("reaper_pass", [keys.REAPER_PASS], [now]))
 
     @translate_errors
     def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:

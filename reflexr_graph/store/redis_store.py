@@ -18,8 +18,8 @@ from reflexr_graph.store.base import (
     translate_errors,
 )
 from reflexr_graph.store.history import History
+from reflexr_graph.store.interventions import Interventions
 from reflexr_graph.store.limits import Limits
-from reflexr_graph.store.operator import Operator
 from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
 from reflexr_graph.store.waits import Waits
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 
-class RedisStore(AttemptWrites, Waits, Limits, Recovery, Operator, Reads, History, Workers):
+class RedisStore(AttemptWrites, Waits, Limits, Recovery, Interventions, Reads, History, Workers):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with

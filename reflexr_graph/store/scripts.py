@@ -56,6 +56,7 @@ STANDALONE: tuple[str, ...] = (
     "worker_leave",
     "limit_acquire",
     "reaper_tick",
+    "reaper_pass",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
@@ -63,6 +64,10 @@ WITH_HISTORY: frozenset[str] = frozenset(
     {"save_checkpoint", "succeed", "replay", "read_checkpoint", "list_checkpoints", "create_run", "claim"}
 )
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
+
+
+WITH_PASS: frozenset[str] = frozenset({"reaper_tick", "reaper_pass"})
+"""Scripts that get the reaper's pass mark (``lua/_pass.lua``)."""
 
 
 def _read(name: str) -> str:
@@ -81,6 +86,8 @@ def source(name: str) -> str:
         raise KeyError(f"no Lua script named {name!r}")
     if name in WITH_HISTORY:
         parts.append(_HISTORY)
+    if name in WITH_PASS:
+        parts.append("_pass")
     body = _read(name)
     if name in PER_RUN:
         # A function, so that every return of the body comes back here and the run hash's

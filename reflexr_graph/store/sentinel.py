@@ -20,13 +20,18 @@ import redis.asyncio
 import redis.asyncio.sentinel
 import redis.sentinel
 
+from reflexr_graph.errors import SettingsError
+
 SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
 KNOWN_OPTIONS = ("sentinel_password",)
 
 
-class SentinelURLError(ValueError):
-    """A ``redis+sentinel://`` URL that cannot be used; the message never holds its password."""
+class SentinelURLError(SettingsError):
+    """A ``redis+sentinel://`` URL that cannot be used; the message never holds its password.
+
+    A SettingsError (so a ValueError too): the URL is a setting, or the ``--redis-url`` given for one.
+    """
 
 
 @dataclass(frozen=True)

@@ -51,14 +51,19 @@ class Waits(StoreBase):
     """Suspending a run from inside a step, and the signals that wake it."""
 
     @translate_errors
-    def wait(self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None) -> WaitResult:
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult:
         """Take the signal (or see the timer fired), or suspend the run: one EVALSHA, fenced by the token.
 
         ``field`` is the wait's record in the memo; ``wake_at_ms`` the wake time to keep when this
         wait has none yet (the first one kept wins, so a step that runs again does not restart
-        its timer). ``signal`` is '' for a durable sleep.
+        its timer). ``signal`` is '' for a durable sleep. ``waited_ms`` is how long a step released
+        to wait for a limit (``limit:<key>``) waited in place first: the run keeps when its wait
+        began, and the grant that ends it counts the whole wait (store/lua/limit_acquire.lua).
         """
-        args: list[ScriptArg] = [ctx.token, signal, field, "" if wake_at_ms is None else wake_at_ms]
+        wake = "" if wake_at_ms is None else wake_at_ms
+        args: list[ScriptArg] = [ctx.token, signal, field, wake, waited_ms]
         reply = [text(v) for v in self.do(per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args))]
         if reply[0] == "fenced":
             raise _fenced(ctx, "wait")

@@ -102,6 +102,17 @@ def test_a_wait_for_a_name_known_only_at_run_time_fails_the_run_permanently(harn
     assert (failed.value.reason, failed.value.permanent) == ("undeclared_signal", True)
 
 
+def test_a_signal_that_does_not_validate_names_where_and_why_never_the_value(harness: Harness) -> None:
+    """Its value reached the store unchecked (store.signal does not validate): the run fails for good."""
+    action = review_graph()
+    run_id = harness.create(action, "t")
+    harness.store.signal(run_id, "approval", '{"approved": true, "by": 4711}', dispatch_grace_ms=GRACE_MS)
+    with pytest.raises(RunFailure) as failed:
+        harness.attempt(action, run_id)
+    assert (failed.value.reason, failed.value.permanent) == ("invalid_signal", True)
+    assert "(by: Input should be a valid string)" in str(failed.value) and "4711" not in str(failed.value)
+
+
 def sleeper(seconds: float) -> GraphAction:
     g = GraphBuilder(name="sleeper", input_type=int, output_type=int)
 

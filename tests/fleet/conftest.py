@@ -1,4 +1,5 @@
-"""Fixtures for fleet tests: real ``celery -A workers worker`` subprocesses on a real Redis.
+"""Fixtures for fleet tests: real ``celery -A workers worker`` subprocesses on a real Redis,
+started by reflexr_graph/local_processes.py as the demo and the benchmarks start theirs.
 
 Every worker runs in its own session (process group), so teardown kills it and its pool
 children by group id whatever state the test left them in. Pool children are found with
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -22,9 +21,9 @@ from typing import Any, TypeVar
 import pytest
 import redis
 
+from reflexr_graph import local_processes
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import Settings, load_settings
-from reflexr_graph.demo import processes
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
 from reflexr_graph.store.redis_store import RedisStore
@@ -50,27 +49,17 @@ ENTRY_POINTS = {
     "reflexr-graph": [sys.executable, "-m", "reflexr_graph", "worker"],
 }
 """The two ways to start a worker, which must behave the same."""
-READY_LINE = "ready: serves graphs"
-"""What the fleet's worker logs once it consumes (fleet/startup_log.py)."""
+READY_LINE = local_processes.FLEET_READY_LINE
 
 
 @dataclass
-class Worker(processes.Worker):
-    """One ``celery worker`` subprocess and its log, with what crash tests need to reach into it."""
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def children(self) -> list[int]:
-        out = subprocess.run(["ps", "--ppid", str(self.pid), "-o", "pid="], capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
+class Worker(local_processes.Worker):
+    """One worker subprocess and its log (reflexr_graph/local_processes.py), with the waits crash
+    tests need to reach into it."""
 
     def child(self) -> int:
         """The one pool child (workers started with ``-c 1``)."""
         return wait_for(lambda: self.children()[:1], 20, f"{self.name}'s pool child")[0]
-
-    def signal(self, sig: int) -> None:
-        os.kill(self.pid, sig)
 
     def wait_log(self, text: str, timeout: float = 30.0) -> None:
         wait_for(lambda: text in self.log(), timeout, f"{text!r} in {self.name}'s log")
@@ -82,10 +71,8 @@ class Worker(processes.Worker):
             pytest.fail(f"worker {self.name} did not exit within {timeout:g}s\n{self.log()[-3000:]}")
 
     def kill_group(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(10)
+        """SIGKILL the worker and its pool children."""
+        self.kill()
 
 
 @dataclass
@@ -103,9 +90,7 @@ class Fleet:
         return load_settings(**{**values, "redis_url": self.redis_url, "queue": self.queue, **overrides})
 
     def worker_env(self, extra: dict[str, str]) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.upper().startswith("REFLEXR_")}
-        return {
-            **base,
+        return local_processes.environment({
             **FAST_ENV,
             "REFLEXR_REDIS_URL": self.redis_url,
             "REFLEXR_QUEUE": self.queue,
@@ -114,31 +99,26 @@ class Fleet:
             "PYTHONPATH": str(ROOT),
             **self.env,
             **extra,
-        }
+        })  # fmt: skip
 
     def start(
         self, concurrency: int = 1, *, wait: bool = True, entry: str = "celery", pool: str = "prefork",
-        loglevel: str | None = "info", remap: bool = True, **env: str,
+        loglevel: str | None = "info", remap: bool = True, chatty: bool = False, **env: str,
     ) -> Worker:  # fmt: skip
         """A worker started by ``entry`` (a key of :data:`ENTRY_POINTS`) with pool ``pool``, ``-l
-        loglevel`` unless None, and ``REMAP_SIGTERM=SIGQUIT`` in its environment unless not ``remap``."""
+        loglevel`` unless None, ``REMAP_SIGTERM=SIGQUIT`` in its environment unless not ``remap``, and
+        without Celery's gossip, mingle and heartbeat unless ``chatty`` (as deploy/docker-entrypoint.sh
+        starts it)."""
         name = f"w{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}"
-        log_path = self.log_dir / f"{name}.log"
-        argv = [
-            *ENTRY_POINTS[entry],
-            f"--pool={pool}", "-c", str(concurrency),
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "-Q", self.queue, "-n", f"{name}@%h", *(["-l", loglevel] if loglevel else []),
-        ]  # fmt: skip
+        argv = local_processes.celery_worker_argv(
+            "workers", self.queue, name, concurrency=concurrency, pool=pool, loglevel=loglevel,
+            command=ENTRY_POINTS[entry], chatty=chatty,
+        )  # fmt: skip
         worker_env = self.worker_env(env)
         if not remap:
             del worker_env["REMAP_SIGTERM"]
-        with log_path.open("wb") as out:
-            proc = subprocess.Popen(
-                argv, cwd=ROOT, env=worker_env, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
-        worker = Worker(name, proc, log_path)
+        log_path = self.log_dir / f"{name}.log"
+        worker = Worker(name, local_processes.spawn(argv, worker_env, log_path, ROOT), log_path)
         self.workers.append(worker)
         if wait:
             self.wait_ready(worker)
@@ -148,9 +128,7 @@ class Fleet:
         def ready() -> bool:
             if not worker.alive():
                 pytest.fail(f"worker {worker.name} exited at startup:\n{worker.log()[-3000:]}")
-            log = worker.log()
-            # Celery's line at -l info; the fleet's own also without -l.
-            return " ready." in log or READY_LINE in log
+            return worker.ready()
 
         wait_for(ready, READY_TIMEOUT_S, f"worker {worker.name} to be ready")
 

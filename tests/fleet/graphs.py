@@ -113,13 +113,23 @@ def _wait_file_gate(path: str) -> None:
         time.sleep(0.02)  # the step's own polling, not a test wait
 
 
+async def _await_file_gate(path: str) -> None:
+    deadline = time.monotonic() + GATE_TIMEOUT_S
+    while not Path(path).exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("file gate never opened")
+        await asyncio.sleep(0.02)  # the step's own polling: it yields, as an awaiting step does
+
+
 async def visit(node: str, ctx: StepContext[Tally, None, Knobs]) -> Knobs:
     record(node)
     knobs = ctx.inputs
     if knobs.sleep_s:
         await asyncio.sleep(knobs.sleep_s)
     if knobs.gate == node:
-        if knobs.file_gate:
+        if knobs.file_gate and knobs.async_gate:
+            await _await_file_gate(knobs.file_gate)
+        elif knobs.file_gate:
             _wait_file_gate(knobs.file_gate)
         elif knobs.async_gate:
             try:

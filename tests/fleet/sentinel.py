@@ -12,13 +12,13 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
 import redis
 
+from reflexr_graph.local_processes import free_port
 from tests.redis_server import NO_RETRY, RedisServer
 from tests.waiting import wait_for
 
@@ -26,15 +26,16 @@ MASTER = "reflexr"
 DOWN_AFTER_MS = 1000
 """How long the primary must be silent before the sentinel calls it down (production: 5000+)."""
 FAILOVER_TIMEOUT_MS = 10_000
+TIMERS = ("info-period", "1000", "publish-period", "500", "tilt-period", "2000")
+"""``SENTINEL DEBUG`` timers, so that a demotion does not wait on a loaded machine. A sentinel demotes
+a primary that comes back (``+convert-to-slave``) only on an INFO reply (every 10 s by default)
+that arrives 4 publish periods (8 s) after the role it reports changed; and a sentinel whose event
+loop stalls for 2 s (a slow fsync of its config, no CPU) enters TILT and acts on nothing for 30 s.
+Under load, one stall or a few missed INFO rounds used to take the demotion past a minute. With
+these it takes about 3 s, and a stall costs 2 s more."""
 SAFETY = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")
 """deploy/redis/redis.conf's HA settings: a primary with no replica acknowledging it within 2 s
 refuses writes, so a primary cut off by a partition takes none that the failover would discard."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _role(client: redis.Redis) -> str | None:
@@ -62,7 +63,7 @@ class SentinelTopology:
         self.primary = RedisServer(extra_args=self.safety)
         self.replica: RedisServer | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="reflexr-sentinel-"))
-        self.port = _free_port()
+        self.port = free_port()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -90,8 +91,15 @@ class SentinelTopology:
                 _sentinel_argv(conf), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
             )
         wait_for(lambda: self.primary_port() == self.primary.port, 30, "the sentinel to see the primary")
+        with self.sentinel() as s:
+            s.execute_command("SENTINEL", "DEBUG", *TIMERS)
         wait_for(self._sentinel_knows_replica, 30, "the sentinel to discover the replica")
         return self
+
+    @property
+    def sentinel_pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
 
     def sentinel(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, retry=NO_RETRY)
@@ -115,13 +123,15 @@ class SentinelTopology:
 
     def kill_primary(self) -> int:
         """SIGKILL the primary (no shutdown, nothing more replicated); the sentinel promotes the
-        replica, and the restarted old primary follows it. Returns the new primary's port."""
+        replica, and the old primary is restarted as its replica. Returns the new primary's port."""
         assert self.replica is not None
         self.primary.kill()
         new = self.replica.port
         wait_for(lambda: self.primary_port() == new, 60, "the sentinel to promote the replica")
-        # Restarted, as a process manager would: the sentinel makes it a replica of the new
+        # Restarted as a supervisor that asks the sentinels first does (a primary restarted as one
+        # would only be demoted by the sentinel some INFO rounds later): a replica of the new
         # primary, which (min-replicas-to-write 1) takes writes again once it has one.
+        self.primary.extra_args = (*self.safety, "--replicaof", "127.0.0.1", str(new))
         self.primary.start()
         with self.primary.client() as old:
             wait_for(lambda: _role(old) == "slave", 60, "the old primary to follow the new one")

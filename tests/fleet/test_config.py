@@ -16,14 +16,14 @@ from reflexr_graph.errors import SettingsError
 from reflexr_graph.fleet import retry
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.registry import build_registry, resolve
+from reflexr_graph.local_processes import environment
 from tests.fleet.refs import good
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.upper().startswith("REFLEXR_"):
-            monkeypatch.delenv(name)
+    for name in os.environ.keys() - environment({}).keys():  # every REFLEXR_* variable
+        monkeypatch.delenv(name)
 
 
 # -- settings ---------------------------------------------------------------------------------

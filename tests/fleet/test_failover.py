@@ -202,7 +202,7 @@ def report(
     for run_id in enqueuer.run_ids:
         nodes = Counter(e.split(":")[0] for e in executions(r, run_id))
         repeated += sum(n - 1 for n in nodes.values() if n > 1)
-    rerun = sum(1 for info in done.values() if info.attempts > 1)
+    rerun = sum(1 for info in done.values() if info.attempts + info.interruptions > 1)
     gone_ran = sum(1 for run_id in gone if executions(r, run_id))
     print(
         f"\nfailover ({failure}) in the middle of {RUNS} runs, after {KILL_AFTER} enqueues: the replica "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from reflexr_graph.local_processes import environment
 from tests.fleet.conftest import ROOT, Fleet
 from tests.waiting import wait_for
 
@@ -16,9 +17,8 @@ CLI = str(Path(ROOT) / ".venv" / "bin" / "reflexr-graph")
 
 
 def _health(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("REFLEXR_")}
     return subprocess.run(
-        [CLI, "health", *args], env={**base, **env}, capture_output=True, text=True, timeout=60
+        [CLI, "health", *args], env=environment(env), capture_output=True, text=True, timeout=60
     )
 
 

@@ -153,6 +153,12 @@ def test_a_long_wait_releases_the_run_and_its_worker_until_its_token_is_due(
     assert client.get(second).status is Status.WAITING
     done = client.wait(second, timeout=30)
     assert (done.status, done.output, done.attempts) == (Status.SUCCEEDED, 2, 1), done
-    kinds = [e.type for e in events(client.store, second)]
+    found = events(client.store, second)
+    kinds = [e.type for e in found]
     assert kinds.index("run_waiting") < kinds.index("run_succeeded")
+    # The released wait is counted, once, from before the release to after the wake (issue 25).
+    at = kinds.index("run_waiting")
+    released, woken = found[at].at, found[kinds.index("attempt_started", at)].at
+    assert done.limit_waits == 1 and done.limit_wait_s >= woken - released, done
+    assert [e.fields["key"] for e in found if e.type == "limit_waited"] == ["trickle:tr"]
     assert_consistent(redis_client, second)

@@ -110,3 +110,35 @@ def test_a_stale_attempt_spends_nothing_and_a_wait_is_recorded_on_the_run(store:
     assert [(e.fields["key"], e.fields["node"], e.fields["waited_ms"]) for e in waited] == [
         ("api", "work", "1500")
     ]
+
+
+def release_for(store: RedisStore, ctx: AttemptContext, key: str, *, waited_ms: int, wake_at_ms: int) -> None:
+    """The step gave up waiting in place for ``key`` after ``waited_ms``: the run is released."""
+    result = store.wait(
+        ctx, field=f"l|work|r0|{waited_ms}", signal=f"limit:{key}", wake_at_ms=wake_at_ms, waited_ms=waited_ms
+    )
+    assert result.record is None, "released as waiting"
+
+
+def test_a_wait_that_releases_the_run_is_counted_once_from_its_start_through_every_release(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    make_run(store)
+    # 1 s in place, released for 3 s; woken, 0.5 s in place again, released for 1.5 s; then granted.
+    release_for(store, start(store), "api", waited_ms=1_000, wake_at_ms=fake_clock.ms + 3_000)
+    fake_clock.advance(3_000)
+    ctx = start(store)
+    fake_clock.advance(500)
+    release_for(store, ctx, "api", waited_ms=500, wake_at_ms=fake_clock.ms + 1_500)
+    fake_clock.advance(1_500)
+    ctx = start(store)
+    other = acquire(store, ctx, request("other", rate="1/s"))
+    assert other[:2] == (True, 0) and store.get("run-1").limit_waits == 0, "another key's grant ends no wait"
+    assert acquire(store, ctx, request("api", rate="1/s"))[:2] == (True, 0)
+    info = store.get("run-1")
+    assert (info.limit_waits, info.limit_wait_s) == (1, 6.0), "1 + 3 + 0.5 + 1.5 s: one step's wait"
+    waited = [e.fields for e in store.events("run-1") if e.type == "limit_waited"]
+    assert [(f["key"], f["waited_ms"]) for f in waited] == [("api", "6000")]
+    fake_clock.advance(1_000)
+    assert acquire(store, ctx, request("api", rate="1/s"))[:2] == (True, 0)
+    assert store.get("run-1").limit_waits == 1, "the next grant without a wait counts nothing"

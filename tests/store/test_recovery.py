@@ -9,6 +9,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
+from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
 
@@ -279,3 +280,32 @@ def test_lease_lapsed_in_an_outage_is_reaped_as_an_interruption(
     assert (late.status, late.reason, late.attempts, late.interruptions) == (
         Status.RETRYING, "abandoned", 1, 0,
     )  # fmt: skip
+
+
+def test_a_pass_after_a_redis_restart_knows_since_when_redis_was_away(private_redis: RedisFactory) -> None:
+    """mark_pass: the reaper's passes on one server tell nothing; the first pass after the server
+    restarted (it has a new run_id, and its AOF kept the last pass) returns the window since that pass,
+    which reap() then treats as an outage, whoever runs it."""
+    server = private_redis()
+    store = RedisStore.from_url(server.url)
+    try:
+        assert store.mark_pass(1_000) is None  # the first pass ever: nothing to compare
+        assert store.mark_pass(2_000) is None
+        server.restart()
+        assert store.mark_pass(9_000) == (2_000, 9_000)
+        assert store.mark_pass(10_000) is None
+    finally:
+        store.close()
+
+
+def test_a_pass_on_a_server_that_refuses_info_gives_no_evidence(private_redis: RedisFactory) -> None:
+    """An ACL user without INFO: mark_pass neither fails the reaper's pass nor invents an outage."""
+    server = private_redis()
+    with server.client() as admin:
+        admin.acl_setuser("reaper", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"])
+    store = RedisStore.from_url(f"redis://reaper:pw@127.0.0.1:{server.port}/0")
+    try:
+        assert store.mark_pass(1_000) is None
+        assert store.mark_pass(2_000) is None
+    finally:
+        store.close()

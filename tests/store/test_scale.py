@@ -2,8 +2,8 @@
 cost is what it is with a few hundred, counted in Redis commands (never timed), and retention
 empties the global indexes in a bounded number of prune passes.
 
-The store is filled through its own scripts (``bench/store_fill.py``, which ``make bench``
-uses for a million runs); the operations are the benchmark's own (``bench/store_scale.py``).
+The store is filled through its own scripts, and the operations are counted, by
+``reflexr_graph/local_store.py``: what ``make bench`` uses for a million runs (bench/store_scale.py).
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 import pytest
 import redis
 
-from bench.store_fill import Mix, fill
-from bench.store_scale import counted, operations
 from reflexr_graph import clock
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
+from reflexr_graph.local_store import Mix, counted, fill, operations
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.attempts import NewRun, create_args

@@ -1,11 +1,10 @@
-"""Fixtures for surface tests: the CLI as a subprocess, real worker subprocesses, a Client, and
+"""Fixtures for surface tests: the CLI (in process), real worker subprocesses, a Client, and
 Redis URLs that cannot be used (a killed server, an HTTP server)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,10 +19,15 @@ import httpx
 import pytest
 import redis
 
-from reflexr_graph import schemas
+from reflexr_graph import local_processes, schemas
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
+from reflexr_graph.local_processes import free_port
 from tests.redis_server import RedisFactory
+from tests.surfaces.cli_runner import (
+    cli_here,  # noqa: F401  (a fixture of these tests)
+    run_cli,
+)
 from tests.surfaces.graphs import ACTIONS
 from tests.waiting import wait_for
 
@@ -44,14 +48,9 @@ def queue() -> str:
 @pytest.fixture
 def env(redis_url: str, queue: str) -> dict[str, str]:
     """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
-    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("REFLEXR_")}
-    return {
-        **base,
-        "REFLEXR_REDIS_URL": redis_url,
-        "REFLEXR_QUEUE": queue,
-        "PYTHONPATH": str(ROOT),
-        "COLUMNS": "200",
-    }
+    return local_processes.environment(
+        {"REFLEXR_REDIS_URL": redis_url, "REFLEXR_QUEUE": queue, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    )
 
 
 @pytest.fixture
@@ -70,19 +69,12 @@ def client(redis_url: str, queue: str, published: None) -> Iterator[Client]:
 
 
 @pytest.fixture
-def cli(env: dict[str, str]) -> Cli:
-    """Run ``reflexr-graph ARGS...`` as the installed console script."""
+def cli(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """Run ``reflexr-graph ARGS...`` on ``env`` as the console script does, in this process
+    (tests/surfaces/cli_runner.py); ``env`` is read at each call, so a test may change it between."""
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "reflexr-graph"), *args],
-            env=env,
-            cwd=ROOT,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT_S,
-        )
+        return run_cli(list(args), env, monkeypatch, stdin)
 
     return run
 
@@ -106,11 +98,13 @@ def start_worker(
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
-        cmd = [
-            str(BIN / "celery"), "-A", "tests.surfaces.worker_app", "worker", "-P", "prefork", "-c", "1",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "-Q", queue, "-l", "warning",
-        ]  # fmt: skip
-        procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True))
+        name = f"surfaces-{uuid.uuid4().hex[:6]}"
+        argv = local_processes.celery_worker_argv(
+            "tests.surfaces.worker_app", queue, name, loglevel="warning"
+        )
+        # Stopped at teardown only: no re-exec for REMAP_SIGTERM, no long soft shutdown to wait out.
+        fast = {"REMAP_SIGTERM": "SIGQUIT", "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1"}
+        procs.append(local_processes.spawn(argv, {**env, **fast}, cwd=ROOT))  # its output is the test's
         return procs[-1]
 
     try:
@@ -155,12 +149,6 @@ def dead_url(private_redis: RedisFactory) -> str:
 
 
 API_TOKEN = "test-token-0123456789"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -171,3 +171,27 @@ ACTIONS = (counter, blocker, approvals)
 WORKER_ACTIONS = (*ACTIONS, chain)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
 tests publish themselves, so graph listings elsewhere stay as they are."""
+
+
+class Order(BaseModel):
+    """Inputs whose fields have defaults, one a boolean that defaults to True (the console's form)."""
+
+    item: str
+    require_approval: bool = True
+    rush: bool = False
+    copies: int = 2
+
+
+def _orders() -> GraphAction:
+    """One step that says how the order goes; published by the console's test only, never run."""
+    g = GraphBuilder(name="orders", input_type=Order, output_type=str)
+
+    @g.step
+    async def place(ctx: StepContext[None, None, Order]) -> str:
+        return f"{ctx.inputs.copies} x {ctx.inputs.item}"
+
+    g.add(g.edge_from(g.start_node).to(place), g.edge_from(place).to(g.end_node))
+    return GraphAction(g.build())
+
+
+orders = _orders()

@@ -62,6 +62,15 @@ def test_checkpoints_are_listed_shown_and_forked_with_an_edited_state(
         invalid = _problem(http.post(f"/api/runs/{source}/fork", json=bad), 422)
         assert invalid["errors"] and all(SECRET not in str(e) for e in invalid["errors"])  # type: ignore[union-attr]
         _problem(http.post(f"/api/runs/{source}/fork", json={"from_seq": 42}), 404)
+        unknown = _problem(
+            http.post(f"/api/runs/{source}/fork", json={"from_seq": 3, "patch": {"totl": 1}}), 422
+        )
+        assert [e["loc"] for e in unknown["errors"]] == [["state", "totl"]]  # type: ignore[union-attr]
+        patched = http.post(
+            f"/api/runs/{source}/fork", json={"from_seq": 3, "patch": {"total": 0}, "priority": 7}
+        )
+        assert patched.status_code == 201 and patched.json()["priority"] == 7, patched.text
+        assert _finished(http, patched.json()["run_id"])["output"] == 15, "0 + t4 + t5 + t6"
 
         edited = {"from_seq": 3, "state": {"total": 100, "visited": ["edited"]}}
         forked = http.post(f"/api/runs/{source}/fork", json=edited, headers={"Idempotency-Key": "fix-1"})
@@ -72,7 +81,8 @@ def test_checkpoints_are_listed_shown_and_forked_with_an_edited_state(
         again = http.post(f"/api/runs/{source}/fork", json={**edited, "idempotency_key": "fix-1"})
         assert again.json()["run_id"] == fork["run_id"], "the same key gives the same fork"
         assert _finished(http, fork["run_id"])["output"] == 115  # 100 + t4 + t5 + t6
-    assert [int(redis_client.get(count_key(key, f"t{i}")) or 0) for i in range(1, 7)] == [1, 1, 1, 2, 2, 2]
+    # The source ran t1..t6; each of the two forks from checkpoint 3 ran t4..t6.
+    assert [int(redis_client.get(count_key(key, f"t{i}")) or 0) for i in range(1, 7)] == [1, 1, 1, 3, 3, 3]
 
 
 def test_a_dead_run_is_replayed_from_an_earlier_checkpoint(

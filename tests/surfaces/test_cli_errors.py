@@ -17,6 +17,7 @@ import redis
 from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from tests.redis_server import RedisFactory
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import PASSWORD, Cli
 from tests.tls import tls_redis
 
@@ -53,10 +54,24 @@ def test_database_out_of_range(cli: Cli, redis_url: str) -> None:
     _check_cli(cli, url, "has no database 99 (it has 16: 0 to 15)", "db_index")
 
 
-def test_not_a_redis_server(cli: Cli, http_port: int) -> None:
-    _check_cli(
-        cli, f"redis://127.0.0.1:{http_port}/0", "is REFLEXR_REDIS_URL pointing at Redis?", "not_redis"
+def test_a_url_error_names_where_the_url_came_from(cli_here: CliHere, redis_url: str) -> None:
+    wrong_db = redis_url.rsplit("/", 1)[0] + "/5000"
+    for given in (["--redis-url", wrong_db], [f"--redis-url={wrong_db}"]):
+        flagged = cli_here(*given, "runs")
+        assert flagged.returncode == 3, flagged.stderr
+        assert "change the /5000 at the end of --redis-url" in flagged.stderr
+        assert "REFLEXR_REDIS_URL" not in flagged.stderr
+    bad_scheme = cli_here("--redis-url", "foo://x", "runs")
+    assert (
+        bad_scheme.returncode == 2 and "invalid settings: --redis-url: must start with" in bad_scheme.stderr
     )
+    # Without the flag the URL came from the environment, and the message names that.
+    env_only = cli_here("runs", env={"REFLEXR_REDIS_URL": wrong_db})
+    assert env_only.returncode == 3 and "at the end of REFLEXR_REDIS_URL" in env_only.stderr
+
+
+def test_not_a_redis_server(cli: Cli, http_port: int) -> None:
+    _check_cli(cli, f"redis://127.0.0.1:{http_port}/0", "is --redis-url pointing at Redis?", "not_redis")
 
 
 def test_password_missing_or_wrong(cli: Cli, private_redis: RedisFactory) -> None:

@@ -13,13 +13,20 @@ from importlib.metadata import version
 
 import pytest
 import redis
+from pydantic import BaseModel
+from pydantic_graph import GraphBuilder, StepContext
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from reflexr_graph import GraphAction, clock, schemas
 from reflexr_graph.cli import app
 from reflexr_graph.client import Client
+from reflexr_graph.core.limits import LimitRequest
+from reflexr_graph.core.port import Notes
 from reflexr_graph.store import RedisStore
-from tests.surfaces.conftest import BIN, CLI_TIMEOUT_S, ROOT, Cli
+from tests.store.support import FakeClock
+from tests.surfaces.cli_runner import CliHere, run_cli
+from tests.surfaces.conftest import Cli
 
 WIDTH = 80
 
@@ -28,18 +35,12 @@ CliAt = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
-def cli_at(env: dict[str, str]) -> CliAt:
-    """``cli_at(width, ARGS...)``: the console script on a terminal ``width`` columns wide."""
+def cli_at(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> CliAt:
+    """``cli_at(width, ARGS...)``: the console script on a terminal ``width`` columns wide (in this
+    process, as the ``cli`` fixture runs it)."""
 
     def run(width: int, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "reflexr-graph"), *args],
-            env={**env, "COLUMNS": str(width)},
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=CLI_TIMEOUT_S,
-        )
+        return run_cli(list(args), {**env, "COLUMNS": str(width)}, monkeypatch)
 
     return run
 
@@ -183,3 +184,107 @@ def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
         and "did you mean" not in far.stderr
         and "published: approvals, blocker, counter" in far.stderr
     )
+
+
+def test_history_times_a_step_across_the_events_written_inside_it(
+    cli_here: CliHere, store: RedisStore
+) -> None:
+    """A limit's grant and a checkpoint's notes (skipped boundaries, reused work) come before
+    the checkpoint that ends the step: its took column still says how long it took."""
+    run_id = str(uuid.uuid4())
+    fake = FakeClock()
+    previous = clock.set_source(fake)
+    try:
+        store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+        ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+        fake.advance(1_500)
+        limit = LimitRequest("api", 1000.0, 1, 0, "m", "work", 1_500, "1/s")
+        assert store.acquire_limit(ctx, limit, slot_ttl_ms=30_000).ok
+        fake.advance(2_000)
+        notes = Notes(skipped=1, skip_kinds="s1: untyped x1", reused_steps=2)
+        store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", notes=notes)
+    finally:
+        clock.set_source(previous)
+    kinds = [e.type for e in store.events(run_id)]
+    assert kinds[-4:] == ["limit_waited", "boundaries_skipped", "work_reused", "run_progressed"]
+    shown = cli_here("history", run_id, width=80)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"3\.5s\s+run_progressed", shown.stdout), shown.stdout
+
+
+class _InputsOfALongGraph(BaseModel):
+    customer_identifier: str
+    onboarding_document_url: str
+
+
+def _long_named_graph() -> GraphAction:
+    g = GraphBuilder(
+        name="customer-onboarding-review-pipeline", input_type=_InputsOfALongGraph, output_type=str
+    )
+
+    @g.step
+    async def only(ctx: StepContext[None, None, _InputsOfALongGraph]) -> str:
+        return ctx.inputs.customer_identifier
+
+    g.add(g.edge_from(g.start_node).to(only), g.edge_from(only).to(g.end_node))
+    return GraphAction(g.build())
+
+
+@pytest.mark.usefixtures("published")
+def test_dlq_list_and_graphs_keep_what_matters_at_80_columns(
+    cli_here: CliHere, store: RedisStore, redis_client: redis.Redis
+) -> None:
+    dead = str(uuid.uuid4())
+    store.dead_letter(
+        dead,
+        reason="max_interruptions",
+        error_type="X",
+        message="m",
+        graph="a-long-graph-name-x",
+        max_attempts=3,
+    )
+    listed = cli_here("dlq", "list", width=WIDTH)
+    assert listed.returncode == 0, listed.stderr
+    _fits(listed.stdout)
+    header = listed.stdout.splitlines()[2]
+    assert "reason" in header and "attempt" in header and "status" not in header, listed.stdout
+    assert re.search(rf"\b{dead}\b.*\bmax_interruptions\b.*\b0 \(0/3\)", listed.stdout), listed.stdout
+    schemas.publish(redis_client, [_long_named_graph()])
+    shown = cli_here("graphs", width=WIDTH)
+    assert shown.returncode == 0, shown.stderr
+    _fits(shown.stdout)
+    assert "customer-onboarding-review-pipeline" in shown.stdout, "a graph's name is never split"
+    assert "left out to fit 80 columns" in shown.stderr
+    assert all(
+        name in cli_here("graphs", width=200).stdout for name in ("onboarding_document_url", "published")
+    )
+
+
+def test_status_runs_and_history_number_attempts_the_same_way(cli_here: CliHere, store: RedisStore) -> None:
+    """A run released twice to wait for a limit, then running: history says attempt 3; status
+    and runs say attempt 3 too, and that 1 of its 3 counts toward max attempts."""
+    run_id = str(uuid.uuid4())
+    fake = FakeClock()
+    previous = clock.set_source(fake)
+    try:
+        store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+        for n in range(2):
+            ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+            store.wait(ctx, field=f"l|s1|r{n}|x", signal="limit:api", wake_at_ms=fake.ms + 1_000)
+            if n == 0:
+                waiting = cli_here("status", run_id)
+                assert (
+                    "attempt 1 (0/3 counted toward max attempts; 1 ended waiting, not counted)"
+                    in " ".join(waiting.stdout.split())
+                ), waiting.stdout
+            fake.advance(1_000)
+        store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000)
+    finally:
+        clock.set_source(previous)
+    history = cli_here("history", run_id).stdout
+    assert re.findall(r"attempt=(\d)", history) == ["1", "1", "2", "2", "3"], history
+    status = " ".join(cli_here("status", run_id).stdout.split())
+    assert "attempt 3 (1/3 counted toward max attempts; 2 ended waiting, not counted)" in status, status
+    assert re.search(rf"\b{run_id}\b.*running.*\b3 \(1/3\)", cli_here("runs").stdout)
+    info = store.get(run_id)
+    assert (info.attempt, info.attempts, info.suspensions, info.interruptions) == (3, 1, 2, 0)

@@ -11,6 +11,7 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.store import keys
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import Cli
 
 SECRET = "hunter2-private-value"
@@ -60,6 +61,22 @@ def test_bad_values_and_unknown_names_exit_2_and_write_nothing(
     assert mailbox(redis_client, run_id) == {}
 
 
+def test_a_bad_or_missing_value_is_named_as_the_signal_value_and_its_option(
+    cli_here: CliHere, run_id: str, redis_client: redis.Redis
+) -> None:
+    bad = cli_here("signal", run_id, "approval", "--value", '{"approved": "yes", "by": "x"}')
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.startswith("error: invalid signal value; fix these fields: value.approved")
+    malformed = cli_here("signal", run_id, "approval", "--value", "{not json")
+    assert malformed.returncode == 2 and "e.g. --value '" in malformed.stderr
+    assert "--input" not in bad.stderr + malformed.stderr
+    missing = cli_here("signal", run_id, "approval")
+    assert missing.returncode == 2, missing.stderr
+    assert "--value is required: signal 'approval' takes a value" in missing.stderr
+    assert "must be of type object" not in missing.stderr
+    assert mailbox(redis_client, run_id) == {}
+
+
 def test_signals_to_finished_and_unknown_runs_are_refused(cli: Cli, client: Client, run_id: str) -> None:
     client.cancel(run_id)
     finished = cli("signal", run_id, "approval", "--value", '{"approved": true, "by": "ana"}')
@@ -87,3 +104,18 @@ def test_a_waiting_run_shows_in_status_runs_history_and_json_and_the_signal_wake
     history = cli("history", run_id).stdout
     assert "run_waiting" in history and "signal=approval" in history and "signal_received" in history
     assert client.get(run_id).status.value == "queued"
+
+
+def test_status_wait_on_a_waiting_run_says_what_it_waits_for_and_exits_124(
+    cli_here: CliHere, client: Client, run_id: str
+) -> None:
+    claim = client.store.claim(run_id, "token-1", lease_ttl_ms=30_000)
+    client.store.wait(claim.context(), field="w|decide|-|d|approval|0", signal="approval", wake_at_ms=None)
+    timed_out = cli_here("status", run_id, "--wait", "--timeout", "0.2")
+    assert timed_out.returncode == 124, timed_out.stderr
+    assert f"run {run_id} is still waiting after 0.2s: it waits for signal 'approval'" in timed_out.stderr
+    assert "goes on once the signal is sent" in timed_out.stderr
+    assert "check its workers" not in timed_out.stderr
+    queued = client.enqueue("approvals", "other")
+    still_queued = cli_here("status", queued, "--wait", "--timeout", "0.2")
+    assert still_queued.returncode == 124, "no worker: still queued"

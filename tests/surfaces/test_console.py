@@ -6,6 +6,7 @@ the session's output directory (``<pytest basetemp>/console-screenshots``).
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from reflexr_graph import schemas
+from reflexr_graph.store import keys
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer
-from tests.surfaces.graphs import chain, ok_key, release_key
+from tests.surfaces.graphs import chain, ok_key, orders, release_key
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -168,6 +170,8 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
         "diagrams",
     )
     console.shot("graphs")
+    # The budget each run gets, not "default", for a graph whose action sets none (issue 25).
+    assert _text(browser, 'section[data-graph="blocker"] p.muted').endswith("max attempts 5")
     browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
     browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
     browser.find_element(By.ID, "enqueue-counter").click()
@@ -186,6 +190,11 @@ def test_a_waiting_run_takes_its_signal_through_a_form_from_the_signal_schema(
     _open(browser, api_server, f"run/{run_id}")
     until(browser, lambda d: find(d, "#signal-by") is not None, "the signal form of the waiting run")
     until(browser, lambda d: _marks(d) == {"decide": "waiting"}, "the waiting node marked")
+    # Numbered as the timeline numbers it, and as the CLI shows it: attempt 1, which did not count.
+    summary = _text(browser, "#run-summary")
+    assert (
+        "attempt1 (0/" in summary and "counted toward max attempts; 1 ended waiting, not counted" in summary
+    )
     browser.find_element(By.ID, "signal-approved").click()
     browser.find_element(By.ID, "signal-by").send_keys("on-call")
     console.shot("waiting-run")
@@ -226,3 +235,87 @@ def test_a_checkpoint_is_shown_and_forked_with_an_edited_state(
     until(browser, lambda d: find(d, "#forked-from") is not None, "the fork's page, with its lineage")
     assert _text(browser, "#forked-from") == source
     until(browser, lambda d: _text(d, "#run-output") == "115", "the fork's output: 100 + t4 + t5 + t6")
+
+
+def _shown(browser: webdriver.Chrome, graph: str, *names: str) -> list[object]:
+    script = (
+        "return arguments[1].map((n) => { const f = document.getElementById(`enqueue-${arguments[0]}-${n}`);"
+        " return f.type === 'checkbox' ? f.checked : f.value; })"
+    )
+    return list(browser.execute_script(script, graph, list(names)))
+
+
+def _enqueued_inputs(console: Console) -> object:
+    """The inputs recorded for the run the form just enqueued (its page is open)."""
+    until(
+        console.browser,
+        lambda d: str(d.execute_script("return location.hash")).startswith("#/run/"),
+        "the run",
+    )
+    run_id = str(console.browser.execute_script("return decodeURIComponent(location.hash.slice(6))"))
+    recorded = console.redis.hget(keys.run(run_id), "inputs")
+    assert recorded is not None, run_id
+    return json.loads(recorded)
+
+
+def test_the_enqueue_form_shows_each_default_and_sends_what_the_user_set(console: Console) -> None:
+    """A bool that defaults to True starts checked and is sent as true (it used to be sent as false)."""
+    browser, api_server = console.browser, console.server
+    schemas.publish(console.redis, [orders])
+    _open(browser, api_server, "graphs")
+    until(browser, lambda d: find(d, "#enqueue-orders-require_approval"), "the enqueue form")
+    fields = ("item", "require_approval", "rush", "copies")
+    assert _shown(browser, "orders", *fields) == ["", True, False, "2"]
+    console.shot("enqueue-defaults")
+    browser.find_element(By.ID, "enqueue-orders-item").send_keys("book")
+    browser.find_element(By.ID, "enqueue-orders").click()
+    assert _enqueued_inputs(console) == {
+        "item": "book",
+        "require_approval": True,
+        "rush": False,
+        "copies": 2,
+    }
+
+    _open(browser, api_server, "graphs")
+    until(browser, lambda d: find(d, "#enqueue-orders-require_approval"), "the enqueue form")
+    browser.find_element(By.ID, "enqueue-orders-item").send_keys("pen")
+    browser.find_element(By.ID, "enqueue-orders-require_approval").click()
+    browser.find_element(By.ID, "enqueue-orders-rush").click()
+    copies = browser.find_element(By.ID, "enqueue-orders-copies")
+    copies.clear()
+    copies.send_keys("3")
+    assert _shown(browser, "orders", *fields) == ["pen", False, True, "3"]
+    browser.find_element(By.ID, "enqueue-orders").click()
+    assert _enqueued_inputs(console) == {
+        "item": "pen",
+        "require_approval": False,
+        "rush": True,
+        "copies": 3,
+    }
+
+
+def test_diagrams_keep_mermaids_styles_under_a_csp_without_unsafe_inline(console: Console) -> None:
+    browser, api_server = console.browser, console.server
+    schemas.publish(console.redis, [orders])
+    with api_server.http() as http:
+        csp = http.get("/").headers["content-security-policy"]
+        run_id = http.post("/api/runs", json={"graph": "orders", "inputs": {"item": "ink"}}).json()["run_id"]
+    assert "style-src 'self';" in csp and "unsafe-inline" not in csp
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: _marks(d) == {"place": "current"}, "the queued run's node marked current")
+    until(browser, lambda d: find(d, "#run-diagram svg"), "the diagram")
+    console.shot("diagram-under-csp")
+    probe = browser.execute_script(
+        """
+        const svg = document.querySelector('#run-diagram svg');
+        const node = [...svg.querySelectorAll('g.node')].find((g) => g.textContent.trim() === 'place');
+        return {
+          styleElements: document.querySelectorAll('#view style').length,
+          marked: getComputedStyle(node.querySelector('rect, path, polygon')).fill,
+          edge: getComputedStyle(svg.querySelector('path.transition')).stroke,
+        };
+        """
+    )
+    assert probe["styleElements"] == 0, "no inline <style> reaches the page"
+    assert probe["marked"] == "rgb(219, 234, 254)", "the current node's classDef fill, set through the CSSOM"
+    assert probe["edge"] not in ("none", ""), "mermaid's own rules apply (an unstyled SVG path has no stroke)"

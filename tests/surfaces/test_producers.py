@@ -149,7 +149,10 @@ def test_status_shows_interruptions_and_skipped_boundaries(cli: Cli, client: Cli
     client.store.save_checkpoint(claim.context(), "{}", seq=1, next_node="s2", notes=Notes(2, "s1: state x2"))
     assert client.store.release(claim.context()) == "released"
     shown = " ".join(cli("status", run_id).stdout.split())
-    assert "attempts 0/1 (+1 interrupted by shutdowns or Redis, not counted)" in shown
+    assert (
+        "attempt 1 (0/1 counted toward max attempts; 1 interrupted by shutdowns or Redis, not counted)"
+        in shown
+    )
     assert "skipped boundaries 2 (not checkpointed" in shown
     history = cli("history", run_id).stdout
     assert "boundaries_skipped" in history and "s1: state x2" in history

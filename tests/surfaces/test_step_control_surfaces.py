@@ -46,7 +46,7 @@ def test_the_client_and_the_async_client_send_to_the_priority_list(
     bulk_async = asyncio.run(enqueue_async())
     assert sorted(queued_at(redis_client, queue, 9)) == sorted([bulk, bulk_async])
     assert queued_at(redis_client, queue, 0) == [plain]
-    assert (client.get(bulk).priority, client.get(plain).priority) == (9, None)
+    assert (client.get(bulk).priority, client.get(plain).priority) == (9, 0)
 
 
 def test_a_replay_keeps_the_runs_priority(client: Client, queue: str, redis_client: redis.Redis) -> None:

@@ -17,6 +17,7 @@ from reflexr_graph.errors import InvalidInputs, StaleCheckpoint
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from tests.core.harness import Harness
+from tests.surfaces.cli_runner import CliHere
 from tests.surfaces.conftest import Cli
 from tests.surfaces.graphs import _chain, bad_key, chain
 from tests.surfaces.test_client import queued
@@ -118,6 +119,10 @@ def test_async_client_reads_checkpoints_and_forks(redis_url: str, queue: str, so
         async with AsyncClient.from_url(redis_url, queue=queue) as aclient:
             assert [c.seq for c in await aclient.checkpoints(source)] == [1, 2, 3, 4, 5, 6]
             assert (await aclient.checkpoint(source, 2)).state == {"total": 3, "visited": ["t1", "t2"]}
+            planned = await aclient.check_fork(source, from_seq=2, patch={"total": 0})
+            assert planned.state == {"total": 0, "visited": ["t1", "t2"]}
+            with pytest.raises(InvalidInputs):
+                await aclient.fork(source, from_seq=2, state={"bogus_field": 1})
             fork_id = await aclient.fork(source, from_seq=6)
             assert (await aclient.get(fork_id)).output == 21
 
@@ -133,3 +138,49 @@ def test_the_cli_shows_a_checkpoint_of_a_forked_run_as_copied(cli: Cli, client: 
     assert f"forked from {source} at checkpoint #3" in table.stdout
     assert json.loads(cli("status", fork_id, "--json").stdout)["forked_at_seq"] == 3
     assert client.store.client.exists(keys.ckpt(source)), "the source keeps its own checkpoints"
+
+
+def test_fork_validates_its_state_before_it_asks_and_refuses_unknown_fields(
+    cli_here: CliHere, client: Client, redis_client: redis.Redis, queue: str, source: str
+) -> None:
+    before = _written(client, redis_client, queue, source)
+    # No --yes and no answer: a state the fork refuses is refused before the question.
+    bogus = cli_here("fork", source, "--from", "3", "--state", '{"bogus_field": 1}', stdin="")
+    assert bogus.returncode == 2, bogus.stderr
+    assert "state.bogus_field: is not allowed here" in bogus.stderr and "fork run" not in bogus.stdout
+    with pytest.raises(InvalidInputs) as caught:
+        client.fork(source, from_seq=3, state={"total": 1, "visited": [], "bogus_field": 1})
+    assert [e["loc"] for e in caught.value.errors] == [["state", "bogus_field"]]
+    assert cli_here("fork", source, "--from", "3", "--patch", '{"totl": 1}', "--yes").returncode == 2
+    both = cli_here("fork", source, "--from", "3", "--state", "{}", "--patch", "{}", "--yes")
+    assert both.returncode == 2 and "--state and --patch exclude each other" in both.stderr
+    with pytest.raises(InvalidInputs, match="patch must be a JSON object"):
+        client.fork(source, from_seq=3, patch=[1])
+    assert _written(client, redis_client, queue, source) == before
+
+
+def test_fork_patch_merges_into_the_checkpoint_state(cli_here: CliHere, client: Client, source: str) -> None:
+    planned = client.check_fork(source, from_seq=3, patch={"total": 100})
+    assert planned.state == {"total": 100, "visited": ["t1", "t2", "t3"]}, "merged, the rest as saved"
+    assert client.checkpoint(source, 3).state["total"] == 6, "a check writes nothing"
+    patched = cli_here("fork", source, "--from", "3", "--patch", '{"total": 100}', stdin="y\n")
+    assert patched.returncode == 0, patched.stderr
+    assert "with its state patched at state.total?" in patched.stdout
+    fork_id = patched.stdout.strip().splitlines()[-1]
+    assert client.checkpoint(fork_id, 3).state == planned.state
+    assert client.get(fork_id).forked_from == source
+
+
+def test_a_fork_keeps_the_source_priority_unless_given_one(
+    cli_here: CliHere, client: Client, harness: Harness
+) -> None:
+    plain_run = harness.create(chain, uuid.uuid4().hex)
+    assert client.get(plain_run).priority == 0, "0 is the default, as the README says"
+    source = client.enqueue("chain", uuid.uuid4().hex, priority=9)
+    assert harness.attempt(chain, source) == 21
+    assert client.get(client.fork(source, from_seq=3)).priority == 9
+    assert client.get(client.fork(source, from_seq=3, priority=2)).priority == 2
+    given = cli_here("fork", source, "--from", "3", "--priority", "4", "--yes")
+    assert given.returncode == 0, given.stderr
+    assert client.get(given.stdout.strip()).priority == 4
+    assert cli_here("fork", source, "--from", "3", "--priority", "10", "--yes").returncode == 2

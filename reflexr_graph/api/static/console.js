@@ -136,6 +136,37 @@ function nodeMarks(mermaidText, run, events) {
   return marks;
 }
 
+// The CSP lets styles come from the app only (style-src 'self'), so the <style> and style=""
+// that mermaid writes into its SVG would be refused. They are carried over through the CSSOM,
+// which the CSP leaves to the page's own script: the rules as a constructed style sheet, each
+// style attribute as properties set one by one.
+const diagramSheets = new Map();  // diagram id -> its constructed sheet, while it is on the page
+const scratch = new CSSStyleSheet();  // parses style attributes; never adopted
+
+function placeDiagram(container, id, svgText) {
+  // Parsed in an inert document (mermaid's output, sanitized by it: securityLevel strict).
+  const svg = new DOMParser().parseFromString(svgText, "text/html").body.querySelector("svg");
+  const sheet = new CSSStyleSheet();
+  sheet.replaceSync([...svg.querySelectorAll("style")].map((s) => s.textContent).join("\n"));
+  svg.querySelectorAll("style").forEach((s) => s.remove());
+  const styled = [...svg.querySelectorAll("[style]")].concat(svg.hasAttribute("style") ? [svg] : []).map((el) => {
+    const declared = el.getAttribute("style");
+    el.removeAttribute("style");
+    return [el, declared];
+  });
+  container.replaceChildren(document.adoptNode(svg));
+  for (const [el, declared] of styled) {
+    scratch.replaceSync(`x{${declared}}`);
+    const style = scratch.cssRules.length ? scratch.cssRules[0].style : { length: 0 };
+    for (let i = 0; i < style.length; i++) {
+      el.style.setProperty(style[i], style.getPropertyValue(style[i]), style.getPropertyPriority(style[i]));
+    }
+  }
+  diagramSheets.set(id, sheet);
+  for (const shown of [...diagramSheets.keys()]) if (!document.getElementById(shown)) diagramSheets.delete(shown);
+  document.adoptedStyleSheets = [...diagramSheets.values()];
+}
+
 async function renderDiagram(container, mermaidText, marks = {}) {
   let text = mermaidText;
   const lines = Object.entries(marks).map(([node, mark]) => `  class ${node} ${mark}`);
@@ -144,8 +175,9 @@ async function renderDiagram(container, mermaidText, marks = {}) {
     text += "\n  classDef failed fill:#fee2e2,stroke:#dc2626\n  classDef waiting fill:#fef9c3,stroke:#ca8a04\n" + lines.join("\n");
   }
   try {
-    const { svg } = await window.mermaid.render(`diagram-${++diagramCount}`, text);
-    container.innerHTML = svg;  // mermaid's own output, sanitized by it (securityLevel strict)
+    const id = `diagram-${++diagramCount}`;
+    const { svg } = await window.mermaid.render(id, text);
+    placeDiagram(container, id, svg);
   } catch (e) {
     container.replaceChildren(h("pre", {}, mermaidText));
   }
@@ -162,7 +194,8 @@ function resolve(schema, root) {
 }
 
 // A form for an object schema's properties (strings, numbers, booleans; anything else as JSON),
-// or one JSON field for any other schema. read() gives the value, or throws naming the field.
+// or one JSON field for any other schema. Each field starts at its schema's default, so what it
+// shows is what is sent; read() gives the value, or throws naming the field.
 function schemaForm(schema, idPrefix) {
   const root = schema;
   const obj = resolve(schema, root);
@@ -175,6 +208,12 @@ function schemaForm(schema, idPrefix) {
       const input = kind === "boolean" ? h("input", { type: "checkbox", id, name })
         : kind === "json" ? h("textarea", { id, name, rows: 3 })
         : h("input", { id, name, type: kind === "string" ? "text" : "number", step: kind === "integer" ? "1" : "any" });
+      const fallback = "default" in raw ? raw.default : prop.default;  // a $ref'd property keeps its default beside the $ref
+      if (fallback !== undefined) {
+        if (kind === "boolean") input.checked = fallback === true;
+        else input.value = kind === "json" ? JSON.stringify(fallback) : String(fallback);
+        input.dataset.default = JSON.stringify(fallback);
+      }
       fields.push({ name, kind, input, required: (obj.required || []).includes(name) });
     }
   } else {
@@ -203,13 +242,24 @@ function schemaForm(schema, idPrefix) {
 
 // -- pages ----------------------------------------------------------------------------------
 
+// As the CLI shows them (cli/render.py): the latest attempt's number, as the timeline numbers it,
+// and how many of the attempts so far count toward max attempts.
+const attemptCell = (r) => `${r.attempt} (${r.attempts}/${r.max_attempts})`;
+function attemptText(r) {
+  const uncounted = [];
+  if (r.suspensions) uncounted.push(`${r.suspensions} ended waiting`);
+  if (r.interruptions) uncounted.push(`${r.interruptions} interrupted by shutdowns or Redis`);
+  const more = uncounted.length ? `; ${uncounted.join(" and ")}, not counted` : "";
+  return `${r.attempt} (${r.attempts}/${r.max_attempts} counted toward max attempts${more})`;
+}
+
 async function runsPage(view) {
   const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
   const graph = h("select", { id: "filter-graph" }, h("option", { value: "" }, "any graph"));
   const body = h("tbody", { id: "runs-body" });
   view.replaceChildren(h("h1", {}, "Runs"),
     h("div", { class: "filters" }, h("label", {}, "Status ", status), h("label", {}, "Graph ", graph)),
-    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempts", "next node", "updated"].map((t) => h("th", {}, t)))), body));
+    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempt", "next node", "updated"].map((t) => h("th", {}, t)))), body));
   api("/api/graphs").then((gs) => gs.forEach((g) => graph.append(h("option", { value: g.graph.name }, g.graph.name)))).catch(() => {});
   const refresh = async () => {
     const q = new URLSearchParams({ limit: "100" });
@@ -218,7 +268,7 @@ async function runsPage(view) {
     const page = await api(`/api/runs?${q}`);
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
       h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
-      h("td", {}, `${r.attempts}/${r.max_attempts}`), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
+      h("td", { class: "attempt" }, attemptCell(r)), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
     notice("");
   };
   status.addEventListener("change", refresh);
@@ -248,7 +298,7 @@ async function runPage(view, runId) {
 
   const render = async () => {
     summary.replaceChildren(...[
-      ["status", badge(run.status)], ["graph", run.graph], ["attempts", `${run.attempts} of ${run.max_attempts}` + (run.interruptions ? ` (+${run.interruptions} interrupted)` : "")],
+      ["status", badge(run.status)], ["graph", run.graph], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
@@ -403,7 +453,7 @@ async function graphsPage(view) {
       } catch (e) { notice(e.message); }
     });
     view.append(h("section", { "data-graph": graph.name }, h("h2", {}, graph.name),
-      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts ?? "default"}`),
+      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts}`),
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
@@ -413,22 +463,37 @@ async function graphsPage(view) {
 
 // -- routing --------------------------------------------------------------------------------
 
+let routes = 0;  // the number of the latest route: an earlier one still loading renders nowhere
+
 async function route() {
+  const seq = ++routes;
   stopPage();
   stopPage = () => {};
-  const view = document.getElementById("view");
+  // Each route renders into an element of its own, in place at once: a route that a newer one
+  // overtook (a hash change, then the token form) renders into a detached element, never over
+  // the newer page or a form the user has begun to fill in.
+  const view = h("div", {});
+  document.getElementById("view").replaceChildren(view);
   const [, page, arg] = (location.hash || "#/runs").split("/");
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${page === "run" ? "runs" : page}`);
   try {
-    if (page === "run" && arg) stopPage = await runPage(view, decodeURIComponent(arg));
-    else if (page === "dead") stopPage = await deadPage(view);
-    else if (page === "graphs") stopPage = await graphsPage(view);
-    else stopPage = await runsPage(view);
-  } catch (e) { notice(e.message); }
+    let stop;
+    if (page === "run" && arg) stop = await runPage(view, decodeURIComponent(arg));
+    else if (page === "dead") stop = await deadPage(view);
+    else if (page === "graphs") stop = await graphsPage(view);
+    else stop = await runsPage(view);
+    if (seq === routes) stopPage = stop;
+    else stop();
+  } catch (e) { if (seq === routes) notice(e.message); }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  window.mermaid.initialize({ startOnLoad: false, securityLevel: "strict" });
+  // The page's own font: mermaid measures its labels while the CSP refuses its styles, so the
+  // labels are measured in the font they are later shown in.
+  const font = getComputedStyle(document.body);
+  window.mermaid.initialize({
+    startOnLoad: false, securityLevel: "strict", fontFamily: font.fontFamily, themeVariables: { fontSize: font.fontSize },
+  });
   document.getElementById("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value);

@@ -2,7 +2,8 @@
 -- runs, or say how long to wait. One round trip, fenced by the attempt's token, so a stale
 -- attempt spends nothing of a budget the fleet shares.
 -- Standalone (no prelude). KEYS from keys.limit_keys():
--- KEYS[1] rg:{<run_id>}:run      the owner's token and status; limit_waits, limit_wait_ms
+-- KEYS[1] rg:{<run_id>}:run      the owner's token and status; limit_waits, limit_wait_ms, and
+--                                 limit_since(_key): when a wait of a released run began (wait.lua)
 -- KEYS[2] rg:{<run_id>}:events   a limit_waited event when a grant ends a wait
 -- KEYS[3] rg:limits              key -> configuration JSON, for `reflexr-graph limits`
 -- KEYS[4] rg:limit:{<key>}:tat   GCRA theoretical arrival time, epoch ms
@@ -15,7 +16,7 @@
 -- Returns {'fenced'} | {'ok', slots in use, ms to wait before starting (a reserved rate token)} |
 --   {'denied', ms until the rate allows (0: a slot is missing, poll), slots in use}
 
-local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
+local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'limit_since', 'limit_since_key')
 if ARGV[1] == '' or owner[1] ~= ARGV[1] or owner[2] ~= 'running' then
   return {'fenced'}
 end
@@ -61,6 +62,12 @@ if concurrency > 0 then
 end
 redis.call('HINCRBY', KEYS[6], 'granted', 1)
 local waited = (tonumber(ARGV[10]) or 0) + wait
+-- The run was released to wait for this key: the wait began before this attempt, and counts
+-- from then, through every release, once.
+if owner[3] and owner[4] == ARGV[3] then
+  waited = now + wait - tonumber(owner[3])
+  redis.call('HDEL', KEYS[1], 'limit_since', 'limit_since_key')
+end
 if wait > 0 then
   redis.call('HINCRBY', KEYS[6], 'reserved', 1)
 end

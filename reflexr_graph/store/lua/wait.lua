@@ -7,6 +7,7 @@
 -- ARGV[4] token  ARGV[5] signal name, '' for a durable sleep
 -- ARGV[6] the wait's record field in the memo; its wake time is kept at ARGV[6] .. '|at'
 -- ARGV[7] the wake time ms to keep if this wait has none yet, '' for no timer
+-- ARGV[8] ms a step released to wait for a limit ('limit:<key>') waited in place first
 -- Returns {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
@@ -62,6 +63,15 @@ if num('attempts') > 0 then
   incr('attempts', -1)
 end
 incr('suspensions', 1)
+-- A limit wait is counted by the grant that ends it (limit_acquire.lua), which may come after
+-- several releases: the run keeps when the wait began, from its first release for that key.
+if string.sub(name, 1, 6) == 'limit:' then
+  local key = string.sub(name, 7)
+  if field('limit_since_key') ~= key then
+    put('limit_since', string.format('%d', tonumber(NOW) - (tonumber(ARGV[8]) or 0)))
+    put('limit_since_key', key)
+  end
+end
 put('waiting_for', name)
 put('wake_at', wake)
 drop('token')

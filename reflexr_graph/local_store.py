@@ -1,4 +1,6 @@
-"""Fill a store with many runs fast, through the store's own Lua scripts, pipelined.
+"""Fill a store with many runs fast, through the store's own Lua scripts, pipelined; and count what
+an operation costs Redis. The store-at-scale benchmark (bench/store_scale.py) and its test
+(tests/store/test_scale.py) share both, so the test checks what the benchmark measures.
 
 Each run goes the way a worker takes it: ``create_run``, ``claim``, then ``succeed``, ``fail``
 (permanent: dead-lettered) or ``wait`` (for a signal, no timer). Every script call of a batch
@@ -14,10 +16,17 @@ fleet's would.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import redis
 
 from reflexr_graph import clock
+from reflexr_graph.client import Client
+from reflexr_graph.fleet.reaper import Reaper
+from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
@@ -78,7 +87,7 @@ def _stages(store: RedisStore, kind: str) -> list[Stage]:
 
     def failure(now: int) -> list[ScriptArg]:
         """fail.lua's ARGV after the token: a permanent, counted failure with no notes."""
-        error = ["ValueError", "the order was refused", "", "step_failed", "1", now]
+        error: list[ScriptArg] = ["ValueError", "the order was refused", "", "step_failed", "1", now]
         return [*error, dead_s, "1", store.max_interruptions, 0, "", 0, 0]
 
     create: Stage = (
@@ -138,3 +147,36 @@ def fill(store: RedisStore, mix: Mix, *, prefix: str = "s", progress: Callable[[
             offset += len(ids)
             if (first // BATCH) % 50 == 49:
                 progress(f"    {kind}: {first + len(ids)} of {count}")
+
+
+@dataclass(frozen=True)
+class Cost:
+    commands: int
+    server_us: int
+    wall_ms: float
+
+
+def counted(r: redis.Redis, fn: Callable[[], object]) -> Cost:
+    """What ``fn`` cost Redis (commands, server µs, Lua's included) and the wall clock."""
+    r.config_resetstat()
+    t0 = time.perf_counter()
+    fn()
+    wall = (time.perf_counter() - t0) * 1000
+    stats: dict[str, Any] = r.info("commandstats")
+    mine = {k: v for k, v in stats.items() if k not in ("cmdstat_config", "cmdstat_info")}
+    return Cost(sum(v["calls"] for v in mine.values()), sum(v["usec"] for v in mine.values()), wall)
+
+
+def operations(client: Client, reaper: Reaper) -> dict[str, Callable[[], object]]:
+    """The reaper's tick and what each read-only CLI command asks of the store (``cli/``)."""
+    some_run = client.runs(status=Status.SUCCEEDED, limit=1)[0].run_id
+    return {
+        "reaper tick": reaper.tick,
+        "`runs` (newest 50)": lambda: client.runs(limit=50),
+        "`runs --status succeeded`": lambda: client.runs(status=Status.SUCCEEDED, limit=50),
+        "`runs --graph G` (G: every run)": lambda: client.runs(graph=GRAPH, limit=50),
+        "`dlq list` (newest 1,000)": lambda: client.dead_letters(),
+        "`status RUN`": lambda: client.get(some_run),
+        "`history RUN`": lambda: client.events(some_run),
+        "API page, graph matching none": lambda: client.runs_page(graph="no-such-graph", limit=50),
+    }

@@ -1,4 +1,4 @@
-"""An operator's actions on runs: cancel, replay, purge (operations the async client runs too)."""
+"""Interventions: an operator cancels, replays or purges a run (operations both clients run too)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def purge_run(run_id: str) -> Op[bool]:
     return outcome == "ok"
 
 
-class Operator(StoreBase):
+class Interventions(StoreBase):
     """Cancel, replay and purge, each refused for a run whose status does not allow it."""
 
     def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:

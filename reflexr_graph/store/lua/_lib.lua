@@ -47,25 +47,33 @@ local UNLISTED = {queued = true, running = true}
 -- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
 local EVENTS_MAXLEN = 1000
 
--- The small fields most scripts read; large ones (inputs, state, output) only on want().
-local BASE_FIELDS = {'status', 'token', 'attempts', 'interruptions', 'suspensions', 'max_attempts',
-  'idem', 'cancel', 'ck_first', 'ck_last', 'memo', 'mbox', 'tb', 'graph', 'retry_at', 'wake_at', 'waiting_for',
-  'dispatches', 'unserved_since', 'reason', 'error_type', 'error', 'checkpoints', 'next_node',
-  'resumes', 'skipped', 'reused_steps', 'reused_calls'}
-local RUN, LOADED, WANTED = {}, false, {}
+-- The fields every script reads. Each script names the others its paths read with want(), in
+-- the groups below or one by one: a field read without being asked for costs an HGET of its own,
+-- and every field asked for costs the HMGET (and the script's run time) a little.
+local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
+local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
+-- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb'}
+local LAST_ERROR = {'reason', 'error_type', 'error'}
+local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
+local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
 
--- Ask for more fields with the first read (call before any field()).
+-- Ask for fields (names, or groups of them) with the first read: call before any field().
 local function want(...)
-  for _, name in ipairs({...}) do
-    WANTED[#WANTED + 1] = name
+  for _, item in ipairs({...}) do
+    if type(item) == 'table' then
+      for _, name in ipairs(item) do
+        WANTED[#WANTED + 1] = name
+      end
+    else
+      WANTED[#WANTED + 1] = item
+    end
   end
 end
 
 local function load()
-  local names = {}
-  for _, name in ipairs(BASE_FIELDS) do names[#names + 1] = name end
-  for _, name in ipairs(WANTED) do names[#names + 1] = name end
+  local names = WANTED
   local values = redis.call('HMGET', K_RUN, unpack(names))
   for i, name in ipairs(names) do
     RUN[name] = values[i] or ''

@@ -12,6 +12,7 @@
 -- Returns {'ok', HGETALL...} (cancelled) | {'requested', HGETALL...} (the attempt stops at its
 --   next boundary) | {'missing'} | {'refused', status} | {'idem', key}
 
+want(OPTIONAL_KEYS)
 local refused, status = refusal(CANCELLABLE)
 if refused then
   return refused

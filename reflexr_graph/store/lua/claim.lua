@@ -16,7 +16,8 @@
 
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
-want('inputs', 'state', 'idempotency_key', 'trace')
+want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
+  'error_type')
 
 local function reply(outcome)
   flush()

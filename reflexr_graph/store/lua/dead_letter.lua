@@ -12,6 +12,7 @@
 -- Returns store/contracts.py DeadLettered: 1 dead-lettered, 0 the run is already terminal, or
 --   {'idem', key}.
 
+want(OPTIONAL_KEYS)
 if exists() then
   -- Not fenced: whoever runs a bad message, but a finished run stays as it ended.
   local guard = write_guard(nil)

@@ -13,6 +13,7 @@
 -- Returns store/contracts.py Failed: 'dead' | 'retrying' | 'cancelled' (a cancel was asked while
 --   it ran) | 'fenced' | {'idem', key}
 
+want(COUNTERS, OPTIONAL_KEYS, NOTES)
 local guard = write_guard(ARGV[4])
 if guard then
   return guard

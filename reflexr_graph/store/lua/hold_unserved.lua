@@ -10,6 +10,7 @@
 -- Returns 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
 --   meanwhile) | 'gone' | {'idem', key}
 
+want(OPTIONAL_KEYS, 'unserved_since', 'graph')
 if not exists() then
   redis.call('ZREM', K_DUE, RUN_ID)
   return 'gone'

@@ -5,6 +5,7 @@
 -- ARGV[1] run_id  ARGV[2] now ms (unused)  ARGV[3] idempotency key guess
 -- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
 
+want(OPTIONAL_KEYS)
 local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused

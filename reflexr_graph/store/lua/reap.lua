@@ -11,6 +11,7 @@
 -- Returns store/contracts.py Reaped: 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
 --   any more, or a stale entry) | {'idem', key}
 
+want(COUNTERS, OPTIONAL_KEYS, 'error_type')
 if field('status') ~= 'running' then
   -- A lease entry without a running run (e.g. its record expired) is dropped.
   redis.call('ZREM', K_LEASES, RUN_ID)

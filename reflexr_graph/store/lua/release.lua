@@ -9,6 +9,7 @@
 -- dead), 3 a cancel was asked (the run ends cancelled instead), 0 the token does not own the
 -- run; or {'idem', key}.
 
+want(COUNTERS, OPTIONAL_KEYS, 'error_type')
 local guard = write_guard(ARGV[4])
 if guard == 'fenced' then
   return 0

@@ -8,7 +8,7 @@
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 --   | {'no_checkpoint'} (the run keeps no checkpoint ARGV[5]; nothing changed)
 
-want('replays')
+want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, 'replays', 'ck_first', 'unserved_since')
 local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused

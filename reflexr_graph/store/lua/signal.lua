@@ -8,6 +8,7 @@
 -- Returns {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
 --   name is in the mailbox already) | {'queued', graph} (send its message now) | {'kept', status}
 
+want('mbox', 'waiting_for', 'graph')
 local name, value = ARGV[4], ARGV[5]
 if not exists() then
   return {'missing'}

@@ -14,6 +14,7 @@
 -- running anything) and the run ends cancelled, as asked; 0 the token does not own the run;
 -- or {'idem', key}.
 
+want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, NOTES, 'ck_first', 'checkpoints')
 -- Already succeeded under this token: this call was retried after a lost reply.
 local guard = write_guard(ARGV[4], 'succeeded')
 if guard == 'done' then

@@ -11,6 +11,7 @@
 -- Returns {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
+want(COUNTERS, OPTIONAL_KEYS, 'limit_since_key')
 local token, name, rec, first_wake = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not owned_by(token) then
   return {'fenced'}

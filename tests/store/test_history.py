@@ -14,6 +14,7 @@ from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
+from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import FakeClock, fail_once, make_run, start
 from tests.waiting import wait_for
@@ -234,3 +235,31 @@ def test_a_fork_of_the_finished_checkpoint_is_created_succeeded(store: RedisStor
     assert raw.zscore(keys.DUE, "fork-1") is None, "no message is due: no attempt runs"
     assert 0 < raw.ttl(keys.run("fork-1")) <= RUN_RETENTION_S
     assert [e.type for e in store.events("fork-1")] == ["run_enqueued", "run_forked", "run_succeeded"]
+
+
+def test_a_save_writes_its_own_payload_once_and_no_earlier_one(private_redis: RedisFactory) -> None:
+    """Each checkpoint is stored once: a save writes its payload, and never reads or writes the one
+    it replaces (which stays where it was written, as part of the history). Seen with MONITOR: no
+    command of a save carries the previous checkpoint's payload."""
+    server = private_redis()
+    store = RedisStore.from_url(server.url)
+    observer = redis.Redis.from_url(server.url)
+    seen: list[str] = []
+    try:
+        make_run(store)
+        ctx = start(store)
+        store.preload_scripts()
+        store.save_checkpoint(ctx, _payload(1) + " " * 2000, seq=1, next_node="s2")
+        with observer.monitor() as monitor:  # watches from here
+            store.save_checkpoint(ctx, _payload(2) + " " * 2000, seq=2, next_node="s3")
+            store.client.echo("end of the save")
+            while not seen or "end of the save" not in seen[-1]:
+                seen.append(str(monitor.next_command()["command"]))
+        with_payload = [c for c in seen if '"seq": 1' in c]
+        assert with_payload == [], "the previous checkpoint was copied"
+        assert sum('"seq": 2' in c for c in seen) == 2, "the EVALSHA, and one HSET of its payload"
+        assert [c.seq for c in store.checkpoints("run-1")] == [1, 2]
+        assert store.read_checkpoint("run-1", 1).payload.startswith(_payload(1))
+    finally:
+        observer.close()
+        store.close()

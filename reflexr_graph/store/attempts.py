@@ -218,8 +218,8 @@ class AttemptWrites(StoreBase):
         cancelled now), ``Lease.CANCEL_REQUESTED`` when it holds but the run is to stop at its next
         boundary."""
         now = clock.now_ms()
-        args = RenewArgs(token, now + lease_ttl_ms).argv()
-        return Lease(int(self.do(per_run("renew_lease", run_id, run_id, now, args))))
+        args = RenewArgs(run_id, token, now + lease_ttl_ms).argv()
+        return Lease(int(self._scripts("renew_lease", [keys.run(run_id), keys.LEASES], args)))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:

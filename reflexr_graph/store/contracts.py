@@ -113,8 +113,9 @@ class ClaimReply:
 
 @dataclass(frozen=True)
 class RenewArgs(Args):
-    """renew_lease.lua, ARGV[4..5]."""
+    """renew_lease.lua (standalone), ARGV[1..3]."""
 
+    run_id: str
     token: str
     lease_expiry_ms: int
 

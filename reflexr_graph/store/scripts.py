@@ -27,7 +27,6 @@ _HISTORY = "_history"
 PER_RUN: tuple[str, ...] = (
     "create_run",
     "claim",
-    "renew_lease",
     "succeed",
     "fail",
     "dead_letter",
@@ -44,6 +43,7 @@ PER_RUN: tuple[str, ...] = (
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
 STANDALONE: tuple[str, ...] = (
+    "renew_lease",
     "ack_due",
     "lock_release",
     "lock_extend",

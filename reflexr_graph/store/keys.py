@@ -118,17 +118,18 @@ def run_keys(run_id: str) -> tuple[str, ...]:
 
 
 def status_set(status: Status | str) -> str:
-    """Runs in one status, score = updated ms; not written for queued and running runs (see
-    :func:`status_index`), whose positions in :func:`script_keys` stay so the others hold theirs."""
+    """Runs in one status, score = updated ms; not written for queued, retrying and running runs
+    (see :func:`status_index`), whose positions in :func:`script_keys` stay so the others hold theirs."""
     return f"{PREFIX}:status:{Status(status).value}"
 
 
 def status_index(status: Status | str) -> str:
-    """Where the runs of one status are listed: queued runs from :data:`DUE` (every queued run is
-    due, the safety net of its message), running runs from :data:`LEASES`, the others from their
-    status set. The due set and the leases hold other statuses too, so a listing checks each."""
+    """Where the runs of one status are listed: queued and retrying runs from :data:`DUE` (every
+    such run is due: its retry, or the safety net of its message), running runs from
+    :data:`LEASES`, the others from their status set. The due set and the leases hold other
+    statuses too, so a listing checks each."""
     found = Status(status)
-    if found is Status.QUEUED:
+    if found in (Status.QUEUED, Status.RETRYING):
         return DUE
     if found is Status.RUNNING:
         return LEASES

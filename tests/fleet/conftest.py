@@ -204,13 +204,14 @@ def open_gate(r: redis.Redis, run_id: str, attempt: int | None = None) -> None:
 
 
 def assert_consistent(r: redis.Redis, run_id: str) -> None:
-    """The run is in exactly the status index its record names (queued runs are listed from the due
-    set, running ones from the leases: keys.status_index); a terminal run holds no lease or due entry."""
+    """The run is in exactly the status index its record names (queued and retrying runs are listed
+    from the due set, running ones from the leases: keys.status_index); a terminal run holds no
+    lease or due entry."""
     status = r.hget(keys.run(run_id), "status")
     assert status is not None
     status_s = status.decode()
     members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s), run_id) is not None]
-    assert members == ([] if status_s in ("queued", "running") else [status_s])
+    assert members == ([] if status_s in ("queued", "retrying", "running") else [status_s])
     assert r.zscore(keys.status_index(status_s), run_id) is not None
     if status_s in ("succeeded", "dead", "cancelled"):
         assert r.zscore(keys.LEASES, run_id) is None

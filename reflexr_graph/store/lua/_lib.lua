@@ -43,7 +43,7 @@ local ACTIVE = {queued = true, running = true, retrying = true}
 local REPLAYABLE = {dead = true, cancelled = true}
 local CANCELLABLE = {queued = true, running = true, retrying = true, waiting = true}
 -- Statuses without a status set of their own (see set_status).
-local UNLISTED = {queued = true, running = true}
+local UNLISTED = {queued = true, running = true, retrying = true}
 -- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
 local EVENTS_MAXLEN = 1000
 
@@ -304,10 +304,10 @@ local function new_events(template)
 end
 
 -- Move the run between status sets; the score is the update time so listings sort newest first.
--- Queued and running runs have no set of their own (their KEYS stay, unused, so that positions
--- hold): every queued run is in the due set and every running one in the leases, and listings
--- read those (store/keys.py: status_index). A run's start, every save and its end then touch
--- no status set on the way.
+-- Queued, retrying and running runs have no set of their own (their KEYS stay, unused, so that
+-- positions hold): every queued or retrying run is in the due set and every running one in the
+-- leases, and listings read those (store/keys.py: status_index). A run's start, every save, a
+-- retry and its end then touch no status set on the way.
 local function set_status(new)
   local old = field('status')
   if STATUS_SETS[old] and not UNLISTED[old] and old ~= new then

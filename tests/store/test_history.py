@@ -263,3 +263,25 @@ def test_a_save_writes_its_own_payload_once_and_no_earlier_one(private_redis: Re
     finally:
         observer.close()
         store.close()
+
+
+def test_a_checkpoint_saved_before_the_upgrade_is_resumed_from(store: RedisStore, raw: redis.Redis) -> None:
+    """A run whose latest checkpoint was written as the ckpt hash's 'data' (the layout before each
+    checkpoint was stored once) resumes from it: the claim adopts it as seq -> JSON."""
+    make_run(store)
+    ctx = start(store)
+    store.save_checkpoint(ctx, _payload(3), seq=3, next_node="s4")
+    fail_once(store, ctx)
+    # As that layout left it: the latest in 'data' and its fields, no pointer in the run hash.
+    raw.delete(keys.ckpt("run-1"))
+    raw.hset(
+        keys.ckpt("run-1"),
+        mapping={"data": _payload(3), "seq": 3, "saved_at": 1, "size": 9, "attempt": 1, "next_node": "s4"},
+    )
+    raw.hdel(keys.run("run-1"), "ck_first", "ck_last", "c:3")
+    claim = store.claim("run-1", "tok-after", lease_ttl_ms=30_000)
+    assert claim.claimed and claim.checkpoint == _payload(3)
+    assert [(c.seq, c.next_node) for c in store.checkpoints("run-1")] == [(3, "s4")]
+    store.save_checkpoint(claim.context(), _payload(4), seq=4, next_node="s5")
+    assert _kept(store) == [3, 4]
+    assert sorted(raw.hkeys(keys.ckpt("run-1"))) == [b"3", b"4"]

@@ -17,7 +17,7 @@
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type')
+  'error_type', 'checkpoints')
 
 local function reply(outcome)
   flush()
@@ -32,9 +32,31 @@ local function reply(outcome)
     field('trace'), checkpoint}
 end
 
+-- A run checkpointed before each checkpoint was stored once kept its latest as the ckpt hash's
+-- 'data' (and seq, saved_at, size, attempt, next_node): it becomes that hash's seq -> JSON, so
+-- an attempt that resumes it after the upgrade starts where it was. (Its older checkpoints,
+-- kept under keys of their own then, are not carried over.) Only a run with checkpoints and
+-- no pointer to one asks.
+local LEGACY = {'data', 'seq', 'saved_at', 'size', 'attempt', 'next_node'}
+local function adopt_legacy_checkpoint()
+  if field('ck_last') ~= '' or num('checkpoints') == 0 then
+    return
+  end
+  local old = redis.call('HMGET', K_CKPT, unpack(LEGACY))
+  if not old[1] or not old[2] then
+    return
+  end
+  redis.call('HDEL', K_CKPT, unpack(LEGACY))
+  redis.call('HSET', K_CKPT, old[2], old[1])
+  put(ckpt_field(old[2]), ckpt_entry(old[3] or NOW, old[4] or #old[1], old[5] or 0, old[6] or ''))
+  put('ck_first', old[2])
+  put('ck_last', old[2])
+end
+
 -- The work recorded since the checkpoint comes with it, so an attempt reads everything it
 -- resumes from in this one round trip (only when the journal wrote some: 'memo' = '1').
 local function claimed()
+  adopt_legacy_checkpoint()
   local out = reply('claimed')
   if field('memo') == '1' then
     for _, item in ipairs(redis.call('HGETALL', K_MEMO)) do

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.api_token = settings.api_token
+    # Set when the server starts to stop: the live event streams end at once (api/stream.py).
+    app.state.stopping = asyncio.Event()
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(require_json)])
     for part in API_ROUTERS:
         api.include_router(part)

@@ -3,8 +3,8 @@
 Event fields ending in ``_at`` are epoch milliseconds (``due_at`` of a retry); they are shown
 as a time of day and relative to their event ("in 2.0s"). A step's duration is the time from
 the start of the attempt, or the previous checkpoint, to the next ``run_progressed`` (or the
-``attempt_failed`` that ended it). Between two checkpoints there may be several steps, when
-the boundaries between them are not safe to save.
+``attempt_failed`` or ``run_succeeded`` that ended it). Between two checkpoints there may be
+several steps, when the boundaries between them are not safe to save.
 """
 
 from __future__ import annotations
@@ -85,9 +85,13 @@ def details(event: RunEvent) -> str:
     return ", ".join(_detail(k, v, event.at) for k, v in event.fields.items() if v != "")
 
 
-_WITHIN_A_STEP = frozenset({Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED})
-"""Events a running attempt writes on its way to the next checkpoint (a limit's grant, the notes
-a checkpoint carries): the step they belong to goes on, and so does its time."""
+_WITHIN_A_STEP = frozenset(
+    {Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED, Event.CANCEL_REQUESTED}
+)
+"""Events written while a step runs, on its way to the next checkpoint (a limit's grant, the notes
+a checkpoint carries, a cancel that waits for the step): the step goes on, and so does its time."""
+_ENDING_A_STEP = frozenset({Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED, Event.RUN_SUCCEEDED})
+"""Events that end the step(s) since the previous one: a checkpoint, a failure, the graph's end."""
 
 
 def rows(events: list[RunEvent]) -> list[Row]:
@@ -98,7 +102,7 @@ def rows(events: list[RunEvent]) -> list[Row]:
         took = None
         if event.type == Event.ATTEMPT_STARTED:
             step_began = event.at
-        elif event.type in (Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED) and step_began is not None:
+        elif event.type in _ENDING_A_STEP and step_began is not None:
             took = event.at - step_began
             step_began = event.at if event.type == Event.RUN_PROGRESSED else None
         elif event.type != Event.RUN_PROGRESSED and event.type not in _WITHIN_A_STEP:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import redis
 from fastapi.routing import APIRoute
 
 from reflexr_graph.api.app import API_PREFIX, API_ROUTERS, OPEN_ROUTERS
+from reflexr_graph.api.serve import SHUTDOWN_GRACE_S
 from reflexr_graph.cli.failures import EXIT_CANNOT_LISTEN, EXIT_UNREACHABLE
 from tests.surfaces.conftest import PASSWORD, ApiServer, Cli, serving
 from tests.surfaces.graphs import ok_key, release_key
@@ -221,6 +223,24 @@ def test_a_run_streams_its_events_live_until_it_ends(
         assert kinds[-1] == "end" and frames[-1][1]["status"] == "succeeded" and frames[-1][1]["output"] == 2
         history = http.get(f"/api/runs/{run_id}/events").json()
         assert [e["type"] for e in history] == kinds[:-1]
+
+
+def test_a_stopped_server_ends_the_event_streams_still_open(
+    api_server: ApiServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM ends ``serve`` although a console still follows a run that goes on (no worker
+    serves it here): the stream ends cleanly instead of holding the server up."""
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "open"}).json()["run_id"]
+        with http.stream(
+            "GET", f"/api/runs/{run_id}/events", headers={"Accept": "text/event-stream"}
+        ) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("event: ")) == "event: run_enqueued"
+            api_server.proc.send_signal(signal.SIGTERM)
+            assert api_server.proc.wait(timeout=SHUTDOWN_GRACE_S + 25) in (0, -signal.SIGTERM)
+            assert not [line for line in lines if line.startswith("event: ")]  # ended, not cut
+    assert "Exception in ASGI application" not in capfd.readouterr().err
 
 
 def test_cancel_and_replay(

@@ -7,6 +7,7 @@ the session's output directory (``<pytest basetemp>/console-screenshots``).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from selenium.webdriver.common.by import By
 from reflexr_graph import schemas
 from reflexr_graph.store import keys
 from tests.surfaces.browser import chromium, find, until
-from tests.surfaces.conftest import ApiServer
+from tests.surfaces.conftest import ApiServer, serving
 from tests.surfaces.graphs import chain, ok_key, orders, release_key
 from tests.waiting import wait_for
 
@@ -121,6 +122,28 @@ def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
     until(browser, lambda d: find(d, '#timeline tr[data-event="run_succeeded"]'), "the timeline's last event")
     assert browser.find_elements(By.CSS_SELECTOR, "#run-diagram svg")
     console.shot("run")
+
+
+def test_a_run_page_follows_the_run_again_after_the_server_restarts(
+    console: Console, env: dict[str, str]
+) -> None:
+    """The run's event stream ends when its server stops; the page follows it again from the last
+    event it saw once a server answers on that address, without a reload."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "restart"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, '#timeline tr[data-event="run_enqueued"]'), "the timeline")
+    browser.execute_script("window.__sameDocument = true")  # gone if the page reloads
+    api_server.proc.send_signal(signal.SIGTERM)
+    api_server.proc.wait(timeout=30)
+    port = int(api_server.url.rsplit(":", 1)[1])
+    with serving(env, port) as again, again.http() as http:
+        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        until(browser, lambda d: find(d, '#run-summary [data-status="cancelled"]'), "the run, cancelled")
+        until(browser, lambda d: find(d, '#timeline tr[data-event="run_cancelled"]'), "its cancel event")
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline tr[data-event="run_enqueued"]')) == 1
+    assert browser.execute_script("return window.__sameDocument") is True
 
 
 def test_a_dead_run_is_replayed_with_the_button_and_succeeds(

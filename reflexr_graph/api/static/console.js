@@ -68,15 +68,36 @@ function repeat(fn) {  // run fn now and every POLL_MS until the page changes
 
 // -- Server-Sent Events over fetch (EventSource cannot send the Authorization header) --------
 
+// A stream that ends without its "end" event (the server stopped or restarted) is followed again
+// from the last event seen, as an EventSource would, until the run ends or the page closes.
+const RECONNECT_MS = 1000;
+
 async function follow(runId, onEvent, signal) {
-  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, {
-    headers: { Accept: "text/event-stream" }, signal, raw: true,
-  });
+  let lastId = null;
+  for (;;) {
+    let ended = false;
+    try {
+      lastId = await followOnce(runId, (type, data) => {
+        if (type === "end") ended = true;
+        return onEvent(type, data);
+      }, signal, lastId);
+    } catch (e) {
+      if (signal.aborted || /^[0-9]{3}: /.test(e.message)) throw e;  // closed, or refused: not a lost stream
+    }
+    if (ended || signal.aborted) return;
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
+  }
+}
+
+async function followOnce(runId, onEvent, signal, lastId) {
+  const headers = { Accept: "text/event-stream" };
+  if (lastId) headers["Last-Event-ID"] = lastId;
+  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, { headers, signal, raw: true });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return;
+    if (done) return lastId;
     buffer += value;
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
@@ -84,7 +105,8 @@ async function follow(runId, onEvent, signal) {
       buffer = buffer.slice(end + 2);
       let type = "message", data = null;
       for (const line of frame.split("\n")) {
-        if (line.startsWith("event: ")) type = line.slice(7);
+        if (line.startsWith("id: ")) lastId = line.slice(4);
+        else if (line.startsWith("event: ")) type = line.slice(7);
         else if (line.startsWith("data: ")) data = line.slice(6);
       }
       if (data !== null) onEvent(type, JSON.parse(data));

@@ -214,11 +214,11 @@ class AttemptWrites(StoreBase):
 
     @translate_errors
     def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease:
-        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped or
-        cancelled now), ``Lease.CANCEL_REQUESTED`` when it holds but the run is to stop at its next
-        boundary."""
+        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped,
+        cancelled now, or its lease lapsed before this renewal landed), ``Lease.CANCEL_REQUESTED``
+        when it holds but the run is to stop at its next boundary."""
         now = clock.now_ms()
-        args = RenewArgs(run_id, token, now + lease_ttl_ms).argv()
+        args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
         return Lease(int(self._scripts("renew_lease", [keys.run(run_id), keys.LEASES], args)))
 
     @translate_errors

@@ -113,18 +113,20 @@ class ClaimReply:
 
 @dataclass(frozen=True)
 class RenewArgs(Args):
-    """renew_lease.lua (standalone), ARGV[1..3]."""
+    """renew_lease.lua (standalone), ARGV[1..4]."""
 
     run_id: str
     token: str
     lease_expiry_ms: int
+    now_ms: int
+    """A lease already lapsed by now is the reaper's: a late renewal does not revive it."""
 
 
 class Lease(IntEnum):
     """What a lease renewal found (renew_lease.lua)."""
 
     LOST = 0
-    """The token lost the run: superseded, reaped, or cancelled now."""
+    """The token lost the run: superseded, reaped, cancelled now, or its lease lapsed."""
     HELD = 1
     CANCEL_REQUESTED = 2
     """Held, but the run was cancelled without ``now``: its attempt stops at its next boundary."""

@@ -37,7 +37,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
-from reflexr_graph.store.workers import live_workers, serving
+from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
 
@@ -97,6 +97,10 @@ class AsyncClient(ClientBase):
     async def workers(self) -> list[WorkerInfo]:
         """See :meth:`Client.workers`."""
         return await self._do(live_workers())
+
+    async def worker_statuses(self) -> list[WorkerStatus]:
+        """Every live worker with when it last beat and the runs it holds now (the workers page)."""
+        return await self._do(worker_statuses())
 
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""

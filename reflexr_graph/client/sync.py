@@ -37,7 +37,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
-from reflexr_graph.store.workers import live_workers, serving
+from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
 
@@ -117,6 +117,10 @@ class Client(ClientBase):
     def workers(self) -> list[WorkerInfo]:
         """Every live worker: its name, graphs, queues, pool and concurrency."""
         return self._do(live_workers())
+
+    def worker_statuses(self) -> list[WorkerStatus]:
+        """Every live worker with when it last beat and the runs it holds now (the workers page)."""
+        return self._do(worker_statuses())
 
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""

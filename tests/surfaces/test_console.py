@@ -405,3 +405,30 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     waited = _text(browser, '#timeline tr[data-event="run_waiting"] .details')
     assert waited == "attempt=2, signal=go", "no empty wake_at"
     assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
+
+
+def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flight(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/blocker").json()["workers"], what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "on-shift"}).json()["run_id"]
+    _open(browser, api_server, "graphs")
+    until(browser, lambda d: find(d, 'section[data-graph="blocker"] a.served-by'), "the graph's workers")
+    _click(browser, 'section[data-graph="blocker"] a.served-by')  # the graph page links to its workers
+    until(browser, lambda d: find(d, "#workers-body tr[data-worker]"), "the live worker")
+    row = "#workers-body tr[data-worker]"
+    until(browser, lambda d: run_id in _text(d, f"{row} .in-flight"), "the blocker run in flight")
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('#workers-body tr[data-worker] td')].map((c) => c.textContent)"
+    )
+    name, host, pool, concurrency, graphs, _, beat, _ = cells
+    assert name.startswith("surfaces-") and host and name.endswith(f"@{host}")
+    assert (pool, concurrency) == ("prefork", "1")
+    assert {"blocker", "counter", "journey"} <= set(str(graphs).split(", "))
+    assert str(beat).endswith(" ago")
+    assert "active" in str(browser.find_element(By.ID, "nav-workers").get_attribute("class"))
+    console.shot("workers")
+    console.redis.rpush(release_key("on-shift"), 1)
+    until(browser, lambda d: _text(d, f"{row} .in-flight") == "none", "the run done, none in flight")

@@ -501,12 +501,33 @@ async function graphsPage(view) {
       } catch (e) { notice(e.message); }
     });
     view.append(h("section", { "data-graph": graph.name }, h("h2", {}, graph.name),
-      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts}`),
+      h("p", { class: "muted" }, "served by ", workers.length ? h("a", { href: "#/workers", class: "served-by" }, workers.join(", ")) : "no live worker",
+        `; max attempts ${graph.max_attempts}`),
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
   }
   return () => {};
+}
+
+// The live workers (GET /api/workers): what each serves, what it runs now, when it last beat.
+async function workersPage(view) {
+  const body = h("tbody", { id: "workers-body" });
+  view.replaceChildren(h("h1", {}, "Workers"),
+    h("table", { id: "workers" }, h("thead", {}, h("tr", {}, ["worker", "host", "pool", "concurrency", "graphs", "runs in flight", "last heartbeat", "version"].map((t) => h("th", {}, t)))), body));
+  return repeat(async () => {
+    const workers = await api("/api/workers");
+    const now = Date.now() / 1000;
+    body.replaceChildren(...(workers.length ? workers.map(({ info, in_flight, last_beat_at }) => {
+      const [, host] = info.name.includes("@") ? info.name.split("@", 2) : ["", "-"];
+      return h("tr", { "data-worker": info.name }, h("td", { class: "mono nowrap" }, info.name), h("td", {}, host || "-"),
+        h("td", {}, info.pool || "-"), h("td", {}, String(info.concurrency || "-")),
+        h("td", { class: "graphs" }, info.graphs.flatMap((g, i) => [i ? ", " : "", h("a", { href: "#/graphs", "data-graph": g }, g)])),
+        h("td", { class: "in-flight" }, in_flight.length ? in_flight.map((id) => h("div", {}, h("a", { href: `#/run/${id}`, class: "mono nowrap" }, id))) : "none"),
+        h("td", { class: "beat nowrap", title: utcTime(last_beat_at, true) + " UTC" }, `${duration(Math.max(0, now - last_beat_at))} ago`),
+        h("td", {}, info.version || "-"));
+    }) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No live worker."))]));
+  });
 }
 
 // -- routing --------------------------------------------------------------------------------
@@ -529,6 +550,7 @@ async function route() {
     if (page === "run" && arg) stop = await runPage(view, decodeURIComponent(arg));
     else if (page === "dead") stop = await deadPage(view);
     else if (page === "graphs") stop = await graphsPage(view);
+    else if (page === "workers") stop = await workersPage(view);
     else stop = await runsPage(view);
     if (seq === routes) stopPage = stop;
     else stop();

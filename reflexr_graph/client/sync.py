@@ -23,6 +23,7 @@ from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
 from reflexr_graph.store.ops import Op, Publish, Request, drive, ping
+from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
     DeadLetter,
@@ -121,6 +122,10 @@ class Client(ClientBase):
     def worker_statuses(self) -> list[WorkerStatus]:
         """Every live worker with when it last beat and the runs it holds now (the workers page)."""
         return self._do(worker_statuses())
+
+    def overview(self) -> Overview:
+        """Runs by status now, queued runs per graph, the live workers and the dead letters."""
+        return self._do(overview())
 
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""

@@ -7,6 +7,7 @@ the session's output directory (``<pytest basetemp>/console-screenshots``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -432,3 +433,27 @@ def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flig
     console.shot("workers")
     console.redis.rpush(release_key("on-shift"), 1)
     until(browser, lambda d: _text(d, f"{row} .in-flight") == "none", "the run done, none in flight")
+
+
+@pytest.mark.slow
+def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
+    console: Console, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """The worker running a step is killed: its lease lapses, another worker's reaper counts the
+    attempt abandoned, and the run goes on there; the chart marks the lapse on attempt 1."""
+    browser, api_server = console.browser, console.server
+    env["REFLEXR_LEASE_TTL_S"] = "2"  # the workers started below lapse soon after they are gone
+    first = start_worker()
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "crash"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: [r["attempt"] for r in _gantt(d)] == ["1"], "attempt 1 running")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    start_worker()
+    until(browser, lambda d: len(_gantt(d)) == 2, "attempt 2, on the other worker", timeout_s=90)
+    lapsed = _gantt(browser)[0]
+    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "backoff"]
+    console.redis.rpush(release_key("crash"), 1)
+    until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
+    console.shot("gantt-lapsed", at="#run-gantt")

@@ -8,7 +8,17 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, time_travel, waits
+from reflexr_graph.api import (
+    console,
+    dead_letters,
+    graphs,
+    health,
+    problems,
+    runs,
+    time_travel,
+    waits,
+    workers,
+)
 from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_json, require_token
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.config.settings import Settings, load_settings
@@ -20,6 +30,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     time_travel.router,
     dead_letters.router,
     graphs.router,
+    workers.router,
 )
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)

@@ -36,12 +36,15 @@ async def run_stream(
     ``stopping`` is set."""
     last = after
     while not stopping.is_set():
-        found = await client.events(run_id, after=last)
-        for event in found:
+        for event in await client.events(run_id, after=last):
             last = event.id
             yield frame(event.type, EventOut.of(event).model_dump_json(), event.id)
         info = await client.get(run_id)
         if info.status in TERMINAL:
+            # The run may have ended after the read above: its last events (run_succeeded...)
+            # were written with the status, so they are read again before the stream ends.
+            for event in await client.events(run_id, after=last):
+                yield frame(event.type, EventOut.of(event).model_dump_json(), event.id)
             yield frame("end", info.model_dump_json())
             return
         # Events land before the status they lead to is read back: block only when none is new.

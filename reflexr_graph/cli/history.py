@@ -1,6 +1,6 @@
 """``history``: a run's events as a timeline, with readable times and how long each step took.
 
-Event fields ending in ``_at`` are epoch milliseconds (``due_at`` of a retry); they are shown
+Event fields ending in ``_at`` (and ``until``) are epoch milliseconds (``due_at`` of a retry); they are shown
 as a time of day and relative to their event ("in 2.0s"). A step's duration is the time from
 the start of the attempt, or the previous checkpoint, to the next ``run_progressed`` (or the
 ``attempt_failed`` or ``run_succeeded`` that ended it). Between two checkpoints there may be
@@ -56,8 +56,13 @@ def _epoch_s(raw: str) -> float | None:
     return value / 1000 if value > _MS_EPOCH_FLOOR else float(value)
 
 
+_MOMENTS = frozenset({"until"})
+"""Fields that hold epoch milliseconds without the ``_at`` suffix (``waiting_for_worker``'s)."""
+
+
 def _detail(key: str, value: str, event_at: float) -> str:
-    if key.endswith("_at") and (moment := _epoch_s(value)) is not None:
+    is_moment = key.endswith("_at") or key in _MOMENTS
+    if is_moment and (moment := _epoch_s(value)) is not None:
         delta = moment - event_at
         relative = f"in {duration(delta)}" if delta >= 0 else f"{duration(delta)} before"
         return f"{key.removesuffix('_at')} {clock_time(moment)} ({relative})"

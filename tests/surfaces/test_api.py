@@ -50,7 +50,7 @@ def test_every_route_is_in_the_openapi_document(api_server: ApiServer) -> None:
     assert routes == documented
     assert {"/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events", "/api/dead-letters",
             "/api/dead-letters/replay", "/api/graphs", "/healthz", "/readyz", "/api/runs/{run_id}/fork",
-            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}"} <= {
+            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}", "/api/workers"} <= {
         p for p, _ in routes
     }  # fmt: skip
     assert "HTTPBearer" in json.dumps(document["components"]["securitySchemes"])
@@ -60,7 +60,8 @@ def test_the_token_guards_every_api_route_and_nothing_else(api_server: ApiServer
     for token in (None, "wrong-token"):
         with api_server.http(token=token) as anon:
             for method, path in (("GET", "/api/runs"), ("GET", "/api/graphs"), ("GET", "/api/dead-letters"),
-                                 ("POST", "/api/runs"), ("POST", "/api/runs/x/cancel")):  # fmt: skip
+                                 ("GET", "/api/workers"), ("POST", "/api/runs"),
+                                 ("POST", "/api/runs/x/cancel")):  # fmt: skip
                 response = anon.request(method, path, json={})
                 _problem(response, 401)
                 assert response.headers["www-authenticate"] == "Bearer"
@@ -297,7 +298,7 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "chain", "counter"}, "the worker's graphs, published"
+        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey"}, "the worker's graphs"
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )
@@ -305,6 +306,26 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
         assert counter["inputs"]["properties"]["n"]["type"] == "integer"
         assert counter["mermaid"].startswith("stateDiagram-v2") and "s1 --> s2" in counter["mermaid"]
         _problem(http.get("/api/graphs/nope"), 404)
+
+
+def test_workers_are_listed_with_their_graphs_runs_in_flight_and_last_heartbeat(
+    api_server: ApiServer, worker: subprocess.Popen[bytes], redis_client: redis.Redis
+) -> None:
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "held"}).json()["run_id"]
+        wait_for(
+            lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "running", what="the run to start"
+        )
+        wait_for(lambda: http.get("/api/workers").json(), what="the worker to be listed")
+        (listed,) = http.get("/api/workers").json()
+        assert listed["in_flight"] == [run_id]
+        info = listed["info"]
+        assert info["pid"] == worker.pid and info["pool"] == "prefork" and info["concurrency"] == 1
+        assert {"blocker", "counter", "journey"} <= set(info["graphs"])
+        assert info["started_at"] <= listed["last_beat_at"], "a heartbeat since the worker started"
+        redis_client.rpush(release_key("held"), 1)
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run")
+        assert http.get("/api/workers").json()[0]["in_flight"] == []
 
 
 def test_a_waiting_run_takes_a_signal_validated_against_its_schema(

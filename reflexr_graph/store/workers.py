@@ -68,7 +68,10 @@ def worker_statuses() -> Op[list[WorkerStatus]]:
     if not expiry:
         return []
     raw = yield cmd("mget", [keys.worker(n) for n in expiry])
-    running = [text(r) for r in (yield cmd("zrange", keys.status_set(Status.RUNNING), 0, IN_FLIGHT_SCAN - 1))]
+    # Running runs have no status set of their own: they are the leases (keys.status_index).
+    running = [
+        text(r) for r in (yield cmd("zrange", keys.status_index(Status.RUNNING), 0, IN_FLIGHT_SCAN - 1))
+    ]
     recent = [cmd("xrevrange", keys.events(r), max="+", min="-", count=RECENT_EVENTS) for r in running]
     held: dict[str, list[str]] = {}
     for run_id, entries in zip(running, (yield batch(recent)) if running else [], strict=True):

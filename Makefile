@@ -19,7 +19,7 @@ ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
 $(STAMP): FORCE
 endif
 
-.PHONY: help install redis rabbitmq sentinel browser lint fmt test test-fast run serve bench clean FORCE
+.PHONY: help install redis rabbitmq sentinel browser tmux lint fmt test test-fast run serve bench clean FORCE
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
@@ -53,6 +53,9 @@ sentinel: ## Make sure redis-sentinel is installed (the failover tests start the
 browser: ## Make sure Debian's chromium and chromium-driver are installed (the console's browser tests)
 	@bash scripts/ensure-chromium.sh
 
+tmux: ## Make sure tmux is installed (the tests of `reflexr-graph top` run it in a real terminal)
+	@bash scripts/ensure-tmux.sh
+
 lint: install ## ruff check, ruff format --check, mypy (strict)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -73,10 +76,10 @@ endef
 # costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
 XDIST := -n $(or $(TEST_WORKERS),2) --dist loadgroup
 
-test: install redis rabbitmq sentinel browser lint ## Lint, then the full test suite with coverage (TEST_WORKERS=2)
+test: install redis rabbitmq sentinel browser tmux lint ## Lint, then the full test suite with coverage (TEST_WORKERS=2)
 	$(call run_pytest,$(XDIST) --cov --cov-branch --cov-report=term --durations=15)
 
-test-fast: install redis rabbitmq sentinel browser ## Tests without the slow crash/chaos ones, no lint
+test-fast: install redis rabbitmq sentinel browser tmux ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,$(XDIST) -m "not slow")
 
 run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay

@@ -132,8 +132,9 @@ def render(r: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "A kept checkpoint costs its JSON plus a fixed overhead (its entry in the history's hash and index). "
-        "The latest is stored once, in the run's checkpoint hash; the history holds only those before it. "
+        "A kept checkpoint costs its JSON plus a fixed overhead (its field in the run's checkpoint hash and "
+        "its entry in the run hash). Each is stored once, by the save that made it the latest; the run "
+        "points at the latest. "
         "The history expires with the run (its retention).",
     ]
     return "\n".join(lines)

@@ -126,7 +126,8 @@ def _batch(store: RedisStore, kind: str, run_ids: list[str], start_ms: int) -> N
     for name, build, ok in _stages(store, kind):
         pipe = store.client.pipeline(transaction=False)
         for i, run_id in enumerate(run_ids):
-            extra = [keys.run(run_id)] if name == "create_run" else []  # create_run's KEYS[19]
+            # create_run's KEYS[19] and KEYS[20]: the idem owner's run hash, the events template
+            extra = [keys.run(run_id), keys.EVENTS_TEMPLATE] if name == "create_run" else []
             script_keys = [*keys.script_keys(run_id, run_id), *extra]
             store._scripts.queue(pipe, name, script_keys, build(run_id, start_ms + i))
         replies = pipe.execute()

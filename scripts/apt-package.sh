@@ -3,7 +3,7 @@
 # shellcheck source=scripts/as-root.sh
 source "$(dirname "${BASH_SOURCE[0]}")/as-root.sh"
 
-# apt-get update once for the four ensure-*.sh that `make test` runs, not once each: skipped while
+# apt-get update once for the five ensure-*.sh that `make test` runs, not once each: skipped while
 # the stamp of the last one (apt leaves the lists untouched when nothing changed) is under an hour old.
 APT_UPDATED_STAMP="${TMPDIR:-/tmp}/reflexr-graph-apt-updated"
 apt_update_once() {

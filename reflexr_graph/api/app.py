@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from reflexr_graph.api import console, dead_letters, graphs, health, problems, runs, time_travel, waits
+from reflexr_graph.api import (
+    console,
+    dead_letters,
+    graphs,
+    health,
+    problems,
+    runs,
+    time_travel,
+    waits,
+    workers,
+)
 from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_json, require_token
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.config.settings import Settings, load_settings
@@ -19,6 +30,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     time_travel.router,
     dead_letters.router,
     graphs.router,
+    workers.router,
 )
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
@@ -48,6 +60,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.api_token = settings.api_token
+    # Set when the server starts to stop: the live event streams end at once (api/stream.py).
+    app.state.stopping = asyncio.Event()
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(require_json)])
     for part in API_ROUTERS:
         api.include_router(part)

@@ -89,7 +89,7 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
         return [EventOut.of(e) for e in history]
     after = stream.last_event_id(request.headers.get("last-event-id"))
     return StreamingResponse(
-        stream.run_stream(client, run_id, after),
+        stream.run_stream(client, run_id, after, request.app.state.stopping),
         media_type=stream.MEDIA_TYPE,
         headers={"X-Accel-Buffering": "no"},
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import socket
@@ -23,6 +24,8 @@ def console_url(host: str, port: int) -> str:
 
 BACKLOG = 2048
 """Connections the listening socket queues before uvicorn accepts them (uvicorn's default)."""
+SHUTDOWN_GRACE_S = 5
+"""How long a stopping server (SIGTERM, Ctrl-C) lets open requests finish before it closes them."""
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -55,14 +58,32 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None
     CannotListen when the address cannot be bound (before anything is printed)."""
     check_bind(host, settings.api_token)
     sock = listen(host, port)
+    app = create_app(settings)
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=host,
         port=port,
         log_level="warning",
         # No Server header naming the software; the app sets its own security headers.
         server_header=False,
         proxy_headers=False,
+        # A backstop: the event streams end when the server stops (_Server), and any other
+        # request still open after this is cut rather than keeping a stopped server up.
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     print(f"reflexr-graph console: {console_url(host, port)} (API under /api, Ctrl-C to stop)", flush=True)
-    uvicorn.Server(config).run(sockets=[sock])
+    _Server(config, app.state.stopping).run(sockets=[sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, which first tells the app's live event streams to end when it stops:
+    uvicorn's graceful shutdown waits for every open response, and a console left open holds
+    a run's stream for as long as the run goes on."""
+
+    def __init__(self, config: uvicorn.Config, stopping: asyncio.Event) -> None:
+        super().__init__(config)
+        self.stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping.set()
+        await super().shutdown(sockets)

@@ -3,12 +3,17 @@
 The stream sends the history first (or what follows ``Last-Event-ID``), then each new event as
 it is written, each with its stream id as the SSE id, and ends with an ``end`` event carrying
 the finished run. Between events it blocks in XREAD on the loop; a comment line every
-:data:`KEEPALIVE_MS` keeps proxies from closing an idle stream.
+:data:`KEEPALIVE_MS` keeps proxies from closing an idle stream. When the server stops, each
+stream ends at once (``stopping``), and an EventSource reconnects with its Last-Event-ID,
+to this server once it is back or to another one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from reflexr_graph.api.models import EventOut
 from reflexr_graph.client import AsyncClient
@@ -24,21 +29,43 @@ def frame(event: str, data: str, event_id: str | None = None) -> str:
     return f"{head}event: {event}\ndata: {data}\n\n"
 
 
-async def run_stream(client: AsyncClient, run_id: str, after: str) -> AsyncIterator[str]:
-    """SSE frames of ``run_id``'s events after stream id ``after``, until the run is terminal."""
+async def run_stream(
+    client: AsyncClient, run_id: str, after: str, stopping: asyncio.Event
+) -> AsyncIterator[str]:
+    """SSE frames of ``run_id``'s events after stream id ``after``, until the run is terminal or
+    ``stopping`` is set."""
     last = after
-    while True:
-        found = await client.events(run_id, after=last)
-        for event in found:
+    while not stopping.is_set():
+        for event in await client.events(run_id, after=last):
             last = event.id
             yield frame(event.type, EventOut.of(event).model_dump_json(), event.id)
         info = await client.get(run_id)
         if info.status in TERMINAL:
+            # The run may have ended after the read above: its last events (run_succeeded...)
+            # were written with the status, so they are read again before the stream ends.
+            for event in await client.events(run_id, after=last):
+                yield frame(event.type, EventOut.of(event).model_dump_json(), event.id)
             yield frame("end", info.model_dump_json())
             return
         # Events land before the status they lead to is read back: block only when none is new.
-        if not await client.events(run_id, after=last, block_ms=KEEPALIVE_MS):
+        blocked = client.events(run_id, after=last, block_ms=KEEPALIVE_MS)
+        if not await _unless_stopping(blocked, stopping):
             yield ": keep-alive\n\n"
+
+
+async def _unless_stopping(blocked: Any, stopping: asyncio.Event) -> Any:
+    """What ``blocked`` returns, or None as soon as ``stopping`` is set (the read is cancelled)."""
+    read = asyncio.ensure_future(blocked)
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({read, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (read, stop):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    return read.result() if not read.cancelled() else None
 
 
 def last_event_id(header: str | None) -> str:

@@ -23,6 +23,7 @@ from reflexr_graph.cli import (
     serve,
     signals,
     time_travel,
+    top,
     watch,
 )
 from reflexr_graph.cli.app import app
@@ -30,7 +31,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "time_travel", "watch",
+    "time_travel", "top", "watch",
 ]  # fmt: skip
 
 

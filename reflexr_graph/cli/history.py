@@ -1,10 +1,10 @@
 """``history``: a run's events as a timeline, with readable times and how long each step took.
 
-Event fields ending in ``_at`` are epoch milliseconds (``due_at`` of a retry); they are shown
+Event fields ending in ``_at`` (and ``until``) are epoch milliseconds (``due_at`` of a retry); they are shown
 as a time of day and relative to their event ("in 2.0s"). A step's duration is the time from
 the start of the attempt, or the previous checkpoint, to the next ``run_progressed`` (or the
-``attempt_failed`` that ended it). Between two checkpoints there may be several steps, when
-the boundaries between them are not safe to save.
+``attempt_failed`` or ``run_succeeded`` that ended it). Between two checkpoints there may be
+several steps, when the boundaries between them are not safe to save.
 """
 
 from __future__ import annotations
@@ -56,8 +56,13 @@ def _epoch_s(raw: str) -> float | None:
     return value / 1000 if value > _MS_EPOCH_FLOOR else float(value)
 
 
+_MOMENTS = frozenset({"until"})
+"""Fields that hold epoch milliseconds without the ``_at`` suffix (``waiting_for_worker``'s)."""
+
+
 def _detail(key: str, value: str, event_at: float) -> str:
-    if key.endswith("_at") and (moment := _epoch_s(value)) is not None:
+    is_moment = key.endswith("_at") or key in _MOMENTS
+    if is_moment and (moment := _epoch_s(value)) is not None:
         delta = moment - event_at
         relative = f"in {duration(delta)}" if delta >= 0 else f"{duration(delta)} before"
         return f"{key.removesuffix('_at')} {clock_time(moment)} ({relative})"
@@ -85,9 +90,13 @@ def details(event: RunEvent) -> str:
     return ", ".join(_detail(k, v, event.at) for k, v in event.fields.items() if v != "")
 
 
-_WITHIN_A_STEP = frozenset({Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED})
-"""Events a running attempt writes on its way to the next checkpoint (a limit's grant, the notes
-a checkpoint carries): the step they belong to goes on, and so does its time."""
+_WITHIN_A_STEP = frozenset(
+    {Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED, Event.CANCEL_REQUESTED}
+)
+"""Events written while a step runs, on its way to the next checkpoint (a limit's grant, the notes
+a checkpoint carries, a cancel that waits for the step): the step goes on, and so does its time."""
+_ENDING_A_STEP = frozenset({Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED, Event.RUN_SUCCEEDED})
+"""Events that end the step(s) since the previous one: a checkpoint, a failure, the graph's end."""
 
 
 def rows(events: list[RunEvent]) -> list[Row]:
@@ -98,7 +107,7 @@ def rows(events: list[RunEvent]) -> list[Row]:
         took = None
         if event.type == Event.ATTEMPT_STARTED:
             step_began = event.at
-        elif event.type in (Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED) and step_began is not None:
+        elif event.type in _ENDING_A_STEP and step_began is not None:
             took = event.at - step_began
             step_began = event.at if event.type == Event.RUN_PROGRESSED else None
         elif event.type != Event.RUN_PROGRESSED and event.type not in _WITHIN_A_STEP:

@@ -24,6 +24,7 @@ from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
 from reflexr_graph.store.ops import Op, Publish, Request, drive_async, ping
+from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
     DeadLetter,
@@ -37,7 +38,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
-from reflexr_graph.store.workers import live_workers, serving
+from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
 
@@ -97,6 +98,14 @@ class AsyncClient(ClientBase):
     async def workers(self) -> list[WorkerInfo]:
         """See :meth:`Client.workers`."""
         return await self._do(live_workers())
+
+    async def worker_statuses(self) -> list[WorkerStatus]:
+        """Every live worker with when it last beat and the runs it holds now (the workers page)."""
+        return await self._do(worker_statuses())
+
+    async def overview(self) -> Overview:
+        """Runs by status now, queued runs per graph, the live workers and the dead letters."""
+        return await self._do(overview())
 
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""

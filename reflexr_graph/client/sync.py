@@ -23,6 +23,7 @@ from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
 from reflexr_graph.store.ops import Op, Publish, Request, drive, ping
+from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
     DeadLetter,
@@ -37,7 +38,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
-from reflexr_graph.store.workers import live_workers, serving
+from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
 
@@ -117,6 +118,14 @@ class Client(ClientBase):
     def workers(self) -> list[WorkerInfo]:
         """Every live worker: its name, graphs, queues, pool and concurrency."""
         return self._do(live_workers())
+
+    def worker_statuses(self) -> list[WorkerStatus]:
+        """Every live worker with when it last beat and the runs it holds now (the workers page)."""
+        return self._do(worker_statuses())
+
+    def overview(self) -> Overview:
+        """Runs by status now, queued runs per graph, the live workers and the dead letters."""
+        return self._do(overview())
 
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""

@@ -154,7 +154,7 @@ class Heartbeat:
             log.exception("run %s: lease renewal failed unexpectedly; retrying", self._ctx.run_id)
             return self._interval_s
         if not held:
-            self._lose("the run was taken over, reaped or cancelled with --now")
+            self._lose("the run was taken over, reaped or cancelled with --now, or its lease lapsed")
             return None
         self._last_ok = time.monotonic()
         if held is Lease.CANCEL_REQUESTED and not self.cancel_asked.is_set():

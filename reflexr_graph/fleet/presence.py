@@ -17,12 +17,14 @@ from typing import Any
 from reflexr_graph import clock
 from reflexr_graph.store.records import WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.workers import HEARTBEAT_TTL_S
 
 log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 2.0
-TTL_S = 10.0
-"""A worker that stopped beating counts as gone this long after its last beat."""
+TTL_S = HEARTBEAT_TTL_S
+"""A worker that stopped beating counts as gone this long after its last beat (readers of the
+registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
 
 
 def describe(consumer: Any, graphs: list[str]) -> WorkerInfo:

@@ -28,6 +28,7 @@ from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import observe, presence, unserved
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Reason, Status
+from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -158,13 +159,13 @@ class Reaper:
         self.outage = window
         self._outage_until = time.monotonic() + self.app.reflexr_settings.lease_ttl_s
 
-    def _check_restart(self) -> None:
-        """Whether Redis restarted or failed over since the last pass of any reaper holding the lock.
+    def _restarted(self, window: tuple[int, int] | None) -> None:
+        """Redis restarted or failed over since the last pass of any reaper holding the lock, in
+        ``window`` (the tick's pass mark found it), or None.
 
         This reaper may not have seen that outage: it started after it, or it did not hold the
         lock and another reaper went down with its worker.
         """
-        window = self.store.mark_pass()
         if window is None:
             return
         self._saw_outage(window)
@@ -193,24 +194,30 @@ class Reaper:
     # -- one pass ----------------------------------------------------------------------------
 
     def tick(self) -> None:
-        """One pass: publish schemas when due, take or keep the lock, then reap and dispatch."""
+        """One pass: publish schemas when due, take or keep the lock, then reap and dispatch.
+
+        The lock and every read of the pass are one script (``reaper_tick.lua``): an idle
+        reaper costs one round trip a tick; each run it finds is then changed by its own script.
+        """
         now = time.monotonic()
         if now >= self._next_publish:
             self.publish()
         if self.presence is not None:
             self.presence.maybe_beat()
-        holding = self._hold_lock()
+        found = self.store.reaper_tick(self.owner, self.lock_ttl_ms)
+        holding = self._hold_lock(found.lock)
         # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
         # that lapsed in it.
         self._reachable()
         if not holding:
             return
-        self._check_restart()
-        self.reap()
-        self.dispatch_due()
+        self._restarted(found.restart)
+        # A run reaped now is due now: read the due set again then, so it is sent this pass.
+        recovered = self.reap(found.lapsed)
+        self.dispatch_due(None if recovered else found.due)
         # Every tick, a bounded batch: a pass every few minutes fell behind any fleet finishing
         # more than a few runs a second, and the global indexes grew without end.
-        pruned = self.store.prune()
+        pruned = self.store.prune(found=found.prunable)
         if pruned:
             log.debug("pruned %d index entries of expired runs", pruned)
 
@@ -222,20 +229,20 @@ class Reaper:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
 
-    def _hold_lock(self) -> bool:
-        if self.holding:
-            self.holding = self.store.extend_lock(self.owner, self.lock_ttl_ms)
-            if not self.holding:
-                log.warning("reaper %s lost its lock; another worker's reaper acts now", self.owner)
-            return self.holding
-        self.holding = self.store.acquire_lock(self.owner, self.lock_ttl_ms)
-        if self.holding:
+    def _hold_lock(self, lock: Lock) -> bool:
+        """Whether this reaper acts this pass, as the tick left the lock; says when that changed."""
+        held = lock is not Lock.OTHER
+        if self.holding and not held:
+            log.warning("reaper %s lost its lock; another worker's reaper acts now", self.owner)
+        elif held and not self.holding:
             log.info("reaper %s took the lock; it now re-enqueues lapsed and due runs", self.owner)
-        return self.holding
+        self.holding = held
+        return held
 
-    def reap(self) -> list[str]:
-        """Recover runs whose lease lapsed; each becomes due now, or dead when out of attempts."""
-        recovered = self.store.reap(outage=self.outage)
+    def reap(self, lapsed: list[str] | None = None) -> list[str]:
+        """Recover runs whose lease lapsed (``lapsed``: as the tick found them, else read now); each
+        becomes due now, or dead when out of attempts."""
+        recovered = self.store.reap(outage=self.outage, lapsed=lapsed)
         for run_id in recovered:
             if self._count_recovered(run_id):
                 log.warning(
@@ -274,14 +281,16 @@ class Reaper:
                 observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
         return interrupted
 
-    def dispatch_due(self) -> int:
+    def dispatch_due(self, due: list[tuple[str, float]] | None = None) -> int:
         """Send the Celery message of every due run whose graph a live worker serves; returns how many.
 
         A run whose graph no live worker serves is held instead (no message that nobody would
         take), and dead-lettered as ``unknown_graph`` once it has waited out the grace period.
+        ``due`` is the due runs as the tick found them, else they are read now.
         """
         sent = 0
-        due = self.store.due()
+        if due is None:
+            due = self.store.due()
         targets = self.store.dispatch_of([run_id for run_id, _ in due])
         serving = self.store.serving(sorted({g for g, _ in targets.values() if g}))
         for run_id, score in due:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
-from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
@@ -20,24 +18,36 @@ from reflexr_graph.store.base import (
     _idem_guess,
     translate_errors,
 )
+from reflexr_graph.store.contracts import (
+    ClaimArgs,
+    ClaimReply,
+    CreateArgs,
+    Created,
+    DeadLetterArgs,
+    DeadLettered,
+    FailArgs,
+    Failed,
+    Lease,
+    ReleaseArgs,
+    Released,
+    RenewArgs,
+    SaveArgs,
+    Saved,
+    SucceedArgs,
+    Succeeded,
+)
 from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
-from reflexr_graph.store.records import Claim, ClaimOutcome, ForkSeed, pairs_to_map, text, text_map
+from reflexr_graph.store.records import (
+    LATEST_CHECKPOINT,
+    Claim,
+    ClaimOutcome,
+    ForkSeed,
+    pairs_to_map,
+    text,
+    text_map,
+)
 
-
-class Lease(IntEnum):
-    """What a lease renewal found (renew_lease.lua)."""
-
-    LOST = 0
-    """The token lost the run: superseded, reaped, or cancelled now."""
-    HELD = 1
-    CANCEL_REQUESTED = 2
-    """Held, but the run was cancelled without ``now``: its attempt stops at its next boundary."""
-
-
-SAVED_CANCEL_REQUESTED = 2
-"""save_checkpoint.lua's answer for a checkpoint saved on a run that was asked to cancel."""
-SUCCEEDED_CANCELLED = 2
-"""succeed.lua's answer when the run was asked to cancel: it ended cancelled, its output kept."""
+__all__ = ["AttemptWrites", "Lease", "NewRun", "create_args", "new_run"]
 
 
 @dataclass(frozen=True)
@@ -58,37 +68,28 @@ class NewRun:
     """How long a run created finished (a fork of a finished checkpoint) is kept."""
 
 
-def _fork_args(run: NewRun) -> list[ScriptArg]:
-    """create_run's ARGV[13..19]: a fork's checkpoint and lineage, or empty ones for a plain run."""
-    fork = run.fork
-    if fork is None:
-        return ["", 0, "", "", "0", "", run.retention_s]
-    return [
-        fork.checkpoint,
-        fork.seq,
-        fork.next_node or "",
-        fork.source_run_id,
-        "1" if fork.state_edited else "0",
-        fork.output_json or "",
-        run.retention_s,
-    ]
-
-
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
     """create_run.lua's ARGV after the per-run prefix: the run, its dispatch deadline, the idem
     key owner the caller expects (``expected``), the request's ``digest``, and the fork's part."""
-    return [
-        run.graph,
-        run.inputs_json,
-        run.state_json or "",
-        run.idempotency_key or "",
-        run.max_attempts,
-        now_ms + run.dispatch_grace_ms,
-        expected,
-        run.trace_context,
-        digest,
-        *_fork_args(run),
-    ]
+    fork = run.fork
+    return CreateArgs(
+        graph=run.graph,
+        inputs=run.inputs_json,
+        state=run.state_json,
+        idempotency_key=run.idempotency_key,
+        max_attempts=run.max_attempts,
+        due_ms=now_ms + run.dispatch_grace_ms,
+        expected_owner=expected,
+        trace=run.trace_context,
+        digest=digest,
+        fork_checkpoint=fork.checkpoint if fork else "",
+        fork_seq=fork.seq if fork else 0,
+        fork_next_node=fork.next_node if fork else None,
+        fork_source=fork.source_run_id if fork else "",
+        fork_state_edited=fork.state_edited if fork else False,
+        fork_output=fork.output_json if fork else None,
+        retention_s=run.retention_s,
+    ).argv()
 
 
 def new_run(run: NewRun) -> Op[tuple[str, bool]]:
@@ -115,13 +116,15 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
-        reply = yield from per_run("create_run", run.run_id, guess, now, args, [owner_key])
-        outcome, found = text(reply[0]), text(reply[1])
-        if outcome == "conflict":
+        reply = yield from per_run(
+            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE]
+        )
+        outcome, found = Created(text(reply[0])), text(reply[1])
+        if outcome is Created.CONFLICT:
             assert key is not None
             raise errors.IdempotencyConflict(graph=run.graph, idempotency_key=key, run_id=found)
-        if outcome != "retry":
-            return found, outcome == "created"
+        if outcome is not Created.RETRY:
+            return found, outcome is Created.CREATED
         expected = found  # another caller took the key since; check the run it names
     raise errors.OperationRefused(f"idempotency key of run {run.run_id} kept changing hands; try again")
 
@@ -185,44 +188,44 @@ class AttemptWrites(StoreBase):
         attempt ran.
         """
         now = clock.now_ms()
-        args: list[ScriptArg] = [token, now + lease_ttl_ms, self.dead_retention_s, worker]
+        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        reply = [text(v) for v in self.do(per_run("claim", run_id, guess, now, args))]
-        outcome = ClaimOutcome(reply[0])
+        found, memo = ClaimReply.parse([text(v) for v in self.do(per_run("claim", run_id, guess, now, args))])
+        outcome = ClaimOutcome(found.outcome)
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
-        status, number, counted, resumes, graph, inputs, state, idem, max_attempts, trace, checkpoint = reply[
-            1:12
-        ]
         return Claim(
             outcome=outcome,
             run_id=run_id,
             token=token,
-            status=status,
-            attempt=int(number or 0),
-            counted=int(counted or 0),
-            resume_seq=int(resumes or 0),
-            graph=graph,
-            inputs_json=inputs,
-            state_json=state or None,
-            idempotency_key=idem,
-            max_attempts=int(max_attempts or 0),
-            trace_context=trace,
-            checkpoint=checkpoint or None,
-            records=pairs_to_map(reply[12:]),
+            status=found.status,
+            attempt=int(found.attempt or 0),
+            counted=int(found.counted or 0),
+            resume_seq=int(found.resumes or 0),
+            graph=found.graph,
+            inputs_json=found.inputs,
+            state_json=found.state or None,
+            idempotency_key=found.idempotency_key,
+            max_attempts=int(found.max_attempts or 0),
+            trace_context=found.trace,
+            checkpoint=found.checkpoint or None,
+            records=pairs_to_map(memo),
         )
 
     @translate_errors
     def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease:
-        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped or
-        cancelled now), ``Lease.CANCEL_REQUESTED`` when it holds but the run is to stop at its next
-        boundary."""
+        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped,
+        cancelled now, or its lease lapsed before this renewal landed), ``Lease.CANCEL_REQUESTED``
+        when it holds but the run is to stop at its next boundary."""
         now = clock.now_ms()
-        return Lease(int(self.do(per_run("renew_lease", run_id, run_id, now, [token, now + lease_ttl_ms]))))
+        args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
+        return Lease(int(self._scripts("renew_lease", [keys.run(run_id), keys.LEASES], args)))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
-        data = self._r.hget(keys.ckpt(run_id), "data")
+        """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
+        latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
+        data = None if latest is None else self._r.hget(keys.ckpt(run_id), latest)
         return None if data is None else text(data)
 
     @translate_errors
@@ -243,37 +246,35 @@ class AttemptWrites(StoreBase):
         It runs at every step boundary, so its script takes only the keys it touches rather
         than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
         last write, work it reused) are recorded in the same call, and the work recorded since
-        the previous checkpoint is dropped: this one holds it. The checkpoint it replaces moves
-        into the run's history, which the same call trims to ``checkpoint_history``.
+        the previous checkpoint is dropped, when there is any: this one holds it. The payload is
+        written once, as the latest and into the history at the same time; the same call trims
+        the history to ``checkpoint_history``.
         """
         run_id = ctx.run_id
         script_keys = [
             keys.run(run_id),
             keys.ckpt(run_id),
             keys.events(run_id),
-            keys.status_set(Status.RUNNING),
             keys.memo(run_id),
-            keys.history(run_id),
-            keys.history_data(run_id),
         ]
-        args: list[ScriptArg] = [
-            run_id,
-            clock.now_ms(),
-            ctx.token,
-            payload,
-            seq,
-            next_node or "",
-            EVENTS_MAXLEN,
-            notes.skipped,
-            notes.skip_kinds,
-            notes.reused_steps,
-            notes.reused_calls,
-            self.checkpoint_history,
-        ]
-        saved = int(self._scripts("save_checkpoint", script_keys, args))
-        if not saved:
+        args = SaveArgs(
+            run_id=run_id,
+            now_ms=clock.now_ms(),
+            token=ctx.token,
+            payload=payload,
+            seq=seq,
+            next_node=next_node,
+            events_cap=EVENTS_MAXLEN,
+            skipped=notes.skipped,
+            skip_kinds=notes.skip_kinds,
+            reused_steps=notes.reused_steps,
+            reused_calls=notes.reused_calls,
+            history=self.checkpoint_history,
+        ).argv()
+        saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
+        if saved is Saved.FENCED:
             raise _fenced(ctx, "checkpoint")
-        return saved == SAVED_CANCEL_REQUESTED
+        return saved is Saved.CANCEL_REQUESTED
 
     @translate_errors
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
@@ -304,22 +305,22 @@ class AttemptWrites(StoreBase):
         asked to cancel while its last step ran: it ends cancelled, and the finished checkpoint is
         kept, so a replay records the output without running anything.
         """
-        args: list[ScriptArg] = [
-            ctx.token,
-            output_json,
-            self.run_retention_s,
-            checkpoint,
-            seq,
-            notes.skipped,
-            notes.skip_kinds,
-            notes.reused_steps,
-            notes.reused_calls,
-            self.checkpoint_history,
-        ]
-        outcome = int(self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
-        if not outcome:
+        args = SucceedArgs(
+            token=ctx.token,
+            output=output_json,
+            retention_s=self.run_retention_s,
+            checkpoint=checkpoint,
+            seq=seq,
+            skipped=notes.skipped,
+            skip_kinds=notes.skip_kinds,
+            reused_steps=notes.reused_steps,
+            reused_calls=notes.reused_calls,
+            history=self.checkpoint_history,
+        ).argv()
+        outcome = Succeeded(int(self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
+        if outcome is Succeeded.FENCED:
             raise _fenced(ctx, "output")
-        return outcome != SUCCEEDED_CANCELLED
+        return outcome is not Succeeded.CANCELLED
 
     @translate_errors
     def fail(
@@ -342,26 +343,26 @@ class AttemptWrites(StoreBase):
         interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
         """
         now = clock.now_ms()
-        args: list[ScriptArg] = [
-            ctx.token,
-            error_type,
-            message,
-            (traceback or "")[-TRACEBACK_LIMIT:],
-            reason,
-            "1" if permanent else "0",
-            now + retry_delay_ms,
-            self.dead_retention_s,
-            "1" if counted else "0",
-            self.max_interruptions,
-            notes.skipped,
-            notes.skip_kinds,
-            notes.reused_steps,
-            notes.reused_calls,
-        ]
-        outcome = text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args)))
-        if outcome == "fenced":
+        args = FailArgs(
+            token=ctx.token,
+            error_type=error_type,
+            message=message,
+            traceback=(traceback or "")[-TRACEBACK_LIMIT:],
+            reason=reason,
+            permanent=permanent,
+            retry_due_ms=now + retry_delay_ms,
+            dead_retention_s=self.dead_retention_s,
+            counted=counted,
+            max_interruptions=self.max_interruptions,
+            skipped=notes.skipped,
+            skip_kinds=notes.skip_kinds,
+            reused_steps=notes.reused_steps,
+            reused_calls=notes.reused_calls,
+        ).argv()
+        outcome = Failed(text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args))))
+        if outcome is Failed.FENCED:
             raise _fenced(ctx, "failure")
-        return outcome
+        return outcome.value
 
     @translate_errors
     def dead_letter(
@@ -382,20 +383,24 @@ class AttemptWrites(StoreBase):
         Creates the record from the message's fields when there is none. Not fenced: the
         message itself is bad, whoever runs it. False when the run is already terminal.
         """
-        args: list[ScriptArg] = [
-            reason,
-            error_type,
-            message,
-            graph,
-            inputs_json,
-            state_json or "",
-            idempotency_key or "",
-            max_attempts,
-            self.dead_retention_s,
-            _digest(inputs_json, state_json) if idempotency_key else "",
-        ]
+        args = DeadLetterArgs(
+            reason=reason,
+            error_type=error_type,
+            message=message,
+            graph=graph,
+            inputs=inputs_json,
+            state=state_json,
+            idempotency_key=idempotency_key,
+            max_attempts=max_attempts,
+            dead_retention_s=self.dead_retention_s,
+            digest=_digest(inputs_json, state_json) if idempotency_key else "",
+        ).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        return bool(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args)))
+        template = [keys.EVENTS_TEMPLATE]
+        outcome = DeadLettered(
+            int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
+        )
+        return outcome is DeadLettered.DEAD
 
     @translate_errors
     def release(self, ctx: AttemptContext) -> str:
@@ -405,6 +410,6 @@ class AttemptWrites(StoreBase):
         The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
         the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
         """
-        args: list[ScriptArg] = [ctx.token, self.max_interruptions, self.dead_retention_s]
-        outcome = int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args)))
-        return {0: "fenced", 1: "released", 2: "dead", 3: "cancelled"}[outcome]
+        args = ReleaseArgs(ctx.token, self.max_interruptions, self.dead_retention_s).argv()
+        outcome = Released(int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
+        return outcome.name.lower()

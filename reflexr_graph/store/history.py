@@ -1,9 +1,10 @@
 """Reading a run's checkpoint history: the checkpoints it keeps, and any one of them whole.
 
-The latest checkpoint lives in the run's ``ckpt`` hash, which the claim reads; the ones before
-it, at most ``REFLEXR_CHECKPOINT_HISTORY`` of them, in the ``history`` index and its data hash.
-The scripts that save checkpoints keep them (``lua/_history.lua``); these operations only read,
-each in one read-only script, so a save running meanwhile never shows a checkpoint twice.
+Every checkpoint a run keeps, the latest included, is in its ``ckpt`` hash (seq -> JSON), each
+written once; the run hash holds an entry per checkpoint and the seq of the latest, which the
+claim reads it by. The scripts that save checkpoints keep both (``lua/_history.lua``); these
+operations only read, each in one read-only script, so a save running meanwhile never shows a
+checkpoint it has trimmed.
 """
 
 from __future__ import annotations
@@ -13,20 +14,15 @@ from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.ops import Eval, Op, not_found
-from reflexr_graph.store.records import SavedCheckpoint, checkpoint_info, text
+from reflexr_graph.store.records import SavedCheckpoint, checkpoint_entry, checkpoint_info, text
 
 
 def checkpoint_list(run_id: str) -> Op[list[CheckpointInfo]]:
     """Every checkpoint the run keeps, oldest first, the latest last; RunNotFound for no run."""
-    script_keys = [keys.run(run_id), keys.ckpt(run_id), keys.history(run_id)]
-    reply = [text(v) for v in (yield Eval("list_checkpoints", script_keys, []))]
+    reply: list[str] = [text(v) for v in (yield Eval("list_checkpoints", [keys.run(run_id)], []))]
     if reply[0] == "missing":
         raise not_found(run_id)
-    latest, members = reply[1:6], reply[6:]
-    found = [checkpoint_info(*member.split("|", 4)) for member in members]
-    if latest[0]:
-        found.append(checkpoint_info(*latest))
-    return found
+    return [checkpoint_entry(reply[i], reply[i + 1]) for i in range(1, len(reply), 2)]
 
 
 def missing_checkpoint(run_id: str, seq: int) -> Op[errors.CheckpointNotFound]:
@@ -40,7 +36,7 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
 
     RunNotFound for no run, CheckpointNotFound when the run keeps no checkpoint ``seq``.
     """
-    script_keys = [keys.run(run_id), keys.ckpt(run_id), keys.history(run_id), keys.history_data(run_id)]
+    script_keys = [keys.run(run_id), keys.ckpt(run_id)]
     reply = [text(v) for v in (yield Eval("read_checkpoint", script_keys, [int(seq)]))]
     if reply[0] == "missing":
         raise not_found(run_id)

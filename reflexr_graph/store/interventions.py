@@ -5,8 +5,9 @@ from __future__ import annotations
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.contracts import CancelArgs, ReplayArgs
 from reflexr_graph.store.history import missing_checkpoint
-from reflexr_graph.store.ops import Op, ScriptArg, per_run, snapshot
+from reflexr_graph.store.ops import Op, per_run, snapshot
 from reflexr_graph.store.records import text
 
 
@@ -19,7 +20,7 @@ def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunIn
     ``now``, a running run is cancelled at once too: its token is cleared, so its attempt is
     fenced out and its heartbeat interrupts the step with ``CancelledError``.
     """
-    args: list[ScriptArg] = [run_retention_s, "1" if now else "0"]
+    args = CancelArgs(run_retention_s, now).argv()
     reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), args)
     return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
 
@@ -32,7 +33,7 @@ def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op
     its history becomes the latest, the checkpoints after it and the records are dropped
     (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
     """
-    args: list[ScriptArg] = ["1" if from_start else "0", "" if from_seq is None else int(from_seq)]
+    args = ReplayArgs(from_start, None if from_seq is None else int(from_seq)).argv()
     reply = yield from per_run("replay", run_id, run_id, clock.now_ms(), args)
     if text(reply[0]) == "no_checkpoint":
         assert from_seq is not None

@@ -42,6 +42,12 @@ QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
 
+EVENTS_TEMPLATE = f"{PREFIX}:events:template"
+"""A stream holding one marker entry (id 0-1): each new run's event stream starts as a COPY of it,
+which is sized to what it holds, where a new stream's first node takes 4 KB (``lua/_lib.lua``)."""
+EVENTS_MARKER = "0-1"
+"""The id of that marker entry in every run's stream; readers skip it."""
+
 LIMITS = f"{PREFIX}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 
@@ -67,7 +73,12 @@ def run(run_id: str) -> str:
 
 
 def ckpt(run_id: str) -> str:
-    """The latest checkpoint hash (data, seq, saved_at, size, next_node, attempt)."""
+    """Every checkpoint the run keeps, the latest and its history: a hash, seq -> checkpoint JSON.
+
+    Each is written once, by the save that makes it the latest. The run hash holds each one's
+    entry (``c:<seq>`` = ``saved_at ms|size|attempt|next_node``) and the range kept (``ck_first``,
+    ``ck_last``: at most ``REFLEXR_CHECKPOINT_HISTORY`` + 1), so the latest is a pointer, not a copy.
+    """
     return _tagged(run_id, "ckpt")
 
 
@@ -94,19 +105,8 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
-def history(run_id: str) -> str:
-    """The index of the checkpoints kept before the latest: a sorted set, score = seq, member =
-    ``seq|saved_at ms|size|attempt|next_node``. At most ``REFLEXR_CHECKPOINT_HISTORY`` entries."""
-    return _tagged(run_id, "history")
-
-
-def history_data(run_id: str) -> str:
-    """The JSON of the checkpoints :func:`history` lists (seq -> checkpoint JSON)."""
-    return _tagged(run_id, "history:data")
-
-
 def run_keys(run_id: str) -> tuple[str, ...]:
-    """Every per-run key; retention expires and purge deletes exactly these."""
+    """Every per-run key; retention expires and purge deletes those of them that exist."""
     return (
         run(run_id),
         ckpt(run_id),
@@ -114,14 +114,26 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         tb(run_id),
         memo(run_id),
         mailbox(run_id),
-        history(run_id),
-        history_data(run_id),
     )
 
 
 def status_set(status: Status | str) -> str:
-    """Runs in one status, score = updated ms."""
+    """Runs in one status, score = updated ms; not written for queued, retrying and running runs
+    (see :func:`status_index`), whose positions in :func:`script_keys` stay so the others hold theirs."""
     return f"{PREFIX}:status:{Status(status).value}"
+
+
+def status_index(status: Status | str) -> str:
+    """Where the runs of one status are listed: queued and retrying runs from :data:`DUE` (every
+    such run is due: its retry, or the safety net of its message), running runs from
+    :data:`LEASES`, the others from their status set. The due set and the leases hold other
+    statuses too, so a listing checks each."""
+    found = Status(status)
+    if found in (Status.QUEUED, Status.RETRYING):
+        return DUE
+    if found is Status.RUNNING:
+        return LEASES
+    return status_set(found)
 
 
 def idem_scope(graph: str, idempotency_key: str) -> str:
@@ -174,7 +186,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
-    17 memo, 18 mailbox, 19 history, 20 history data.
+    17 memo, 18 mailbox.
     """
     return [
         run(run_id),
@@ -189,8 +201,6 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         *(status_set(s) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
-        history(run_id),
-        history_data(run_id),
     ]
 
 

@@ -14,8 +14,18 @@ from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.contracts import PruneArgs
 from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
-from reflexr_graph.store.records import RunEvent, run_event, run_info, text, text_map
+from reflexr_graph.store.records import (
+    LATEST_CHECKPOINT,
+    RunEvent,
+    checkpoint_entry,
+    checkpoint_field,
+    run_event,
+    run_info,
+    text,
+    text_map,
+)
 
 # A blocking read must return before the client's socket timeout fires, or it would be
 # reported as the store being unavailable.
@@ -75,15 +85,16 @@ def last_traceback(run_id: str) -> Op[str | None]:
 
 
 def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
-    fields = ["seq", "saved_at", "size", "next_node"]
-    seq, saved_at, size, next_node = yield cmd("hmget", keys.ckpt(run_id), fields)
-    if seq is None:
+    seq = yield cmd("hget", keys.run(run_id), LATEST_CHECKPOINT)
+    entry = None if seq is None else (yield cmd("hget", keys.run(run_id), checkpoint_field(text(seq))))
+    if entry is None:
         return None
+    latest = checkpoint_entry(text(seq), text(entry))
     return {
-        "seq": int(text(seq)),
-        "saved_at": int(text(saved_at) or 0) / 1000,
-        "size": int(text(size) or 0),
-        "next_node": text(next_node) or None,
+        "seq": latest.seq,
+        "saved_at": latest.saved_at,
+        "size": latest.size,
+        "next_node": latest.next_node,
     }
 
 
@@ -95,8 +106,13 @@ def dead_letter(run_id: str) -> Op[DeadLetter]:
     return DeadLetter(run, traceback, checkpoint)
 
 
+def _past_marker(after: str) -> str:
+    """``after``, or the marker entry every stream starts with (keys.EVENTS_MARKER) when it is earlier."""
+    return keys.EVENTS_MARKER if after in ("", "-", "0", "0-0") else after
+
+
 def _range(key: str, after: str, count: int | None) -> Op[list[RunEvent]]:
-    entries: list[Any] = (yield cmd("xrange", key, min=f"({after}", max="+", count=count)) or []
+    entries: list[Any] = (yield cmd("xrange", key, min=f"({_past_marker(after)}", max="+", count=count)) or []
     return [run_event(entry_id, fields) for entry_id, fields in entries]
 
 
@@ -106,6 +122,7 @@ def run_events(
     """Events after stream id ``after``, oldest first; with ``block_ms``, wait up to that long
     (0: forever) for the first new one, in XREAD BLOCKs of at most ``chunk_limit`` ms."""
     key = keys.events(run_id)
+    after = _past_marker(after)
     found = yield from _range(key, after, count)
     if found or block_ms is None:
         return found
@@ -181,7 +198,7 @@ def listing(
             record = text_map(raw)
             if not record:
                 # Its keys expired; drop the stale index entries while we are here.
-                yield from per_run("prune", run_id, run_id, clock.now_ms(), [])
+                yield from per_run("prune", run_id, run_id, clock.now_ms(), PruneArgs("").argv())
                 offset -= 1
                 continue
             info = run_info(record)
@@ -202,9 +219,15 @@ def runs_listing(
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
 ) -> Op[RunPage]:
-    """Runs newest first: by update time within a status, else by creation time."""
-    index = keys.status_set(status) if status else keys.ALL
-    return listing(index, limit, lambda info: graph is None or info.graph == graph, cursor, scan)
+    """Runs newest first: by update time within a status (queued runs by due time, running ones by
+    lease expiry: keys.status_index), else by creation time."""
+    index = keys.status_index(status) if status else keys.ALL
+    wanted = Status(status) if status else None
+
+    def keep(info: RunInfo) -> bool:
+        return (graph is None or info.graph == graph) and (wanted is None or info.status is wanted)
+
+    return listing(index, limit, keep, cursor, scan)
 
 
 def dead_listing(

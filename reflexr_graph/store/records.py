@@ -217,8 +217,23 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
     )
 
 
+LATEST_CHECKPOINT = "ck_last"
+"""The run hash's field naming the seq of its latest checkpoint (lua/_history.lua)."""
+
+
+def checkpoint_field(seq: int | str) -> str:
+    """The run hash's field holding checkpoint ``seq``'s entry: ``saved_at ms|size|attempt|next_node``."""
+    return f"c:{seq}"
+
+
+def checkpoint_entry(seq: int | str, entry: str) -> CheckpointInfo:
+    """CheckpointInfo from a checkpoint's entry in the run hash (lua/_history.lua)."""
+    saved_at, size, attempt, next_node = entry.split("|", 3)
+    return checkpoint_info(str(seq), saved_at, size, attempt, next_node)
+
+
 def checkpoint_info(seq: str, saved_at: str, size: str, attempt: str, next_node: str) -> CheckpointInfo:
-    """CheckpointInfo from the fields the store keeps (the latest's hash, or a history entry)."""
+    """CheckpointInfo from the fields the store keeps of a checkpoint (lua/_history.lua)."""
     return CheckpointInfo(
         seq=int(seq),
         saved_at=_seconds(saved_at),

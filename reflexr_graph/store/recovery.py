@@ -4,17 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis import exceptions as redis_errors
-
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.contracts import Lock, PruneArgs, ReapArgs, Reaped, TickArgs, TickReply
 from reflexr_graph.store.ops import ScriptArg, per_run
 from reflexr_graph.store.records import text
 
 PRUNE_BATCH = 1000
 """Index entries of each terminal status one prune call looks at, at most."""
+TICK_BATCH = 100
+"""Lapsed leases and due runs one reaper pass handles, at most."""
+PRUNED: tuple[Status, ...] = (Status.SUCCEEDED, Status.DEAD, Status.CANCELLED)
+"""The status sets prune looks at, in reaper_tick.lua's KEYS order."""
+
+
+def _window(reply: list[Any]) -> tuple[int, int] | None:
+    """A pass mark's answer (``lua/_pass.lua``): {from, to} ms, or {} for no restart."""
+    return (int(reply[0]), int(reply[1])) if reply else None
 
 
 class Recovery(StoreBase):
@@ -23,33 +31,71 @@ class Recovery(StoreBase):
     # -- reaper --------------------------------------------------------------------------------
 
     @translate_errors
+    def reaper_tick(self, owner: str, lock_ttl_ms: int, now_ms: int | None = None) -> TickReply:
+        """One reaper pass's reads in one round trip: take or keep the lock for ``owner``, and, when
+        it holds it, the lapsed leases, the due runs and the finished runs past their retention.
+
+        It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
+        each re-checking it in its own script.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        script_keys = [
+            keys.REAPER_LOCK,
+            keys.LEASES,
+            keys.DUE,
+            *(keys.status_set(s) for s in PRUNED),
+            keys.REAPER_PASS,
+        ]
+        args = TickArgs(owner, lock_ttl_ms, now, TICK_BATCH, self.run_retention_s, self.dead_retention_s)
+        reply = self._scripts("reaper_tick", script_keys, args.argv())
+        lock, lapsed, due, *finished, restart = reply
+        return TickReply(
+            lock=Lock(text(lock)),
+            lapsed=[text(m) for m in lapsed],
+            due=[(text(due[i]), float(due[i + 1])) for i in range(0, len(due), 2)],
+            prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
+            restart=_window(restart),
+        )
+
+    @translate_errors
     def reap(
-        self, now_ms: int | None = None, *, limit: int = 100, outage: tuple[int, int] | None = None
+        self,
+        now_ms: int | None = None,
+        *,
+        limit: int = TICK_BATCH,
+        outage: tuple[int, int] | None = None,
+        lapsed: list[str] | None = None,
     ) -> list[str]:
         """Recover runs whose lease lapsed: each is re-checked and changed by one script call.
 
         Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
         attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
-        ms, in which the caller found Redis unreachable, or that :meth:`mark_pass` found Redis
-        restarted in) was lost to the outage: that attempt is an interruption
-        (``store_unavailable``) instead. Returns the ids of the runs recovered.
+        ms, in which the caller found Redis unreachable, or that a pass found Redis restarted
+        in: :meth:`reaper_tick`, :meth:`mark_pass`) was lost to the outage: that attempt is an
+        interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
+        ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        lapsed = self._r.zrangebyscore(keys.LEASES, "-inf", now, start=0, num=limit)
-        window: list[ScriptArg] = [outage[0], outage[1]] if outage else ["", ""]
-        args: list[ScriptArg] = [self.dead_retention_s, *window, self.max_interruptions]
+        if lapsed is None:
+            lapsed = [text(m) for m in self._r.zrangebyscore(keys.LEASES, "-inf", now, start=0, num=limit)]
+        args = ReapArgs(
+            dead_retention_s=self.dead_retention_s,
+            outage_from_ms=outage[0] if outage else None,
+            outage_to_ms=outage[1] if outage else None,
+            max_interruptions=self.max_interruptions,
+        ).argv()
         handled: list[str] = []
-        for member in lapsed:
-            run_id = text(member)
-            outcome = text(self.do(per_run("reap", run_id, run_id, now, args)))
-            if outcome in ("dead", "retrying"):
+        for run_id in lapsed:
+            outcome = Reaped(text(self.do(per_run("reap", run_id, run_id, now, args))))
+            if outcome in (Reaped.DEAD, Reaped.RETRYING):
                 handled.append(run_id)
         return handled
 
     @translate_errors
     def mark_pass(self, now_ms: int | None = None) -> tuple[int, int] | None:
         """Record a pass of the reaper holding the lock; the window since the last one if Redis
-        restarted or failed over in between, else None.
+        restarted or failed over in between, else None (``lua/_pass.lua``; a reaper's tick does
+        the same within its one script, :meth:`reaper_tick`).
 
         The window (epoch ms, from the last pass to now) is evidence of an outage that holds even
         for a reaper that was not running during it, or did not hold the lock: a server answers
@@ -58,23 +104,10 @@ class Recovery(StoreBase):
         that saw them.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        try:
-            server = text(self._r.info("server")["run_id"])
-        except redis_errors.ResponseError:
-            return None
-        pipe = self._r.pipeline(transaction=True)
-        pipe.get(keys.REAPER_PASS)
-        pipe.set(keys.REAPER_PASS, f"{now} {server}")
-        last, _ = pipe.execute()
-        if last is None:
-            return None
-        at, _, before = text(last).partition(" ")
-        if before == server or not at.isdigit():
-            return None
-        return int(at), now
+        return _window(self._scripts("reaper_pass", [keys.REAPER_PASS], [now]))
 
     @translate_errors
-    def due(self, now_ms: int | None = None, *, limit: int = 100) -> list[tuple[str, float]]:
+    def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:
         """Runs that need a Celery message sent: ``(run_id, due score)``, earliest first."""
         now = clock.now_ms() if now_ms is None else now_ms
         rows: list[Any] = self._r.zrangebyscore(keys.DUE, "-inf", now, start=0, num=limit, withscores=True)
@@ -104,31 +137,46 @@ class Recovery(StoreBase):
         return bool(changed)
 
     @translate_errors
-    def prune(self, now_ms: int | None = None, *, limit: int = PRUNE_BATCH) -> int:
+    def prune(
+        self,
+        now_ms: int | None = None,
+        *,
+        limit: int = PRUNE_BATCH,
+        found: dict[str, list[str]] | None = None,
+    ) -> int:
         """Drop index entries of terminal runs whose keys expired; returns how many were dropped.
 
         Redis expires the per-run keys but not their entries in the global indexes, so without
         this the indexes grow with every run ever finished. Each call looks at no more than
         ``limit`` of the oldest entries of each terminal status set, past its retention (a
         ZRANGEBYSCORE from the low end: O(log N + limit), whatever the store holds), and prunes
-        them in one pipelined round trip per status. The reaper calls it every tick, so it keeps
-        up with up to ``limit`` finished runs per second per status.
+        them in one pipelined round trip. The reaper calls it every tick, with what its tick
+        found (``found``: run ids by status, :meth:`reaper_tick`), so it keeps up with up to
+        ``limit`` finished runs per second per status. Each run is dropped from the one status
+        set it is in (and from ``rg:all``, and ``rg:dead`` for a dead run), nothing else.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        retention_s = {Status.SUCCEEDED: self.run_retention_s, Status.CANCELLED: self.run_retention_s}
-        retention_s[Status.DEAD] = self.dead_retention_s
-        pruned = 0
-        for status, seconds in retention_s.items():
-            old = self._r.zrangebyscore(keys.status_set(status), "-inf", now - seconds * 1000, 0, limit)
-            if not old:
-                continue
-            pipe = self._r.pipeline(transaction=False)
-            for member in old:
-                run_id = text(member)
-                # prune.lua never answers {'idem', ...}: it touches no idempotency key.
-                self._scripts.queue(pipe, "prune", keys.script_keys(run_id, run_id), [run_id, now, run_id])
-            pruned += sum(int(done) for done in pipe.execute())
-        return pruned
+        if found is None:
+            retention_s = {Status.SUCCEEDED: self.run_retention_s, Status.CANCELLED: self.run_retention_s}
+            retention_s[Status.DEAD] = self.dead_retention_s
+            found = {
+                status.value: [
+                    text(m)
+                    for m in self._r.zrangebyscore(
+                        keys.status_set(status), "-inf", now - seconds * 1000, 0, limit
+                    )
+                ]
+                for status, seconds in retention_s.items()
+            }
+        queued = [(status, run_id) for status, run_ids in found.items() for run_id in run_ids]
+        if not queued:
+            return 0
+        pipe = self._r.pipeline(transaction=False)
+        for status, run_id in queued:
+            # prune.lua never answers {'idem', ...}: it touches no idempotency key.
+            args: list[ScriptArg] = [run_id, now, run_id, *PruneArgs(status).argv()]
+            self._scripts.queue(pipe, "prune", keys.script_keys(run_id, run_id), args)
+        return sum(int(done) for done in pipe.execute())
 
     # -- graphs without a live worker -----------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """Loads the Lua scripts in ``lua/`` and registers them with a redis client.
 
 Per-run scripts share a prelude, ``lua/_lib.lua``, which is prepended to them: Redis has
-no ``require``, and writing each status transition once is what keeps them consistent. The
-scripts that replace or restore the latest checkpoint also get ``lua/_history.lua``, so the
-checkpoint history is kept the same way by each.
+no ``require``, and writing each status transition once is what keeps them consistent. Each
+per-run body is wrapped in a function, and the prelude's ``flush()`` runs after it, so every
+path writes its changes of the run hash in one HSET. The scripts that save, list, read or go
+back to checkpoints also get ``lua/_history.lua``, so the history is kept the same way by each.
+What each script takes and answers is described once, in ``store/contracts.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ _HISTORY = "_history"
 PER_RUN: tuple[str, ...] = (
     "create_run",
     "claim",
-    "renew_lease",
     "succeed",
     "fail",
     "dead_letter",
@@ -42,6 +43,7 @@ PER_RUN: tuple[str, ...] = (
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
 STANDALONE: tuple[str, ...] = (
+    "renew_lease",
     "ack_due",
     "lock_release",
     "lock_extend",
@@ -53,11 +55,19 @@ STANDALONE: tuple[str, ...] = (
     "worker_beat",
     "worker_leave",
     "limit_acquire",
+    "reaper_tick",
+    "reaper_pass",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
-WITH_HISTORY: frozenset[str] = frozenset({"save_checkpoint", "succeed", "replay", "read_checkpoint"})
+WITH_HISTORY: frozenset[str] = frozenset(
+    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "list_checkpoints", "create_run", "claim"}
+)
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
+
+
+WITH_PASS: frozenset[str] = frozenset({"reaper_tick", "reaper_pass"})
+"""Scripts that get the reaper's pass mark (``lua/_pass.lua``)."""
 
 
 def _read(name: str) -> str:
@@ -76,7 +86,14 @@ def source(name: str) -> str:
         raise KeyError(f"no Lua script named {name!r}")
     if name in WITH_HISTORY:
         parts.append(_HISTORY)
-    return "\n".join(_read(part) for part in [*parts, name])
+    if name in WITH_PASS:
+        parts.append("_pass")
+    body = _read(name)
+    if name in PER_RUN:
+        # A function, so that every return of the body comes back here and the run hash's
+        # changes are written (_lib.lua: flush) whichever path the script took.
+        body = f"local function main()\n{body}\nend\nlocal reply = main()\nflush()\nreturn reply\n"
+    return "\n".join([*(_read(part) for part in parts), body])
 
 
 class Scripts:

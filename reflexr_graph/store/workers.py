@@ -3,15 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import clock
+from reflexr_graph.model import Event, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd
 from reflexr_graph.store.records import (
     WorkerInfo,
+    run_event,
     text,
 )
+
+HEARTBEAT_TTL_S = 10.0
+"""A worker that stopped beating counts as gone this long after its last beat (fleet/presence.py
+beats with it): a heartbeat's expiry less this is when the worker last beat."""
+IN_FLIGHT_SCAN = 1000
+"""At most this many running runs are read to tell which worker runs each (the oldest first)."""
+RECENT_EVENTS = 32
+"""How far back a running run's events are read for the attempt that runs it now."""
+
+
+class WorkerStatus(BaseModel):
+    """A live worker as the workers page and ``top`` show it: what it says about itself, when it
+    last beat, and the runs it holds now (from the ``attempt_started`` of each running run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    info: WorkerInfo
+    last_beat_at: float
+    """Epoch seconds of the worker's latest heartbeat."""
+    in_flight: tuple[str, ...]
+    """Ids of the running runs whose current attempt this worker started."""
 
 
 def live_workers() -> Op[list[WorkerInfo]]:
@@ -23,6 +49,45 @@ def live_workers() -> Op[list[WorkerInfo]]:
     return sorted(
         (WorkerInfo.model_validate_json(text(r)) for r in raw if r is not None), key=lambda w: w.name
     )
+
+
+def _runner(entries: list[Any]) -> str | None:
+    """The worker that started the newest attempt among a run's latest events (newest first)."""
+    for entry_id, fields in entries:
+        event = run_event(entry_id, fields)
+        if event.type == Event.ATTEMPT_STARTED:
+            return event.fields.get("worker") or None
+    return None
+
+
+def worker_statuses() -> Op[list[WorkerStatus]]:
+    """Every live worker with its last heartbeat and runs in flight (three round trips)."""
+    now = clock.now_ms()
+    beats = yield cmd("zrangebyscore", keys.WORKERS, now, "+inf", withscores=True)
+    expiry = {text(name): float(score) for name, score in beats}
+    if not expiry:
+        return []
+    raw = yield cmd("mget", [keys.worker(n) for n in expiry])
+    # Running runs have no status set of their own: they are the leases (keys.status_index).
+    running = [
+        text(r) for r in (yield cmd("zrange", keys.status_index(Status.RUNNING), 0, IN_FLIGHT_SCAN - 1))
+    ]
+    recent = [cmd("xrevrange", keys.events(r), max="+", min="-", count=RECENT_EVENTS) for r in running]
+    held: dict[str, list[str]] = {}
+    for run_id, entries in zip(running, (yield batch(recent)) if running else [], strict=True):
+        if (worker := _runner(entries or [])) is not None:
+            held.setdefault(worker, []).append(run_id)
+    infos = sorted(
+        (WorkerInfo.model_validate_json(text(r)) for r in raw if r is not None), key=lambda w: w.name
+    )
+    return [
+        WorkerStatus(
+            info=info,
+            last_beat_at=(expiry[info.name] - HEARTBEAT_TTL_S * 1000) / 1000,
+            in_flight=tuple(sorted(held.get(info.name, []))),
+        )
+        for info in infos
+    ]
 
 
 def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:

@@ -25,7 +25,7 @@ from reflexr_graph import local_processes
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.waiting import wait_for
@@ -204,15 +204,19 @@ def open_gate(r: redis.Redis, run_id: str, attempt: int | None = None) -> None:
 
 
 def assert_consistent(r: redis.Redis, run_id: str) -> None:
-    """The run is in exactly the status set its record names; a terminal run holds no lease or due entry."""
+    """The run is in exactly the status index its record names (queued and retrying runs are listed
+    from the due set, running ones from the leases: keys.status_index); a terminal run holds no
+    lease or due entry."""
     status = r.hget(keys.run(run_id), "status")
     assert status is not None
     status_s = status.decode()
     members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s), run_id) is not None]
-    assert members == [status_s]
+    assert members == ([] if status_s in ("queued", "retrying", "running") else [status_s])
+    assert r.zscore(keys.status_index(status_s), run_id) is not None
     if status_s in ("succeeded", "dead", "cancelled"):
         assert r.zscore(keys.LEASES, run_id) is None
         assert r.zscore(keys.DUE, run_id) is None
-    ckpt = r.hget(keys.ckpt(run_id), "data")
+    latest = r.hget(keys.run(run_id), LATEST_CHECKPOINT)
+    ckpt = r.hget(keys.ckpt(run_id), latest) if latest else None
     if ckpt is not None:
         assert isinstance(json.loads(ckpt), dict)

@@ -14,6 +14,7 @@ from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
+from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import FakeClock, fail_once, make_run, start
 from tests.waiting import wait_for
@@ -75,7 +76,8 @@ def test_the_bound_trims_the_oldest_in_the_same_script(bounded: RedisStore, raw:
     make_run(bounded)
     _save(bounded, start(bounded), range(1, 8))
     assert _kept(bounded) == [4, 5, 6, 7]
-    assert sorted(int(f) for f in raw.hkeys(keys.history_data("run-1"))) == [4, 5, 6]
+    # Each kept checkpoint's payload is stored once: the trimmed ones are gone.
+    assert sorted(int(f) for f in raw.hkeys(keys.ckpt("run-1"))) == [4, 5, 6, 7]
     with pytest.raises(errors.CheckpointNotFound) as caught:
         bounded.read_checkpoint("run-1", 2)
     assert caught.value.kept == [4, 5, 6, 7]
@@ -91,7 +93,7 @@ def test_a_bound_of_zero_keeps_only_the_latest(redis_url: str, raw: redis.Redis)
         assert _kept(store) == [4]
         store.succeed(ctx, "1", checkpoint='{"finished": true}', seq=5)
         assert _kept(store) == [5]
-        assert not raw.exists(keys.history("run-1")) and not raw.exists(keys.history_data("run-1"))
+        assert raw.hkeys(keys.ckpt("run-1")) == [b"5"], "no payload of an earlier checkpoint is kept"
     finally:
         store.close()
 
@@ -108,7 +110,7 @@ def test_the_history_expires_with_the_run_and_purge_deletes_it(store: RedisStore
     make_run(store)
     ctx = start(store)
     _save(store, ctx, range(1, 4))
-    history = (keys.history("run-1"), keys.history_data("run-1"))
+    history = (keys.ckpt("run-1"),)
     assert all(raw.ttl(k) == -1 for k in history), "no TTL while the run is active"
     fail_once(store, ctx, permanent=True)
     assert all(0 < raw.ttl(k) <= DEAD_RETENTION_S for k in history)
@@ -127,7 +129,7 @@ def test_retention_removes_the_history_along_with_the_run(redis_url: str, raw: r
         ctx = start(store)
         _save(store, ctx, range(1, 4))
         store.succeed(ctx, "1", checkpoint='{"finished": true}', seq=4)
-        assert raw.zcard(keys.history("run-1")) == 3
+        assert raw.hlen(keys.ckpt("run-1")) == 4
         wait_for(lambda: not any(raw.exists(k) for k in keys.run_keys("run-1")), 10, "the run's retention")
         with pytest.raises(errors.RunNotFound):
             store.checkpoints("run-1")
@@ -233,3 +235,53 @@ def test_a_fork_of_the_finished_checkpoint_is_created_succeeded(store: RedisStor
     assert raw.zscore(keys.DUE, "fork-1") is None, "no message is due: no attempt runs"
     assert 0 < raw.ttl(keys.run("fork-1")) <= RUN_RETENTION_S
     assert [e.type for e in store.events("fork-1")] == ["run_enqueued", "run_forked", "run_succeeded"]
+
+
+def test_a_save_writes_its_own_payload_once_and_no_earlier_one(private_redis: RedisFactory) -> None:
+    """Each checkpoint is stored once: a save writes its payload, and never reads or writes the one
+    it replaces (which stays where it was written, as part of the history). Seen with MONITOR: no
+    command of a save carries the previous checkpoint's payload."""
+    server = private_redis()
+    store = RedisStore.from_url(server.url)
+    observer = redis.Redis.from_url(server.url)
+    seen: list[str] = []
+    try:
+        make_run(store)
+        ctx = start(store)
+        store.preload_scripts()
+        store.save_checkpoint(ctx, _payload(1) + " " * 2000, seq=1, next_node="s2")
+        with observer.monitor() as monitor:  # watches from here
+            store.save_checkpoint(ctx, _payload(2) + " " * 2000, seq=2, next_node="s3")
+            store.client.echo("end of the save")
+            while not seen or "end of the save" not in seen[-1]:
+                seen.append(str(monitor.next_command()["command"]))
+        with_payload = [c for c in seen if '"seq": 1' in c]
+        assert with_payload == [], "the previous checkpoint was copied"
+        assert sum('"seq": 2' in c for c in seen) == 2, "the EVALSHA, and one HSET of its payload"
+        assert [c.seq for c in store.checkpoints("run-1")] == [1, 2]
+        assert store.read_checkpoint("run-1", 1).payload.startswith(_payload(1))
+    finally:
+        observer.close()
+        store.close()
+
+
+def test_a_checkpoint_saved_before_the_upgrade_is_resumed_from(store: RedisStore, raw: redis.Redis) -> None:
+    """A run whose latest checkpoint was written as the ckpt hash's 'data' (the layout before each
+    checkpoint was stored once) resumes from it: the claim adopts it as seq -> JSON."""
+    make_run(store)
+    ctx = start(store)
+    store.save_checkpoint(ctx, _payload(3), seq=3, next_node="s4")
+    fail_once(store, ctx)
+    # As that layout left it: the latest in 'data' and its fields, no pointer in the run hash.
+    raw.delete(keys.ckpt("run-1"))
+    raw.hset(
+        keys.ckpt("run-1"),
+        mapping={"data": _payload(3), "seq": 3, "saved_at": 1, "size": 9, "attempt": 1, "next_node": "s4"},
+    )
+    raw.hdel(keys.run("run-1"), "ck_first", "ck_last", "c:3")
+    claim = store.claim("run-1", "tok-after", lease_ttl_ms=30_000)
+    assert claim.claimed and claim.checkpoint == _payload(3)
+    assert [(c.seq, c.next_node) for c in store.checkpoints("run-1")] == [(3, "s4")]
+    store.save_checkpoint(claim.context(), _payload(4), seq=4, next_node="s5")
+    assert _kept(store) == [3, 4]
+    assert sorted(raw.hkeys(keys.ckpt("run-1"))) == [b"3", b"4"]

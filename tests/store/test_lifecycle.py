@@ -26,7 +26,7 @@ def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redi
     make_run(store)
     info = store.get("run-1")
     assert (info.status, info.attempts, info.max_attempts, info.checkpoints) == (Status.QUEUED, 0, 3, 0)
-    assert raw.zscore(keys.status_set(Status.QUEUED), "run-1") is not None
+    assert raw.zscore(keys.status_index(Status.QUEUED), "run-1") is not None
 
     claim = store.claim("run-1", "tok-a", lease_ttl_ms=LEASE_MS)
     assert claim.outcome is ClaimOutcome.CLAIMED

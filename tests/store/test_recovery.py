@@ -108,10 +108,23 @@ def test_reap_skips_a_lease_renewed_since_it_was_read(store: RedisStore, fake_cl
     make_run(store)
     ctx = start(store, lease_ms=1_000)
     scan_time = clock.now_ms() + 1_000
-    fake_clock.advance(1_500)
+    fake_clock.advance(900)
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000)
     assert store.reap(scan_time) == []  # scan time before the renewal's expiry: re-check says live
     assert store.get("run-1").status is Status.RUNNING
+
+
+def test_a_renewal_that_lands_after_the_lease_lapsed_does_not_revive_it(
+    store: RedisStore, fake_clock: FakeClock
+) -> None:
+    """A renewal sent before a Redis outage and landing after it finds the lease lapsed: it is
+    refused, so the lapse stays where it happened (inside the outage) for the reaper to judge."""
+    make_run(store)
+    ctx = start(store, lease_ms=1_000)
+    fake_clock.advance(1_001)
+    assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000) is Lease.LOST
+    reaped = store.reap()
+    assert reaped == ["run-1"]
 
 
 def test_reaped_attempt_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> None:

@@ -49,9 +49,15 @@ def chromium() -> Iterator[webdriver.Chrome]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def until(driver: webdriver.Chrome, condition: Callable[[webdriver.Chrome], object], what: str) -> object:
+def until(
+    driver: webdriver.Chrome,
+    condition: Callable[[webdriver.Chrome], object],
+    what: str,
+    timeout_s: float = WAIT_S,
+) -> object:
     """Wait for ``condition`` in the page (polling, never a sleep); fail naming ``what``."""
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(condition, message=f"waiting for {what}")
+    wait = WebDriverWait(driver, timeout_s, poll_frequency=0.05)
+    return wait.until(condition, message=f"waiting for {what}")
 
 
 def find(driver: webdriver.Chrome, css: str) -> WebElement | None:

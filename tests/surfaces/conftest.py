@@ -172,9 +172,10 @@ def _ready(url: str) -> bool:
 
 
 @contextmanager
-def serving(env: dict[str, str]) -> Iterator[ApiServer]:
-    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit, on ``env``'s Redis."""
-    port = free_port()
+def serving(env: dict[str, str], port: int | None = None) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit, on ``env``'s
+    Redis, on ``port`` (a free one unless given)."""
+    port = port or free_port()
     server_env = {**env, "REFLEXR_API_TOKEN": API_TOKEN, "REFLEXR_API_MAX_BODY": "65536"}
     cmd = [str(BIN / "reflexr-graph"), "serve", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, env=server_env, cwd=ROOT, start_new_session=True)

@@ -17,7 +17,7 @@ import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction, RunFailure, wait_for_signal
+from reflexr_graph import GraphAction, RetryPolicy, RunFailure, wait_for_signal
 
 
 class Job(BaseModel):
@@ -163,14 +163,49 @@ def _approvals() -> GraphAction:
     return GraphAction(g.build(), signals={"approval": Approval})
 
 
+class Go(BaseModel):
+    go: bool = True
+
+
+def _journey() -> GraphAction:
+    """``fetch -> pause -> finish``: ``fetch`` fails its first time (a retry, with a short
+    backoff), ``pause`` waits for the signal ``go``: a run with two attempts, a backoff and a wait."""
+    g = GraphBuilder(name="journey", input_type=str, output_type=str)
+
+    @g.step
+    async def fetch(ctx: StepContext[None, None, str]) -> str:
+        if _redis().incr(count_key(ctx.inputs, "fetch")) == 1:
+            raise RunFailure("fetch fails its first time", reason="first_time")
+        return ctx.inputs
+
+    @g.step
+    async def pause(ctx: StepContext[None, None, str]) -> str:
+        await wait_for_signal("go", Go)
+        return ctx.inputs
+
+    @g.step
+    async def finish(ctx: StepContext[None, None, str]) -> str:
+        return f"{ctx.inputs}: done"
+
+    g.add(
+        g.edge_from(g.start_node).to(fetch),
+        g.edge_from(fetch).to(pause),
+        g.edge_from(pause).to(finish),
+        g.edge_from(finish).to(g.end_node),
+    )
+    return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3), signals={"go": Go})
+
+
 counter = _counter()
 blocker = _blocker()
 chain = _chain()
 approvals = _approvals()
+journey = _journey()
 ACTIONS = (counter, blocker, approvals)
-WORKER_ACTIONS = (*ACTIONS, chain)
+WORKER_ACTIONS = (*ACTIONS, chain, journey)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
-tests publish themselves, so graph listings elsewhere stay as they are."""
+tests publish themselves, so graph listings elsewhere stay as they are, and ``journey`` (the console's
+timeline)."""
 
 
 class Order(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import redis
 from fastapi.routing import APIRoute
 
 from reflexr_graph.api.app import API_PREFIX, API_ROUTERS, OPEN_ROUTERS
+from reflexr_graph.api.serve import SHUTDOWN_GRACE_S
 from reflexr_graph.cli.failures import EXIT_CANNOT_LISTEN, EXIT_UNREACHABLE
 from tests.surfaces.conftest import PASSWORD, ApiServer, Cli, serving
 from tests.surfaces.graphs import ok_key, release_key
@@ -48,7 +50,7 @@ def test_every_route_is_in_the_openapi_document(api_server: ApiServer) -> None:
     assert routes == documented
     assert {"/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events", "/api/dead-letters",
             "/api/dead-letters/replay", "/api/graphs", "/healthz", "/readyz", "/api/runs/{run_id}/fork",
-            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}"} <= {
+            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}", "/api/workers"} <= {
         p for p, _ in routes
     }  # fmt: skip
     assert "HTTPBearer" in json.dumps(document["components"]["securitySchemes"])
@@ -58,7 +60,8 @@ def test_the_token_guards_every_api_route_and_nothing_else(api_server: ApiServer
     for token in (None, "wrong-token"):
         with api_server.http(token=token) as anon:
             for method, path in (("GET", "/api/runs"), ("GET", "/api/graphs"), ("GET", "/api/dead-letters"),
-                                 ("POST", "/api/runs"), ("POST", "/api/runs/x/cancel")):  # fmt: skip
+                                 ("GET", "/api/workers"), ("POST", "/api/runs"),
+                                 ("POST", "/api/runs/x/cancel")):  # fmt: skip
                 response = anon.request(method, path, json={})
                 _problem(response, 401)
                 assert response.headers["www-authenticate"] == "Bearer"
@@ -223,6 +226,24 @@ def test_a_run_streams_its_events_live_until_it_ends(
         assert [e["type"] for e in history] == kinds[:-1]
 
 
+def test_a_stopped_server_ends_the_event_streams_still_open(
+    api_server: ApiServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM ends ``serve`` although a console still follows a run that goes on (no worker
+    serves it here): the stream ends cleanly instead of holding the server up."""
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "open"}).json()["run_id"]
+        with http.stream(
+            "GET", f"/api/runs/{run_id}/events", headers={"Accept": "text/event-stream"}
+        ) as stream:
+            lines = stream.iter_lines()
+            assert next(line for line in lines if line.startswith("event: ")) == "event: run_enqueued"
+            api_server.proc.send_signal(signal.SIGTERM)
+            assert api_server.proc.wait(timeout=SHUTDOWN_GRACE_S + 25) in (0, -signal.SIGTERM)
+            assert not [line for line in lines if line.startswith("event: ")]  # ended, not cut
+    assert "Exception in ASGI application" not in capfd.readouterr().err
+
+
 def test_cancel_and_replay(
     api_server: ApiServer, worker: subprocess.Popen[bytes], redis_client: redis.Redis
 ) -> None:
@@ -277,7 +298,7 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "chain", "counter"}, "the worker's graphs, published"
+        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey"}, "the worker's graphs"
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )
@@ -285,6 +306,26 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
         assert counter["inputs"]["properties"]["n"]["type"] == "integer"
         assert counter["mermaid"].startswith("stateDiagram-v2") and "s1 --> s2" in counter["mermaid"]
         _problem(http.get("/api/graphs/nope"), 404)
+
+
+def test_workers_are_listed_with_their_graphs_runs_in_flight_and_last_heartbeat(
+    api_server: ApiServer, worker: subprocess.Popen[bytes], redis_client: redis.Redis
+) -> None:
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "held"}).json()["run_id"]
+        wait_for(
+            lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "running", what="the run to start"
+        )
+        wait_for(lambda: http.get("/api/workers").json(), what="the worker to be listed")
+        (listed,) = http.get("/api/workers").json()
+        assert listed["in_flight"] == [run_id]
+        info = listed["info"]
+        assert info["pid"] == worker.pid and info["pool"] == "prefork" and info["concurrency"] == 1
+        assert {"blocker", "counter", "journey"} <= set(info["graphs"])
+        assert info["started_at"] <= listed["last_beat_at"], "a heartbeat since the worker started"
+        redis_client.rpush(release_key("held"), 1)
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run")
+        assert http.get("/api/workers").json()[0]["in_flight"] == []
 
 
 def test_a_waiting_run_takes_a_signal_validated_against_its_schema(

@@ -189,8 +189,9 @@ def test_enqueue_suggests_the_graph_meant(cli80: Cli) -> None:
 def test_history_times_a_step_across_the_events_written_inside_it(
     cli_here: CliHere, store: RedisStore
 ) -> None:
-    """A limit's grant and a checkpoint's notes (skipped boundaries, reused work) come before
-    the checkpoint that ends the step: its took column still says how long it took."""
+    """A limit's grant, a cancel that waits for the step and a checkpoint's notes (skipped
+    boundaries, reused work) come before the checkpoint that ends the step: its took column
+    still says how long it took; so does the success that ends the graph's last step."""
     run_id = str(uuid.uuid4())
     fake = FakeClock()
     previous = clock.set_source(fake)
@@ -200,16 +201,32 @@ def test_history_times_a_step_across_the_events_written_inside_it(
         fake.advance(1_500)
         limit = LimitRequest("api", 1000.0, 1, 0, "m", "work", 1_500, "1/s")
         assert store.acquire_limit(ctx, limit, slot_ttl_ms=30_000).ok
-        fake.advance(2_000)
+        fake.advance(1_000)
+        assert store.cancel(run_id).cancel_requested  # the step goes on to its boundary
+        fake.advance(1_000)
         notes = Notes(skipped=1, skip_kinds="s1: untyped x1", reused_steps=2)
         store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", notes=notes)
+        # The graph's last step ends with the run's success, not with a checkpoint.
+        last = str(uuid.uuid4())
+        store.create_run(last, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
+        last_ctx = store.claim(last, uuid.uuid4().hex, lease_ttl_ms=30_000).context()
+        fake.advance(2_000)
+        store.succeed(last_ctx, '"done"')
     finally:
         clock.set_source(previous)
     kinds = [e.type for e in store.events(run_id)]
-    assert kinds[-4:] == ["limit_waited", "boundaries_skipped", "work_reused", "run_progressed"]
+    assert kinds[-5:] == [
+        "limit_waited",
+        "cancel_requested",
+        "boundaries_skipped",
+        "work_reused",
+        "run_progressed",
+    ]
     shown = cli_here("history", run_id, width=80)
     assert shown.returncode == 0, shown.stderr
     assert re.search(r"3\.5s\s+run_progressed", shown.stdout), shown.stdout
+    ended = cli_here("history", last, width=80)
+    assert re.search(r"2\.0s\s+run_succeeded", ended.stdout), ended.stdout
 
 
 class _InputsOfALongGraph(BaseModel):

@@ -7,6 +7,9 @@ the session's output directory (``<pytest basetemp>/console-screenshots``).
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,7 +23,7 @@ from selenium.webdriver.common.by import By
 from reflexr_graph import schemas
 from reflexr_graph.store import keys
 from tests.surfaces.browser import chromium, find, until
-from tests.surfaces.conftest import ApiServer
+from tests.surfaces.conftest import ApiServer, serving
 from tests.surfaces.graphs import chain, ok_key, orders, release_key
 from tests.waiting import wait_for
 
@@ -49,7 +52,10 @@ class Console:
     redis: redis.Redis
     shots: Path
 
-    def shot(self, name: str) -> None:
+    def shot(self, name: str, at: str | None = None) -> None:
+        """A screenshot of the window, scrolled first to the element ``at`` (a CSS selector)."""
+        if at is not None:
+            self.browser.execute_script("document.querySelector(arguments[0]).scrollIntoView()", at)
         self.browser.save_screenshot(str(self.shots / f"{name}.png"))
 
 
@@ -123,6 +129,28 @@ def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
     console.shot("run")
 
 
+def test_a_run_page_follows_the_run_again_after_the_server_restarts(
+    console: Console, env: dict[str, str]
+) -> None:
+    """The run's event stream ends when its server stops; the page follows it again from the last
+    event it saw once a server answers on that address, without a reload."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "restart"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, '#timeline tr[data-event="run_enqueued"]'), "the timeline")
+    browser.execute_script("window.__sameDocument = true")  # gone if the page reloads
+    api_server.proc.send_signal(signal.SIGTERM)
+    api_server.proc.wait(timeout=30)
+    port = int(api_server.url.rsplit(":", 1)[1])
+    with serving(env, port) as again, again.http() as http:
+        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+        until(browser, lambda d: find(d, '#run-summary [data-status="cancelled"]'), "the run, cancelled")
+        until(browser, lambda d: find(d, '#timeline tr[data-event="run_cancelled"]'), "its cancel event")
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline tr[data-event="run_enqueued"]')) == 1
+    assert browser.execute_script("return window.__sameDocument") is True
+
+
 def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     console: Console, worker: subprocess.Popen[bytes]
 ) -> None:
@@ -166,7 +194,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 4,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 5,
         "diagrams",
     )
     console.shot("graphs")
@@ -319,3 +347,113 @@ def test_diagrams_keep_mermaids_styles_under_a_csp_without_unsafe_inline(console
     assert probe["styleElements"] == 0, "no inline <style> reaches the page"
     assert probe["marked"] == "rgb(219, 234, 254)", "the current node's classDef fill, set through the CSSOM"
     assert probe["edge"] not in ("none", ""), "mermaid's own rules apply (an unstyled SVG path has no stroke)"
+
+
+def _gantt(browser: webdriver.Chrome) -> list[dict[str, object]]:
+    """Each attempt row of the Gantt chart: its spans (kind, label, hover text) and marks."""
+    script = """
+        return [...document.querySelectorAll('#gantt .gantt-row')].map((g) => ({
+          attempt: g.dataset.attempt,
+          spans: [...g.querySelectorAll('.gantt-span')].map((s) =>
+            [s.dataset.kind, s.dataset.label, s.querySelector('title').textContent]),
+          marks: [...g.querySelectorAll('.gantt-mark')].map((m) => m.dataset.kind),
+        }));
+    """
+    return list(browser.execute_script(script))
+
+
+def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """``journey`` fails once, retries after a backoff, waits for a signal, then succeeds: the
+    chart has one row per attempt with its steps, the failure, the backoff and the wait; the
+    table shows dates and durations, never epoch milliseconds or empty fields."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "journey", "inputs": "trip"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#signal-go") is not None, "the run waiting for go")
+    until(browser, lambda d: len(_gantt(d)) == 2, "two attempts in the chart")
+    first, second = _gantt(browser)
+    assert [s[:2] for s in first["spans"]] == [["failed", "fetch"], ["backoff", "backoff"]]
+    assert first["marks"] == ["failed"]
+    assert [s[:2] for s in second["spans"]] == [["step", "fetch"], ["step", "pause"], ["wait", "signal go"]]
+    hover = second["spans"][0][2]
+    assert str(hover).startswith("step fetch, attempt 2: ") and str(hover).endswith("ms")
+    console.shot("gantt-waiting", at="#run-gantt")
+
+    _click(browser, "#send-signal")
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run")
+    until(browser, lambda d: len(_gantt(d)) == 3 and _gantt(d)[2]["marks"], "the attempt after the signal")
+    third = _gantt(browser)[2]
+    assert [s[:2] for s in third["spans"]] == [["step", "pause"], ["step", "finish"]]
+    assert third["marks"] == ["succeeded"]
+    until(browser, lambda d: find(d, "#checkpoints") is not None, "the checkpoints")
+    browser.execute_script(  # an SVG element has no click(): the event a click sends
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+        '#gantt .gantt-span[data-label="fetch"][data-seq]',
+    )
+    until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the step's checkpoint")
+    console.shot("gantt-succeeded", at="#run-gantt")
+
+    table = _text(browser, "#timeline")
+    assert not re.search(r"\d{12}", table), "no epoch milliseconds"
+    retry = _text(browser, '#timeline tr[data-event="run_retrying"] .details')
+    assert re.fullmatch(r"attempt=1, reason=first_time, due \d\d:\d\d:\d\d\.\d{3} \(in [\d.]+m?s\)", retry), (
+        retry
+    )
+    waited = _text(browser, '#timeline tr[data-event="run_waiting"] .details')
+    assert waited == "attempt=2, signal=go", "no empty wake_at"
+    assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
+
+
+def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flight(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/blocker").json()["workers"], what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "on-shift"}).json()["run_id"]
+    _open(browser, api_server, "graphs")
+    until(browser, lambda d: find(d, 'section[data-graph="blocker"] a.served-by'), "the graph's workers")
+    _click(browser, 'section[data-graph="blocker"] a.served-by')  # the graph page links to its workers
+    until(browser, lambda d: find(d, "#workers-body tr[data-worker]"), "the live worker")
+    row = "#workers-body tr[data-worker]"
+    until(browser, lambda d: run_id in _text(d, f"{row} .in-flight"), "the blocker run in flight")
+    cells = browser.execute_script(
+        "return [...document.querySelectorAll('#workers-body tr[data-worker] td')].map((c) => c.textContent)"
+    )
+    name, host, pool, concurrency, graphs, _, beat, _ = cells
+    assert name.startswith("surfaces-") and host and name.endswith(f"@{host}")
+    assert (pool, concurrency) == ("prefork", "1")
+    assert {"blocker", "counter", "journey"} <= set(str(graphs).split(", "))
+    assert str(beat).endswith(" ago")
+    assert "active" in str(browser.find_element(By.ID, "nav-workers").get_attribute("class"))
+    console.shot("workers")
+    console.redis.rpush(release_key("on-shift"), 1)
+    until(browser, lambda d: _text(d, f"{row} .in-flight") == "none", "the run done, none in flight")
+
+
+@pytest.mark.slow
+def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
+    console: Console, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """The worker running a step is killed: its lease lapses, another worker's reaper counts the
+    attempt abandoned, and the run goes on there; the chart marks the lapse on attempt 1."""
+    browser, api_server = console.browser, console.server
+    env["REFLEXR_LEASE_TTL_S"] = "2"  # the workers started below lapse soon after they are gone
+    first = start_worker()
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "crash"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: [r["attempt"] for r in _gantt(d)] == ["1"], "attempt 1 running")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    start_worker()
+    until(browser, lambda d: len(_gantt(d)) == 2, "attempt 2, on the other worker", timeout_s=90)
+    lapsed = _gantt(browser)[0]
+    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "backoff"]
+    console.redis.rpush(release_key("crash"), 1)
+    until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
+    console.shot("gantt-lapsed", at="#run-gantt")

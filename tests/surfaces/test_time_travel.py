@@ -59,8 +59,7 @@ def test_a_six_step_run_keeps_every_checkpoint_with_its_state(
         assert (shown.inputs, shown.next_inputs, shown.size) == (key, key, listed[seq - 1].size)
     assert client.checkpoint(run_id, 6).output == 21
     # The history expires with the run.
-    for history_key in (keys.history(run_id), keys.history_data(run_id)):
-        assert 0 < redis_client.ttl(history_key) <= client.settings.run_retention_s
+    assert 0 < redis_client.ttl(keys.ckpt(run_id)) <= client.settings.run_retention_s
 
     table = cli("checkpoints", run_id)
     assert table.returncode == 0, table.stderr

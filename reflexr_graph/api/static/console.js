@@ -1,6 +1,6 @@
 // The reflexr-graph console: a small script over the HTTP API, with no build step.
 // Every request carries the API token as a bearer header, as any API client's would (no cookies).
-// Pages: #/runs, #/run/<id>, #/dead, #/graphs. Values are always set as text, never as HTML.
+// Pages: #/runs, #/run/<id>, #/dead, #/graphs, #/workers. Values are always set as text, never as HTML.
 "use strict";
 
 const TOKEN_KEY = "reflexr-api-token";
@@ -68,15 +68,36 @@ function repeat(fn) {  // run fn now and every POLL_MS until the page changes
 
 // -- Server-Sent Events over fetch (EventSource cannot send the Authorization header) --------
 
+// A stream that ends without its "end" event (the server stopped or restarted) is followed again
+// from the last event seen, as an EventSource would, until the run ends or the page closes.
+const RECONNECT_MS = 1000;
+
 async function follow(runId, onEvent, signal) {
-  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, {
-    headers: { Accept: "text/event-stream" }, signal, raw: true,
-  });
+  let lastId = null;
+  for (;;) {
+    let ended = false;
+    try {
+      lastId = await followOnce(runId, (type, data) => {
+        if (type === "end") ended = true;
+        return onEvent(type, data);
+      }, signal, lastId);
+    } catch (e) {
+      if (signal.aborted || /^[0-9]{3}: /.test(e.message)) throw e;  // closed, or refused: not a lost stream
+    }
+    if (ended || signal.aborted) return;
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
+  }
+}
+
+async function followOnce(runId, onEvent, signal, lastId) {
+  const headers = { Accept: "text/event-stream" };
+  if (lastId) headers["Last-Event-ID"] = lastId;
+  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, { headers, signal, raw: true });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return;
+    if (done) return lastId;
     buffer += value;
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
@@ -84,7 +105,8 @@ async function follow(runId, onEvent, signal) {
       buffer = buffer.slice(end + 2);
       let type = "message", data = null;
       for (const line of frame.split("\n")) {
-        if (line.startsWith("event: ")) type = line.slice(7);
+        if (line.startsWith("id: ")) lastId = line.slice(4);
+        else if (line.startsWith("event: ")) type = line.slice(7);
         else if (line.startsWith("data: ")) data = line.slice(6);
       }
       if (data !== null) onEvent(type, JSON.parse(data));
@@ -286,6 +308,7 @@ async function runPage(view, runId) {
   const timeline = h("tbody", { id: "timeline" });
   const diagram = h("div", { class: "diagram", id: "run-diagram" });
   const checkpoints = h("div", { id: "run-checkpoints" });
+  const gantt = h("div", { class: "gantt", id: "run-gantt" });
   const signal = h("div", { id: "run-signal" });
   const cancel = h("button", { id: "cancel", class: "danger" }, "Cancel");
   const replay = h("button", { id: "replay" }, "Replay");
@@ -294,7 +317,8 @@ async function runPage(view, runId) {
     h("div", { class: "actions" }, cancel, replay, h("label", {}, fromStart, " from the start")),
     h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal),
       h("div", {}, h("h2", {}, "Graph"), diagram)),
-    h("h2", {}, "Timeline"), h("table", {}, h("thead", {}, h("tr", {}, ["time", "event", "fields"].map((t) => h("th", {}, t)))), timeline));
+    h("h2", {}, "Attempts"), gantt,
+    h("h2", {}, "Timeline"), h("table", { id: "timeline-table" }, h("thead", {}, h("tr", {}, ["time (UTC)", "took", "event", "details"].map((t) => h("th", {}, t)))), timeline));
 
   const render = async () => {
     summary.replaceChildren(...[
@@ -316,6 +340,7 @@ async function runPage(view, runId) {
     replay.disabled = !["dead", "cancelled"].includes(run.status);
     renderSignalForm(signal, run, graph);
     renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
+    renderGantt(gantt, run, graph, events);
     if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events));
   };
   const act = async (what, question, body) => {
@@ -336,15 +361,38 @@ async function runPage(view, runId) {
     follow(runId, async (type, data) => {
       if (type === "end") { run = data; await render(); return; }
       events.push(data);
-      timeline.append(h("tr", { "data-event": data.type }, h("td", {}, when(data.at)), h("td", {}, data.type),
-        h("td", { class: "mono" }, Object.entries(data.fields).map(([k, v]) => `${k}=${v}`).join("  "))));
+      timeline.append(timelineRow(events));
       run = await api(`/api/runs/${encodeURIComponent(runId)}`);
       await render();
     }, controller.signal).catch((e) => { if (!controller.signal.aborted) notice(e.message); }).finally(() => { streaming = false; });
   };
   await render();
   stream();
-  return () => controller.abort();
+  // The step under way grows between events: its bar is drawn again each second while the run is on.
+  const ticker = setInterval(() => { if (ACTIVE.includes(run.status)) renderGantt(gantt, run, graph, events); }, POLL_MS);
+  return () => { controller.abort(); clearInterval(ticker); };
+}
+
+// The newest event's row, as the CLI's history shows it: a UTC time (with the date where the
+// day differs from the first event's), how long the step it ends took, its fields in words.
+function timelineRow(events) {
+  const e = events[events.length - 1];
+  const took = stepDurations(events)[events.length - 1];
+  const otherDay = events.length === 1 || utcTime(e.at, true).slice(0, 10) !== utcTime(events[0].at, true).slice(0, 10);
+  return h("tr", { "data-event": e.type }, h("td", { class: "mono nowrap" }, utcTime(e.at, otherDay)),
+    h("td", { class: "took" }, took === null ? "" : duration(took)), h("td", {}, e.type), h("td", { class: "details" }, eventDetails(e)));
+}
+
+// The run's attempts as a Gantt chart (timeline.js), drawn again with each event; clicking a
+// step opens the checkpoint saved at its end in the checkpoints panel.
+function renderGantt(container, run, graph, events) {
+  const first = graph ? (edgesOf(graph.graph.mermaid).find(([a]) => a === "[*]") || [])[1] : null;
+  const rows = ganttModel(events, first || null, Date.now() / 1000);
+  if (!rows.length) { container.replaceChildren(h("p", { class: "muted" }, "No attempt has started yet.")); return; }
+  container.replaceChildren(ganttSvg(rows, (seq) => {
+    const detail = document.getElementById("checkpoint-detail");
+    if (detail) showCheckpoint(detail, run.run_id, seq);
+  }, Math.max(600, (container.clientWidth || 1116) - 20)));
 }
 
 // The checkpoints a run keeps (GET /api/runs/{id}/checkpoints), read again when a new one is
@@ -453,12 +501,33 @@ async function graphsPage(view) {
       } catch (e) { notice(e.message); }
     });
     view.append(h("section", { "data-graph": graph.name }, h("h2", {}, graph.name),
-      h("p", { class: "muted" }, `served by ${workers.length ? workers.join(", ") : "no live worker"}; max attempts ${graph.max_attempts}`),
+      h("p", { class: "muted" }, "served by ", workers.length ? h("a", { href: "#/workers", class: "served-by" }, workers.join(", ")) : "no live worker",
+        `; max attempts ${graph.max_attempts}`),
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
   }
   return () => {};
+}
+
+// The live workers (GET /api/workers): what each serves, what it runs now, when it last beat.
+async function workersPage(view) {
+  const body = h("tbody", { id: "workers-body" });
+  view.replaceChildren(h("h1", {}, "Workers"),
+    h("table", { id: "workers" }, h("thead", {}, h("tr", {}, ["worker", "host", "pool", "concurrency", "graphs", "runs in flight", "last heartbeat", "version"].map((t) => h("th", {}, t)))), body));
+  return repeat(async () => {
+    const workers = await api("/api/workers");
+    const now = Date.now() / 1000;
+    body.replaceChildren(...(workers.length ? workers.map(({ info, in_flight, last_beat_at }) => {
+      const [, host] = info.name.includes("@") ? info.name.split("@", 2) : ["", "-"];
+      return h("tr", { "data-worker": info.name }, h("td", { class: "mono nowrap" }, info.name), h("td", {}, host || "-"),
+        h("td", {}, info.pool || "-"), h("td", {}, String(info.concurrency || "-")),
+        h("td", { class: "graphs" }, info.graphs.flatMap((g, i) => [i ? ", " : "", h("a", { href: "#/graphs", "data-graph": g }, g)])),
+        h("td", { class: "in-flight" }, in_flight.length ? in_flight.map((id) => h("div", {}, h("a", { href: `#/run/${id}`, class: "mono nowrap" }, id))) : "none"),
+        h("td", { class: "beat nowrap", title: utcTime(last_beat_at, true) + " UTC" }, `${duration(Math.max(0, now - last_beat_at))} ago`),
+        h("td", {}, info.version || "-"));
+    }) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No live worker."))]));
+  });
 }
 
 // -- routing --------------------------------------------------------------------------------
@@ -481,6 +550,7 @@ async function route() {
     if (page === "run" && arg) stop = await runPage(view, decodeURIComponent(arg));
     else if (page === "dead") stop = await deadPage(view);
     else if (page === "graphs") stop = await graphsPage(view);
+    else if (page === "workers") stop = await workersPage(view);
     else stop = await runsPage(view);
     if (seq === routes) stopPage = stop;
     else stop();

@@ -13,37 +13,86 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
--- KEYS[19] rg:{<run_id>}:history       index of the checkpoints kept before the latest
--- KEYS[20] rg:{<run_id>}:history:data  their JSON (see _history.lua)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
 -- ARGV[3]  the scoped idempotency key KEYS[5] was built from (a guess the script verifies;
 --          the run id when the caller does not know it)
--- ARGV[4..] script-specific, see each script's header
+-- ARGV[4..] script-specific, see each script's header and its contract in store/contracts.py
+--
+-- The run hash is read once and written once. The first read of a field loads BASE_FIELDS and
+-- any the script asked for with want() in one HMGET; put() and drop() change the loaded copy,
+-- and flush() writes every change in one HSET (and one HDEL for fields that go). scripts.py
+-- wraps each body in a function and calls flush() after it, so no path forgets to write.
+-- Fields that say which optional keys exist ('ck_last', 'memo', 'mbox', 'tb', 'idem') let a
+-- script touch (expire, delete, read) only keys that are there.
 
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
-local K_HIST, K_HIST_DATA = KEYS[19], KEYS[20]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
   waiting = KEYS[16],
 }
--- Every key of the run: retention expires them all, purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_HIST, K_HIST_DATA}
+-- Every key of the run: purge deletes them all.
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
 local REPLAYABLE = {dead = true, cancelled = true}
 local CANCELLABLE = {queued = true, running = true, retrying = true, waiting = true}
+-- Statuses without a status set of their own (see set_status).
+local UNLISTED = {queued = true, running = true, retrying = true}
 -- A cap keeps a run that checkpoints thousands of times from growing its stream forever.
 local EVENTS_MAXLEN = 1000
 
--- HGET answers false for a missing field; '' keeps comparisons and concatenation simple.
+-- The fields every script reads. Each script names the others its paths read with want(), in
+-- the groups below or one by one: a field read without being asked for costs an HGET of its own,
+-- and every field asked for costs the HMGET (and the script's run time) a little.
+local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
+local PUT, PUT_ORDER, DROPPED = {}, {}, {}
+local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
+-- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb'}
+local LAST_ERROR = {'reason', 'error_type', 'error'}
+local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
+local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
+
+-- Ask for fields (names, or groups of them) with the first read: call before any field().
+local function want(...)
+  for _, item in ipairs({...}) do
+    if type(item) == 'table' then
+      for _, name in ipairs(item) do
+        WANTED[#WANTED + 1] = name
+      end
+    else
+      WANTED[#WANTED + 1] = item
+    end
+  end
+end
+
+local function load()
+  local names = WANTED
+  local values = redis.call('HMGET', K_RUN, unpack(names))
+  for i, name in ipairs(names) do
+    RUN[name] = values[i] or ''
+  end
+  LOADED = true
+end
+
+-- A missing field reads as '': comparisons and concatenation stay simple.
 local function field(name)
-  return redis.call('HGET', K_RUN, name) or ''
+  if not LOADED then
+    load()
+  end
+  local value = RUN[name]
+  if value == nil then
+    -- Not asked for up front: one more read (a script's header lists what it wants).
+    value = redis.call('HGET', K_RUN, name) or ''
+    RUN[name] = value
+  end
+  return value
 end
 
 local function num(name)
@@ -51,7 +100,60 @@ local function num(name)
 end
 
 local function exists()
-  return redis.call('EXISTS', K_RUN) == 1
+  return field('status') ~= ''
+end
+
+local function put(name, value)
+  if not LOADED then
+    load()
+  end
+  value = tostring(value)
+  RUN[name] = value
+  if PUT[name] == nil then
+    PUT_ORDER[#PUT_ORDER + 1] = name
+  end
+  PUT[name] = value
+  DROPPED[name] = nil
+end
+
+-- Remove a field (only written when it is there).
+local function drop(...)
+  if not LOADED then
+    load()
+  end
+  for _, name in ipairs({...}) do
+    if RUN[name] ~= '' then
+      DROPPED[name] = true
+    end
+    PUT[name] = nil
+    RUN[name] = ''
+  end
+end
+
+local function incr(name, by)
+  put(name, num(name) + by)
+end
+
+-- Write every change of the run hash: at most one HSET and one HDEL.
+local function flush()
+  local args = {}
+  for _, name in ipairs(PUT_ORDER) do
+    if PUT[name] ~= nil then
+      args[#args + 1] = name
+      args[#args + 1] = PUT[name]
+    end
+  end
+  if #args > 0 then
+    redis.call('HSET', K_RUN, unpack(args))
+  end
+  local gone = {}
+  for name in pairs(DROPPED) do
+    gone[#gone + 1] = name
+  end
+  if #gone > 0 then
+    redis.call('HDEL', K_RUN, unpack(gone))
+  end
+  PUT, PUT_ORDER, DROPPED = {}, {}, {}
 end
 
 -- The run's scoped idempotency key ('idem': graph and key) when KEYS[5] was built from a wrong
@@ -97,17 +199,66 @@ local function out_of_attempts()
   return true, nil
 end
 
--- Drop the run from every global index (its keys are deleted or expire separately).
-local function unindex()
-  for _, key in ipairs({K_ALL, K_DEAD, K_LEASES, K_DUE}) do
-    redis.call('ZREM', key, RUN_ID)
+
+-- Only the token of the attempt that claimed last may write, and only while it runs.
+local function owned_by(token)
+  return token ~= '' and field('token') == token and field('status') == 'running'
+end
+
+-- The guard before the writes that end an attempt or a run (succeed, fail, release, dead_letter).
+-- ``token`` is the attempt's, or nil for an unfenced write (a dead letter of a bad message).
+-- Returns 'done' when there is nothing to write: the write already landed under this token
+-- (retried after a lost reply: ``done_status`` is the status it leaves the run in), or, unfenced,
+-- the run is finished; 'fenced' when the token does not own the run; {'idem', key} when KEYS[5]
+-- was built from a wrong guess (each of these scripts may expire it); nil to go ahead.
+local function write_guard(token, done_status)
+  if token == nil then
+    if TERMINAL[field('status')] then
+      return 'done'
+    end
+  else
+    if done_status and token ~= '' and field('status') == done_status and field('token') == token then
+      return 'done'
+    end
+    if not owned_by(token) then
+      return 'fenced'
+    end
   end
-  for _, key in pairs(STATUS_SETS) do
-    redis.call('ZREM', key, RUN_ID)
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+  return nil
+end
+
+-- Drop the run from the global indexes it can be in (its keys are deleted or expire
+-- separately): ``status`` names the one status set it is in, and a finished run holds no lease
+-- or due entry. Without a status (a listing found the record gone, whatever it was), every index.
+local function unindex(status)
+  redis.call('ZREM', K_ALL, RUN_ID)
+  if not STATUS_SETS[status] then
+    for _, key in ipairs({K_DEAD, K_LEASES, K_DUE}) do
+      redis.call('ZREM', key, RUN_ID)
+    end
+    for _, key in pairs(STATUS_SETS) do
+      redis.call('ZREM', key, RUN_ID)
+    end
+    return
+  end
+  if status == 'dead' then
+    redis.call('ZREM', K_DEAD, RUN_ID)
+  end
+  if not UNLISTED[status] then
+    redis.call('ZREM', STATUS_SETS[status], RUN_ID)
   end
 end
 
+-- The run's own scoped idempotency key: create_run SET it, and a run can lose it only to a
+-- dead letter's SET NX (then 'idem_owner' says so).
 local function owns_idem()
+  if field('idem') == '' then
+    return false
+  end
   return redis.call('GET', K_IDEM) == RUN_ID
 end
 
@@ -140,45 +291,50 @@ local function emit(kind, ...)
 end
 
 -- Redis gives a new stream's first node 4 KB up front (it grows in place up to
--- stream-node-max-bytes), so each run's few events would cost 4 KB. A stream written back by
--- RESTORE holds exactly what it has, and later entries grow it as they come. redis.pcall: where
--- an ACL refuses DUMP or RESTORE the stream stays as it is, only larger.
-local function shrink_events()
-  local dumped = redis.pcall('DUMP', K_EVENTS)
-  if type(dumped) == 'string' then
-    redis.pcall('RESTORE', K_EVENTS, 0, dumped, 'REPLACE')
+-- stream-node-max-bytes), so each run's few events would cost 4 KB. A copy holds exactly what
+-- its source has, and later entries grow it as they come: so a new run's stream is a COPY of
+-- a template that holds one marker entry (id 0-1, 'e' = '', which readers skip), and its first
+-- event is added to that. One call less than an XADD with a DUMP and RESTORE, and no
+-- serialising. The template (K_TEMPLATE, from create_run's KEYS) is made on first use.
+local function new_events(template)
+  if redis.call('COPY', template, K_EVENTS) == 0 then
+    redis.call('XADD', template, '0-1', 'e', '')
+    redis.call('COPY', template, K_EVENTS)
   end
 end
 
 -- Move the run between status sets; the score is the update time so listings sort newest first.
+-- Queued, retrying and running runs have no set of their own (their KEYS stay, unused, so that
+-- positions hold): every queued or retrying run is in the due set and every running one in the
+-- leases, and listings read those (store/keys.py: status_index). A run's start, every save, a
+-- retry and its end then touch no status set on the way.
 local function set_status(new)
-  local old = STATUS_SETS[field('status')]
-  if old then
-    redis.call('ZREM', old, RUN_ID)
+  local old = field('status')
+  if STATUS_SETS[old] and not UNLISTED[old] and old ~= new then
+    redis.call('ZREM', STATUS_SETS[old], RUN_ID)
   end
-  redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
-  redis.call('HSET', K_RUN, 'status', new, 'updated_at', NOW)
+  if not UNLISTED[new] then
+    redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
+  end
+  put('status', new)
+  put('updated_at', NOW)
 end
 
-local function touch()
-  redis.call('HSET', K_RUN, 'updated_at', NOW)
-  local set = STATUS_SETS[field('status')]
-  if set then
-    redis.call('ZADD', set, 'XX', NOW, RUN_ID)
-  end
-end
-
--- Only the token of the attempt that claimed last may write, and only while it runs.
-local function owned_by(token)
-  if token == '' then
-    return false
-  end
-  local owner = redis.call('HMGET', K_RUN, 'token', 'status')
-  return owner[1] == token and owner[2] == 'running'
+-- The run's optional keys that exist now, as its fields tell: an EXPIRE, PERSIST or DEL of a
+-- missing key would be a call for nothing.
+local function present_keys()
+  local found = {K_RUN, K_EVENTS}
+  if field('ck_last') ~= '' then found[#found + 1] = K_CKPT end
+  if field('memo') == '1' then found[#found + 1] = K_MEMO end
+  if field('mbox') == '1' then found[#found + 1] = K_MAILBOX end
+  if field('tb') == '1' then found[#found + 1] = K_TB end
+  return found
 end
 
 local function expire_all(seconds)
-  for _, key in ipairs(PER_RUN) do
+  -- The run hash may not exist yet (a run created finished, or dead-lettered): write it first.
+  flush()
+  for _, key in ipairs(present_keys()) do
     redis.call('EXPIRE', key, seconds)
   end
   if owns_idem() then
@@ -187,11 +343,21 @@ local function expire_all(seconds)
 end
 
 local function persist_all()
-  for _, key in ipairs(PER_RUN) do
+  for _, key in ipairs(present_keys()) do
     redis.call('PERSIST', key)
   end
   if owns_idem() then
     redis.call('PERSIST', K_IDEM)
+  end
+end
+
+-- The journal (record.lua, wait.lua) wrote the memo since the latest checkpoint: 'memo' = '1'
+-- ('0' or missing: there is none; likewise 'mbox' for the mailbox, 'tb' for the traceback).
+-- A checkpoint holds everything the memo held, so its save drops the memo, only when there is one.
+local function drop_memo()
+  if field('memo') == '1' then
+    redis.call('DEL', K_MEMO)
+    put('memo', '0')
   end
 end
 
@@ -201,24 +367,26 @@ end
 -- Fields that would be empty or zero are not written: field() and num() read a missing one as
 -- '' and 0, and so do the readers (records.run_info). A run hash with a large value is a hash
 -- table, where each field costs some 60 bytes; the dozen left out here were half of it.
-local function init_run(graph, inputs, state, idem_key, scope, digest, max_attempts)
-  redis.call('HSET', K_RUN, 'run_id', RUN_ID, 'graph', graph, 'max_attempts', max_attempts,
-    'inputs', inputs, 'created_at', NOW, 'updated_at', NOW)
-  for name, value in pairs({state = state, digest = digest}) do
+-- The caller has checked that the run does not exist, so every field loaded reads as ''.
+local function init_run(graph, inputs, state, idem_key, scope, digest, max_attempts, template)
+  for name, value in pairs({run_id = RUN_ID, graph = graph, max_attempts = max_attempts,
+      inputs = inputs, created_at = NOW, updated_at = NOW, state = state, digest = digest}) do
     if value ~= '' then
-      redis.call('HSET', K_RUN, name, value)
+      put(name, value)
     end
   end
   -- The key steps see is the run id unless the caller gave one (claim.lua reads it back so).
   if idem_key ~= RUN_ID then
-    redis.call('HSET', K_RUN, 'idempotency_key', idem_key)
+    put('idempotency_key', idem_key)
   end
   if scope ~= '' then
-    redis.call('HSET', K_RUN, 'idem', scope)
+    put('idem', scope)
   end
   redis.call('ZADD', K_ALL, NOW, RUN_ID)
+  if template then
+    new_events(template)
+  end
   emit('run_enqueued', 'graph', graph)
-  shrink_events()
 end
 
 -- An attempt cut short by the fleet rather than by the run (a deploy's soft shutdown, Redis
@@ -227,33 +395,38 @@ end
 -- Returns true when that bound is now passed.
 local function interrupt(max_interruptions)
   if num('attempts') > 0 then
-    redis.call('HINCRBY', K_RUN, 'attempts', -1)
+    incr('attempts', -1)
   end
-  local n = redis.call('HINCRBY', K_RUN, 'interruptions', 1)
-  return n > tonumber(max_interruptions)
+  incr('interruptions', 1)
+  return num('interruptions') > tonumber(max_interruptions)
 end
 
 -- The number of the attempt now running: every claim since the last replay, counted or not
 -- (attempts that ended in a wait count as 'suspensions').
 local function attempt_number()
-  local n = redis.call('HMGET', K_RUN, 'attempts', 'interruptions', 'suspensions')
-  return (tonumber(n[1]) or 0) + (tonumber(n[2]) or 0) + (tonumber(n[3]) or 0)
+  return num('attempts') + num('interruptions') + num('suspensions')
 end
 
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),
 -- or lost its lease while Redis was unreachable ('store_unavailable': an interruption).
 local function abandon(reason)
   redis.call('ZREM', K_LEASES, RUN_ID)
-  redis.call('HSET', K_RUN, 'reason', reason)
+  put('reason', reason)
   emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason)
 end
 
--- Keeps the last error: an operator needs it to decide whether to replay.
+-- Keeps the last error: an operator needs it to decide whether to replay. Only a running run
+-- holds a lease, only a queued, retrying or waiting one a due entry, and a run being created
+-- (a dead letter's) neither: the status it leaves says which index to leave.
 local function to_dead(reason, retention_s)
-  redis.call('HSET', K_RUN, 'reason', reason)
+  local from = field('status')
+  put('reason', reason)
   set_status('dead')
-  redis.call('ZREM', K_LEASES, RUN_ID)
-  redis.call('ZREM', K_DUE, RUN_ID)
+  if from == 'running' then
+    redis.call('ZREM', K_LEASES, RUN_ID)
+  elseif from ~= '' then
+    redis.call('ZREM', K_DUE, RUN_ID)
+  end
   redis.call('ZADD', K_DEAD, NOW, RUN_ID)
   emit('run_dead_lettered', 'reason', reason, 'error_type', field('error_type'))
   expire_all(retention_s)
@@ -265,7 +438,7 @@ end
 -- is refused, so the backoff holds whatever messages are about.
 local function to_retrying(due_at, reason)
   set_status('retrying')
-  redis.call('HSET', K_RUN, 'retry_at', due_at)
+  put('retry_at', due_at)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
   emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
@@ -274,10 +447,13 @@ end
 -- A cancel ends the run for good: no lease, no due message, the token gone so that any attempt
 -- still running is fenced out; the run's keys expire after the retention.
 local function to_cancelled(from_status, retention_s)
-  redis.call('HSET', K_RUN, 'reason', 'cancelled')
-  redis.call('HDEL', K_RUN, 'token', 'cancel')
-  redis.call('ZREM', K_LEASES, RUN_ID)
-  redis.call('ZREM', K_DUE, RUN_ID)
+  put('reason', 'cancelled')
+  drop('token', 'cancel')
+  if from_status == 'running' then
+    redis.call('ZREM', K_LEASES, RUN_ID)
+  else
+    redis.call('ZREM', K_DUE, RUN_ID)
+  end
   set_status('cancelled')
   emit('run_cancelled', 'from_status', from_status)
   expire_all(retention_s)
@@ -300,18 +476,19 @@ end
 local function note(skipped, kinds, steps, calls)
   local n = tonumber(skipped) or 0
   if n > 0 then
-    redis.call('HINCRBY', K_RUN, 'skipped', n)
+    incr('skipped', n)
     emit('boundaries_skipped', 'count', n, 'kinds', kinds)
   end
   local s, c = tonumber(steps) or 0, tonumber(calls) or 0
   if s + c > 0 then
-    redis.call('HINCRBY', K_RUN, 'reused_steps', s)
-    redis.call('HINCRBY', K_RUN, 'reused_calls', c)
+    incr('reused_steps', s)
+    incr('reused_calls', c)
     emit('work_reused', 'steps', s, 'calls', c)
   end
 end
 
 local function snapshot(outcome)
+  flush()
   local reply = redis.call('HGETALL', K_RUN)
   table.insert(reply, 1, outcome)
   return reply

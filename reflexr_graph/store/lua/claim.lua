@@ -1,41 +1,67 @@
 -- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there). The claim returns the
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there). The claim returns the
 -- checkpoint too, so an attempt starts with one round trip, not two.
--- KEYS[1] run  KEYS[2..4] ckpt/events/tb (expiry)  KEYS[5] idem  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
+-- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
+-- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
+-- KEYS[17] memo (read with the checkpoint)  KEYS[18] mailbox (expiry)
+-- ARGV: store/contracts.py ClaimArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
 --   on the run too: one place, and the run hash stays smaller)
--- Returns {outcome, status, attempt number, counted attempts, resumes, graph, inputs, state,
---   idempotency_key, max_attempts, trace, checkpoint JSON or '', memo field, value, ...} with outcome
---   claimed|busy|finished|missing|dead|early|waiting, or {'idem', key}
+-- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
+--   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
+--   memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
+--   or {'idem', key}
 
 local token = ARGV[4]
-
--- One HMGET for the whole reply: each redis.call costs the server about as much as a small
--- command, and the reply reads eleven fields.
-local REPLY_FIELDS = {'status', 'attempts', 'interruptions', 'suspensions', 'resumes', 'graph', 'inputs',
-  'state', 'idempotency_key', 'max_attempts', 'trace'}
+-- The reply's large fields come with the first read of the run: one HMGET in all.
+want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
+  'error_type', 'checkpoints')
 
 local function reply(outcome)
-  local v = redis.call('HMGET', K_RUN, unpack(REPLY_FIELDS))
-  for i = 1, #REPLY_FIELDS do
-    v[i] = v[i] or ''
-  end
-  local number = (tonumber(v[2]) or 0) + (tonumber(v[3]) or 0) + (tonumber(v[4]) or 0)
+  flush()
   -- The key steps see: the caller's, else the run id (init_run leaves it out then).
-  local idem_key = v[9] ~= '' and v[9] or RUN_ID
-  return {outcome, v[1], number, v[2], v[5], v[6], v[7], v[8], idem_key, v[10], v[11],
-    redis.call('HGET', K_CKPT, 'data') or ''}
+  local idem_key = field('idempotency_key') ~= '' and field('idempotency_key') or RUN_ID
+  local checkpoint = ''
+  if field('ck_last') ~= '' then
+    checkpoint = redis.call('HGET', K_CKPT, field('ck_last')) or ''
+  end
+  return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'),
+    field('graph'), field('inputs'), field('state'), idem_key, field('max_attempts'),
+    field('trace'), checkpoint}
+end
+
+-- A run checkpointed before each checkpoint was stored once kept its latest as the ckpt hash's
+-- 'data' (and seq, saved_at, size, attempt, next_node): it becomes that hash's seq -> JSON, so
+-- an attempt that resumes it after the upgrade starts where it was. (Its older checkpoints,
+-- kept under keys of their own then, are not carried over.) Only a run with checkpoints and
+-- no pointer to one asks.
+local LEGACY = {'data', 'seq', 'saved_at', 'size', 'attempt', 'next_node'}
+local function adopt_legacy_checkpoint()
+  if field('ck_last') ~= '' or num('checkpoints') == 0 then
+    return
+  end
+  local old = redis.call('HMGET', K_CKPT, unpack(LEGACY))
+  if not old[1] or not old[2] then
+    return
+  end
+  redis.call('HDEL', K_CKPT, unpack(LEGACY))
+  redis.call('HSET', K_CKPT, old[2], old[1])
+  put(ckpt_field(old[2]), ckpt_entry(old[3] or NOW, old[4] or #old[1], old[5] or 0, old[6] or ''))
+  put('ck_first', old[2])
+  put('ck_last', old[2])
 end
 
 -- The work recorded since the checkpoint comes with it, so an attempt reads everything it
--- resumes from in this one round trip.
+-- resumes from in this one round trip (only when the journal wrote some: 'memo' = '1').
 local function claimed()
+  adopt_legacy_checkpoint()
   local out = reply('claimed')
-  for _, item in ipairs(redis.call('HGETALL', K_MEMO)) do
-    table.insert(out, item)
+  if field('memo') == '1' then
+    for _, item in ipairs(redis.call('HGETALL', K_MEMO)) do
+      table.insert(out, item)
+    end
   end
   return out
 end
@@ -75,12 +101,12 @@ if exhausted then
   to_dead('max_attempts', ARGV[6])
   return reply('dead')
 end
-redis.call('HINCRBY', K_RUN, 'attempts', 1)
-redis.call('HINCRBY', K_RUN, 'resumes', 1)
+incr('attempts', 1)
+incr('resumes', 1)
+put('token', token)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
-redis.call('HSET', K_RUN, 'token', token)
-redis.call('HDEL', K_RUN, 'dispatches', 'unserved_since', 'waiting_for', 'wake_at')
+drop('dispatches', 'unserved_since', 'waiting_for', 'wake_at')
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

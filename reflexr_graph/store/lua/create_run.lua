@@ -1,10 +1,12 @@
 -- create_run.lua: create a queued run, or return the run an idempotency key already names.
 -- A fork (ARGV[13..19]) is created with the checkpoint it resumes from.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there), and _history.lua.
 -- KEYS[1] run  KEYS[2] ckpt  KEYS[3] events  KEYS[5] idem  KEYS[6] rg:all  KEYS[9] rg:due
--- KEYS[10] rg:status:queued  KEYS[13] rg:status:succeeded  KEYS[4], KEYS[17..20] (expiry)
--- KEYS[#KEYS], the last, after the prelude's: run hash of ARGV[10]'s run (the idem key's owner
---   the caller expects), else KEYS[1]
+-- KEYS[10] rg:status:queued  KEYS[13] rg:status:succeeded
+-- KEYS[19], after the prelude's: the run hash of ARGV[10]'s run (the idem key's owner the caller
+--   expects), else KEYS[1]
+-- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
+-- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
 --   idempotency key, '' for none  ARGV[8] max_attempts  ARGV[9] due ms (now + dispatch grace)
@@ -28,8 +30,8 @@ if key ~= '' then
     return {'retry', owner}
   end
   -- An idem key can outlive its run by a moment (expiry is lazy); then the key is reusable.
-  if owner ~= '' and redis.call('EXISTS', KEYS[#KEYS]) == 1 then
-    if (redis.call('HGET', KEYS[#KEYS], 'digest') or '') ~= digest then
+  if owner ~= '' and redis.call('EXISTS', KEYS[19]) == 1 then
+    if (redis.call('HGET', KEYS[19], 'digest') or '') ~= digest then
       return {'conflict', owner}
     end
     return {'existing', owner}
@@ -39,9 +41,9 @@ if exists() then
   return {'existing', RUN_ID}
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
-  digest, ARGV[8])
+  digest, ARGV[8], KEYS[20])
 if ARGV[11] ~= '' then
-  redis.call('HSET', K_RUN, 'trace', ARGV[11])
+  put('trace', ARGV[11])
 end
 if key ~= '' then
   -- No TTL while the run is active; terminal transitions expire it with the run's keys.
@@ -51,15 +53,19 @@ local seed = ARGV[13]
 if seed ~= '' then
   -- The fork's own copy of the checkpoint: the claim reads it as any run's latest, and nothing of
   -- the source run is read again or changed. attempt 0: no attempt of this run saved it.
-  redis.call('HSET', K_CKPT, 'data', seed, 'seq', ARGV[14], 'saved_at', NOW, 'size', #seed,
-    'next_node', ARGV[15], 'attempt', 0)
-  redis.call('HSET', K_RUN, 'forked_from', ARGV[16], 'forked_at_seq', ARGV[14], 'checkpoints', 1,
-    'next_node', ARGV[15])
+  redis.call('HSET', K_CKPT, ARGV[14], seed)
+  put(ckpt_field(ARGV[14]), ckpt_entry(NOW, #seed, 0, ARGV[15]))
+  put('ck_first', ARGV[14])
+  put('ck_last', ARGV[14])
+  for name, value in pairs({forked_from = ARGV[16], forked_at_seq = ARGV[14], checkpoints = 1,
+      next_node = ARGV[15]}) do
+    put(name, value)
+  end
   emit('run_forked', 'from_run', ARGV[16], 'seq', ARGV[14], 'state_edited', ARGV[17])
 end
 if ARGV[18] ~= '' then
   -- Forked from a finished checkpoint: the output is known, so the run ends here, with no attempt.
-  redis.call('HSET', K_RUN, 'output', ARGV[18])
+  put('output', ARGV[18])
   set_status('succeeded')
   emit('run_succeeded', 'attempt', 0)
   expire_all(ARGV[19])

@@ -1,7 +1,8 @@
 -- fail.lua: record a failed attempt, fenced by the token; then retry later or dead-letter.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- ARGV: store/contracts.py FailArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] token  ARGV[5] error type  ARGV[6] error message  ARGV[7] traceback or ''
 -- ARGV[8] reason code  ARGV[9] '1' if permanent  ARGV[10] retry due ms
@@ -9,22 +10,25 @@
 --   infrastructure failure (an interruption)  ARGV[13] max interruptions
 -- ARGV[14] boundaries skipped since the attempt's last write  ARGV[15] their kinds (text)
 -- ARGV[16] branch steps and ARGV[17] durable calls answered from records since then
--- Returns 'dead' | 'retrying' | 'cancelled' (a cancel was asked while it ran) | 'fenced' | {'idem', key}
+-- Returns store/contracts.py Failed: 'dead' | 'retrying' | 'cancelled' (a cancel was asked while
+--   it ran) | 'fenced' | {'idem', key}
 
-if not owned_by(ARGV[4]) then
-  return 'fenced'
-end
-local actual = idem_mismatch()
-if actual then
-  return {'idem', actual}
+want(COUNTERS, OPTIONAL_KEYS, NOTES)
+local guard = write_guard(ARGV[4])
+if guard then
+  return guard
 end
 local error_type, reason = ARGV[5], ARGV[8]
-redis.call('HSET', K_RUN, 'error_type', error_type, 'error', ARGV[6], 'reason', reason)
+put('error_type', error_type)
+put('error', ARGV[6])
+put('reason', reason)
 -- The traceback lives in its own key: it can be large, and listings read the run hash.
 if ARGV[7] ~= '' then
   redis.call('SET', K_TB, ARGV[7])
-else
+  put('tb', '1')
+elseif field('tb') == '1' then
   redis.call('DEL', K_TB)
+  put('tb', '0')
 end
 note(ARGV[14], ARGV[15], ARGV[16], ARGV[17])
 local counted = ARGV[12] == '1'

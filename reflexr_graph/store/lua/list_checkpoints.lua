@@ -1,20 +1,27 @@
--- list_checkpoints.lua: the checkpoints a run keeps, without their JSON, read at one moment (a
--- running attempt moves the latest into the history as it saves). Read-only. Standalone (no prelude).
--- KEYS[1] rg:{<run_id>}:run      run record hash (only whether it exists)
--- KEYS[2] rg:{<run_id>}:ckpt     the latest checkpoint
--- KEYS[3] rg:{<run_id>}:history  index of the checkpoints kept before the latest
+-- list_checkpoints.lua: the checkpoints a run keeps, without their JSON: the entries in the run
+-- hash (_history.lua, prepended). Read-only. Standalone (no prelude).
+-- KEYS[1] rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
 -- ARGV: none (no ARGV[i] is read)
--- Returns {'missing'} | {'ok', latest seq, saved_at ms, size, attempt, next_node (all '' without
---   a checkpoint), history member, ...} with the members oldest first (see _history.lua)
+-- Returns {'missing'} | {'ok', seq, entry, ...} oldest first, the latest last; an entry is
+--   saved_at ms|size|attempt|next_node
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+local run = redis.call('HMGET', KEYS[1], 'status', 'ck_first', 'ck_last')
+if not run[1] then
   return {'missing'}
 end
 local out = {'ok'}
-for _, value in ipairs(redis.call('HMGET', KEYS[2], 'seq', 'saved_at', 'size', 'attempt', 'next_node')) do
-  table.insert(out, value or '')
+local first, last = tonumber(run[2]), tonumber(run[3])
+if not first then
+  return out
 end
-for _, member in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
-  table.insert(out, member)
+local names = {}
+for s = first, last do
+  names[#names + 1] = ckpt_field(s)
+end
+for i, entry in ipairs(redis.call('HMGET', KEYS[1], unpack(names))) do
+  if entry then
+    out[#out + 1] = tostring(first + i - 1)
+    out[#out + 1] = entry
+  end
 end
 return out

@@ -1,15 +1,17 @@
 -- reap.lua: recover one run whose lease lapsed (its worker died or hung, or Redis was down).
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- ARGV: store/contracts.py ReapArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] dead retention s
 -- ARGV[5] ARGV[6] an outage window (from ms, to ms): the reaper saw Redis unreachable in it, or Redis
 --   restarted in it (store/recovery.py: mark_pass), or '' '': a lease
 --   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
 -- ARGV[7] max interruptions
--- Returns 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
+-- Returns store/contracts.py Reaped: 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
 --   any more, or a stale entry) | {'idem', key}
 
+want(COUNTERS, OPTIONAL_KEYS, 'error_type')
 if field('status') ~= 'running' then
   -- A lease entry without a running run (e.g. its record expired) is dropped.
   redis.call('ZREM', K_LEASES, RUN_ID)

@@ -1,14 +1,18 @@
 -- record.lua: keep one piece of finished work between two checkpoints (a branch step's result,
 -- a durable call's), fenced by the attempt's token, in one round trip.
 -- Standalone (no prelude).
--- KEYS[1] rg:{<run_id>}:run     run record hash (the owner's token and status)
+-- KEYS[1] rg:{<run_id>}:run     run record hash (the owner's token and status; 'memo' = '1' says
+--                               the memo exists, so the next save deletes it, and only then)
 -- KEYS[2] rg:{<run_id>}:memo    the records, field -> JSON
 -- ARGV[1] token  ARGV[2] field  ARGV[3] JSON value
 -- Returns 1 when recorded, 0 when the token does not own the run (the caller raises FencedOut).
 
-local owner = redis.call('HMGET', KEYS[1], 'token', 'status')
+local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'memo')
 if ARGV[1] == '' or owner[1] ~= ARGV[1] or owner[2] ~= 'running' then
   return 0
 end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+if owner[3] ~= '1' then
+  redis.call('HSET', KEYS[1], 'memo', '1')
+end
 return 1

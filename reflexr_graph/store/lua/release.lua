@@ -1,19 +1,20 @@
 -- release.lua: hand a running attempt back on soft shutdown so the run is redelivered soon.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..20] memo, mailbox, history (expiry)
+-- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- ARGV: store/contracts.py ReleaseArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess  ARGV[4] token
 -- ARGV[5] max interruptions  ARGV[6] dead retention s
--- Returns 1 when released, 2 when released past the interruption bound (now dead), 3 when a
--- cancel was asked (the run ends cancelled instead), 0 when the token does not own the run, or
--- {'idem', key}.
+-- Returns store/contracts.py Released: 1 released, 2 released past the interruption bound (now
+-- dead), 3 a cancel was asked (the run ends cancelled instead), 0 the token does not own the
+-- run; or {'idem', key}.
 
-if not owned_by(ARGV[4]) then
+want(COUNTERS, OPTIONAL_KEYS, 'error_type')
+local guard = write_guard(ARGV[4])
+if guard == 'fenced' then
   return 0
-end
-local actual = idem_mismatch()
-if actual then
-  return {'idem', actual}
+elseif guard then
+  return guard
 end
 if cancel_requested() then
   end_requested_cancel()

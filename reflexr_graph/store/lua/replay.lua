@@ -1,12 +1,14 @@
 -- replay.lua: give a dead or cancelled run a fresh attempt budget and queue it again.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[9] rg:due
--- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox  KEYS[19..20] history
+-- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox
+-- ARGV: store/contracts.py ReplayArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
--- ARGV[5] the seq of the checkpoint to resume from, '' for the latest (_history.lua)
+-- ARGV[5] the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 --   | {'no_checkpoint'} (the run keeps no checkpoint ARGV[5]; nothing changed)
 
+want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, 'replays', 'ck_first', 'unserved_since')
 local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused
@@ -14,37 +16,53 @@ end
 local from_start, from_seq = ARGV[4] == '1', ARGV[5] or ''
 -- Back out of bad steps: an earlier checkpoint becomes the latest, and those after it go.
 local dropped = 0
-if from_seq ~= '' and (redis.call('HGET', K_CKPT, 'seq') or '') ~= from_seq then
-  local next_node, n = history_restore(K_CKPT, K_HIST, K_HIST_DATA, from_seq)
-  if next_node == nil then
+if from_seq ~= '' and field('ck_last') ~= from_seq then
+  -- Only a seq the run keeps, with its payload: else nothing changes.
+  local entry = field(ckpt_field(from_seq))
+  if entry == '' or redis.call('HEXISTS', K_CKPT, from_seq) == 0 then
     return {'no_checkpoint'}
   end
-  dropped = n
-  redis.call('HSET', K_RUN, 'next_node', next_node)
+  local _, gone = ckpt_plan(field('ck_first'), field('ck_last'), from_seq, num('ck_last'))
+  drop(unpack(ckpt_drop(K_CKPT, gone)))
+  dropped = #gone
+  put('ck_last', from_seq)
+  local _, _, _, next_node = ckpt_fields(entry)
+  put('next_node', next_node)
 end
 if field('error_type') ~= '' then
-  redis.call('HSET', K_RUN, 'prev_error', field('error_type') .. ': ' .. field('error'))
+  put('prev_error', field('error_type') .. ': ' .. field('error'))
 elseif field('error') ~= '' then
-  redis.call('HSET', K_RUN, 'prev_error', field('error'))
+  put('prev_error', field('error'))
 end
 -- resumes is kept: it only ever grows, so fork-stack ids of the replay never collide. A replay
 -- starts a fresh attempt budget; prev_attempts and replays keep what came before, for operators.
-redis.call('HSET', K_RUN, 'prev_reason', field('reason'), 'prev_attempts', attempt_number())
-redis.call('HDEL', K_RUN, 'attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'token',
-  'output')
-redis.call('HINCRBY', K_RUN, 'replays', 1)
-redis.call('HDEL', K_RUN, 'unserved_since')
+put('prev_reason', field('reason'))
+put('prev_attempts', attempt_number())
+drop('attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'token', 'output',
+  'unserved_since')
+incr('replays', 1)
+-- The keys that stay lose their TTL first: those dropped below need none.
+persist_all()
 if from_start then
   -- Work recorded since the checkpoint goes with it: a run from the start repeats everything.
   -- So does the history: the new checkpoints are numbered from 1 again.
-  redis.call('DEL', K_CKPT, K_MEMO, K_HIST, K_HIST_DATA)
-  redis.call('HSET', K_RUN, 'checkpoints', 0, 'next_node', '')
+  redis.call('DEL', K_CKPT, K_MEMO)
+  if field('ck_first') ~= '' then
+    for s = num('ck_first'), num('ck_last') do
+      drop(ckpt_field(s))
+    end
+  end
+  drop('ck_first', 'ck_last')
+  put('memo', '0')
+  put('checkpoints', 0)
+  put('next_node', '')
 elseif from_seq ~= '' then
   -- Records of work done after that checkpoint must not answer for the steps that now run again.
-  redis.call('DEL', K_MEMO)
+  drop_memo()
 end
-redis.call('ZREM', K_DEAD, RUN_ID)
-persist_all()
+if status == 'dead' then
+  redis.call('ZREM', K_DEAD, RUN_ID)
+end
 set_status('queued')
 redis.call('ZADD', K_DUE, NOW, RUN_ID)
 if from_seq ~= '' then

@@ -1,6 +1,6 @@
 -- signal.lua: send a signal to a run: keep its value in the run's mailbox, and queue the run if
 -- it is waiting for that signal. Atomic, so two senders never queue two attempts.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[18] mailbox
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
 -- ARGV[4] signal name  ARGV[5] value JSON (validated by the caller)
@@ -8,6 +8,7 @@
 -- Returns {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
 --   name is in the mailbox already) | {'queued', graph} (send its message now) | {'kept', status}
 
+want('mbox', 'waiting_for', 'graph')
 local name, value = ARGV[4], ARGV[5]
 if not exists() then
   return {'missing'}
@@ -17,14 +18,15 @@ if TERMINAL[status] then
   return {'refused', status}
 end
 -- A second value before the first was taken would silently replace what the sender meant.
-if redis.call('HEXISTS', K_MAILBOX, name) == 1 then
+if field('mbox') == '1' and redis.call('HEXISTS', K_MAILBOX, name) == 1 then
   return {'duplicate', status}
 end
 redis.call('HSET', K_MAILBOX, name, value)
+put('mbox', '1')
 emit('signal_received', 'signal', name)
 if status == 'waiting' and field('waiting_for') == name then
-  redis.call('HDEL', K_RUN, 'waiting_for', 'wake_at')
-  redis.call('HSET', K_RUN, 'dispatches', 0)
+  drop('waiting_for', 'wake_at')
+  put('dispatches', 0)
   set_status('queued')
   redis.call('ZADD', K_DUE, ARGV[6], RUN_ID)
   return {'queued', field('graph')}

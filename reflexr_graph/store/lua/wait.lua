@@ -1,6 +1,6 @@
 -- wait.lua: a step waits for a signal or a timer: take the signal, see the timer fired, or
 -- suspend the run as 'waiting', handing back its lease. One round trip, fenced by the token.
--- Prelude: _lib.lua (KEYS[1..20], ARGV[1..3] as described there).
+-- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (used when a cancel ends the run)
@@ -11,22 +11,24 @@
 -- Returns {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
+want(COUNTERS, OPTIONAL_KEYS, 'limit_since_key')
 local token, name, rec, first_wake = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not owned_by(token) then
   return {'fenced'}
 end
-local done = redis.call('HGET', K_MEMO, rec)
+local done = field('memo') == '1' and redis.call('HGET', K_MEMO, rec)
 if done then
   return {'recorded', done}
 end
 -- The signal moves from the mailbox into the step's record in one step: a crash after this
 -- still finds it, and no other wait can take it too.
 if name ~= '' then
-  local value = redis.call('HGET', K_MAILBOX, name)
+  local value = field('mbox') == '1' and redis.call('HGET', K_MAILBOX, name)
   if value then
     redis.call('HDEL', K_MAILBOX, name)
     local record = '{"signal":' .. value .. '}'
     redis.call('HSET', K_MEMO, rec, record)
+    put('memo', '1')
     return {'recorded', record}
   end
 end
@@ -35,11 +37,16 @@ end
 local at_field = rec .. '|at'
 if first_wake ~= '' then
   redis.call('HSETNX', K_MEMO, at_field, first_wake)
+  put('memo', '1')
 end
-local wake = redis.call('HGET', K_MEMO, at_field) or ''
+local wake = ''
+if field('memo') == '1' then
+  wake = redis.call('HGET', K_MEMO, at_field) or ''
+end
 if wake ~= '' and tonumber(wake) <= tonumber(NOW) then
   local record = '{"due":true}'
   redis.call('HSET', K_MEMO, rec, record)
+  put('memo', '1')
   return {'recorded', record}
 end
 if cancel_requested() then
@@ -54,20 +61,21 @@ end
 -- Suspend: the attempt did not fail, so it gives back its place in max_attempts, and the run
 -- holds no lease and no message until a signal (signal.lua) or its timer (the due set) wakes it.
 if num('attempts') > 0 then
-  redis.call('HINCRBY', K_RUN, 'attempts', -1)
+  incr('attempts', -1)
 end
-redis.call('HINCRBY', K_RUN, 'suspensions', 1)
+incr('suspensions', 1)
 -- A limit wait is counted by the grant that ends it (limit_acquire.lua), which may come after
 -- several releases: the run keeps when the wait began, from its first release for that key.
 if string.sub(name, 1, 6) == 'limit:' then
   local key = string.sub(name, 7)
   if field('limit_since_key') ~= key then
-    local since = string.format('%d', tonumber(NOW) - (tonumber(ARGV[8]) or 0))
-    redis.call('HSET', K_RUN, 'limit_since', since, 'limit_since_key', key)
+    put('limit_since', string.format('%d', tonumber(NOW) - (tonumber(ARGV[8]) or 0)))
+    put('limit_since_key', key)
   end
 end
-redis.call('HSET', K_RUN, 'waiting_for', name, 'wake_at', wake)
-redis.call('HDEL', K_RUN, 'token')
+put('waiting_for', name)
+put('wake_at', wake)
+drop('token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 if wake ~= '' then
   redis.call('ZADD', K_DUE, wake, RUN_ID)

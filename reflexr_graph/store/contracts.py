@@ -1,0 +1,347 @@
+"""What each Lua script takes and answers, written once.
+
+Redis passes a script's arguments by position (ARGV[1], ARGV[2] ...), and its reply is a flat
+list. Each script's arguments are a frozen dataclass here whose *field order is the ARGV order*:
+:meth:`Args.argv` lays them out, so a field added in the middle moves every later position in
+the script's header and in the call together, and nothing is counted by hand. Replies are enums
+(or a dataclass that names each position), so a caller compares names, never numbers.
+
+The per-run scripts (``lua/_lib.lua``'s prelude) start with ARGV[1..3] = run id, now ms and the
+idempotency key guess, which ``ops.per_run`` adds; their dataclasses hold ARGV[4] onwards. A
+standalone script's dataclass holds its whole ARGV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from enum import IntEnum, StrEnum
+
+from reflexr_graph.store.ops import ScriptArg
+
+
+def _arg(value: object) -> ScriptArg:
+    # Lua sees strings: a flag is '1' / '0', a missing value ''.
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None:
+        return ""
+    assert isinstance(value, str | int | float)
+    return value
+
+
+@dataclass(frozen=True)
+class Args:
+    """The ARGV of one script call, in field order."""
+
+    def argv(self) -> list[ScriptArg]:
+        return [_arg(value) for value in astuple(self)]
+
+
+# -- creating and claiming ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateArgs(Args):
+    """create_run.lua, ARGV[4..19]."""
+
+    graph: str
+    inputs: str
+    state: str | None
+    idempotency_key: str | None
+    max_attempts: int
+    due_ms: int
+    """When the reaper sends the message if the enqueuer's own is lost (now + dispatch grace)."""
+    expected_owner: str
+    """The run the caller expects the idempotency key to name, '' for none."""
+    trace: str
+    digest: str
+    fork_checkpoint: str = ""
+    fork_seq: int = 0
+    fork_next_node: str | None = None
+    fork_source: str = ""
+    fork_state_edited: bool = False
+    fork_output: str | None = None
+    """The output when the fork's checkpoint is the finished one: the run is created succeeded."""
+    retention_s: int = 0
+
+
+class Created(StrEnum):
+    """create_run.lua's outcome, the first item of ``{outcome, run_id}``."""
+
+    CREATED = "created"
+    EXISTING = "existing"
+    CONFLICT = "conflict"
+    """The idempotency key names a run made from other inputs."""
+    RETRY = "retry"
+    """The key changed hands since the caller looked; call again expecting the run named."""
+
+
+@dataclass(frozen=True)
+class ClaimArgs(Args):
+    """claim.lua, ARGV[4..7]."""
+
+    token: str
+    lease_expiry_ms: int
+    dead_retention_s: int
+    worker: str
+
+
+@dataclass(frozen=True)
+class ClaimReply:
+    """claim.lua's reply, by position; the memo's field/value pairs follow ``checkpoint``."""
+
+    outcome: str
+    status: str = ""
+    attempt: str = ""
+    counted: str = ""
+    resumes: str = ""
+    graph: str = ""
+    inputs: str = ""
+    state: str = ""
+    idempotency_key: str = ""
+    max_attempts: str = ""
+    trace: str = ""
+    checkpoint: str = ""
+
+    SIZE = 12
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> tuple[ClaimReply, list[str]]:
+        """The named part of the reply, and the memo's pairs after it."""
+        return cls(*reply[: cls.SIZE]), reply[cls.SIZE :]
+
+
+@dataclass(frozen=True)
+class RenewArgs(Args):
+    """renew_lease.lua (standalone), ARGV[1..4]."""
+
+    run_id: str
+    token: str
+    lease_expiry_ms: int
+    now_ms: int
+    """A lease already lapsed by now is the reaper's: a late renewal does not revive it."""
+
+
+class Lease(IntEnum):
+    """What a lease renewal found (renew_lease.lua)."""
+
+    LOST = 0
+    """The token lost the run: superseded, reaped, cancelled now, or its lease lapsed."""
+    HELD = 1
+    CANCEL_REQUESTED = 2
+    """Held, but the run was cancelled without ``now``: its attempt stops at its next boundary."""
+
+
+# -- an attempt's writes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SaveArgs(Args):
+    """save_checkpoint.lua (standalone), ARGV[1..12]."""
+
+    run_id: str
+    now_ms: int
+    token: str
+    payload: str
+    seq: int
+    next_node: str | None
+    events_cap: int
+    skipped: int
+    skip_kinds: str
+    reused_steps: int
+    reused_calls: int
+    history: int
+    """How many checkpoints are kept before the latest (REFLEXR_CHECKPOINT_HISTORY)."""
+
+
+class Saved(IntEnum):
+    """save_checkpoint.lua's answer."""
+
+    FENCED = 0
+    SAVED = 1
+    CANCEL_REQUESTED = 2
+    """Saved, and the run was asked to cancel: the attempt stops at this boundary."""
+
+
+@dataclass(frozen=True)
+class SucceedArgs(Args):
+    """succeed.lua, ARGV[4..13]."""
+
+    token: str
+    output: str
+    retention_s: int
+    checkpoint: str
+    """The finished checkpoint, '' when the one saved before stays."""
+    seq: int
+    skipped: int
+    skip_kinds: str
+    reused_steps: int
+    reused_calls: int
+    history: int
+
+
+class Succeeded(IntEnum):
+    """succeed.lua's answer."""
+
+    FENCED = 0
+    RECORDED = 1
+    CANCELLED = 2
+    """The run was asked to cancel while its last step ran: it ended cancelled, its output kept."""
+
+
+@dataclass(frozen=True)
+class FailArgs(Args):
+    """fail.lua, ARGV[4..17]."""
+
+    token: str
+    error_type: str
+    message: str
+    traceback: str
+    reason: str
+    permanent: bool
+    retry_due_ms: int
+    dead_retention_s: int
+    counted: bool
+    """False for an infrastructure failure: an interruption, not one of max_attempts."""
+    max_interruptions: int
+    skipped: int
+    skip_kinds: str
+    reused_steps: int
+    reused_calls: int
+
+
+class Failed(StrEnum):
+    """fail.lua's answer."""
+
+    DEAD = "dead"
+    RETRYING = "retrying"
+    CANCELLED = "cancelled"
+    FENCED = "fenced"
+
+
+@dataclass(frozen=True)
+class ReleaseArgs(Args):
+    """release.lua, ARGV[4..6]."""
+
+    token: str
+    max_interruptions: int
+    dead_retention_s: int
+
+
+class Released(IntEnum):
+    """release.lua's answer."""
+
+    FENCED = 0
+    RELEASED = 1
+    DEAD = 2
+    """Released past the interruption bound."""
+    CANCELLED = 3
+
+
+@dataclass(frozen=True)
+class DeadLetterArgs(Args):
+    """dead_letter.lua, ARGV[4..13]."""
+
+    reason: str
+    error_type: str
+    message: str
+    graph: str
+    inputs: str
+    state: str | None
+    idempotency_key: str | None
+    max_attempts: int
+    dead_retention_s: int
+    digest: str
+
+
+class DeadLettered(IntEnum):
+    """dead_letter.lua's answer."""
+
+    ALREADY_FINISHED = 0
+    DEAD = 1
+
+
+# -- recovery and operators ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReapArgs(Args):
+    """reap.lua, ARGV[4..7]; the outage window is '' '' when there was none."""
+
+    dead_retention_s: int
+    outage_from_ms: int | None
+    outage_to_ms: int | None
+    max_interruptions: int
+
+
+class Reaped(StrEnum):
+    """reap.lua's answer."""
+
+    DEAD = "dead"
+    RETRYING = "retrying"
+    CANCELLED = "cancelled"
+    SKIP = "skip"
+    """Not lapsed any more, or a stale entry."""
+
+
+@dataclass(frozen=True)
+class CancelArgs(Args):
+    """cancel.lua, ARGV[4..5]."""
+
+    retention_s: int
+    now: bool
+    """Cancel a running run at once (its attempt fenced out), not at its next boundary."""
+
+
+@dataclass(frozen=True)
+class ReplayArgs(Args):
+    """replay.lua, ARGV[4..5]."""
+
+    from_start: bool
+    from_seq: int | None
+    """The checkpoint to resume from, None for the latest."""
+
+
+@dataclass(frozen=True)
+class PruneArgs(Args):
+    """prune.lua, ARGV[4]: the terminal status whose set the run was found in, '' for not known."""
+
+    status: str
+
+
+@dataclass(frozen=True)
+class TickArgs(Args):
+    """reaper_tick.lua (standalone), ARGV[1..6]."""
+
+    owner: str
+    lock_ttl_ms: int
+    now_ms: int
+    limit: int
+    run_retention_s: int
+    dead_retention_s: int
+
+
+class Lock(StrEnum):
+    """What reaper_tick.lua did with the reaper lock."""
+
+    HELD = "held"
+    """This reaper held it, and keeps it for another TTL."""
+    TAKEN = "taken"
+    """Nobody held it: this reaper does now."""
+    OTHER = "other"
+    """Another reaper holds it: this one does nothing this pass."""
+
+
+@dataclass(frozen=True)
+class TickReply:
+    """reaper_tick.lua's reply, by position."""
+
+    lock: Lock
+    lapsed: list[str]
+    """Runs whose lease lapsed, to reap."""
+    due: list[tuple[str, float]]
+    """Runs whose message is due: (run id, due score), earliest first."""
+    prunable: dict[str, list[str]]
+    """Finished runs past their retention, by the status set they are in."""
+    restart: tuple[int, int] | None
+    """The window (epoch ms) since the last reaper pass when Redis restarted or failed over in it."""

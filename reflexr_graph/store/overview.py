@@ -1,0 +1,89 @@
+"""The fleet at a glance, read from what the store holds (no rollup): ``reflexr-graph top``.
+
+Runs by status are the sizes of the status sets; queued, retrying and running runs, which have
+none (keys.status_index), are read from the due set and the leases (at most :data:`QUEUED_SCAN`
+of each), and so is the queue depth per graph, with since when its oldest queued run waits;
+dead letters are the size of the dead-letter index.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from reflexr_graph.model import Status
+from reflexr_graph.store import keys
+from reflexr_graph.store.ops import Op, batch, cmd
+from reflexr_graph.store.records import text
+from reflexr_graph.store.workers import WorkerStatus, worker_statuses
+
+QUEUED_SCAN = 5000
+"""At most this many queued runs are read for their graph; ``queued_scanned`` says when fewer."""
+
+
+class GraphQueue(BaseModel):
+    """Queued runs of one graph, and since when the oldest of them has waited (epoch seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    queued: int
+    oldest_at: float
+
+
+class Overview(BaseModel):
+    """Runs by status now, queued runs per graph, the live workers and the dead letters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by_status: dict[str, int]
+    queues: dict[str, GraphQueue]
+    queued_scanned: bool
+    """False when the due set or the leases held more runs than :data:`QUEUED_SCAN`: the live
+    statuses and ``queues`` count those read."""
+    dead_letters: int
+    workers: list[WorkerStatus]
+
+
+LIVE = (Status.QUEUED, Status.RETRYING, Status.RUNNING)
+"""Statuses without a set of their own (keys.status_index): counted from the runs of the due set
+and the leases, whose members' statuses are read (at most :data:`QUEUED_SCAN` of each)."""
+
+
+def _queues(live: list[tuple[str, str, str]]) -> dict[str, GraphQueue]:
+    found: dict[str, GraphQueue] = {}
+    for status, graph, updated_ms in live:
+        if status != Status.QUEUED:
+            continue
+        since = float(updated_ms or 0) / 1000
+        kept = found.get(graph)
+        count, oldest = (kept.queued, kept.oldest_at) if kept else (0, since)
+        found[graph] = GraphQueue(queued=count + 1, oldest_at=min(oldest, since))
+    return dict(sorted(found.items()))
+
+
+def _live_runs() -> Op[tuple[list[tuple[str, str, str]], bool]]:
+    """(status, graph, updated_at ms) of the runs in the due set and the leases, and whether all
+    of them were read."""
+    indexes = sorted({keys.status_index(s) for s in LIVE})
+    sizes = yield batch([cmd("zcard", index) for index in indexes])
+    pages = yield batch([cmd("zrange", index, 0, QUEUED_SCAN - 1) for index in indexes])
+    run_ids = sorted({text(member) for page in pages for member in page})
+    fields = yield batch([cmd("hmget", keys.run(r), "status", "graph", "updated_at") for r in run_ids])
+    live = [(text(st), text(gr) or "?", text(up)) for st, gr, up in fields if st is not None]
+    return live, all(int(n) <= QUEUED_SCAN for n in sizes)
+
+
+def overview() -> Op[Overview]:
+    """The fleet now, in five round trips plus the workers' three."""
+    kept = [s for s in Status if s not in LIVE]
+    sizes = yield batch([*(cmd("zcard", keys.status_set(s)) for s in kept), cmd("zcard", keys.DEAD)])
+    live, complete = yield from _live_runs()
+    by_status = {s.value: int(n) for s, n in zip(kept, sizes[:-1], strict=True)}
+    for status in LIVE:
+        by_status[status.value] = sum(1 for found, _, _ in live if found == status)
+    return Overview(
+        by_status={s.value: by_status[s.value] for s in Status},
+        queues=_queues(live),
+        queued_scanned=complete,
+        dead_letters=int(sizes[-1]),
+        workers=(yield from worker_statuses()),
+    )

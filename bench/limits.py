@@ -27,7 +27,7 @@ from bench.checkpoint_cost import round_trip_s
 from reflexr_graph import GraphAction, Limit
 from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.limits import Limiter, parse_rate
-from reflexr_graph.fleet.attempt import AttemptPort
+from reflexr_graph.fleet.attempt_port import AttemptPort
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import RedisStore
 

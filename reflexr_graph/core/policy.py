@@ -3,7 +3,7 @@
 A policy is declared for the whole action (``GraphAction(retry=RetryPolicy(...))``) and may
 be refined per node (``step_retries={"node": RetryPolicy(...)}``); a node's policy takes
 each field it leaves unset from the action's. What a failure comes to is decided here,
-sans-IO: the fleet records it (fleet/attempt.py).
+sans-IO: the fleet records it (fleet/recorder.py).
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def test_the_step_in_flight_finishes_and_the_attempt_stops_at_its_boundary(harne
     assert harness.progressed(run_id) == ["middle", "last"], "the boundary after the step is saved"
     info = harness.store.get(run_id)
     assert (info.status, info.cancel_requested) == (Status.RUNNING, True)
-    harness.store.cancel(run_id, now=True)  # what the worker does next (fleet/attempt.py)
+    harness.store.cancel(run_id, now=True)  # what the worker does next (fleet/recorder.py)
     assert harness.store.get(run_id).status is Status.CANCELLED
     harness.store.replay(run_id)
     assert harness.attempt(action, run_id) == 4  # the replay resumes at the saved boundary

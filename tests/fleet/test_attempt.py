@@ -14,7 +14,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, RunFailure, clock
 from reflexr_graph.errors import StoreUnavailable
-from reflexr_graph.fleet import attempt
+from reflexr_graph.fleet import attempt, failure, redaction
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
@@ -316,16 +316,16 @@ def test_safe_message_and_traceback_rewrite_validation_errors() -> None:
         except Exception as inner:
             raise KeyError("outer") from inner
     except KeyError as exc:
-        tb = attempt.safe_traceback(exc)
-        message = attempt.safe_message(exc.__cause__)  # type: ignore[arg-type]
+        tb = redaction.safe_traceback(exc)
+        message = redaction.safe_message(exc.__cause__)  # type: ignore[arg-type]
     assert "a: Input should be a valid integer" in message
     assert SECRET not in tb and "KeyError" in tb and "led to the following" in tb
-    assert attempt.classify(RunFailure("x", reason="r", permanent=True)) == attempt.Failure(
+    assert failure.classify(RunFailure("x", reason="r", permanent=True)) == failure.Failure(
         "r", permanent=True
     )
-    assert attempt.classify(RuntimeError()) == attempt.Failure("step_failed")
-    unreachable = attempt.classify(StoreUnavailable("Redis could not be reached"))
-    assert unreachable == attempt.Failure("store_unavailable", counted=False), (
+    assert failure.classify(RuntimeError()) == failure.Failure("step_failed")
+    unreachable = failure.classify(StoreUnavailable("Redis could not be reached"))
+    assert unreachable == failure.Failure("store_unavailable", counted=False), (
         "Redis's failure, not the step's"
     )
 

@@ -1,0 +1,124 @@
+"""The checkpoint port of one attempt: the store as the running graph sees it.
+
+The checkpoint and the records came with the claim, so loading them costs nothing. Every
+save, record, wait and limit acquisition is a fenced write retried while the lease holds
+(fleet/fenced.py), raised as the driver expects when it cannot land: ``FencedOut`` when
+another attempt owns the run, ``StoreUnavailable`` when Redis stayed unreachable. A wait
+that suspends the run is noted here, so the attempt ends as suspended whatever the graph
+raises on its way out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from reflexr_graph.core.limits import Grant, LimitRequest
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
+from reflexr_graph.errors import FencedOut, StoreUnavailable
+from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.store.redis_store import RedisStore
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """A step suspended the run: what it waits for ('' for a sleep) and when its timer wakes it."""
+
+    signal: str
+    wake_at_ms: int | None
+
+
+@dataclass
+class AttemptPort:
+    """The checkpoint port of one attempt: the checkpoint came with the claim, so loading it costs
+    nothing; a save that finds Redis unreachable is retried for as long as the lease holds."""
+
+    store: RedisStore
+    claimed: str | None
+    records: Mapping[str, str]
+    lease_left_s: LeaseLeft
+    on_suspend: Callable[[], None] = lambda: None
+    """Called once the store suspended the run: the lease is given back, so stop renewing it."""
+    suspension: Suspension | None = None
+    """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
+    slot_ttl_ms: int = 30_000
+    """How long a limit slot holds without renewal: the lease TTL."""
+
+    def wait(
+        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+    ) -> WaitResult:
+        what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
+        found: list[WaitResult] = []
+
+        def wait() -> None:
+            found.append(
+                self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms)
+            )
+
+        self._write(ctx, what, wait)
+        result = found[-1]
+        if result.record is None:
+            self.suspension = Suspension(signal, result.wake_at_ms)
+            self.on_suspend()
+        return result
+
+    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest) -> Grant:
+        found: list[Grant] = []
+        self._write(
+            ctx,
+            f"limit {request.key}",
+            lambda: found.append(self.store.acquire_limit(ctx, request, slot_ttl_ms=self.slot_ttl_ms)),
+        )
+        return found[-1]
+
+    def release_slot(self, key: str, member: str) -> None:
+        try:
+            self.store.release_slot(key, member)
+        except StoreUnavailable:
+            log.warning(
+                "a slot of limit %s could not be given back (Redis unreachable); it lapses with its lease",
+                key,
+            )
+
+    def load_checkpoint(self, run_id: str) -> str | None:
+        return self.claimed
+
+    def load_records(self, run_id: str) -> Mapping[str, str]:
+        return self.records
+
+    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+        self._write(
+            ctx, f"record {field.split('|', 1)[0]}", lambda: self.store.save_record(ctx, field, value)
+        )
+
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        notes: Notes = NO_NOTES,
+    ) -> bool | None:
+        return self._write(
+            ctx,
+            f"checkpoint {seq}",
+            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+        )
+
+    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:
+        """One fenced write of the running graph: raised as the driver expects when it cannot land."""
+        result, value = fenced_write(self.lease_left_s, op)
+        if result is Written.FENCED:
+            raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
+        if result is Written.UNREACHABLE:
+            raise StoreUnavailable(
+                f"Redis stayed unreachable while the lease of run {ctx.run_id} held; {what} not saved"
+            )
+        return value

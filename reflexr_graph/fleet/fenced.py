@@ -1,0 +1,49 @@
+"""Writing while the lease holds: the fenced retry of every write an attempt makes.
+
+Every write of an attempt is fenced by its claim's token, so an attempt that lost the run
+(to the reaper, a duplicate delivery or a cancel) records nothing more (G3). The lease is
+the attempt's right to the run for its TTL whatever Redis does meanwhile: a write that finds
+Redis unreachable is retried for as long as the lease still holds, so a short outage costs
+nothing, and given up once the lease would have lapsed, when the reaper takes over.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TypeVar
+
+from reflexr_graph.errors import FencedOut, StoreUnavailable
+
+T = TypeVar("T")
+
+LeaseLeft = Callable[[], float]
+"""Seconds until the attempt's lease would lapse."""
+
+
+class Written(StrEnum):
+    OK = "ok"
+    FENCED = "fenced"
+    """Another attempt owns the run (or it was cancelled): this one may write nothing more."""
+    UNREACHABLE = "unreachable"
+    """Redis stayed unreachable for as long as the lease held."""
+
+
+def fenced_write(lease_left_s: LeaseLeft, op: Callable[[], T]) -> tuple[Written, T | None]:
+    """Run one of the attempt's fenced writes, retrying while Redis is unreachable and the lease holds.
+
+    Giving up at once would throw the attempt away; ``lease_left_s`` says how long its right
+    to the run lasts.
+    """
+    delay = 0.1
+    while True:
+        try:
+            return Written.OK, op()
+        except FencedOut:
+            return Written.FENCED, None
+        except StoreUnavailable:
+            if lease_left_s() <= delay:
+                return Written.UNREACHABLE, None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)

@@ -29,6 +29,7 @@ from reflexr_graph.errors import (
 from reflexr_graph.fleet import loops, observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.attempt_port import AttemptPort
+from reflexr_graph.fleet.fenced import lease_from_now
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
@@ -55,7 +56,10 @@ def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:
             reason=Reason.UNKNOWN_GRAPH.value,
             permanent=True,
         )
-        return Recorder(app, store, ctx, lambda: app.reflexr_settings.lease_ttl_s).failure(failure)
+        # The claim just took the lease, and no heartbeat renews it: the write is retried only
+        # until it would have lapsed, when the reaper takes the run over.
+        lease = lease_from_now(app.reflexr_settings.lease_ttl_s)
+        return Recorder(app, store, ctx, lease).failure(failure)
     if claim.attempt == 1:
         observe.run_started(claim.graph)
     log.info(
@@ -73,9 +77,8 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     ctx = claim.context()
     settings = app.reflexr_settings
     tally = Tally(action.name, ctx.run_id)
-    recorder = Recorder(
-        app, store, ctx, lambda: settings.lease_ttl_s, tally, action, claim.counted, claim.max_attempts
-    )
+    lease = lease_from_now(settings.lease_ttl_s)
+    recorder = Recorder(app, store, ctx, lease, tally, action, claim.counted, claim.max_attempts)
     watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
     recorder.lease_left_s = heartbeat.lease_left_s

@@ -47,3 +47,9 @@ def fenced_write(lease_left_s: LeaseLeft, op: Callable[[], T]) -> tuple[Written,
                 return Written.UNREACHABLE, None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def lease_from_now(ttl_s: float) -> LeaseLeft:
+    """The lease of a claim just taken, for an attempt that renews none (no heartbeat runs)."""
+    until = time.monotonic() + ttl_s
+    return lambda: until - time.monotonic()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from reflexr_graph import GraphAction, RunFailure, clock
 from reflexr_graph.errors import StoreUnavailable
 from reflexr_graph.fleet import attempt, failure, redaction
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -227,6 +229,39 @@ def test_store_unavailable_while_saving_a_checkpoint(
             "then",
         )
         assert store.client.zscore(keys.LEASES, run_id) is not None  # the reaper's cue
+    finally:
+        store.close()
+
+
+def test_unknown_graph_failure_gives_up_once_the_lease_would_lapse(
+    private_redis: RedisFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker claims a run of a graph it does not have while Redis goes down: its unknown_graph
+    failure is retried while the lease holds, like every write of an attempt, then given up
+    (not recorded) so the reaper can take the run over; it does not retry forever."""
+    server = private_redis(appendfsync="always")
+    # A lease longer than the retry's longest pause (1 s), as any real one is.
+    app = fleet_app(server.url, two_steps("served", lambda n: n), lease_ttl_s=3.0)
+    store = app.store()
+    try:
+        run_id = create_run(store, "not_served", 1)
+        claimed = claim(app, store, run_id)
+        server.kill()
+        ended: list[Any] = []
+        worker = threading.Thread(
+            target=lambda: ended.append(attempt.run_claimed(app, store, claimed)), daemon=True
+        )
+        with caplog.at_level(logging.WARNING, "reflexr_graph.fleet"):
+            worker.start()
+            worker.join(timeout=30)  # ten times the lease: far longer than the write may retry
+        assert not worker.is_alive(), "the unknown_graph failure was still being retried after the lease"
+        (delivered,) = ended
+        assert delivered.outcome is Outcome.UNRECORDED
+        assert "stayed unreachable while the lease held" in caplog.text
+        server.start()
+        info = store.get(run_id)
+        assert (info.status, info.attempts) == (Status.RUNNING, 1)  # left to the reaper, as it was
+        assert store.client.zscore(keys.LEASES, run_id) is not None
     finally:
         store.close()
 

@@ -119,7 +119,7 @@ def _crash(how: str, run_id: str) -> None:
     r().rpush(validating_key(run_id), b"1")
     deadline = time.monotonic() + BLOCK_TIMEOUT_S
     while time.monotonic() < deadline:  # the step's own wait for its kill, not a test wait
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll inside the step (it waits to be killed), not a fixed wait
     raise TimeoutError("the test never killed the worker")
 
 

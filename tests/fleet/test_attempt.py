@@ -305,7 +305,7 @@ def test_step_blocking_the_event_loop_keeps_its_lease(
         # Synchronous on purpose; returns once the lease was pushed a whole TTL past where it was.
         while (store.client.zscore(keys.LEASES, holder["run_id"]) or 0) < first + 1000:
             assert time.monotonic() < deadline, "the lease was not renewed while the loop was blocked"
-            time.sleep(0.05)
+            time.sleep(0.05)  # a poll of the lease: the step blocks its loop on purpose
         return n
 
     action = two_steps("blocker", block_until_renewed_twice)

@@ -20,6 +20,7 @@ from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.message import RunMessage, create_from_message
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.model import Reason, Status
+from reflexr_graph.store.contracts import Unserved
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def hold(app: FleetApp, store: RedisStore, run_id: str, graph: str) -> Delivered
             "(REFLEXR_GRAPHS), then replay the run"
         ),
     )
-    if outcome == "dead":
+    if outcome is Unserved.DEAD:
         observe.run_ended(graph, Status.DEAD, Reason.UNKNOWN_GRAPH.value)
         log.error(
             "run %s dead-lettered (unknown_graph): no live worker served graph %r for %gs; replay it "
@@ -76,7 +77,7 @@ def hold(app: FleetApp, store: RedisStore, run_id: str, graph: str) -> Delivered
             run_id,
         )
         return Delivered(Outcome.DEAD, run_id, Reason.UNKNOWN_GRAPH.value, f"no live worker serves {graph!r}")
-    if outcome == "began":
+    if outcome is Unserved.BEGAN:
         log.warning(
             "run %s: no live worker serves graph %r; the run waits up to %gs for one "
             "(REFLEXR_UNKNOWN_GRAPH_GRACE_S), then is dead-lettered as unknown_graph",
@@ -84,4 +85,4 @@ def hold(app: FleetApp, store: RedisStore, run_id: str, graph: str) -> Delivered
             graph,
             grace_s,
         )
-    return Delivered(Outcome.HELD, run_id, outcome)
+    return Delivered(Outcome.HELD, run_id, outcome.value)

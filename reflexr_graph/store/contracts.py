@@ -310,6 +310,31 @@ class PruneArgs(Args):
 
 
 @dataclass(frozen=True)
+class HoldArgs(Args):
+    """hold_unserved.lua, ARGV[4..7]."""
+
+    grace_ms: int
+    recheck_due_ms: int
+    """When to look again."""
+    dead_retention_s: int
+    message: str
+    """The error message to keep if the run is dead-lettered."""
+
+
+class Unserved(StrEnum):
+    """hold_unserved.lua's answer."""
+
+    BEGAN = "began"
+    """The wait for a worker just began."""
+    HELD = "held"
+    DEAD = "dead"
+    """Dead-lettered (unknown_graph): it waited out the grace period."""
+    SKIP = "skip"
+    """Claimed or finished meanwhile."""
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
 class TickArgs(Args):
     """reaper_tick.lua (standalone), ARGV[1..6]."""
 

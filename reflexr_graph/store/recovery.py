@@ -8,7 +8,16 @@ from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.contracts import Lock, PruneArgs, ReapArgs, Reaped, TickArgs, TickReply
+from reflexr_graph.store.contracts import (
+    HoldArgs,
+    Lock,
+    PruneArgs,
+    ReapArgs,
+    Reaped,
+    TickArgs,
+    TickReply,
+    Unserved,
+)
 from reflexr_graph.store.ops import ScriptArg, per_run
 from reflexr_graph.store.records import text
 
@@ -181,16 +190,16 @@ class Recovery(StoreBase):
     # -- graphs without a live worker -----------------------------------------------------------
 
     @translate_errors
-    def hold_unserved(self, run_id: str, *, grace_ms: int, recheck_ms: int, message: str) -> str:
+    def hold_unserved(self, run_id: str, *, grace_ms: int, recheck_ms: int, message: str) -> Unserved:
         """Keep a due run of a graph no live worker serves; dead-letter it once it waited ``grace_ms``.
 
-        Returns ``'held'`` (looked at again in ``recheck_ms``), ``'dead'`` (``unknown_graph``),
-        ``'skip'`` (claimed or finished meanwhile) or ``'gone'``. The wait starts when a run is
-        first found unserved and ends at its next claim.
+        Returns ``BEGAN`` or ``HELD`` (looked at again in ``recheck_ms``), ``DEAD``
+        (``unknown_graph``), ``SKIP`` (claimed or finished meanwhile) or ``GONE``. The wait starts
+        when a run is first found unserved and ends at its next claim.
         """
         now = clock.now_ms()
-        args: list[ScriptArg] = [grace_ms, now + recheck_ms, self.dead_retention_s, message]
-        return text(self.do(per_run("hold_unserved", run_id, run_id, now, args)))
+        args = HoldArgs(grace_ms, now + recheck_ms, self.dead_retention_s, message).argv()
+        return Unserved(text(self.do(per_run("hold_unserved", run_id, run_id, now, args))))
 
     # -- reaper lock -----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "cancel": contracts.CancelArgs,
     "replay": contracts.ReplayArgs,
     "reaper_tick": contracts.TickArgs,
+    "hold_unserved": contracts.HoldArgs,
 }
 
 

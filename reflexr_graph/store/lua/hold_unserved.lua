@@ -4,10 +4,11 @@
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
 -- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
+-- ARGV: store/contracts.py HoldArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
 -- ARGV[4] grace ms  ARGV[5] when to look again (due ms)  ARGV[6] dead retention s
 -- ARGV[7] the error message to keep if it is dead-lettered
--- Returns 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
+-- Returns store/contracts.py Unserved: 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
 --   meanwhile) | 'gone' | {'idem', key}
 
 want(OPTIONAL_KEYS, 'unserved_since', 'graph')

@@ -261,6 +261,56 @@ class DeadLettered(IntEnum):
     DEAD = 1
 
 
+@dataclass(frozen=True)
+class LimitArgs(Args):
+    """limit_acquire.lua (standalone), ARGV[1..13]."""
+
+    token: str
+    now_ms: int
+    key: str
+    emission_ms: float
+    """0: no rate."""
+    burst: int
+    concurrency: int
+    """0: none."""
+    member: str
+    """The slot's member in the slots set."""
+    slot_expiry_ms: int
+    node: str
+    waited_ms: int
+    """How long the step waited so far."""
+    config: str
+    """The limit's configuration JSON, for ``reflexr-graph limits``."""
+    events_cap: int
+    max_reserve_ms: int
+    """The longest rate wait to reserve a token for."""
+
+
+class Acquired(StrEnum):
+    """limit_acquire.lua's outcome."""
+
+    FENCED = "fenced"
+    OK = "ok"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True)
+class LimitReply:
+    """limit_acquire.lua's reply, by position: ``{outcome, slots in use, wait ms}``.
+
+    The wait is, granted, the ms before the step starts (a reserved rate token); denied, the ms
+    until the rate allows (0: a slot is missing, poll).
+    """
+
+    outcome: Acquired
+    in_use: int = 0
+    wait_ms: int = 0
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> LimitReply:
+        return cls(Acquired(reply[0]), *(int(v) for v in reply[1:3]))
+
+
 # -- recovery and operators ---------------------------------------------------------------------
 
 

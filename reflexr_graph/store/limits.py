@@ -17,6 +17,7 @@ from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
+from reflexr_graph.store.contracts import Acquired, LimitArgs, LimitReply
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
 
@@ -94,29 +95,28 @@ class Limits(StoreBase):
         ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
         the attempt no longer owns the run."""
         now = clock.now_ms()
-        args: list[str | int | float] = [
-            ctx.token,
-            now,
-            request.key,
-            request.emission_ms,
-            request.burst,
-            request.concurrency,
-            request.member,
-            now + slot_ttl_ms,
-            request.node,
-            request.waited_ms,
-            config_json(request),
-            EVENTS_MAXLEN,
-            request.max_reserve_ms,
-        ]
-        reply = [
-            text(v) for v in self._scripts("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
-        ]
-        if reply[0] == "fenced":
+        args = LimitArgs(
+            token=ctx.token,
+            now_ms=now,
+            key=request.key,
+            emission_ms=request.emission_ms,
+            burst=request.burst,
+            concurrency=request.concurrency,
+            member=request.member,
+            slot_expiry_ms=now + slot_ttl_ms,
+            node=request.node,
+            waited_ms=request.waited_ms,
+            config=config_json(request),
+            events_cap=EVENTS_MAXLEN,
+            max_reserve_ms=request.max_reserve_ms,
+        ).argv()
+        found = self._scripts("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
+        reply = LimitReply.parse([text(v) for v in found])
+        if reply.outcome is Acquired.FENCED:
             raise _fenced(ctx, "limit acquisition")
-        if reply[0] == "ok":
-            return Grant(True, wait_ms=int(reply[2]))
-        return Grant(False, retry_after_ms=int(reply[1]))
+        if reply.outcome is Acquired.OK:
+            return Grant(True, wait_ms=reply.wait_ms)
+        return Grant(False, retry_after_ms=reply.wait_ms)
 
     @translate_errors
     def release_slot(self, key: str, member: str) -> None:

@@ -28,6 +28,7 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "replay": contracts.ReplayArgs,
     "reaper_tick": contracts.TickArgs,
     "hold_unserved": contracts.HoldArgs,
+    "limit_acquire": contracts.LimitArgs,
 }
 
 

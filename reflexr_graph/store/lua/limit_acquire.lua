@@ -9,12 +9,14 @@
 -- KEYS[4] rg:limit:{<key>}:tat   GCRA theoretical arrival time, epoch ms
 -- KEYS[5] rg:limit:{<key>}:slots slots held, score = lease expiry ms
 -- KEYS[6] rg:limit:{<key>}:stats granted, denied, waited_ms
+-- ARGV: store/contracts.py LimitArgs, in its field order:
 -- ARGV[1] token  ARGV[2] now ms  ARGV[3] limit key  ARGV[4] emission interval ms (0: no rate)
 -- ARGV[5] burst  ARGV[6] concurrency (0: none)  ARGV[7] slot member  ARGV[8] slot expiry ms
 -- ARGV[9] node  ARGV[10] ms the step waited so far  ARGV[11] configuration JSON
 -- ARGV[12] event stream cap  ARGV[13] the longest rate wait to reserve, ms
--- Returns {'fenced'} | {'ok', slots in use, ms to wait before starting (a reserved rate token)} |
---   {'denied', ms until the rate allows (0: a slot is missing, poll), slots in use}
+-- Returns store/contracts.py LimitReply: {'fenced'} |
+--   {'ok', slots in use, ms to wait before starting (a reserved rate token)} |
+--   {'denied', slots in use, ms until the rate allows (0: a slot is missing, poll)}
 
 local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'limit_since', 'limit_since_key')
 if ARGV[1] == '' or owner[1] ~= ARGV[1] or owner[2] ~= 'running' then
@@ -31,7 +33,7 @@ if concurrency > 0 then
   in_use = redis.call('ZCARD', KEYS[5])
   if in_use >= concurrency then
     redis.call('HINCRBY', KEYS[6], 'denied', 1)
-    return {'denied', 0, in_use}
+    return {'denied', in_use, 0}
   end
 end
 
@@ -50,7 +52,7 @@ if emission > 0 then
   wait = math.max(0, math.ceil(tat - now - tolerance))
   if wait > tonumber(ARGV[13]) then
     redis.call('HINCRBY', KEYS[6], 'denied', 1)
-    return {'denied', wait, in_use}
+    return {'denied', in_use, wait}
   end
   tat = tat + emission
   redis.call('SET', KEYS[4], string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)

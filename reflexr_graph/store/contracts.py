@@ -262,6 +262,82 @@ class DeadLettered(IntEnum):
 
 
 @dataclass(frozen=True)
+class WaitArgs(Args):
+    """wait.lua, ARGV[4..8]."""
+
+    token: str
+    signal: str
+    """The signal waited for, '' for a durable sleep."""
+    field: str
+    """The wait's record field in the memo."""
+    first_wake_ms: int | None
+    """The wake time to keep if this wait has none yet, None for no timer."""
+    waited_ms: int
+    """How long a step released to wait for a limit ('limit:<key>') waited in place first."""
+
+
+class Waited(StrEnum):
+    """wait.lua's outcome, the first item of ``{outcome, detail}``."""
+
+    FENCED = "fenced"
+    RECORDED = "recorded"
+    """The signal was taken or the timer fired: the detail is the wait's record JSON."""
+    WAITING = "waiting"
+    """The run is suspended: the detail is its wake time ms, '' for none."""
+    CANCELLED = "cancelled"
+    """A cancel was asked: the run ended instead of waiting."""
+
+
+@dataclass(frozen=True)
+class WaitReply:
+    """wait.lua's reply, by position."""
+
+    outcome: Waited
+    detail: str = ""
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> WaitReply:
+        return cls(Waited(reply[0]), *reply[1:2])
+
+
+@dataclass(frozen=True)
+class SignalArgs(Args):
+    """signal.lua, ARGV[4..6]."""
+
+    name: str
+    value: str
+    """The value's JSON, validated by the caller."""
+    due_ms: int
+    """When the reaper sends the message if the caller's own send is lost."""
+
+
+class Signalled(StrEnum):
+    """signal.lua's outcome, the first item of ``{outcome, detail}``."""
+
+    MISSING = "missing"
+    REFUSED = "refused"
+    """The run finished: the detail is its status."""
+    DUPLICATE = "duplicate"
+    """One of that name is in the mailbox already: the detail is the run's status."""
+    QUEUED = "queued"
+    """The run waited for it and is queued: the detail is its graph, whose message to send."""
+    KEPT = "kept"
+    """Kept in the mailbox for a wait to come: the detail is the run's status."""
+
+
+@dataclass(frozen=True)
+class SignalReply:
+    """signal.lua's reply, by position."""
+
+    outcome: Signalled
+    detail: str = ""
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> SignalReply:
+        return cls(Signalled(reply[0]), *reply[1:2])
+
+
+@dataclass(frozen=True)
 class LimitArgs(Args):
     """limit_acquire.lua (standalone), ARGV[1..13]."""
 

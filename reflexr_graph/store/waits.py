@@ -12,7 +12,8 @@ from enum import StrEnum
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
-from reflexr_graph.store.ops import Op, ScriptArg, not_found, per_run
+from reflexr_graph.store.contracts import SignalArgs, Signalled, SignalReply, WaitArgs, Waited, WaitReply
+from reflexr_graph.store.ops import Op, not_found, per_run
 from reflexr_graph.store.records import text
 
 
@@ -33,18 +34,18 @@ def send_signal(
     when one of that name was sent and not taken yet.
     """
     now = clock.now_ms()
-    args: list[ScriptArg] = [name, value_json, now + dispatch_grace_ms]
-    reply = [text(v) for v in (yield from per_run("signal", run_id, run_id, now, args))]
-    outcome = reply[0]
-    if outcome == "missing":
+    args = SignalArgs(name, value_json, now + dispatch_grace_ms).argv()
+    reply = SignalReply.parse([text(v) for v in (yield from per_run("signal", run_id, run_id, now, args))])
+    if reply.outcome is Signalled.MISSING:
         raise not_found(run_id)
-    if outcome == "refused":
+    if reply.outcome is Signalled.REFUSED:
+        status = reply.detail
         raise errors.OperationRefused(
-            f"run {run_id} is {reply[1]}; only a run that has not finished takes signals", status=reply[1]
+            f"run {run_id} is {status}; only a run that has not finished takes signals", status=status
         )
-    if outcome == "duplicate":
-        raise errors.SignalPending(run_id=run_id, signal=name, status=reply[1])
-    return SignalOutcome(outcome), reply[1] if outcome == "queued" else ""
+    if reply.outcome is Signalled.DUPLICATE:
+        raise errors.SignalPending(run_id=run_id, signal=name, status=reply.detail)
+    return SignalOutcome(reply.outcome.value), reply.detail if reply.outcome is Signalled.QUEUED else ""
 
 
 class Waits(StoreBase):
@@ -62,16 +63,16 @@ class Waits(StoreBase):
         to wait for a limit (``limit:<key>``) waited in place first: the run keeps when its wait
         began, and the grant that ends it counts the whole wait (store/lua/limit_acquire.lua).
         """
-        wake = "" if wake_at_ms is None else wake_at_ms
-        args: list[ScriptArg] = [ctx.token, signal, field, wake, waited_ms]
-        reply = [text(v) for v in self.do(per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args))]
-        if reply[0] == "fenced":
+        args = WaitArgs(ctx.token, signal, field, wake_at_ms, waited_ms).argv()
+        op = per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)
+        reply = WaitReply.parse([text(v) for v in self.do(op)])
+        if reply.outcome is Waited.FENCED:
             raise _fenced(ctx, "wait")
-        if reply[0] == "recorded":
-            return WaitResult(record=reply[1])
-        if reply[0] == "cancelled":
+        if reply.outcome is Waited.RECORDED:
+            return WaitResult(record=reply.detail)
+        if reply.outcome is Waited.CANCELLED:
             raise errors.CancelRequested(ctx.run_id, ended=True)  # the run ends rather than waits
-        return WaitResult(record=None, wake_at_ms=int(reply[1]) if reply[1] else None)
+        return WaitResult(record=None, wake_at_ms=int(reply.detail) if reply.detail else None)
 
     def signal(
         self, run_id: str, name: str, value_json: str, *, dispatch_grace_ms: int

@@ -27,6 +27,8 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "cancel": contracts.CancelArgs,
     "replay": contracts.ReplayArgs,
     "reaper_tick": contracts.TickArgs,
+    "wait": contracts.WaitArgs,
+    "signal": contracts.SignalArgs,
     "hold_unserved": contracts.HoldArgs,
     "limit_acquire": contracts.LimitArgs,
 }

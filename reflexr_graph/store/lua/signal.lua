@@ -2,10 +2,11 @@
 -- it is waiting for that signal. Atomic, so two senders never queue two attempts.
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[18] mailbox
+-- ARGV: store/contracts.py SignalArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (unused)
 -- ARGV[4] signal name  ARGV[5] value JSON (validated by the caller)
 -- ARGV[6] when the reaper sends the message if the caller's own send is lost (due ms)
--- Returns {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
+-- Returns store/contracts.py SignalReply: {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
 --   name is in the mailbox already) | {'queued', graph} (send its message now) | {'kept', status}
 
 want('mbox', 'waiting_for', 'graph')

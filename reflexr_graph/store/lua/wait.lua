@@ -3,12 +3,13 @@
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
+-- ARGV: store/contracts.py WaitArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (used when a cancel ends the run)
 -- ARGV[4] token  ARGV[5] signal name, '' for a durable sleep
 -- ARGV[6] the wait's record field in the memo; its wake time is kept at ARGV[6] .. '|at'
 -- ARGV[7] the wake time ms to keep if this wait has none yet, '' for no timer
 -- ARGV[8] ms a step released to wait for a limit ('limit:<key>') waited in place first
--- Returns {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
+-- Returns store/contracts.py WaitReply: {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
 want(COUNTERS, OPTIONAL_KEYS, 'limit_since_key')

@@ -10,7 +10,7 @@ On one worker with 2 processes, against a private redis-server:
   against one Redis round trip (a PING from the benchmark, measured in the same run). The time
   ``Client.signal`` itself takes is given in round trips too.
 - Timer lateness: ``N_SLEEPS`` durable sleeps of ``SLEEP_S``: when the step starts again,
-  after the wake time it recorded. The reaper sends due runs once a second, which bounds it.
+  after the wake time it recorded. The reaper sleeps until the next due time, at most a second.
 """
 
 from __future__ import annotations

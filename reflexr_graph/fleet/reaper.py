@@ -11,6 +11,7 @@ Redis is delivered again and again once it outlives the visibility timeout.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -34,6 +35,10 @@ from reflexr_graph.store.redis_store import RedisStore
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
+"""The longest the reaper sleeps between passes: the bound on recovering a lapsed lease, and on
+sending a due entry written after a pass for a time before the next (see :meth:`Reaper.next_wait_s`)."""
+MIN_WAIT_S = 0.01
+"""The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
 MIN_RESEND_S = 5.0
 """The shortest wait before a sent but unclaimed message is sent again."""
@@ -61,7 +66,8 @@ def lock_ttl_ms(interval_s: float = INTERVAL_S) -> int:
 
 
 class Reaper:
-    """One reaper loop. :meth:`tick` is one pass; :meth:`start` runs it every ``interval_s`` in a thread."""
+    """One reaper loop. :meth:`tick` is one pass; :meth:`start` runs it in a thread every
+    ``interval_s``, or sooner when a due entry falls before that (:meth:`next_wait_s`)."""
 
     def __init__(
         self,
@@ -91,6 +97,8 @@ class Reaper:
         self.outage: tuple[int, int] | None = None
         """The last window (epoch ms) in which this reaper found Redis unreachable, while it matters."""
         self._outage_until = 0.0
+        self._next_due_ms: float | None = None
+        """The first due score after the last pass's due runs, as its tick found it (holding the lock)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -98,7 +106,9 @@ class Reaper:
         self._thread = threading.Thread(target=self._loop, name="reflexr-reaper", daemon=True)
         self._thread.start()
         log.info(
-            "reaper %s started: checks lapsed leases and due retries every %.1fs", self.owner, self.interval_s
+            "reaper %s started: checks lapsed leases every %.1fs, and sends due runs as they fall due",
+            self.owner,
+            self.interval_s,
         )
 
     def stop(self) -> None:
@@ -127,8 +137,10 @@ class Reaper:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            wait_s = self.interval_s
             try:
                 self.tick()
+                wait_s = self.next_wait_s()
             except StoreUnavailable:
                 # The lock (if held) survives a Redis restart with AOF; the next extend says.
                 if self._unreachable_since_ms is None:
@@ -138,7 +150,21 @@ class Reaper:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
             self._beat()
-            self._stop.wait(self.interval_s)
+            self._stop.wait(wait_s)
+
+    def next_wait_s(self) -> float:
+        """How long to sleep after a pass: until the next due entry the pass's tick saw, at most
+        ``interval_s``.
+
+        A timer wakes on time instead of up to a tick late, and an idle reaper still makes one
+        round trip a tick. A due entry written after the tick (a step set a timer meanwhile) for a
+        time before the planned wake is sent at that wake: at most ``interval_s`` after its time.
+        """
+        if self._next_due_ms is None:
+            return self.interval_s
+        # One ms past the score's whole ms: the tick compares whole ms, and the clock truncates.
+        until_s = (math.floor(self._next_due_ms) + 1 - clock.now_ms()) / 1000
+        return min(self.interval_s, max(MIN_WAIT_S, until_s))
 
     def _reachable(self) -> None:
         """Redis answered: close the outage window, if one was open, before anything is reaped."""
@@ -204,6 +230,7 @@ class Reaper:
             self.publish()
         if self.presence is not None:
             self.presence.maybe_beat()
+        self._next_due_ms = None
         found = self.store.reaper_tick(self.owner, self.lock_ttl_ms)
         holding = self._hold_lock(found.lock)
         # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
@@ -212,6 +239,7 @@ class Reaper:
         if not holding:
             return
         self._restarted(found.restart)
+        self._next_due_ms = found.next_due
         # A run reaped now is due now: read the due set again then, so it is sent this pass.
         recovered = self.reap(found.lapsed)
         self.dispatch_due(None if recovered else found.due)

@@ -496,3 +496,6 @@ class TickReply:
     """Finished runs past their retention, by the status set they are in."""
     restart: tuple[int, int] | None
     """The window (epoch ms) since the last reaper pass when Redis restarted or failed over in it."""
+    next_due: float | None
+    """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
+    the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""

@@ -42,7 +42,8 @@ class Recovery(StoreBase):
     @translate_errors
     def reaper_tick(self, owner: str, lock_ttl_ms: int, now_ms: int | None = None) -> TickReply:
         """One reaper pass's reads in one round trip: take or keep the lock for ``owner``, and, when
-        it holds it, the lapsed leases, the due runs and the finished runs past their retention.
+        it holds it, the lapsed leases, the due runs, the finished runs past their retention and
+        the due score of the first due entry after the runs returned (the reaper's next wake).
 
         It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
         each re-checking it in its own script.
@@ -57,13 +58,14 @@ class Recovery(StoreBase):
         ]
         args = TickArgs(owner, lock_ttl_ms, now, TICK_BATCH, self.run_retention_s, self.dead_retention_s)
         reply = self._scripts("reaper_tick", script_keys, args.argv())
-        lock, lapsed, due, *finished, restart = reply
+        lock, lapsed, due, *finished, restart, next_due = reply
         return TickReply(
             lock=Lock(text(lock)),
             lapsed=[text(m) for m in lapsed],
             due=[(text(due[i]), float(due[i + 1])) for i in range(0, len(due), 2)],
             prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
             restart=_window(restart),
+            next_due=float(next_due[1]) if next_due else None,
         )
 
     @translate_errors

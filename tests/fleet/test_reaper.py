@@ -17,6 +17,7 @@ from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.fleet.inproc import claim, create_run, fleet_app, queued_messages
 from tests.store.support import FakeClock
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -103,6 +104,50 @@ def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:
     fake.advance(5000)
     reaper.tick()
     assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
+
+
+def test_reaper_sleeps_until_the_next_due_time_not_a_whole_tick(app: FleetApp, fake: FakeClock) -> None:
+    """A retry due before the next tick is sent at its time: the pass's tick names the next due
+    entry, and the loop sleeps until it (one ms past it), never longer than a tick."""
+    store = app.store()
+    run_id = create_run(store, "steps", {})
+    ctx = claim(app, store, run_id).context()
+    store.fail(ctx, error_type="E", message="m", traceback=None, reason="step_failed", permanent=False,
+               retry_delay_ms=300)  # fmt: skip
+    reaper, other = Reaper(app, store), Reaper(app, store)
+    assert reaper.next_wait_s() == reaper.interval_s  # no pass yet
+    reaper.tick()
+    other.tick()
+    assert reaper.next_wait_s() == pytest.approx(0.301)
+    assert other.next_wait_s() == other.interval_s  # it does not hold the lock: nothing to send
+    fake.advance(250)
+    assert reaper.next_wait_s() == pytest.approx(0.051)
+    fake.advance(51)
+    reaper.tick()
+    assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
+    # Its entry is kept as a safety net, seconds later: the reaper sleeps a whole tick again.
+    assert reaper.next_wait_s() == reaper.interval_s
+
+
+def test_running_reaper_sends_a_retry_due_before_its_next_tick(redis_url: str) -> None:
+    """The loop sleeps until the next due time its pass saw, not a whole tick: with a tick of a
+    minute, a retry due in a second is sent well before the next tick (real clock, real thread)."""
+    app = fleet_app(redis_url, graphs.steps, lease_ttl_s=3)
+    store = app.store()
+    store.worker_beat(WorkerInfo(name="w@test", graphs=("steps",)), ttl_ms=SERVING_TTL_MS)
+    run_id = create_run(store, "steps", {})
+    ctx = claim(app, store, run_id).context()
+    store.fail(ctx, error_type="E", message="m", traceback=None, reason="step_failed", permanent=False,
+               retry_delay_ms=1000)  # fmt: skip
+    reaper = Reaper(app, store, interval_s=60)
+    reaper.start()
+    try:
+        sent = wait_for(lambda: queued_messages(store, steps_queue(app)), 30, "the retry to be sent")
+        assert [m["id"] for m in sent] == [run_id]
+    finally:
+        reaper.stop()
+        store.close()
+        app.close()
 
 
 def test_enqueued_run_whose_message_was_never_sent_is_sent_after_the_grace(

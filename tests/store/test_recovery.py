@@ -9,6 +9,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
+from reflexr_graph.store.recovery import TICK_BATCH
 from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
@@ -170,6 +171,30 @@ def test_due_limit(store: RedisStore, fake_clock: FakeClock) -> None:
         make_run(store, f"r{i}", dispatch_grace_ms=i)
     fake_clock.advance(10)
     assert [r for r, _ in store.due(limit=2)] == ["r0", "r1"]
+
+
+def test_reaper_tick_names_the_first_due_time_after_the_runs_it_returns(
+    store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
+) -> None:
+    """The tick's reply carries the due score that follows the due runs it returns, in the same
+    round trip, from the one read of the due set: the reaper sleeps until then, not a whole tick."""
+    make_run(store, "a", dispatch_grace_ms=0)
+    make_run(store, "b", dispatch_grace_ms=300)
+    found = store.reaper_tick("reaper-a", 3_000)
+    assert [r for r, _ in found.due] == ["a"]
+    assert found.next_due == clock.now_ms() + 300
+    assert store.reaper_tick("reaper-b", 3_000).next_due is None  # not the lock holder
+    # A backlog larger than one pass: the next due entry is already due.
+    raw.zadd(keys.DUE, {f"r{i}": clock.now_ms() - 1000 + i for i in range(TICK_BATCH + 1)})
+    found = store.reaper_tick("reaper-a", 3_000)
+    assert len(found.due) == TICK_BATCH
+    assert found.next_due == clock.now_ms() - 1000 + TICK_BATCH
+    # Only what falls due before the lock would lapse can shorten the reaper's sleep.
+    raw.delete(keys.DUE)
+    raw.zadd(keys.DUE, {"later": clock.now_ms() + 3_001})
+    assert store.reaper_tick("reaper-a", 3_000).next_due is None
+    raw.zadd(keys.DUE, {"sooner": clock.now_ms() + 3_000})
+    assert store.reaper_tick("reaper-a", 3_000).next_due == clock.now_ms() + 3_000
 
 
 def test_release_makes_run_due_now_as_an_interruption(store: RedisStore, raw: redis.Redis) -> None:

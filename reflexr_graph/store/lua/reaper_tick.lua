@@ -11,8 +11,12 @@
 -- ARGV[1] owner id  ARGV[2] lock TTL ms  ARGV[3] now ms  ARGV[4] at most this many of each kind
 -- ARGV[5] run retention s (succeeded, cancelled)  ARGV[6] dead retention s
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
---   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {}} with
+--   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
+--   next due {run id, due score} or {}} with
 --   lock 'held' (kept) | 'taken' | 'other' (another reaper holds it; the lists are empty)
+-- The next due entry is the first after the due runs returned, so the reaper sleeps until it
+-- rather than a whole tick: a timer wakes on time. Only entries due before the lock would lapse
+-- can matter (the holder ticks again before that), so one read up to then yields both.
 
 local owner, ttl, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local holder = redis.call('GET', KEYS[1])
@@ -24,7 +28,7 @@ elseif not holder then
   redis.call('SET', KEYS[1], owner, 'PX', ttl)
   lock = 'taken'
 else
-  return {'other', {}, {}, {}, {}, {}, {}}
+  return {'other', {}, {}, {}, {}, {}, {}, {}}
 end
 local function older(key, before)
   return redis.call('ZRANGEBYSCORE', key, '-inf', before, 'LIMIT', 0, limit)
@@ -35,6 +39,18 @@ local function ms_before(seconds)
 end
 local run_before = ms_before(ARGV[5])
 local restart = mark_pass(KEYS[7], ARGV[3])
-return {lock, older(KEYS[2], ARGV[3]),
-  redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ARGV[3], 'WITHSCORES', 'LIMIT', 0, limit),
-  older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before), restart}
+-- Whole milliseconds, as ms_before.
+local soon = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('%.0f', now + tonumber(ttl)),
+  'WITHSCORES', 'LIMIT', 0, tonumber(limit) + 1)
+local due, next_due = {}, {}
+for i = 1, #soon, 2 do
+  if #due < 2 * tonumber(limit) and tonumber(soon[i + 1]) <= now then
+    due[#due + 1], due[#due + 2] = soon[i], soon[i + 1]
+  else
+    next_due = {soon[i], soon[i + 1]}
+    break
+  end
+end
+return {lock, older(KEYS[2], ARGV[3]), due,
+  older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before), restart,
+  next_due}

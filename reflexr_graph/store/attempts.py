@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
@@ -127,6 +128,25 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
             return found, outcome is Created.CREATED
         expected = found  # another caller took the key since; check the run it names
     raise errors.OperationRefused(f"idempotency key of run {run.run_id} kept changing hands; try again")
+
+
+class _NoteArgs(TypedDict):
+    """The four fields of a script's arguments that carry an attempt's :class:`Notes`."""
+
+    skipped: int
+    skip_kinds: str
+    reused_steps: int
+    reused_calls: int
+
+
+def _note_args(notes: Notes) -> _NoteArgs:
+    """``notes`` as the save, success and failure scripts' arguments take them (store/contracts.py)."""
+    return _NoteArgs(
+        skipped=notes.skipped,
+        skip_kinds=notes.skip_kinds,
+        reused_steps=notes.reused_steps,
+        reused_calls=notes.reused_calls,
+    )
 
 
 class AttemptWrites(StoreBase):
@@ -265,10 +285,7 @@ class AttemptWrites(StoreBase):
             seq=seq,
             next_node=next_node,
             events_cap=EVENTS_MAXLEN,
-            skipped=notes.skipped,
-            skip_kinds=notes.skip_kinds,
-            reused_steps=notes.reused_steps,
-            reused_calls=notes.reused_calls,
+            **_note_args(notes),
             history=self.checkpoint_history,
         ).argv()
         saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
@@ -311,10 +328,7 @@ class AttemptWrites(StoreBase):
             retention_s=self.run_retention_s,
             checkpoint=checkpoint,
             seq=seq,
-            skipped=notes.skipped,
-            skip_kinds=notes.skip_kinds,
-            reused_steps=notes.reused_steps,
-            reused_calls=notes.reused_calls,
+            **_note_args(notes),
             history=self.checkpoint_history,
         ).argv()
         outcome = Succeeded(int(self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
@@ -354,10 +368,7 @@ class AttemptWrites(StoreBase):
             dead_retention_s=self.dead_retention_s,
             counted=counted,
             max_interruptions=self.max_interruptions,
-            skipped=notes.skipped,
-            skip_kinds=notes.skip_kinds,
-            reused_steps=notes.reused_steps,
-            reused_calls=notes.reused_calls,
+            **_note_args(notes),
         ).argv()
         outcome = Failed(text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args))))
         if outcome is Failed.FENCED:

@@ -187,6 +187,7 @@ async def _journaled(
             return await _branch(spec, execution, result_codec, call, ctx, span)
         return await call(ctx)
     finally:
+        journal.return_slots()  # those its record did not carry (a limited step's, core/limits.py)
         journal.in_flight.leave()
         reset_step(token)
 

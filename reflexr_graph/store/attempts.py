@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -294,10 +295,19 @@ class AttemptWrites(StoreBase):
         return saved is Saved.CANCEL_REQUESTED
 
     @translate_errors
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA."""
-        script_keys = [keys.run(ctx.run_id), keys.memo(ctx.run_id)]
-        if not self._scripts("record", script_keys, [ctx.token, field, value]):
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
+
+        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not.
+        """
+        script_keys = [
+            keys.run(ctx.run_id),
+            keys.memo(ctx.run_id),
+            *(keys.limit_slots(k) for k, _ in returning),
+        ]
+        if not self._scripts("record", script_keys, [ctx.token, field, value, *(m for _, m in returning)]):
             raise _fenced(ctx, "record")
 
     @translate_errors

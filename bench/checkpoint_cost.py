@@ -88,9 +88,12 @@ class TimedStore:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> None:
         t0 = time.perf_counter()
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes)
+        self.store.save_checkpoint(
+            ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+        )
         self.saves.append(time.perf_counter() - t0)
 
 

@@ -106,8 +106,12 @@ class CheckpointPort(Protocol):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
+
+        ``returning`` (limit key, slot member): the slots of the step that just ended, given back in
+        the same round trip, owned or not.
 
         ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
         attempt's previous save, and the work reused instead of run again. True when the run was asked

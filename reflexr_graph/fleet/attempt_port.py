@@ -109,11 +109,14 @@ class AttemptPort:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         return self._write(
             ctx,
             f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+            lambda: self.store.save_checkpoint(
+                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+            ),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:

@@ -258,6 +258,7 @@ class AttemptWrites(StoreBase):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
@@ -269,7 +270,8 @@ class AttemptWrites(StoreBase):
         last write, work it reused) are recorded in the same call, and the work recorded since
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
-        the history to ``checkpoint_history``.
+        the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
+        of the step that just ended, given back in the same script, fenced or not.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -277,6 +279,7 @@ class AttemptWrites(StoreBase):
             keys.ckpt(run_id),
             keys.events(run_id),
             keys.memo(run_id),
+            *(keys.limit_slots(key) for key, _ in returning),
         ]
         args = SaveArgs(
             run_id=run_id,
@@ -288,7 +291,7 @@ class AttemptWrites(StoreBase):
             events_cap=EVENTS_MAXLEN,
             **_note_args(notes),
             history=self.checkpoint_history,
-        ).argv()
+        ).argv() + [member for _, member in returning]
         saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
         if saved is Saved.FENCED:
             raise _fenced(ctx, "checkpoint")

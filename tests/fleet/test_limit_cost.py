@@ -117,3 +117,46 @@ def test_a_branch_whose_result_is_not_recorded_still_gives_its_slot_back(store: 
     assert sum(c.split()[0].upper() == "ZREM" for c in sent) == BRANCHES, "released at the step's end"
     assert store.client.zcard(keys.limit_slots(KEY)) == 0
     assert store.client.hgetall(keys.limit_stats(KEY)).get(b"denied") is None
+
+
+def linear(*, fail: bool = False) -> GraphAction:
+    """``first -> limited -> last``: no fork reaches ``limited``, so the save before ``last``
+    gives its slot back. With ``fail``, ``limited`` raises."""
+    g = GraphBuilder(name=f"limit_line_{uuid.uuid4().hex[:6]}", input_type=int, output_type=int)
+
+    @g.step
+    async def first(ctx: StepContext[None, None, int]) -> int:
+        return ctx.inputs
+
+    @g.step
+    async def limited(ctx: StepContext[None, None, int]) -> int:
+        if fail:
+            raise RuntimeError("the limited step fails")
+        return ctx.inputs + 1
+
+    @g.step
+    async def last(ctx: StepContext[None, None, int]) -> int:
+        return ctx.inputs * 2
+
+    g.add(
+        g.edge_from(g.start_node).to(first),
+        g.edge_from(first).to(limited),
+        g.edge_from(limited).to(last),
+        g.edge_from(last).to(g.end_node),
+    )
+    return GraphAction(g.build(), limits={"limited": Limit(key=KEY, concurrency=1)})
+
+
+def test_a_limited_step_outside_a_fork_gives_its_slot_back_with_the_next_save(store: RedisStore) -> None:
+    outcome, sent = attempt(store, linear())
+    assert getattr(outcome, "output", None) == 2 * (BRANCHES + 1), outcome
+    assert [c for c in sent if c.split()[0].upper() == "ZREM"] == [], "no release of its own"
+    # The save before ``limited``, the acquisition, and the save before ``last`` (with the slot).
+    assert len(sent) == 3, "\n".join(c[:60] for c in sent)
+    assert store.client.zcard(keys.limit_slots(KEY)) == 0, "the save gave the slot back"
+
+
+def test_a_limited_step_that_fails_gives_its_slot_back(store: RedisStore) -> None:
+    with pytest.raises(RuntimeError):
+        attempt(store, linear(fail=True))
+    assert store.client.zcard(keys.limit_slots(KEY)) == 0

@@ -16,7 +16,7 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,8 +75,10 @@ class TimedStore:
     def load_records(self, run_id: str) -> dict[str, str]:
         return self.store.load_records(run_id)
 
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        self.store.save_record(ctx, field, value)
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        self.store.save_record(ctx, field, value, returning)
 
     def save_checkpoint(
         self,
@@ -86,9 +88,12 @@ class TimedStore:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> None:
         t0 = time.perf_counter()
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes)
+        self.store.save_checkpoint(
+            ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+        )
         self.saves.append(time.perf_counter() - t0)
 
 

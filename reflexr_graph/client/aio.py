@@ -23,7 +23,7 @@ from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
-from reflexr_graph.store.ops import Op, Publish, Request, drive_async, ping
+from reflexr_graph.store.ops import Envelope, Op, Publish, Request, drive_async, ping
 from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
@@ -59,6 +59,8 @@ class AsyncClient(ClientBase):
     async def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
             return await self._sender.send(self.store, request.run_id, request.graph, request.priority)
+        if isinstance(request, Envelope):
+            return self._sender.item(request.run_id, request.graph, request.priority)
         return await self.store.handle(request)
 
     async def _do(self, op: Op[T]) -> T:

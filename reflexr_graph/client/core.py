@@ -28,10 +28,10 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
-from reflexr_graph.store.ops import Op, Publish, cmd
+from reflexr_graph.store.ops import Envelope, Op, Publish, cmd
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
-from reflexr_graph.store.waits import SignalOutcome, send_signal
+from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -169,22 +169,32 @@ class ClientCore:
 
     def signal(self, run_id: str, name: str, value: Any) -> Op[bool]:
         """Validate and send a signal; True when it woke the run (its message is sent), False when
-        the value waits in the run's mailbox for the wait to come."""
-        info = yield from run_record(run_id)
-        if info.status in TERMINAL:
+        the value waits in the run's mailbox for the wait to come.
+
+        Two round trips with the graph's schema cached (four fields of the run, then signal.lua,
+        which pushes the message of the wake itself when the broker is the store's Redis).
+        """
+        target = yield from signal_target(run_id)
+        if target.status in TERMINAL:
             raise errors.OperationRefused(
-                f"run {run_id} is {info.status.value}; only a run that has not finished takes signals",
-                status=info.status.value,
+                f"run {run_id} is {target.status.value}; only a run that has not finished takes signals",
+                status=target.status.value,
             )
-        entry, _workers = yield from self.published(info.graph)
+        entry, _workers = yield from self.published(target.graph)
         value = plain(value, "value")
         schemas.validate_signal(entry, name, value)
         value_json = to_json(value, "value", self.settings.max_payload_bytes)
-        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS)
+        # The message is built only for the wake this signal will likely make; a run that begins
+        # to wait for it meanwhile is queued by the script all the same, and sent below.
+        message = None
+        if target.status is Status.WAITING and target.waiting_for == name:
+            message = yield Envelope(run_id, target.graph, target.priority or None)
+        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS, message)
         if outcome is SignalOutcome.KEPT:
             return False
-        recorded = f"the signal is recorded and run {run_id} queued"
-        yield from _publish(run_id, graph, recorded, "do not send it again", info.priority)
+        if outcome is SignalOutcome.QUEUED:
+            recorded = f"the signal is recorded and run {run_id} queued"
+            yield from _publish(run_id, graph, recorded, "do not send it again", target.priority)
         return True
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:

@@ -1,10 +1,12 @@
-"""Sending a run's Celery message from asyncio code, without a thread.
+"""Sending a run's Celery message from asyncio code, without a thread, or from a store script.
 
 kombu has no asyncio API, so when the broker is the store's own Redis, the async client writes
 the message the way kombu's Redis transport does (one LPUSH onto the graph's queue, as any
 non-Python producer of the task contract does), through ``redis.asyncio``. Celery builds the
 message itself (``app.amqp.as_task_v2``, kombu's serializer); only the transport's envelope is
 written here, and ``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
+Both clients also hand that item to a script that queues a run (``signal.lua``), which pushes it
+in the same round trip.
 
 Any other broker (RabbitMQ, or a Redis that is not the store's) gets the message through
 Celery's own producer pool, in a worker thread: AMQP has no envelope to write by hand, and
@@ -57,6 +59,12 @@ def envelope(app: Celery, run_id: str, graph: str, queue: str, priority: int | N
     return json.dumps(item)
 
 
+def queue_item(app: Celery, run_id: str, graph: str, priority: int | None = None) -> tuple[str, str]:
+    """The broker list the run's message goes onto, and the item to push there (:func:`envelope`)."""
+    queue = graph_queue(app.conf.task_default_queue, graph)
+    return keys.broker_queue(queue, priority or 0), envelope(app, run_id, graph, queue, priority)
+
+
 class MessageSender:
     """Builds run messages with a producer Celery app and pushes them with an async store."""
 
@@ -71,9 +79,11 @@ class MessageSender:
         if not self.fast_path:
             await asyncio.to_thread(functools.partial(send_run, self.app, run_id, graph, priority=priority))
             return
-        queue = graph_queue(self.app.conf.task_default_queue, graph)
-        item = envelope(self.app, run_id, graph, queue, priority)
-        await store.handle(cmd("lpush", keys.broker_queue(queue, priority or 0), item))
+        await store.handle(cmd("lpush", *queue_item(self.app, run_id, graph, priority)))
+
+    def item(self, run_id: str, graph: str, priority: int | None = None) -> tuple[str, str] | None:
+        """:func:`queue_item` for a script to push, or None when the broker is not the store's Redis."""
+        return queue_item(self.app, run_id, graph, priority) if self.fast_path else None
 
     def close(self) -> None:
         self.app.close()

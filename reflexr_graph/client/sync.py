@@ -14,6 +14,7 @@ from celery import Celery
 
 from reflexr_graph import schemas
 from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.publish import queue_item
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
@@ -22,7 +23,7 @@ from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Statu
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
-from reflexr_graph.store.ops import Op, Publish, Request, drive, ping
+from reflexr_graph.store.ops import Envelope, Op, Publish, Request, drive, ping
 from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
@@ -83,6 +84,10 @@ class Client(ClientBase):
     def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
             return send_run(self.app, request.run_id, request.graph, priority=request.priority)
+        if isinstance(request, Envelope):
+            if not self.settings.broker_is_store:
+                return None
+            return queue_item(self.app, request.run_id, request.graph, request.priority)
         return self.store.handle(request)
 
     def _do(self, op: Op[T]) -> T:

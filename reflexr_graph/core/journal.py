@@ -25,7 +25,7 @@ inputs: what the key says is exactly the work that was done.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,7 +42,9 @@ from reflexr_graph.errors import Suspended
 
 
 class RecordPort(Protocol):
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None: ...
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None: ...
 
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
@@ -95,9 +97,21 @@ class Journal:
         return self.records.get(key)
 
     def put(self, key: str, value: str) -> None:
-        """Record ``value`` (JSON) under ``key``, fenced by the attempt's token."""
-        self.port.save_record(self.ctx, key, value)
+        """Record ``value`` (JSON) under ``key``, fenced by the attempt's token; the limit slots of
+        the step that just ended go back in the same round trip (core/limits.py: Limiter.returning)."""
+        returning = self.limiter.take_returning() if self.limiter is not None else []
+        try:
+            self.port.save_record(self.ctx, key, value, returning)
+        except BaseException:
+            if self.limiter is not None:
+                self.limiter.returning.extend(returning)  # the step's end gives them back, or they lapse
+            raise
         self.records[key] = value
+
+    def return_slots(self) -> None:
+        """Give back the slots of ended steps that no write of theirs carried (one round trip each)."""
+        if self.limiter is not None:
+            self.limiter.give_back_now()
 
     def wait(self, key: str, *, signal: str, wake_at_ms: int | None, waited_ms: int = 0) -> str:
         """The record of the wait ``key`` once it is over; raises Suspended when the run must wait.

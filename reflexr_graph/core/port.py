@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -79,8 +79,11 @@ class CheckpointPort(Protocol):
         """The work recorded since the latest checkpoint (core/journal.py), field -> JSON."""
         ...
 
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip."""
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip, which
+        also gives back the limit slots ``returning`` (key, member), owned or not."""
         ...
 
     def wait(
@@ -103,8 +106,12 @@ class CheckpointPort(Protocol):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
+
+        ``returning`` (limit key, slot member): the slots of the step that just ended, given back in
+        the same round trip, owned or not.
 
         ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
         attempt's previous save, and the work reused instead of run again. True when the run was asked

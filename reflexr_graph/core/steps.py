@@ -187,6 +187,10 @@ async def _journaled(
             return await _branch(spec, execution, result_codec, call, ctx, span)
         return await call(ctx)
     finally:
+        # A limited step's slots that its record did not carry go back now (core/limits.py); a step
+        # that no fork reaches runs alone, and the boundary right after it carries them instead.
+        if execution.branch != "":
+            journal.return_slots()
         journal.in_flight.leave()
         reset_step(token)
 

@@ -11,7 +11,7 @@ raises on its way out.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -92,9 +92,13 @@ class AttemptPort:
     def load_records(self, run_id: str) -> Mapping[str, str]:
         return self.records
 
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
         self._write(
-            ctx, f"record {field.split('|', 1)[0]}", lambda: self.store.save_record(ctx, field, value)
+            ctx,
+            f"record {field.split('|', 1)[0]}",
+            lambda: self.store.save_record(ctx, field, value, returning),
         )
 
     def save_checkpoint(
@@ -105,11 +109,14 @@ class AttemptPort:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         return self._write(
             ctx,
             f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+            lambda: self.store.save_checkpoint(
+                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+            ),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:

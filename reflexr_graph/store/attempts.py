@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -257,6 +258,7 @@ class AttemptWrites(StoreBase):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
@@ -268,7 +270,8 @@ class AttemptWrites(StoreBase):
         last write, work it reused) are recorded in the same call, and the work recorded since
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
-        the history to ``checkpoint_history``.
+        the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
+        of the step that just ended, given back in the same script, fenced or not.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -276,6 +279,7 @@ class AttemptWrites(StoreBase):
             keys.ckpt(run_id),
             keys.events(run_id),
             keys.memo(run_id),
+            *(keys.limit_slots(key) for key, _ in returning),
         ]
         args = SaveArgs(
             run_id=run_id,
@@ -287,17 +291,26 @@ class AttemptWrites(StoreBase):
             events_cap=EVENTS_MAXLEN,
             **_note_args(notes),
             history=self.checkpoint_history,
-        ).argv()
+        ).argv() + [member for _, member in returning]
         saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
         if saved is Saved.FENCED:
             raise _fenced(ctx, "checkpoint")
         return saved is Saved.CANCEL_REQUESTED
 
     @translate_errors
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA."""
-        script_keys = [keys.run(ctx.run_id), keys.memo(ctx.run_id)]
-        if not self._scripts("record", script_keys, [ctx.token, field, value]):
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
+
+        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not.
+        """
+        script_keys = [
+            keys.run(ctx.run_id),
+            keys.memo(ctx.run_id),
+            *(keys.limit_slots(k) for k, _ in returning),
+        ]
+        if not self._scripts("record", script_keys, [ctx.token, field, value, *(m for _, m in returning)]):
             raise _fenced(ctx, "record")
 
     @translate_errors

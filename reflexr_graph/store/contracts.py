@@ -302,13 +302,16 @@ class WaitReply:
 
 @dataclass(frozen=True)
 class SignalArgs(Args):
-    """signal.lua, ARGV[4..6]."""
+    """signal.lua, ARGV[4..7]."""
 
     name: str
     value: str
     """The value's JSON, validated by the caller."""
     due_ms: int
     """When the reaper sends the message if the caller's own send is lost."""
+    message: str = ""
+    """The run's Celery message, the item pushed onto KEYS[19] if the signal wakes the run; ''
+    when the caller sends it itself (the broker is not the store's Redis)."""
 
 
 class Signalled(StrEnum):
@@ -321,6 +324,8 @@ class Signalled(StrEnum):
     """One of that name is in the mailbox already: the detail is the run's status."""
     QUEUED = "queued"
     """The run waited for it and is queued: the detail is its graph, whose message to send."""
+    SENT = "sent"
+    """The run waited for it and is queued, its message pushed by the script: the detail is its graph."""
     KEPT = "kept"
     """Kept in the mailbox for a wait to come: the detail is the run's status."""
 

@@ -69,7 +69,19 @@ class Publish:
     """The broker priority of the message (config/dispatch.py: PRIORITIES), None for the default."""
 
 
-Request = Command | Eval | Batch | Publish
+@dataclass(frozen=True)
+class Envelope:
+    """The Celery message of a run, as the item to push onto its broker list, built by the client
+    (not the store): the reply is ``(list key, item)``, or None when the broker is not the store's
+    Redis and only :class:`Publish` can send it. A script that queues the run pushes the item
+    itself, so the message and the write that makes it due land together."""
+
+    run_id: str
+    graph: str
+    priority: int | None = None
+
+
+Request = Command | Eval | Batch | Publish | Envelope
 Op = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 

@@ -68,6 +68,25 @@ def test_the_signal_queues_the_waiting_run_and_its_wait_then_returns_the_value(
     assert [e.type for e in store.events("run-1")].count("signal_received") == 1
 
 
+def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
+    store: RedisStore, raw: redis.Redis
+) -> None:
+    """The run's message lands with the write that queued it (issue 18, change 7b), and only when
+    the signal wakes it: never for a signal kept, refused as pending, or for another wait."""
+    message = ("broker-list", '{"headers": {"id": "run-1"}}')
+    make_run(store)
+    suspend(store, signal="other")
+    kept, _ = store.signal("run-1", "approval", "1", dispatch_grace_ms=GRACE_MS, message=message)
+    assert kept is SignalOutcome.KEPT and raw.llen("broker-list") == 0, "it waits for another signal"
+    with pytest.raises(errors.SignalPending):
+        store.signal("run-1", "approval", "2", dispatch_grace_ms=GRACE_MS, message=message)
+    outcome, graph = store.signal("run-1", "other", "3", dispatch_grace_ms=GRACE_MS, message=message)
+    assert (outcome, graph) == (SignalOutcome.SENT, "demo")
+    assert raw.lrange("broker-list", 0, -1) == [message[1].encode()]
+    assert store.get("run-1").status is Status.QUEUED
+    assert raw.zscore(keys.DUE, "run-1") is not None, "the reaper still sends it if the message is lost"
+
+
 def test_a_signal_sent_first_is_kept_and_the_wait_takes_it_without_suspending(store: RedisStore) -> None:
     make_run(store)
     ctx = start(store)

@@ -17,6 +17,8 @@ from reflexr_graph.api.models import (
     RunPageOut,
 )
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.runs import TagQuery
+from reflexr_graph.core.tags import parse_tags
 
 router = APIRouter(prefix="/dead-letters", tags=["dead letters"])
 
@@ -28,9 +30,11 @@ async def list_dead(
     reason: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: str | None = None,
+    tag: TagQuery = None,
 ) -> RunPageOut:
-    """Dead-lettered runs, most recently dead first, a page at a time."""
-    page = await client.dead_letters_page(graph, reason, limit=limit, cursor=cursor)
+    """Dead-lettered runs, most recently dead first, a page at a time; ``?tag=k=v`` (repeatable)
+    keeps those carrying every tag given."""
+    page = await client.dead_letters_page(graph, reason, limit=limit, cursor=cursor, tags=parse_tags(tag))
     return RunPageOut(runs=page.runs, cursor=page.cursor)
 
 

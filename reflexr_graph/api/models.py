@@ -23,6 +23,7 @@ class EnqueueRequest(BaseModel):
     priority: int | None = Field(
         None, ge=0, le=9, description="0 (the default, served first) to 9 (served last)"
     )
+    tags: dict[str, str] | None = Field(None, description="The run's tags, key to value (at most 16)")
 
 
 class ReplayRequest(BaseModel):

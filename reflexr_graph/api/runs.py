@@ -12,9 +12,12 @@ from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
 from reflexr_graph.api.models import EnqueueRequest, EventOut, ReplayRequest, RunPageOut
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.core.tags import parse_tags
 from reflexr_graph.model import RunInfo, Status
 
 router = APIRouter(prefix="/runs", tags=["runs"])
+
+TagQuery = Annotated[list[str] | None, Query(description="key=value; repeat for more (all must match)")]
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such run"}}
 REFUSED: dict[int | str, dict[str, Any]] = {
@@ -48,6 +51,7 @@ async def enqueue(
         state=body.state,
         idempotency_key=one_key(idempotency_key, body.idempotency_key),
         priority=body.priority,
+        tags=body.tags,
     )
     response.status_code = 201 if done.created else 200
     response.headers["Location"] = f"/api/runs/{done.run_id}"
@@ -61,9 +65,12 @@ async def list_runs(
     graph: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
+    tag: TagQuery = None,
 ) -> RunPageOut:
-    """Runs newest first (by update time within a status), a page at a time."""
-    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor)
+    """Runs newest first (by update time within a status), a page at a time; ``?tag=k=v``
+    (repeatable) keeps those carrying every tag given."""
+    tags = parse_tags(tag)
+    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor, tags=tags)
     return RunPageOut(runs=page.runs, cursor=page.cursor)
 
 

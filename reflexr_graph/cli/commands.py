@@ -9,8 +9,8 @@ import typer
 
 from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
-from reflexr_graph.cli.inputs import parse_json
+from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, TagOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.inputs import parse_json, parse_tag_options
 from reflexr_graph.model import RunInfo, Status
 
 
@@ -56,6 +56,7 @@ def enqueue(
             "--priority", "-p", min=0, max=9, metavar="N", help="0 (default, served first) to 9 (last)."
         ),
     ] = None,
+    tag: TagOpt = None,
     wait: WaitOpt = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -63,8 +64,11 @@ def enqueue(
     """Queue a run of GRAPH; prints its run id (with --wait, the finished run)."""
     inputs = parse_json(input_, "--input")
     initial = None if state is None else parse_json(state, "--state")
+    tags = parse_tag_options(tag)
     client = client_of(ctx)
-    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority)
+    run_id = client.enqueue(
+        graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority, tags=tags
+    )
     if not wait:
         if as_json:
             render.print_json({"run_id": run_id})
@@ -109,10 +113,13 @@ def runs(
     ] = None,
     graph: GraphOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most N runs.")] = 50,
+    tag: TagOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List runs, newest first."""
-    render.runs(client_of(ctx).runs(status=status_, graph=graph, limit=limit), "runs", as_json)
+    """List runs, newest first (with --tag, those carrying every tag given)."""
+    tags = parse_tag_options(tag)
+    found = client_of(ctx).runs(status=status_, graph=graph, limit=limit, tags=tags)
+    render.runs(found, "runs", as_json)
 
 
 @app.command()

@@ -17,25 +17,31 @@ from reflexr_graph.cli.app import (
     JsonOpt,
     ReasonOpt,
     RunArg,
+    TagOpt,
     YesOpt,
     client_of,
     confirm,
     dlq_app,
 )
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
+from reflexr_graph.cli.inputs import parse_tag_options
 from reflexr_graph.client import Client, Refused
 
 # metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
 RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
-AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason/--tag).")]
 
 
 @dlq_app.command("list")
 def list_(
-    ctx: typer.Context, graph: GraphOpt = None, reason: ReasonOpt = None, as_json: JsonOpt = False
+    ctx: typer.Context,
+    graph: GraphOpt = None,
+    reason: ReasonOpt = None,
+    tag: TagOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List dead-lettered runs, most recently dead first."""
-    found = client_of(ctx).dead_letters(graph=graph, reason=reason)
+    found = client_of(ctx).dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
     render.runs(found, "dead-lettered runs", as_json, dead=True)
 
 
@@ -57,19 +63,25 @@ def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: Jso
 
 
 def _targets(
-    client: Client, run_ids: list[str], every: bool, graph: str | None, reason: str | None
+    client: Client,
+    run_ids: list[str],
+    every: bool,
+    graph: str | None,
+    reason: str | None,
+    tag: list[str] | None = None,
 ) -> list[str]:
     if run_ids and every:
         raise BadInput("give run ids or --all, not both")
     if not run_ids and not every:
-        raise BadInput("name the runs (RUN...) or pass --all (optionally with --graph/--reason)")
+        raise BadInput("name the runs (RUN...) or pass --all (optionally with --graph/--reason/--tag)")
     if run_ids:
-        if graph or reason:
-            raise BadInput("--graph and --reason only narrow --all; drop them or use --all")
+        if graph or reason or tag:
+            raise BadInput("--graph, --reason and --tag only narrow --all; drop them or use --all")
         return run_ids
-    found = [info.run_id for info in client.dead_letters(graph=graph, reason=reason)]
+    tags = parse_tag_options(tag)
+    found = [info.run_id for info in client.dead_letters(graph=graph, reason=reason, tags=tags)]
     if not found:
-        raise BadInput("--all matched no dead-lettered runs; check --graph/--reason (see `dlq list`)")
+        raise BadInput("--all matched no dead-lettered runs; check --graph/--reason/--tag (see `dlq list`)")
     return found
 
 
@@ -100,6 +112,7 @@ def replay(
     every: AllOpt = False,
     graph: GraphOpt = None,
     reason: ReasonOpt = None,
+    tag: TagOpt = None,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Discard the checkpoint and run from the first step.")
     ] = False,
@@ -120,7 +133,7 @@ def replay(
     if from_seq is not None:
         _replay_from(client, run_ids or [], every, from_start, from_seq, yes)
         return
-    targets = _targets(client, run_ids or [], every, graph, reason)
+    targets = _targets(client, run_ids or [], every, graph, reason, tag)
     if from_start:
         # Discarding checkpoints throws away completed work: ask, however few runs it is.
         confirm(f"replay {len(targets)} run(s) from the start, discarding their checkpoints?", yes)
@@ -158,11 +171,12 @@ def purge(
     every: AllOpt = False,
     graph: GraphOpt = None,
     reason: ReasonOpt = None,
+    tag: TagOpt = None,
     yes: YesOpt = False,
 ) -> None:
     """Delete dead (or cancelled) runs for good."""
     client = client_of(ctx)
-    targets = _targets(client, run_ids or [], every, graph, reason)
+    targets = _targets(client, run_ids or [], every, graph, reason, tag)
     confirm(f"delete {len(targets)} run(s) and their checkpoints for good?", yes)
 
     failures: list[Refused] = []

@@ -7,7 +7,7 @@ hundred concurrent waits hold a hundred Redis connections and no thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -18,6 +18,7 @@ from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChan
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
@@ -119,11 +120,12 @@ class AsyncClient(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """See :meth:`Client.enqueue`."""
         return (
             await self.enqueue_run(
-                graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+                graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority, tags=tags
             )
         ).run_id
 
@@ -135,19 +137,25 @@ class AsyncClient(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """See :meth:`Client.enqueue_run`."""
-        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
+        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
 
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""
         return await self._do(run_record(run_id))
 
     async def runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """See :meth:`Client.runs`."""
-        return await self._do(self._core.runs(status, graph, limit))
+        return await self._do(self._core.runs(status, graph, limit, tags))
 
     async def runs_page(
         self,
@@ -156,9 +164,10 @@ class AsyncClient(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """See :meth:`Client.runs_page`."""
-        return await self._do(runs_listing(status, graph, limit, cursor))
+        return await self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags)))
 
     async def history(self, run_id: str) -> list[RunEvent]:
         """See :meth:`Client.history`."""
@@ -181,10 +190,15 @@ class AsyncClient(ClientBase):
         return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
 
     async def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 1000,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """See :meth:`Client.dead_letters`."""
-        return await self._do(self._core.dead_letters(graph, reason, limit))
+        return await self._do(self._core.dead_letters(graph, reason, limit, tags))
 
     async def dead_letters_page(
         self,
@@ -193,9 +207,10 @@ class AsyncClient(ClientBase):
         *,
         limit: int = 100,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """See :meth:`Client.dead_letters_page`."""
-        return await self._do(dead_listing(graph, reason, limit, cursor))
+        return await self._do(dead_listing(graph, reason, limit, cursor, tags=check_tags(tags)))
 
     async def dead_letter(self, run_id: str) -> DeadLetter:
         """See :meth:`Client.dead_letter`."""

@@ -7,7 +7,7 @@ inputs are validated against the JSON Schema a worker published (``schemas.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from celery import Celery
@@ -18,6 +18,7 @@ from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -141,6 +142,7 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """Validate and queue a run of ``graph``; returns its run id.
 
@@ -158,13 +160,18 @@ class Client(ClientBase):
         among those waiting on its graph's queue (Celery's Redis transport priorities); the run
         keeps it for every message sent later (retries, wakes, recovery, replay).
 
+        ``tags`` (``{"tenant": "acme"}``) label the run: ``RunInfo.tags`` shows them, and
+        :meth:`runs`, :meth:`dead_letters` and the bulk operations filter by them. At most 16; keys
+        are 1 to 63 of ``A-Z a-z 0-9 _ . - /``, values 1 to 128 of those and ``: @`` (InvalidInputs
+        otherwise). They are written in the same round trip as the run.
+
         The run's ``max_attempts`` is the graph's published one (``graph(name).max_attempts``):
         the action's own ``max_attempts``, else the workers' ``REFLEXR_MAX_ATTEMPTS``. This
         client's ``REFLEXR_MAX_ATTEMPTS`` plays no part, so a run gets the same budget whether
         a Client or a foreign ``send_task`` producer made it.
         """
         return self.enqueue_run(
-            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority, tags=tags
         ).run_id
 
     def enqueue_run(
@@ -175,9 +182,10 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
-        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
+        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -186,10 +194,16 @@ class Client(ClientBase):
         return self._do(run_record(run_id))
 
     def runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs newest first, optionally only those in ``status`` or of ``graph``."""
-        return self._do(self._core.runs(status, graph, limit))
+        """Runs newest first, optionally only those in ``status``, of ``graph``, or carrying every
+        tag of ``tags`` (read from that tag's index: it costs what it finds)."""
+        return self._do(self._core.runs(status, graph, limit, tags))
 
     def runs_page(
         self,
@@ -198,9 +212,10 @@ class Client(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(runs_listing(status, graph, limit, cursor))
+        return self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags)))
 
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
@@ -231,10 +246,16 @@ class Client(ClientBase):
     # -- dead letters -----------------------------------------------------------------------
 
     def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 1000,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
-        return self._do(self._core.dead_letters(graph, reason, limit))
+        """Dead-lettered runs, most recently dead first, optionally of one graph or reason; with
+        ``tags``, the dead runs carrying every one, newest first."""
+        return self._do(self._core.dead_letters(graph, reason, limit, tags))
 
     def dead_letters_page(
         self,
@@ -243,9 +264,10 @@ class Client(ClientBase):
         *,
         limit: int = 100,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """:meth:`dead_letters` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(dead_listing(graph, reason, limit, cursor))
+        return self._do(dead_listing(graph, reason, limit, cursor, tags=check_tags(tags)))
 
     def dead_letter(self, run_id: str) -> DeadLetter:
         """A run (usually a dead one) with what an operator needs to decide: the run, the traceback

@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..19]."""
+    """create_run.lua, ARGV[4..20]."""
 
     graph: str
     inputs: str
@@ -63,6 +63,9 @@ class CreateArgs(Args):
     fork_output: str | None = None
     """The output when the fork's checkpoint is the finished one: the run is created succeeded."""
     retention_s: int = 0
+    tags: str = ""
+    """The run's tags as JSON (core/tags.py: tags_json), '' for none; their index keys follow
+    the script's other KEYS."""
 
 
 class Created(StrEnum):

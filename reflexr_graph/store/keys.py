@@ -117,6 +117,18 @@ def run_keys(run_id: str) -> tuple[str, ...]:
     )
 
 
+def tag_index(key: str, value: str) -> str:
+    """Runs carrying tag ``key=value``, score = created ms: a listing by tag reads only these.
+    Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that meets
+    it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
+    return f"{PREFIX}:tag:{key}={value}"
+
+
+def is_tag_index(name: str) -> bool:
+    """True for a key :func:`tag_index` built."""
+    return name.startswith(f"{PREFIX}:tag:")
+
+
 def status_set(status: Status | str) -> str:
     """Runs in one status, score = updated ms; not written for queued, retrying and running runs
     (see :func:`status_index`), whose positions in :func:`script_keys` stay so the others hold theirs."""

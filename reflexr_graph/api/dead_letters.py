@@ -6,18 +6,16 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from reflexr_graph import errors
-from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.deps import ClientDep, TagQuery
 from reflexr_graph.api.models import (
     BulkReplayRequest,
     BulkReplayResult,
     CheckpointOut,
     DeadLetterOut,
-    Refusal,
     RunPageOut,
+    refusals,
 )
 from reflexr_graph.api.problems import Problem
-from reflexr_graph.api.runs import TagQuery
 from reflexr_graph.core.tags import parse_tags
 
 router = APIRouter(prefix="/dead-letters", tags=["dead letters"])
@@ -52,17 +50,10 @@ async def show_dead(run_id: str, client: ClientDep) -> DeadLetterOut:
 
 @router.post("/replay", response_model=BulkReplayResult, responses={422: {"model": Problem}})
 async def replay_many(body: BulkReplayRequest, client: ClientDep) -> BulkReplayResult:
-    """Replay the dead runs named by ``run_ids``, or every dead run of ``graph`` and/or ``reason``
-    (at most 1000 per call). Runs that cannot be replayed are listed with why."""
+    """Replay the dead runs named by ``run_ids``, or every dead run of ``graph``, ``reason`` and/or
+    ``tags`` (at most 1000 per call: call again for the rest). Runs that cannot be replayed are
+    listed with why."""
     done = await client.replay_many(
-        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start
+        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start, tags=body.tags
     )
-    refused = [
-        Refusal(
-            run_id=r.run_id,
-            status=404 if isinstance(r.error, errors.RunNotFound) else 409,
-            detail=str(r.error),
-        )
-        for r in done.refused
-    ]
-    return BulkReplayResult(replayed=done.replayed, refused=refused)
+    return BulkReplayResult(replayed=done.replayed, refused=refusals(done.refused))

@@ -8,16 +8,22 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from reflexr_graph.api import stream
-from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.deps import ClientDep, TagQuery
 from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
-from reflexr_graph.api.models import EnqueueRequest, EventOut, ReplayRequest, RunPageOut
+from reflexr_graph.api.models import (
+    BulkCancelRequest,
+    BulkCancelResult,
+    EnqueueRequest,
+    EventOut,
+    ReplayRequest,
+    RunPageOut,
+    refusals,
+)
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.core.tags import parse_tags
 from reflexr_graph.model import RunInfo, Status
 
 router = APIRouter(prefix="/runs", tags=["runs"])
-
-TagQuery = Annotated[list[str] | None, Query(description="key=value; repeat for more (all must match)")]
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such run"}}
 REFUSED: dict[int | str, dict[str, Any]] = {
@@ -72,6 +78,18 @@ async def list_runs(
     tags = parse_tags(tag)
     page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor, tags=tags)
     return RunPageOut(runs=page.runs, cursor=page.cursor)
+
+
+@router.post("/cancel", response_model=BulkCancelResult, responses={422: {"model": Problem}})
+async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelResult:
+    """Cancel the runs named by ``run_ids``, or the cancellable runs matching ``status``, ``graph``
+    and/or ``tags`` (at most 1000 per call: a cancelled run no longer matches, so call again until
+    ``cancelled`` is empty). Runs that cannot be cancelled are listed with why. ``GET /api/runs``
+    with the same filter shows what it would take."""
+    done = await client.cancel_many(
+        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now
+    )
+    return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
 
 
 @router.get("/{run_id}", response_model=RunInfo, responses=NOT_FOUND)

@@ -25,7 +25,7 @@ from reflexr_graph.cli.app import (
 )
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
 from reflexr_graph.cli.inputs import parse_tag_options
-from reflexr_graph.client import Client, Refused
+from reflexr_graph.client import BULK_LIMIT, Client, Refused
 
 # metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
 RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
@@ -86,14 +86,14 @@ def _targets(
 
 
 @contextmanager
-def _progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+def run_progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
     """A progress bar on stderr (for two runs or more); yields what to call as each run is done."""
     with Progress(console=render.err, transient=True, disable=total < 2) as progress:
         task = progress.add_task(label, total=total)
         yield lambda _run_id: progress.advance(task)
 
 
-def _report(label: str, total: int, failures: list[Refused]) -> None:
+def report_bulk(label: str, total: int, failures: list[Refused]) -> None:
     """Say how many runs the bulk action did, and why each failure failed, then exit by the worst."""
     render.out.print(f"{label}: {total - len(failures)} of {total} run(s)")
     for failure in failures:
@@ -134,15 +134,26 @@ def replay(
         _replay_from(client, run_ids or [], every, from_start, from_seq, yes)
         return
     targets = _targets(client, run_ids or [], every, graph, reason, tag)
+    count = f"at least {len(targets)}" if every and len(targets) >= BULK_LIMIT else str(len(targets))
     if from_start:
         # Discarding checkpoints throws away completed work: ask, however few runs it is.
-        confirm(f"replay {len(targets)} run(s) from the start, discarding their checkpoints?", yes)
+        confirm(f"replay {count} run(s) from the start, discarding their checkpoints?", yes)
     elif every:
-        confirm(f"replay {len(targets)} dead run(s)?", yes)
-
-    with _progress("replayed", len(targets)) as advance:
-        done = client.replay_many(targets, from_start=from_start, progress=advance)
-    _report("replayed", len(targets), done.refused)
+        confirm(f"replay {count} dead run(s)?", yes)
+    total, refused = 0, list[Refused]()
+    while targets:
+        with run_progress("replayed", len(targets)) as advance:
+            done = client.replay_many(targets, from_start=from_start, progress=advance)
+        total += len(targets)
+        refused += done.refused
+        # A replayed run is dead no more, so the next page of --all is the runs still to do (and
+        # an interrupted --all resumes by running it again).
+        if not (every and len(targets) >= BULK_LIMIT and done.replayed):
+            break
+        targets = [
+            i.run_id for i in client.dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
+        ]
+    report_bulk("replayed", total, refused)
 
 
 def _replay_from(
@@ -180,7 +191,7 @@ def purge(
     confirm(f"delete {len(targets)} run(s) and their checkpoints for good?", yes)
 
     failures: list[Refused] = []
-    with _progress("purged", len(targets)) as advance:
+    with run_progress("purged", len(targets)) as advance:
         for run_id in targets:
             try:
                 if not client.purge(run_id):
@@ -189,4 +200,4 @@ def purge(
             except errors.OperationRefused as exc:
                 failures.append(Refused(run_id, exc))
             advance(run_id)
-    _report("purged", len(targets), failures)
+    report_bulk("purged", len(targets), failures)

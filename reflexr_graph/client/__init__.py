@@ -6,6 +6,7 @@ method of either is one operation, run by its own executor.
 """
 
 from reflexr_graph.client.aio import AsyncClient
+from reflexr_graph.client.bulk import BulkCancel
 from reflexr_graph.client.core import (
     BULK_LIMIT,
     DISPATCH_GRACE_MS,
@@ -24,6 +25,7 @@ __all__ = [
     "DISPATCH_GRACE_MS",
     "SCHEMA_CACHE_S",
     "AsyncClient",
+    "BulkCancel",
     "BulkReplay",
     "Client",
     "DeadLetter",

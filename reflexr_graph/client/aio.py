@@ -14,7 +14,8 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
@@ -224,9 +225,10 @@ class AsyncClient(ClientBase):
         reason: str | None = None,
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """See :meth:`Client.replay_many`."""
-        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
 
     async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
@@ -267,6 +269,33 @@ class AsyncClient(ClientBase):
     async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :meth:`Client.cancel`."""
         return await self._do(cancel_run(run_id, self.store.run_retention_s, now))
+
+    async def cancellable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+        now: bool = False,
+    ) -> list[RunInfo]:
+        """See :meth:`Client.cancellable`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(cancellable_runs(wanted, limit, now))
+
+    async def cancel_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        now: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkCancel:
+        """See :meth:`Client.cancel_many`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
 
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""

@@ -266,17 +266,19 @@ class ClientCore:
         reason: str | None,
         from_start: bool,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Op[BulkReplay]:
-        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph`` and/or
-        ``reason`` (at most BULK_LIMIT); a run that cannot be replayed is listed with why, and the
-        others go on. ``progress`` is told each run id once it is done."""
-        if run_ids is not None and (graph or reason):
+        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph``, ``reason``
+        and/or ``tags`` (at most BULK_LIMIT: a replayed run is no longer dead, so calling again goes
+        on with the rest); a run that cannot be replayed is listed with why, and the others go on.
+        ``progress`` is told each run id once it is done."""
+        if run_ids is not None and (graph or reason or tags):
             raise errors.InvalidInputs(
                 "give run ids or a filter (graph, reason), not both",
                 [{"loc": ["run_ids"], "msg": "cannot be combined with graph or reason", "type": "exclusive"}],
             )
         if run_ids is None:
-            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None)
+            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None, tags=check_tags(tags))
             run_ids = [info.run_id for info in found.runs]
         replayed: list[str] = []
         refused: list[Refused] = []

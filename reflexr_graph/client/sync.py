@@ -13,7 +13,8 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
@@ -283,15 +284,17 @@ class Client(ClientBase):
         reason: str | None = None,
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """Replay each of ``run_ids`` as :meth:`replay` does, or, without them, every dead run of
-        ``graph`` and/or ``reason`` (at most ``BULK_LIMIT`` per call).
+        ``graph``, ``reason`` and/or ``tags`` (at most ``BULK_LIMIT`` per call: a replayed run is
+        no longer dead, so calling again with the same filter goes on with the rest).
 
         A run that cannot be replayed (RunNotFound, or OperationRefused for its status) is listed
         in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
         and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -392,6 +395,40 @@ class Client(ClientBase):
         ``except CancelledError`` / ``finally``; nothing it does after that is recorded.
         """
         return self._do(cancel_run(run_id, self.store.run_retention_s, now))
+
+    def cancellable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+        now: bool = False,
+    ) -> list[RunInfo]:
+        """Up to ``limit`` queued, running, retrying or waiting runs (of ``status``, one of those,
+        when given) of ``graph`` and carrying every tag of ``tags``: what :meth:`cancel_many` with
+        the same filter would change (a running run already asked to stop only with ``now``)."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancellable_runs(wanted, limit, now))
+
+    def cancel_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        now: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkCancel:
+        """Cancel each of ``run_ids`` as :meth:`cancel` does (``now`` too), or, without them, the
+        runs the filter matches (see :meth:`cancellable`; at most ``BULK_LIMIT`` per call: a
+        cancelled run no longer matches, so calling again goes on with the rest, and an interrupted
+        bulk cancel resumes that way). A run that cannot be cancelled is listed in ``refused`` with
+        its error, and the others go on. InvalidInputs when both ``run_ids`` and a filter are
+        given, or a status a cancel does not take."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
 
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""

@@ -19,6 +19,7 @@ from reflexr_graph.client.sync import Client
 from reflexr_graph.store.limits import LimitUsage
 from reflexr_graph.store.quarantine import Quarantined, QuarantinedItem
 from reflexr_graph.store.reads import DeadLetter, RunPage
+from reflexr_graph.store.schedules import ScheduleInfo
 
 __all__ = [
     "BULK_LIMIT",
@@ -35,4 +36,5 @@ __all__ = [
     "QuarantinedItem",
     "Refused",
     "RunPage",
+    "ScheduleInfo",
 ]

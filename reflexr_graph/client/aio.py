@@ -17,8 +17,10 @@ from reflexr_graph import schemas
 from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
+from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.aio import AsyncStore
@@ -40,6 +42,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -300,6 +303,49 @@ class AsyncClient(ClientBase):
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
         return await self._do(purge_run(run_id))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        name: str,
+        graph: str,
+        *,
+        cron: str | None = None,
+        every: str | int | None = None,
+        inputs: Any = None,
+        overlap: Overlap | str = Overlap.ALLOW,
+        catchup: Catchup | str = Catchup.LATEST,
+    ) -> ScheduleInfo:
+        """See :meth:`Client.add_schedule`."""
+        op = add_schedule(
+            self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
+        )
+        return await self._do(op)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """See :meth:`Client.schedules`."""
+        return await self._do(list_schedules())
+
+    async def schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.schedule`."""
+        return await self._do(schedule_info(name))
+
+    async def pause_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.pause_schedule`."""
+        return await self._do(set_paused(name, True))
+
+    async def resume_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.resume_schedule`."""
+        return await self._do(set_paused(name, False))
+
+    async def delete_schedule(self, name: str) -> None:
+        """See :meth:`Client.delete_schedule`."""
+        await self._do(delete_schedule(name))
+
+    async def trigger_schedule(self, name: str) -> str:
+        """See :meth:`Client.trigger_schedule`."""
+        return await self._do(trigger(self._core, name))
 
     async def limits(self) -> list[LimitUsage]:
         """See :meth:`Client.limits`."""

@@ -15,10 +15,12 @@ from celery import Celery
 from reflexr_graph import schemas
 from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.history import checkpoint_list
@@ -40,6 +42,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -433,6 +436,61 @@ class Client(ClientBase):
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""
         return self._do(purge_run(run_id))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        graph: str,
+        *,
+        cron: str | None = None,
+        every: str | int | None = None,
+        inputs: Any = None,
+        overlap: Overlap | str = Overlap.ALLOW,
+        catchup: Catchup | str = Catchup.LATEST,
+    ) -> ScheduleInfo:
+        """Add schedule ``name``: a run of ``graph`` with ``inputs`` (validated against the published
+        schema now) at each time of ``cron`` (five fields, UTC) or ``every`` (``"30s"``, ``"5m"``,
+        ``"2h"``, ``"1d"``, or whole seconds, counted from the epoch). Exactly one of the two.
+
+        The workers' schedulers make each fire one run, tagged ``schedule=<name>``, with the
+        idempotency key ``schedule:<name>:<fire time>``. ``overlap="skip"`` makes no run while the
+        schedule's previous one is active. ``catchup`` says what the fires missed while no worker
+        ran (found more than 3 s late) become: ``"none"``, the ``"latest"`` of them (the default),
+        or ``"all"``. OperationRefused when the name is taken, InvalidInputs for a bad clock,
+        inputs or policy.
+        """
+        op = add_schedule(
+            self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
+        )
+        return self._do(op)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name, with its next fire time (None while paused) and its last fire and run."""
+        return self._do(list_schedules())
+
+    def schedule(self, name: str) -> ScheduleInfo:
+        """Schedule ``name``; ScheduleNotFound when there is none."""
+        return self._do(schedule_info(name))
+
+    def pause_schedule(self, name: str) -> ScheduleInfo:
+        """Stop schedule ``name`` firing until :meth:`resume_schedule`."""
+        return self._do(set_paused(name, True))
+
+    def resume_schedule(self, name: str) -> ScheduleInfo:
+        """Resume schedule ``name`` from its next fire time after now (the fires of the pause are not
+        caught up)."""
+        return self._do(set_paused(name, False))
+
+    def delete_schedule(self, name: str) -> None:
+        """Delete schedule ``name``; the runs it made stay. ScheduleNotFound when there is none."""
+        self._do(delete_schedule(name))
+
+    def trigger_schedule(self, name: str) -> str:
+        """Fire schedule ``name`` now, paused or not; returns the run's id (the same run as its
+        clock's fire in the same second, if there is one)."""
+        return self._do(trigger(self._core, name))
 
     # -- the fleet's shared state -----------------------------------------------------------
 

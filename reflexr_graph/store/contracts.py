@@ -502,3 +502,29 @@ class TickReply:
     next_due: float | None
     """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
     the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchedulePutArgs(Args):
+    """schedule_put.lua, ARGV[1..4]."""
+
+    name: str
+    definition: str
+    next_ms: int | None
+    """None while paused: no fire is due."""
+    change: bool
+    """True to change an existing schedule, False to add a new one."""
+
+
+@dataclass(frozen=True)
+class ScheduleAdvanceArgs(Args):
+    """schedule_advance.lua, ARGV[1..5]."""
+
+    name: str
+    planned_ms: int
+    next_ms: int
+    last_fire_ms: int | None
+    last_run_id: str

@@ -48,6 +48,13 @@ which is sized to what it holds, where a new stream's first node takes 4 KB (``l
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
+SCHEDULES = f"{PREFIX}:schedules"
+"""Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
+SCHEDULE_NEXT = f"{PREFIX}:schedule:next"
+"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
+SCHEDULE_LAST = f"{PREFIX}:schedule:last"
+"""Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
+
 LIMITS = f"{PREFIX}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 

@@ -12,6 +12,9 @@ from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.core.tags import MAX_TAGS
 from reflexr_graph.errors import InvalidInputs
 from reflexr_graph.store import keys
+from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.redis_store import RedisStore
+from tests.redis_server import RedisFactory
 from tests.surfaces.conftest import ApiServer, Cli
 
 JOB = {"key": "a", "n": 1}
@@ -118,3 +121,25 @@ def test_the_api_takes_tags_and_filters_by_them(api_server: ApiServer) -> None:
         assert bad.status_code == 422
         assert http.get("/api/runs", params={"tag": "nope"}).status_code == 422
         assert http.get("/api/dead-letters", params={"tag": "tenant=acme"}).json()["runs"] == []
+
+
+def test_tags_cost_one_zadd_each_inside_the_create_script(private_redis: RedisFactory) -> None:
+    server = private_redis()
+    store = RedisStore.from_url(server.url)
+    r = redis.Redis.from_url(server.url)
+    try:
+        store.preload_scripts()
+        costs = []
+        for n, tags in enumerate([{}, {}, {"tenant": "acme", "tier": "gold"}]):
+            r.config_resetstat()
+            run = NewRun(f"r{n}", "g", "0", None, None, 3, 60_000, tags=tags)
+            store.do(new_run(run))
+            stats = r.info("commandstats")
+            costs.append({k: int(v["calls"]) for k, v in stats.items() if not k.startswith("cmdstat_config")})
+        untagged, tagged = costs[1], costs[2]
+        assert tagged["cmdstat_evalsha"] == untagged["cmdstat_evalsha"] == 1  # one round trip either way
+        assert tagged["cmdstat_zadd"] - untagged["cmdstat_zadd"] == 2  # one index entry per tag
+        assert sum(tagged.values()) - sum(untagged.values()) == 2
+    finally:
+        r.close()
+        store.close()

@@ -52,6 +52,7 @@ class Scheduler:
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unreachable = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="reflexr-scheduler", daemon=True)
@@ -68,8 +69,13 @@ class Scheduler:
             wait_s = self.interval_s
             try:
                 wait_s = self.tick()
+                if self._unreachable:
+                    self._unreachable = False
+                    log.warning("Redis is reachable again; the scheduler makes the fires due meanwhile")
             except StoreUnavailable:
-                log.warning("Redis unreachable; the scheduler tries again in %.1fs", self.interval_s)
+                if not self._unreachable:  # once per outage, not once a second
+                    self._unreachable = True
+                    log.warning("Redis unreachable; the scheduler tries again every %.1fs", self.interval_s)
             except Exception:
                 # A bug in one pass must not stop the schedules.
                 log.exception("scheduler pass failed; trying again in %.1fs", self.interval_s)

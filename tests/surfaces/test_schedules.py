@@ -4,6 +4,7 @@ the clock set by the test (reflexr_graph/clock.py): fires, catch-up, overlap, pa
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 
@@ -19,6 +20,7 @@ from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
 from tests.surfaces.conftest import ApiServer, Cli
+from tests.waiting import wait_for
 
 JOB = {"key": "a", "n": 1}
 T0 = 1_800_000_000.0
@@ -264,3 +266,27 @@ def test_a_scheduler_acting_on_a_stale_read_moves_nothing(
     fake_clock.now = T0 + 180
     sched.fire_due("minutely", int((T0 + 180) * 1000), int((T0 + 180) * 1000))
     assert client.schedule("minutely").next_fire_at is None
+
+
+def test_a_scheduler_says_once_that_redis_is_unreachable(
+    dead_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    passes: list[float] = []
+
+    class Counting(Scheduler):
+        def tick(self) -> float:
+            passes.append(clock.now())
+            return super().tick()
+
+    unreachable = RedisStore.from_url(dead_url)
+    sched = Counting(unreachable, lambda _r, _g: None, default_max_attempts=1, interval_s=0.05)
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.fleet.scheduler"):
+        sched.start()
+        try:
+            wait_for(lambda: len(passes) >= 4, 30, "four scheduler passes")
+        finally:
+            sched.stop()
+            unreachable.close()
+    assert [r.getMessage() for r in caplog.records].count(
+        "Redis unreachable; the scheduler tries again every 0.1s"
+    ) == 1

@@ -188,6 +188,12 @@ class RunNotFound(ReflexrError, LookupError):
     error_kind = Kind.NOT_FOUND
 
 
+class ScheduleNotFound(ReflexrError, LookupError):
+    """No schedule has this name."""
+
+    error_kind = Kind.NOT_FOUND
+
+
 class UnknownGraph(ReflexrError, LookupError):
     """No worker has published a graph with this name."""
 

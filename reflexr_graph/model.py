@@ -138,6 +138,8 @@ class RunInfo(BaseModel):
     forked_from: str | None = None
     forked_at_seq: int | None = None
     cancel_requested: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    """The run's tags (``enqueue(..., tags={...})``), keys sorted; empty for none."""
 
 
 class CheckpointInfo(BaseModel):

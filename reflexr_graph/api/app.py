@@ -15,6 +15,7 @@ from reflexr_graph.api import (
     health,
     problems,
     runs,
+    schedules,
     time_travel,
     waits,
     workers,
@@ -29,6 +30,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     waits.router,
     time_travel.router,
     dead_letters.router,
+    schedules.router,
     graphs.router,
     workers.router,
 )

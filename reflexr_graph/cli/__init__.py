@@ -20,6 +20,7 @@ from reflexr_graph.cli import (
     publish,
     quarantine,
     report,
+    schedules,
     serve,
     signals,
     time_travel,
@@ -30,8 +31,8 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "time_travel", "top", "watch",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "schedules",
+    "serve", "signals", "time_travel", "top", "watch",
 ]  # fmt: skip
 
 

@@ -135,6 +135,10 @@ GraphOpt = Annotated[
 ReasonOpt = Annotated[
     str | None, typer.Option("--reason", "-r", metavar="REASON", help="Only runs dead for this reason.")
 ]
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tag", "-t", metavar="KEY=VALUE", help="A tag; give it again for more (all must match)."),
+]
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]
 

@@ -146,6 +146,8 @@ def run_detail(
         rows[3:3] = [("cancel", "requested: its step in flight finishes, then it stops (--now: at once)")]
     if info.forked_from:
         rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
+    if info.tags:
+        rows.insert(2, ("tags", " ".join(f"{k}={v}" for k, v in info.tags.items())))
     if info.status is Status.SUCCEEDED:
         rows.append(("output", _value(info.output)))
     cut: list[str] = []

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
@@ -21,6 +21,7 @@ from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
@@ -134,14 +135,22 @@ class ClientCore:
         return entry, workers
 
     def enqueue(
-        self, graph: str, inputs: Any, state: Any, idempotency_key: str | None, priority: int | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        state: Any,
+        idempotency_key: str | None,
+        priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Op[Enqueued]:
         """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
 
         ``priority`` (config/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
         it later (retries, wakes, recovery, replay) has it too: one more command when given.
+        ``tags`` (core/tags.py) are written and indexed by the create script itself.
         """
         priority = check_priority(priority)
+        checked_tags = check_tags(tags)
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
@@ -157,6 +166,7 @@ class ClientCore:
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
+            tags=checked_tags,
         )
         run_id, created = yield from new_run(run)
         if created:
@@ -218,13 +228,21 @@ class ClientCore:
             self._schemas.pop(name, None)
         return written
 
-    def runs(self, status: Status | str | None, graph: str | None, limit: int) -> Op[list[RunInfo]]:
+    def runs(
+        self,
+        status: Status | str | None,
+        graph: str | None,
+        limit: int,
+        tags: Mapping[str, str] | None = None,
+    ) -> Op[list[RunInfo]]:
         """Runs newest first, read on until ``limit`` are found or the index ends."""
-        return (yield from runs_listing(status, graph, limit, scan=None)).runs
+        return (yield from runs_listing(status, graph, limit, scan=None, tags=check_tags(tags))).runs
 
-    def dead_letters(self, graph: str | None, reason: str | None, limit: int) -> Op[list[RunInfo]]:
+    def dead_letters(
+        self, graph: str | None, reason: str | None, limit: int, tags: Mapping[str, str] | None = None
+    ) -> Op[list[RunInfo]]:
         """Dead runs, most recently dead first, read on until ``limit`` are found or the index ends."""
-        return (yield from dead_listing(graph, reason, limit, scan=None)).runs
+        return (yield from dead_listing(graph, reason, limit, scan=None, tags=check_tags(tags))).runs
 
     def checkpoint(self, run_id: str, seq: int) -> Op[CheckpointDetail]:
         """Checkpoint ``seq`` of the run with its values, as JSON."""
@@ -258,17 +276,19 @@ class ClientCore:
         reason: str | None,
         from_start: bool,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Op[BulkReplay]:
-        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph`` and/or
-        ``reason`` (at most BULK_LIMIT); a run that cannot be replayed is listed with why, and the
-        others go on. ``progress`` is told each run id once it is done."""
-        if run_ids is not None and (graph or reason):
+        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph``, ``reason``
+        and/or ``tags`` (at most BULK_LIMIT: a replayed run is no longer dead, so calling again goes
+        on with the rest); a run that cannot be replayed is listed with why, and the others go on.
+        ``progress`` is told each run id once it is done."""
+        if run_ids is not None and (graph or reason or tags):
             raise errors.InvalidInputs(
                 "give run ids or a filter (graph, reason), not both",
                 [{"loc": ["run_ids"], "msg": "cannot be combined with graph or reason", "type": "exclusive"}],
             )
         if run_ids is None:
-            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None)
+            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None, tags=check_tags(tags))
             run_ids = [info.run_id for info in found.runs]
         replayed: list[str] = []
         refused: list[Refused] = []

@@ -7,18 +7,22 @@ inputs are validated against the JSON Schema a worker published (``schemas.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from celery import Celery
 
 from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import queue_item
+from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.schedules import Catchup, Overlap
+from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -39,6 +43,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -146,6 +151,7 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """Validate and queue a run of ``graph``; returns its run id.
 
@@ -163,13 +169,18 @@ class Client(ClientBase):
         among those waiting on its graph's queue (Celery's Redis transport priorities); the run
         keeps it for every message sent later (retries, wakes, recovery, replay).
 
+        ``tags`` (``{"tenant": "acme"}``) label the run: ``RunInfo.tags`` shows them, and
+        :meth:`runs`, :meth:`dead_letters` and the bulk operations filter by them. At most 16; keys
+        are 1 to 63 of ``A-Z a-z 0-9 _ . - /``, values 1 to 128 of those and ``: @`` (InvalidInputs
+        otherwise). They are written in the same round trip as the run.
+
         The run's ``max_attempts`` is the graph's published one (``graph(name).max_attempts``):
         the action's own ``max_attempts``, else the workers' ``REFLEXR_MAX_ATTEMPTS``. This
         client's ``REFLEXR_MAX_ATTEMPTS`` plays no part, so a run gets the same budget whether
         a Client or a foreign ``send_task`` producer made it.
         """
         return self.enqueue_run(
-            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority, tags=tags
         ).run_id
 
     def enqueue_run(
@@ -180,9 +191,10 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
-        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
+        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -191,10 +203,16 @@ class Client(ClientBase):
         return self._do(run_record(run_id))
 
     def runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs newest first, optionally only those in ``status`` or of ``graph``."""
-        return self._do(self._core.runs(status, graph, limit))
+        """Runs newest first, optionally only those in ``status``, of ``graph``, or carrying every
+        tag of ``tags`` (read from that tag's index: it costs what it finds)."""
+        return self._do(self._core.runs(status, graph, limit, tags))
 
     def runs_page(
         self,
@@ -203,9 +221,10 @@ class Client(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(runs_listing(status, graph, limit, cursor))
+        return self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags)))
 
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
@@ -236,10 +255,16 @@ class Client(ClientBase):
     # -- dead letters -----------------------------------------------------------------------
 
     def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 1000,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
-        return self._do(self._core.dead_letters(graph, reason, limit))
+        """Dead-lettered runs, most recently dead first, optionally of one graph or reason; with
+        ``tags``, the dead runs carrying every one, newest first."""
+        return self._do(self._core.dead_letters(graph, reason, limit, tags))
 
     def dead_letters_page(
         self,
@@ -248,9 +273,10 @@ class Client(ClientBase):
         *,
         limit: int = 100,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """:meth:`dead_letters` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(dead_listing(graph, reason, limit, cursor))
+        return self._do(dead_listing(graph, reason, limit, cursor, tags=check_tags(tags)))
 
     def dead_letter(self, run_id: str) -> DeadLetter:
         """A run (usually a dead one) with what an operator needs to decide: the run, the traceback
@@ -266,15 +292,17 @@ class Client(ClientBase):
         reason: str | None = None,
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """Replay each of ``run_ids`` as :meth:`replay` does, or, without them, every dead run of
-        ``graph`` and/or ``reason`` (at most ``BULK_LIMIT`` per call).
+        ``graph``, ``reason`` and/or ``tags`` (at most ``BULK_LIMIT`` per call: a replayed run is
+        no longer dead, so calling again with the same filter goes on with the rest).
 
         A run that cannot be replayed (RunNotFound, or OperationRefused for its status) is listed
         in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
         and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -376,9 +404,98 @@ class Client(ClientBase):
         """
         return self._do(cancel_run(run_id, self.store.run_retention_s, now))
 
+    def cancellable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+        now: bool = False,
+    ) -> list[RunInfo]:
+        """Up to ``limit`` queued, running, retrying or waiting runs (of ``status``, one of those,
+        when given) of ``graph`` and carrying every tag of ``tags``: what :meth:`cancel_many` with
+        the same filter would change (a running run already asked to stop only with ``now``)."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancellable_runs(wanted, limit, now))
+
+    def cancel_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        now: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkCancel:
+        """Cancel each of ``run_ids`` as :meth:`cancel` does (``now`` too), or, without them, the
+        runs the filter matches (see :meth:`cancellable`; at most ``BULK_LIMIT`` per call: a
+        cancelled run no longer matches, so calling again goes on with the rest, and an interrupted
+        bulk cancel resumes that way). A run that cannot be cancelled is listed in ``refused`` with
+        its error, and the others go on. InvalidInputs when both ``run_ids`` and a filter are
+        given, or a status a cancel does not take."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
+
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""
         return self._do(purge_run(run_id))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        graph: str,
+        *,
+        cron: str | None = None,
+        every: str | int | None = None,
+        inputs: Any = None,
+        overlap: Overlap | str = Overlap.ALLOW,
+        catchup: Catchup | str = Catchup.LATEST,
+    ) -> ScheduleInfo:
+        """Add schedule ``name``: a run of ``graph`` with ``inputs`` (validated against the published
+        schema now) at each time of ``cron`` (five fields, UTC) or ``every`` (``"30s"``, ``"5m"``,
+        ``"2h"``, ``"1d"``, or whole seconds, counted from the epoch). Exactly one of the two.
+
+        The workers' schedulers make each fire one run, tagged ``schedule=<name>``, with the
+        idempotency key ``schedule:<name>:<fire time>``. ``overlap="skip"`` makes no run while the
+        schedule's previous one is active. ``catchup`` says what the fires missed while no worker
+        ran (found more than 3 s late) become: ``"none"``, the ``"latest"`` of them (the default),
+        or ``"all"``. OperationRefused when the name is taken, InvalidInputs for a bad clock,
+        inputs or policy.
+        """
+        op = add_schedule(
+            self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
+        )
+        return self._do(op)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name, with its next fire time (None while paused) and its last fire and run."""
+        return self._do(list_schedules())
+
+    def schedule(self, name: str) -> ScheduleInfo:
+        """Schedule ``name``; ScheduleNotFound when there is none."""
+        return self._do(schedule_info(name))
+
+    def pause_schedule(self, name: str) -> ScheduleInfo:
+        """Stop schedule ``name`` firing until :meth:`resume_schedule`."""
+        return self._do(set_paused(name, True))
+
+    def resume_schedule(self, name: str) -> ScheduleInfo:
+        """Resume schedule ``name`` from its next fire time after now (the fires of the pause are not
+        caught up)."""
+        return self._do(set_paused(name, False))
+
+    def delete_schedule(self, name: str) -> None:
+        """Delete schedule ``name``; the runs it made stay. ScheduleNotFound when there is none."""
+        self._do(delete_schedule(name))
+
+    def trigger_schedule(self, name: str) -> str:
+        """Fire schedule ``name`` now, paused or not; returns the run's id (the same run as its
+        clock's fire in the same second, if there is one)."""
+        return self._do(trigger(self._core, name))
 
     # -- the fleet's shared state -----------------------------------------------------------
 

@@ -15,6 +15,7 @@ from reflexr_graph.fleet import (
     preflight,
     reaper,
     routing,
+    scheduler,
     sigterm,
     startup_log,
     stopping,
@@ -33,6 +34,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     # Each install() connects module-level receivers to Celery's signals; Celery keeps one entry
     # per receiver, so building many apps in one process (tests, clients) connects each once.
     reaper.install()
+    scheduler.install()
     routing.install()
     pools.install()
     watchdog.install()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.tags import Tags, tags_json
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
@@ -68,6 +69,8 @@ class NewRun:
     """A fork's checkpoint and lineage: the run is created with them (``time_travel.py``)."""
     retention_s: int = DEFAULT_RUN_RETENTION_S
     """How long a run created finished (a fork of a finished checkpoint) is kept."""
+    tags: Tags = field(default_factory=dict)
+    """Checked tags (core/tags.py: check_tags): kept on the run and indexed, in the same script."""
 
 
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
@@ -91,6 +94,7 @@ def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "
         fork_state_edited=fork.state_edited if fork else False,
         fork_output=fork.output_json if fork else None,
         retention_s=run.retention_s,
+        tags=tags_json(run.tags),
     ).argv()
 
 
@@ -118,8 +122,9 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
+        tag_keys = [keys.tag_index(k, v) for k, v in run.tags.items()]
         reply = yield from per_run(
-            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE]
+            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE, *tag_keys]
         )
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:

@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..19]."""
+    """create_run.lua, ARGV[4..20]."""
 
     graph: str
     inputs: str
@@ -63,6 +63,9 @@ class CreateArgs(Args):
     fork_output: str | None = None
     """The output when the fork's checkpoint is the finished one: the run is created succeeded."""
     retention_s: int = 0
+    tags: str = ""
+    """The run's tags as JSON (core/tags.py: tags_json), '' for none; their index keys follow
+    the script's other KEYS."""
 
 
 class Created(StrEnum):
@@ -504,3 +507,29 @@ class TickReply:
     next_due: float | None
     """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
     the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchedulePutArgs(Args):
+    """schedule_put.lua, ARGV[1..4]."""
+
+    name: str
+    definition: str
+    next_ms: int | None
+    """None while paused: no fire is due."""
+    change: bool
+    """True to change an existing schedule, False to add a new one."""
+
+
+@dataclass(frozen=True)
+class ScheduleAdvanceArgs(Args):
+    """schedule_advance.lua, ARGV[1..5]."""
+
+    name: str
+    planned_ms: int
+    next_ms: int
+    last_fire_ms: int | None
+    last_run_id: str

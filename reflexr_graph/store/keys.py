@@ -48,6 +48,13 @@ which is sized to what it holds, where a new stream's first node takes 4 KB (``l
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
+SCHEDULES = f"{PREFIX}:schedules"
+"""Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
+SCHEDULE_NEXT = f"{PREFIX}:schedule:next"
+"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
+SCHEDULE_LAST = f"{PREFIX}:schedule:last"
+"""Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
+
 LIMITS = f"{PREFIX}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 
@@ -115,6 +122,18 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         memo(run_id),
         mailbox(run_id),
     )
+
+
+def tag_index(key: str, value: str) -> str:
+    """Runs carrying tag ``key=value``, score = created ms: a listing by tag reads only these.
+    Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that meets
+    it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
+    return f"{PREFIX}:tag:{key}={value}"
+
+
+def is_tag_index(name: str) -> bool:
+    """True for a key :func:`tag_index` built."""
+    return name.startswith(f"{PREFIX}:tag:")
 
 
 def status_set(status: Status | str) -> str:

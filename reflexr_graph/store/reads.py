@@ -6,11 +6,12 @@ run; :class:`Reads` is the blocking store's face of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph import clock, errors
+from reflexr_graph.core.tags import matches
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
@@ -199,6 +200,9 @@ def listing(
             if not record:
                 # Its keys expired; drop the stale index entries while we are here.
                 yield from per_run("prune", run_id, run_id, clock.now_ms(), PruneArgs("").argv())
+                if keys.is_tag_index(index):
+                    # The prune knows no tags of a run that is gone; the listing that met it does.
+                    yield cmd("zrem", index, run_id)
                 offset -= 1
                 continue
             info = run_info(record)
@@ -218,14 +222,24 @@ def runs_listing(
     limit: int,
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
+    *,
+    tags: Mapping[str, str] | None = None,
 ) -> Op[RunPage]:
     """Runs newest first: by update time within a status (queued runs by due time, running ones by
-    lease expiry: keys.status_index), else by creation time."""
+    lease expiry: keys.status_index), else by creation time. With ``tags`` (checked, core/tags.py),
+    only runs carrying every one, read from the first tag's index (by creation time), so the
+    listing costs what that tag finds, not the size of the store."""
     index = keys.status_index(status) if status else keys.ALL
+    if tags:
+        index = keys.tag_index(*next(iter(tags.items())))
     wanted = Status(status) if status else None
 
     def keep(info: RunInfo) -> bool:
-        return (graph is None or info.graph == graph) and (wanted is None or info.status is wanted)
+        return (
+            (graph is None or info.graph == graph)
+            and (wanted is None or info.status is wanted)
+            and (not tags or matches(info.tags, tags))
+        )
 
     return listing(index, limit, keep, cursor, scan)
 
@@ -236,13 +250,21 @@ def dead_listing(
     limit: int,
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
+    *,
+    tags: Mapping[str, str] | None = None,
 ) -> Op[RunPage]:
-    """Dead-lettered runs, most recently dead first."""
+    """Dead-lettered runs, most recently dead first; with ``tags``, the dead runs carrying every
+    one, newest first, read from the first tag's index (as :func:`runs_listing` reads it)."""
 
     def keep(info: RunInfo) -> bool:
-        return (graph is None or info.graph == graph) and (reason is None or info.reason == reason)
+        return (
+            (graph is None or info.graph == graph)
+            and (reason is None or info.reason == reason)
+            and (not tags or (info.status is Status.DEAD and matches(info.tags, tags)))
+        )
 
-    return listing(keys.DEAD, limit, keep, cursor, scan)
+    index = keys.tag_index(*next(iter(tags.items()))) if tags else keys.DEAD
+    return listing(index, limit, keep, cursor, scan)
 
 
 class Reads(StoreBase):

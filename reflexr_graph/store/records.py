@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.tags import tags_of
 from reflexr_graph.model import CheckpointInfo, RunInfo, Status
 from reflexr_graph.store import event_codec
 
@@ -214,6 +215,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
         priority=int(record.get("priority") or 0),
         cancel_requested=bool(record.get("cancel")) and record.get("status") == Status.RUNNING,
+        tags=tags_of(record.get("tags", "")),
     )
 
 

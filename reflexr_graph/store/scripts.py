@@ -57,6 +57,8 @@ STANDALONE: tuple[str, ...] = (
     "limit_acquire",
     "reaper_tick",
     "reaper_pass",
+    "schedule_put",
+    "schedule_advance",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

@@ -6,6 +6,7 @@
 -- KEYS[19], after the prelude's: the run hash of ARGV[10]'s run (the idem key's owner the caller
 --   expects), else KEYS[1]
 -- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
+-- KEYS[21..] the run's tag indexes (rg:tag:<key>=<value>), one per tag of ARGV[20]
 -- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
@@ -19,6 +20,7 @@
 -- ARGV[17] '1' when the fork replaced the checkpoint's state, else '0'
 -- ARGV[18] the output when that checkpoint is the finished one, else '': the run is created
 --   succeeded, and no attempt runs  ARGV[19] run retention s (for that case)
+-- ARGV[20] the run's tags as JSON, '' for none (nothing written then)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner}
 
@@ -44,6 +46,13 @@ init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and I
   digest, ARGV[8], KEYS[20])
 if ARGV[11] ~= '' then
   put('trace', ARGV[11])
+end
+if ARGV[20] ~= '' then
+  -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
+  put('tags', ARGV[20])
+  for i = 21, #KEYS do
+    redis.call('ZADD', KEYS[i], NOW, RUN_ID)
+  end
 end
 if key ~= '' then
   -- No TTL while the run is active; terminal transitions expire it with the run's keys.

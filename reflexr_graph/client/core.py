@@ -16,19 +16,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
+from celery import Celery
+
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
+from reflexr_graph.client.publish import queued_message
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store import keys
-from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.attempts import NewRun, QueuedMessage, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
-from reflexr_graph.store.ops import Op, Publish, cmd
+from reflexr_graph.store.ops import Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
 from reflexr_graph.store.waits import SignalOutcome, send_signal
@@ -39,6 +41,9 @@ SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+MessageFor = Callable[[str, str, int | None], QueuedMessage]
+"""The message of (run id, graph, priority) for ``create_run.lua`` to push with the record."""
 
 
 BULK_LIMIT = 1000
@@ -86,7 +91,8 @@ class ClientBase:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._core = ClientCore(settings)
+        # On the store's own Redis, a new run's message is pushed by the script that records it.
+        self._core = ClientCore(settings, self._message_for if settings.broker_is_store else None)
         # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
         # the message. With no OTEL_* configuration and no provider, nothing is installed.
         telemetry.setup_process()
@@ -102,6 +108,14 @@ class ClientBase:
         return cls(settings or load_settings(strict=False))
 
     @property
+    def app(self) -> Celery:
+        """The producer Celery app the messages are built with (each client has its own)."""
+        raise NotImplementedError
+
+    def _message_for(self, run_id: str, graph: str, priority: int | None) -> QueuedMessage:
+        return queued_message(self.app, run_id, graph, priority)
+
+    @property
     def store_options(self) -> dict[str, Any]:
         """What the client's store is built with besides the URL."""
         return {
@@ -113,8 +127,9 @@ class ClientBase:
 class ClientCore:
     """The state a client keeps between calls (published schemas, news to tell) and its operations."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, message_for: MessageFor | None = None) -> None:
         self.settings = settings
+        self._message_for = message_for
         self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
         self._unserved_news: set[str] = set()
 
@@ -139,15 +154,17 @@ class ClientCore:
         """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
 
         ``priority`` (config/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
-        it later (retries, wakes, recovery, replay) has it too: one more command when given.
+        it later (retries, wakes, recovery, replay) has it too. When the broker is the store's
+        Redis, the script that records the run pushes its message: one round trip in all.
         """
         priority = check_priority(priority)
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
         limit = self.settings.max_payload_bytes
+        run_id = str(uuid.uuid4())
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=run_id,
             graph=graph,
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
@@ -157,11 +174,11 @@ class ClientCore:
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
+            priority=priority,
+            message=self._message(run_id, graph, priority),
         )
         run_id, created = yield from new_run(run)
-        if created:
-            if priority is not None:
-                yield cmd("hset", keys.run(run_id), "priority", priority)
+        if created and run.message is None:
             advice = "enqueue again with the same idempotency key to get the same run"
             yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority)
         self._tell_unserved(graph, run_id)
@@ -186,6 +203,10 @@ class ClientCore:
         recorded = f"the signal is recorded and run {run_id} queued"
         yield from _publish(run_id, graph, recorded, "do not send it again", info.priority)
         return True
+
+    def _message(self, run_id: str, graph: str, priority: int | None) -> QueuedMessage | None:
+        """The new run's message for its create script to push; None: it is sent after the record."""
+        return None if self._message_for is None else self._message_for(run_id, graph, priority)
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
         if graph in self._unserved_news:
@@ -300,8 +321,10 @@ class ClientCore:
         saved, entry, seed = yield from self.fork_seed(run_id, change)
         if priority is None:
             priority = (yield from run_record(run_id)).priority
+        new_id = str(uuid.uuid4())
+        finished = seed.output_json is not None
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=new_id,
             graph=saved.graph,
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,
@@ -311,12 +334,13 @@ class ClientCore:
             trace_context=current_trace_context(),
             fork=seed,
             retention_s=self.settings.run_retention_s,
+            priority=priority or None,
+            # A fork of the finished checkpoint is created succeeded: no message, no attempt.
+            message=None if finished else self._message(new_id, saved.graph, priority),
         )
         new_id, created = yield from new_run(run)
-        if created and priority:
-            yield cmd("hset", keys.run(new_id), "priority", priority)
-        if seed.output_json is None:
-            if created:
+        if not finished:
+            if created and run.message is None:
                 advice = "fork again with the same idempotency key to get the same fork"
                 yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
             self._tell_unserved(saved.graph, new_id)

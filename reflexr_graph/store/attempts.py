@@ -48,7 +48,17 @@ from reflexr_graph.store.records import (
     text_map,
 )
 
-__all__ = ["AttemptWrites", "Lease", "NewRun", "create_args", "new_run"]
+__all__ = ["AttemptWrites", "Lease", "NewRun", "QueuedMessage", "create_args", "new_run"]
+
+
+@dataclass(frozen=True)
+class QueuedMessage:
+    """A run's Celery message as kombu's Redis transport queues it: the item, and the list it goes
+    onto (``keys.broker_queue``). ``create_run.lua`` pushes it when it creates the run, so the
+    record and its message land together, in one round trip."""
+
+    queue_key: str
+    item: str
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,10 @@ class NewRun:
     """A fork's checkpoint and lineage: the run is created with them (``time_travel.py``)."""
     retention_s: int = DEFAULT_RUN_RETENTION_S
     """How long a run created finished (a fork of a finished checkpoint) is kept."""
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on its record; None for none."""
+    message: QueuedMessage | None = None
+    """The run's message, when the broker is the store's Redis; None: the caller sends it."""
 
 
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
@@ -90,6 +104,8 @@ def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "
         fork_state_edited=fork.state_edited if fork else False,
         fork_output=fork.output_json if fork else None,
         retention_s=run.retention_s,
+        priority=run.priority,
+        message=run.message.item if run.message else "",
     ).argv()
 
 
@@ -106,6 +122,10 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     With ``fork``, the run is created with the fork's checkpoint as its latest, and its
     lineage; one forked from a finished checkpoint is created succeeded, with its output, and
     the caller sends no message. The idempotency key then compares the fork's digest.
+
+    With ``message``, the script pushes the run's Celery message too, only if it creates the run:
+    an existing run named by the key gets no second message, and a run is never recorded
+    without its message.
     """
     now = clock.now_ms()
     key = run.idempotency_key
@@ -117,9 +137,10 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
-        reply = yield from per_run(
-            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE]
-        )
+        extra = [owner_key, keys.EVENTS_TEMPLATE]
+        if run.message is not None:
+            extra.append(run.message.queue_key)
+        reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:
             assert key is not None

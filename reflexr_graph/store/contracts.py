@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..19]."""
+    """create_run.lua, ARGV[4..21]."""
 
     graph: str
     inputs: str
@@ -63,6 +63,11 @@ class CreateArgs(Args):
     fork_output: str | None = None
     """The output when the fork's checkpoint is the finished one: the run is created succeeded."""
     retention_s: int = 0
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on the run; None for none given."""
+    message: str = ""
+    """The run's Celery message as kombu's Redis transport queues it, '' for none: the script
+    pushes it onto the broker list it is given, only when it creates the run."""
 
 
 class Created(StrEnum):

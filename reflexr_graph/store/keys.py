@@ -213,7 +213,8 @@ def broker_queue(queue: str, priority: int = 0) -> str:
     """The list kombu's Redis transport keeps a Celery queue's messages of ``priority`` in: the
     queue's own name for priority 0, ``<queue>\x06\x16<priority>`` for the others.
 
-    Only the async client writes it directly (``client/publish.py``); everything else goes
-    through kombu.
+    Only a client writes it directly (``client/publish.py``: a new run's message, which
+    ``create_run.lua`` pushes, and the async client's later ones); everything else goes through
+    kombu.
     """
     return f"{queue}{BROKER_PRIORITY_SEP}{priority}" if priority else queue

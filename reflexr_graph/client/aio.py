@@ -65,7 +65,7 @@ class AsyncClient(ClientBase):
         if isinstance(request, Publish):
             return await self._sender.send(self.store, request.run_id, request.graph, request.priority)
         if isinstance(request, Envelope):
-            return self._sender.item(request.run_id, request.graph, request.priority)
+            return self._sender.message(request.run_id, request.graph, request.priority)
         return await self.store.handle(request)
 
     async def _do(self, op: Op[T]) -> T:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
+from celery import Celery
+
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
@@ -25,11 +27,10 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
-from reflexr_graph.store.ops import Envelope, Op, Publish, cmd
+from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
 from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
@@ -40,6 +41,8 @@ SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+"""The message of (run id, graph, priority) for ``create_run.lua`` to push with the record."""
 
 
 BULK_LIMIT = 1000
@@ -103,6 +106,11 @@ class ClientBase:
         return cls(settings or load_settings(strict=False))
 
     @property
+    def app(self) -> Celery:
+        """The producer Celery app the messages are built with (each client has its own)."""
+        raise NotImplementedError
+
+    @property
     def store_options(self) -> dict[str, Any]:
         """What the client's store is built with besides the URL."""
         return {
@@ -146,8 +154,9 @@ class ClientCore:
         """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
 
         ``priority`` (config/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
-        it later (retries, wakes, recovery, replay) has it too: one more command when given.
-        ``tags`` (core/tags.py) are written and indexed by the create script itself.
+        it later (retries, wakes, recovery, replay) has it too. ``tags`` (core/tags.py) are
+        written and indexed by the create script itself. When the broker is the store's Redis,
+        that script also pushes the run's message: one round trip in all.
         """
         priority = check_priority(priority)
         checked_tags = check_tags(tags)
@@ -155,8 +164,9 @@ class ClientCore:
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
         limit = self.settings.max_payload_bytes
+        run_id = str(uuid.uuid4())
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=run_id,
             graph=graph,
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
@@ -167,11 +177,11 @@ class ClientCore:
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
             tags=checked_tags,
+            priority=priority,
+            message=(yield Envelope(run_id, graph, priority)),
         )
         run_id, created = yield from new_run(run)
-        if created:
-            if priority is not None:
-                yield cmd("hset", keys.run(run_id), "priority", priority)
+        if created and run.message is None:
             advice = "enqueue again with the same idempotency key to get the same run"
             yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority)
         self._tell_unserved(graph, run_id)
@@ -330,8 +340,12 @@ class ClientCore:
         saved, entry, seed = yield from self.fork_seed(run_id, change)
         if priority is None:
             priority = (yield from run_record(run_id)).priority
+        new_id = str(uuid.uuid4())
+        finished = seed.output_json is not None
+        # A fork of the finished checkpoint is created succeeded: no message, no attempt.
+        message = None if finished else (yield Envelope(new_id, saved.graph, priority or None))
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=new_id,
             graph=saved.graph,
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,
@@ -341,12 +355,12 @@ class ClientCore:
             trace_context=current_trace_context(),
             fork=seed,
             retention_s=self.settings.run_retention_s,
+            priority=priority or None,
+            message=message,
         )
         new_id, created = yield from new_run(run)
-        if created and priority:
-            yield cmd("hset", keys.run(new_id), "priority", priority)
-        if seed.output_json is None:
-            if created:
+        if not finished:
+            if created and run.message is None:
                 advice = "fork again with the same idempotency key to get the same fork"
                 yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
             self._tell_unserved(saved.graph, new_id)

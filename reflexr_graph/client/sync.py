@@ -15,7 +15,7 @@ from celery import Celery
 from reflexr_graph import schemas
 from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
-from reflexr_graph.client.publish import queue_item
+from reflexr_graph.client.publish import queued_message
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
@@ -92,7 +92,7 @@ class Client(ClientBase):
         if isinstance(request, Envelope):
             if not self.settings.broker_is_store:
                 return None
-            return queue_item(self.app, request.run_id, request.graph, request.priority)
+            return queued_message(self.app, request.run_id, request.graph, request.priority)
         return self.store.handle(request)
 
     def _do(self, op: Op[T]) -> T:

@@ -39,7 +39,7 @@ from reflexr_graph.store.contracts import (
     SucceedArgs,
     Succeeded,
 )
-from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
+from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     Claim,
@@ -50,7 +50,7 @@ from reflexr_graph.store.records import (
     text_map,
 )
 
-__all__ = ["AttemptWrites", "Lease", "NewRun", "create_args", "new_run"]
+__all__ = ["AttemptWrites", "Lease", "NewRun", "QueuedMessage", "create_args", "new_run"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,10 @@ class NewRun:
     """How long a run created finished (a fork of a finished checkpoint) is kept."""
     tags: Tags = field(default_factory=dict)
     """Checked tags (core/tags.py: check_tags): kept on the run and indexed, in the same script."""
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on its record; None for none."""
+    message: QueuedMessage | None = None
+    """The run's message, when the broker is the store's Redis; None: the caller sends it."""
 
 
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
@@ -95,6 +99,8 @@ def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "
         fork_output=fork.output_json if fork else None,
         retention_s=run.retention_s,
         tags=tags_json(run.tags),
+        priority=run.priority,
+        message=run.message.item if run.message else "",
     ).argv()
 
 
@@ -111,6 +117,10 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     With ``fork``, the run is created with the fork's checkpoint as its latest, and its
     lineage; one forked from a finished checkpoint is created succeeded, with its output, and
     the caller sends no message. The idempotency key then compares the fork's digest.
+
+    With ``message``, the script pushes the run's Celery message too, only if it creates the run:
+    an existing run named by the key gets no second message, and a run is never recorded
+    without its message.
     """
     now = clock.now_ms()
     key = run.idempotency_key
@@ -122,10 +132,11 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
-        tag_keys = [keys.tag_index(k, v) for k, v in run.tags.items()]
-        reply = yield from per_run(
-            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE, *tag_keys]
-        )
+        extra = [owner_key, keys.EVENTS_TEMPLATE]
+        if run.message is not None:
+            extra.append(run.message.queue_key)
+        extra.extend(keys.tag_index(k, v) for k, v in run.tags.items())
+        reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:
             assert key is not None

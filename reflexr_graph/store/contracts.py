@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..20]."""
+    """create_run.lua, ARGV[4..22]."""
 
     graph: str
     inputs: str
@@ -66,6 +66,11 @@ class CreateArgs(Args):
     tags: str = ""
     """The run's tags as JSON (core/tags.py: tags_json), '' for none; their index keys follow
     the script's other KEYS."""
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on the run; None for none given."""
+    message: str = ""
+    """The run's Celery message as kombu's Redis transport queues it, '' for none: the script
+    pushes it onto the broker list it is given, only when it creates the run."""
 
 
 class Created(StrEnum):

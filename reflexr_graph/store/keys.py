@@ -232,7 +232,8 @@ def broker_queue(queue: str, priority: int = 0) -> str:
     """The list kombu's Redis transport keeps a Celery queue's messages of ``priority`` in: the
     queue's own name for priority 0, ``<queue>\x06\x16<priority>`` for the others.
 
-    Only the async client (``client/publish.py``) and ``signal.lua``, handed the item by a client,
-    write it directly; everything else goes through kombu.
+    Only a client writes it directly (``client/publish.py``: a new run's message, which
+    ``create_run.lua`` pushes, a woken run's, which ``signal.lua`` pushes, and the async client's
+    later ones); everything else goes through kombu.
     """
     return f"{queue}{BROKER_PRIORITY_SEP}{priority}" if priority else queue

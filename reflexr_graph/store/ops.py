@@ -70,11 +70,21 @@ class Publish:
 
 
 @dataclass(frozen=True)
+class QueuedMessage:
+    """A run's Celery message as kombu's Redis transport queues it: the item, and the list it goes
+    onto (``keys.broker_queue``)."""
+
+    queue_key: str
+    item: str
+
+
+@dataclass(frozen=True)
 class Envelope:
-    """The Celery message of a run, as the item to push onto its broker list, built by the client
-    (not the store): the reply is ``(list key, item)``, or None when the broker is not the store's
-    Redis and only :class:`Publish` can send it. A script that queues the run pushes the item
-    itself, so the message and the write that makes it due land together."""
+    """The Celery message of a run, built by the client (not the store): the reply is a
+    :class:`QueuedMessage`, or None when the broker is not the store's Redis and only
+    :class:`Publish` can send it. A script that records or queues the run (``create_run.lua``,
+    ``signal.lua``) pushes the item itself, so the message and the write that makes the run due
+    land together, in one round trip."""
 
     run_id: str
     graph: str

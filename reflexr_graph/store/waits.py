@@ -16,7 +16,7 @@ from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
 from reflexr_graph.store.contracts import SignalArgs, Signalled, SignalReply, WaitArgs, Waited, WaitReply
-from reflexr_graph.store.ops import Op, cmd, not_found, per_run
+from reflexr_graph.store.ops import Op, QueuedMessage, cmd, not_found, per_run
 from reflexr_graph.store.records import text
 
 
@@ -50,20 +50,19 @@ class SignalOutcome(StrEnum):
 
 
 def send_signal(
-    run_id: str, name: str, value_json: str, dispatch_grace_ms: int, message: tuple[str, str] | None = None
+    run_id: str, name: str, value_json: str, dispatch_grace_ms: int, message: QueuedMessage | None = None
 ) -> Op[tuple[SignalOutcome, str]]:
     """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
 
-    ``message`` is the run's Celery message as (broker list, item) when the broker is the store's
+    ``message`` is the run's Celery message (ops.Envelope's reply) when the broker is the store's
     Redis: if the signal wakes the run, the script pushes it (SENT). Returns the outcome and the
     run's graph (for the message to send when QUEUED). RunNotFound for an unknown run,
     OperationRefused for a finished one, SignalPending when one of that name was sent and not
     taken yet.
     """
     now = clock.now_ms()
-    broker_list, item = message or ("", "")
-    args = SignalArgs(name, value_json, now + dispatch_grace_ms, item).argv()
-    extra = [broker_list] if message else []
+    args = SignalArgs(name, value_json, now + dispatch_grace_ms, message.item if message else "").argv()
+    extra = [message.queue_key] if message else []
     reply = SignalReply.parse(
         [text(v) for v in (yield from per_run("signal", run_id, run_id, now, args, extra))]
     )
@@ -113,7 +112,7 @@ class Waits(StoreBase):
         value_json: str,
         *,
         dispatch_grace_ms: int,
-        message: tuple[str, str] | None = None,
+        message: QueuedMessage | None = None,
     ) -> tuple[SignalOutcome, str]:
         """See :func:`send_signal`."""
         return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms, message))

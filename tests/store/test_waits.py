@@ -12,6 +12,7 @@ import redis
 from reflexr_graph import errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.ops import QueuedMessage
 from reflexr_graph.store.records import ClaimOutcome
 from reflexr_graph.store.waits import SignalOutcome
 from tests.store.support import FakeClock, make_run, new_token, start
@@ -73,7 +74,7 @@ def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
 ) -> None:
     """The run's message lands with the write that queued it (issue 18, change 7b), and only when
     the signal wakes it: never for a signal kept, refused as pending, or for another wait."""
-    message = ("broker-list", '{"headers": {"id": "run-1"}}')
+    message = QueuedMessage("broker-list", '{"headers": {"id": "run-1"}}')
     make_run(store)
     suspend(store, signal="other")
     kept, _ = store.signal("run-1", "approval", "1", dispatch_grace_ms=GRACE_MS, message=message)
@@ -82,7 +83,7 @@ def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
         store.signal("run-1", "approval", "2", dispatch_grace_ms=GRACE_MS, message=message)
     outcome, graph = store.signal("run-1", "other", "3", dispatch_grace_ms=GRACE_MS, message=message)
     assert (outcome, graph) == (SignalOutcome.SENT, "demo")
-    assert raw.lrange("broker-list", 0, -1) == [message[1].encode()]
+    assert raw.lrange("broker-list", 0, -1) == [message.item.encode()]
     assert store.get("run-1").status is Status.QUEUED
     assert raw.zscore(keys.DUE, "run-1") is not None, "the reaper still sends it if the message is lost"
 

@@ -13,12 +13,13 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import clock, schemas
 from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -106,6 +107,10 @@ class AsyncClient(ClientBase):
     async def overview(self) -> Overview:
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return await self._do(overview())
+
+    async def activity(self, minutes: int = 60) -> Activity:
+        """See :meth:`Client.activity`."""
+        return await self._do(activity(clock.now_ms(), minutes))
 
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""

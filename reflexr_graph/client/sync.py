@@ -12,13 +12,14 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import clock, schemas
 from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
@@ -126,6 +127,12 @@ class Client(ClientBase):
     def overview(self) -> Overview:
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return self._do(overview())
+
+    def activity(self, minutes: int = 60) -> Activity:
+        """The last ``minutes`` (at most 60), per minute: runs started, succeeded, dead-lettered
+        and retried, dead letters by reason; the latest succeeded runs' durations per graph; the
+        runs waiting now, by reason (the console's overview)."""
+        return self._do(activity(clock.now_ms(), minutes))
 
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""

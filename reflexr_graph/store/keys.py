@@ -48,6 +48,12 @@ which is sized to what it holds, where a new stream's first node takes 4 KB (``l
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
+RETRIES = f"{PREFIX}:retries"
+"""The retries of the last hour, a rollup for the console's overview: member ``<run_id>|<attempt>``,
+score = ms the run went retrying. ``lua/_lib.lua`` (to_retrying) adds one and drops those older
+than an hour in the same script, so a run that never retries costs nothing. It takes the place
+of the retrying status set in :func:`script_keys`, which no script writes (:func:`status_set`)."""
+
 LIMITS = f"{PREFIX}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 
@@ -185,8 +191,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
-    17 memo, 18 mailbox.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
+    (12, retrying's, is :data:`RETRIES`), 17 memo, 18 mailbox.
     """
     return [
         run(run_id),
@@ -198,7 +204,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         DEAD,
         LEASES,
         DUE,
-        *(status_set(s) for s in STATUS_ORDER),
+        *(RETRIES if s is Status.RETRYING else status_set(s) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
     ]

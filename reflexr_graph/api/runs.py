@@ -61,9 +61,15 @@ async def list_runs(
     graph: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
+    q: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="A run id prefix, or part of a graph's name"),
+    ] = None,
 ) -> RunPageOut:
-    """Runs newest first (by update time within a status), a page at a time."""
-    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor)
+    """Runs newest first (by creation time; by update time within a status), a page at a time.
+    With ``q``, the runs whose id starts with it or whose graph's name holds it: a page may then
+    hold fewer than ``limit`` runs and still have a ``cursor``."""
+    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor, matching=q)
     return RunPageOut(runs=page.runs, cursor=page.cursor)
 
 

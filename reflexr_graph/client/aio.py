@@ -161,9 +161,10 @@ class AsyncClient(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        matching: str | None = None,
     ) -> RunPage:
         """See :meth:`Client.runs_page`."""
-        return await self._do(runs_listing(status, graph, limit, cursor))
+        return await self._do(runs_listing(status, graph, limit, cursor, matching=matching))
 
     async def history(self, run_id: str) -> list[RunEvent]:
         """See :meth:`Client.history`."""

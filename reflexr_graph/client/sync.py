@@ -205,9 +205,11 @@ class Client(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        matching: str | None = None,
     ) -> RunPage:
-        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(runs_listing(status, graph, limit, cursor))
+        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one.
+        ``matching`` keeps the runs whose id starts with it or whose graph's name holds it."""
+        return self._do(runs_listing(status, graph, limit, cursor, matching=matching))
 
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""

@@ -218,14 +218,21 @@ def runs_listing(
     limit: int,
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
+    matching: str | None = None,
 ) -> Op[RunPage]:
     """Runs newest first: by update time within a status (queued runs by due time, running ones by
-    lease expiry: keys.status_index), else by creation time."""
+    lease expiry: keys.status_index), else by creation time. ``matching`` keeps the runs whose id
+    starts with it or whose graph's name holds it (ignoring case)."""
     index = keys.status_index(status) if status else keys.ALL
     wanted = Status(status) if status else None
+    needle = (matching or "").lower()
 
     def keep(info: RunInfo) -> bool:
-        return (graph is None or info.graph == graph) and (wanted is None or info.status is wanted)
+        return (
+            (graph is None or info.graph == graph)
+            and (wanted is None or info.status is wanted)
+            and (not needle or info.run_id.lower().startswith(needle) or needle in info.graph.lower())
+        )
 
     return listing(index, limit, keep, cursor, scan)
 

@@ -10,11 +10,11 @@ const SERIES = [
 const REASON_COLOURS = ["#dc2626", "#7c3aed", "#0891b2", "#ca8a04", "#db2777", "#475569"];
 const CHART = { width: 560, height: 200, left: 36, right: 10, top: 10, bottom: 24 };
 
-// A y axis that ends on a round, even number at or above the largest value (so its middle
-// tick is a whole number too): 4, 6, 8, 10, 20, 40, 60, 80, 100, 200...
+// A y axis that ends on a round number at or above the largest value, whose middle tick is a
+// whole number too: 4, 6, 8, 10, 20, 30, 40, 60, 80, 100, 200, 300...
 function niceMax(value) {
   for (let scale = 1; ; scale *= 10) {
-    for (const m of scale === 1 ? [4, 6, 8, 10] : [2, 4, 6, 8, 10]) if (m * scale >= value) return m * scale;
+    for (const m of scale === 1 ? [4, 6, 8, 10] : [2, 3, 4, 6, 8, 10]) if (m * scale >= value) return m * scale;
   }
 }
 

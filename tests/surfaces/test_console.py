@@ -518,6 +518,15 @@ def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
     _click(browser, '#overview-dead .legend a[data-reason="max_attempts"]')  # to the filtered list
     until(browser, lambda d: _text(d, "#dead-reason") == "max_attempts", "the dead letters of the reason")
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dead-body tr[data-run]")) == 1, "one")
+    browser.back()
+    until(browser, lambda d: find(d, '#status-bars a[href="#/runs/waiting"]'), "the overview again")
+    browser.execute_script(  # an SVG link has no click(): the event a click sends
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+        '#status-bars a[href="#/runs/waiting"]',
+    )
+    until(browser, lambda d: find(d, "#filter-status") is not None, "the runs list")
+    assert browser.find_element(By.ID, "filter-status").get_attribute("value") == "waiting"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-body tr[data-run]")) == 1, "journey")
 
 
 def test_the_runs_list_shows_created_and_duration_and_filters_by_text(

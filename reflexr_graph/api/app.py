@@ -13,6 +13,7 @@ from reflexr_graph.api import (
     dead_letters,
     graphs,
     health,
+    overview,
     problems,
     runs,
     schedules,
@@ -33,6 +34,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     schedules.router,
     graphs.router,
     workers.router,
+    overview.router,
 )
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)

@@ -72,11 +72,19 @@ async def list_runs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
     tag: TagQuery = None,
+    q: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="A run id prefix, or part of a graph's name"),
+    ] = None,
 ) -> RunPageOut:
-    """Runs newest first (by update time within a status), a page at a time; ``?tag=k=v``
-    (repeatable) keeps those carrying every tag given."""
+    """Runs newest first (by creation time; by update time within a status), a page at a time.
+    ``?tag=k=v`` (repeatable) keeps those carrying every tag given. With ``q``, the runs whose id
+    starts with it or whose graph's name holds it: a page may then hold fewer than ``limit`` runs
+    and still have a ``cursor``."""
     tags = parse_tags(tag)
-    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor, tags=tags)
+    page = await client.runs_page(
+        status=status, graph=graph, limit=limit, cursor=cursor, tags=tags, matching=q
+    )
     return RunPageOut(runs=page.runs, cursor=page.cursor)
 
 

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import clock, schemas
 from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
@@ -23,6 +23,7 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -114,6 +115,10 @@ class AsyncClient(ClientBase):
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return await self._do(overview())
 
+    async def activity(self, minutes: int = 60) -> Activity:
+        """See :meth:`Client.activity`."""
+        return await self._do(activity(clock.now_ms(), minutes))
+
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""
         await self._do(ping())
@@ -171,9 +176,11 @@ class AsyncClient(ClientBase):
         limit: int = 50,
         cursor: str | None = None,
         tags: Mapping[str, str] | None = None,
+        matching: str | None = None,
     ) -> RunPage:
         """See :meth:`Client.runs_page`."""
-        return await self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags)))
+        listing = runs_listing(status, graph, limit, cursor, tags=check_tags(tags), matching=matching)
+        return await self._do(listing)
 
     async def history(self, run_id: str) -> list[RunEvent]:
         """See :meth:`Client.history`."""

@@ -12,7 +12,7 @@ from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
+from reflexr_graph import clock, schemas
 from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import queued_message
@@ -24,6 +24,7 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
@@ -137,6 +138,12 @@ class Client(ClientBase):
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return self._do(overview())
 
+    def activity(self, minutes: int = 60) -> Activity:
+        """The last ``minutes`` (at most 60), per minute: runs started, succeeded, dead-lettered
+        and retried, dead letters by reason; the latest succeeded runs' durations per graph; the
+        runs waiting now, by reason (the console's overview)."""
+        return self._do(activity(clock.now_ms(), minutes))
+
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""
         self._do(ping())
@@ -222,9 +229,12 @@ class Client(ClientBase):
         limit: int = 50,
         cursor: str | None = None,
         tags: Mapping[str, str] | None = None,
+        matching: str | None = None,
     ) -> RunPage:
-        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags)))
+        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one.
+        ``tags`` keeps the runs carrying every one; ``matching`` the runs whose id starts with it
+        or whose graph's name holds it."""
+        return self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags), matching=matching))
 
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""

@@ -54,6 +54,11 @@ SCHEDULE_NEXT = f"{PREFIX}:schedule:next"
 """The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
 SCHEDULE_LAST = f"{PREFIX}:schedule:last"
 """Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
+RETRIES = f"{PREFIX}:retries"
+"""The retries of the last hour, a rollup for the console's overview: member ``<run_id>|<attempt>``,
+score = ms the run went retrying. ``lua/_lib.lua`` (to_retrying) adds one and drops those older
+than an hour in the same script, so a run that never retries costs nothing. It takes the place
+of the retrying status set in :func:`script_keys`, which no script writes (:func:`status_set`)."""
 
 LIMITS = f"{PREFIX}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
@@ -204,8 +209,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
-    17 memo, 18 mailbox.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
+    (12, retrying's, is :data:`RETRIES`), 17 memo, 18 mailbox.
     """
     return [
         run(run_id),
@@ -217,7 +222,7 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         DEAD,
         LEASES,
         DUE,
-        *(status_set(s) for s in STATUS_ORDER),
+        *(RETRIES if s is Status.RETRYING else status_set(s) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
     ]

@@ -224,21 +224,25 @@ def runs_listing(
     scan: int | None = SCAN_BUDGET,
     *,
     tags: Mapping[str, str] | None = None,
+    matching: str | None = None,
 ) -> Op[RunPage]:
     """Runs newest first: by update time within a status (queued runs by due time, running ones by
     lease expiry: keys.status_index), else by creation time. With ``tags`` (checked, core/tags.py),
     only runs carrying every one, read from the first tag's index (by creation time), so the
-    listing costs what that tag finds, not the size of the store."""
+    listing costs what that tag finds, not the size of the store. ``matching`` keeps the runs
+    whose id starts with it or whose graph's name holds it (ignoring case)."""
     index = keys.status_index(status) if status else keys.ALL
     if tags:
         index = keys.tag_index(*next(iter(tags.items())))
     wanted = Status(status) if status else None
+    needle = (matching or "").lower()
 
     def keep(info: RunInfo) -> bool:
         return (
             (graph is None or info.graph == graph)
             and (wanted is None or info.status is wanted)
             and (not tags or matches(info.tags, tags))
+            and (not needle or info.run_id.lower().startswith(needle) or needle in info.graph.lower())
         )
 
     return listing(index, limit, keep, cursor, scan)

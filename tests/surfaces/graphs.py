@@ -209,12 +209,14 @@ timeline)."""
 
 
 class Order(BaseModel):
-    """Inputs whose fields have defaults, one a boolean that defaults to True (the console's form)."""
+    """Inputs whose fields have defaults, one a boolean that defaults to True, one an Optional[float]
+    (the console's form)."""
 
     item: str
     require_approval: bool = True
     rush: bool = False
     copies: int = 2
+    discount: float | None = None
 
 
 def _orders() -> GraphAction:

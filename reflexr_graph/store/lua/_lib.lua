@@ -8,7 +8,8 @@
 -- KEYS[4]  rg:{<run_id>}:tb      last traceback
 -- KEYS[5]  rg:idem:<graph>:<key> scoped idempotency key, built from ARGV[3]
 -- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
--- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
+-- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:retries (the rollup
+--   of retries in the last hour, in the place of the retrying status set, which is never written)
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
@@ -30,6 +31,10 @@
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
+-- Where retrying's status set would be: retrying runs have none (UNLISTED), so set_status never
+-- writes this position, and to_retrying keeps the last hour's retries there (keys.RETRIES).
+local K_RETRIES = KEYS[12]
+local RETRIES_KEPT_MS = 3600000
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
@@ -441,6 +446,9 @@ local function to_retrying(due_at, reason)
   put('retry_at', due_at)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
+  -- The overview's retries per minute: counted where a retry happens, trimmed to the hour it shows.
+  redis.call('ZADD', K_RETRIES, NOW, RUN_ID .. '|' .. attempt_number())
+  redis.call('ZREMRANGEBYSCORE', K_RETRIES, '-inf', tonumber(NOW) - RETRIES_KEPT_MS)
   emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
 end
 

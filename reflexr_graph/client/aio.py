@@ -7,7 +7,7 @@ hundred concurrent waits hold a hundred Redis connections and no thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -16,9 +16,10 @@ from celery import Celery
 from reflexr_graph import schemas
 from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
+from reflexr_graph.client.streaming import StreamCursor
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -167,6 +168,20 @@ class AsyncClient(ClientBase):
     async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""
         return await self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    async def stream(
+        self,
+        run_id: str,
+        *,
+        topic: str | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """See :meth:`Client.stream`: an async iterator, which waits on the loop, holding no thread."""
+        cursor = StreamCursor.start(run_id, topic, after, timeout, self.store.max_block_ms)
+        while not cursor.done:
+            for item in cursor.take(await self._do(cursor.read())):
+                yield item
 
     async def traceback(self, run_id: str) -> str | None:
         """See :meth:`Client.traceback`."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -55,6 +55,38 @@ class WaitResult:
 
     record: str | None
     wake_at_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Emission:
+    """One item a step emitted (``reflexr_graph.emit``), as the store appends it to the run's stream.
+
+    ``restart`` marks the item that says the items of ``node`` and ``branch`` from offset
+    ``value``'s ``void_from`` on came from an attempt that did not finish the step (core/emit.py).
+    ``mark`` is the memo field the store sets to this item's offset if it has none ('' for none).
+    """
+
+    topic: str
+    node: str
+    branch: str
+    value: str
+    """The value as JSON."""
+    restart: bool = False
+    mark: str = ""
+
+
+class StreamPort(Protocol):
+    """Where an attempt's emitted items go: the run's stream, fenced by the attempt's token."""
+
+    def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
+        """Append ``items`` in one round trip; returns the offset of the last item the stream holds.
+
+        ``after`` is the last offset this attempt knows the stream held (-1 before its first
+        write), so a write retried after a lost reply is not appended twice. Raises
+        ``errors.FencedOut`` when the token no longer owns the run, ``errors.StreamFull`` past
+        REFLEXR_STREAM_MAX_ITEMS.
+        """
+        ...
 
 
 class StopSignal(Protocol):

@@ -31,6 +31,7 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "signal": contracts.SignalArgs,
     "hold_unserved": contracts.HoldArgs,
     "limit_acquire": contracts.LimitArgs,
+    "emit": contracts.EmitArgs,
 }
 
 

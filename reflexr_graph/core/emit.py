@@ -1,0 +1,160 @@
+"""``emit``: a step streams what it produces (tokens, progress) while the run goes on.
+
+Each item goes into the run's stream in Redis (store/lua/emit.lua), kept with the run for its
+retention, with its offset, topic, attempt and node. Writes are batched without a timer: the
+first item goes out at once, and the items emitted while a write is in flight go together in
+the next one, up to :data:`BATCH` per round trip, so a step that emits thousands of items a
+second pays a round trip per batch, and a lone item reaches a reader after one. The writes run
+in a thread, so the step goes on while its items travel.
+
+**Crashes.** A step's items are written before the step returns to the graph (:meth:`Emitter.flush`,
+called by the step wrapper), so before the checkpoint after it: the items of a step that finished
+before the checkpoint a retry resumes from are in the stream, and that step never runs again. A
+step that runs again (a crash, a failure, a boundary that could not be saved) emits again. The
+first item a node and branch emitted since the latest checkpoint is noted in the run's memo
+(``s|<node>|<branch>`` = its offset), which the claim hands the next attempt; that attempt's first
+item for the same node and branch is preceded by a *restart* item whose value is
+``{"void_from": offset}``: the items of that node and branch from that offset on came from an
+attempt that did not finish the step. The next checkpoint drops the memo, as it does records.
+A branch answered from its record, and a durable call answered from its, do not run, so emit
+nothing again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from reflexr_graph.core.port import AttemptContext, Emission, StreamPort
+from reflexr_graph.core.steps import StepExecution, current_execution
+from reflexr_graph.errors import NotInRun, RunFailure
+
+BATCH = 64
+"""The most items one write carries."""
+TOPIC = re.compile(r"[A-Za-z0-9_.:/@-]{1,64}")
+"""A topic: 1 to 64 of these characters (shown to readers and in URLs)."""
+MARK = "s|"
+"""The prefix of the memo fields that note where a node and branch began emitting since the
+latest checkpoint."""
+
+
+def check_topic(topic: object) -> str:
+    """``topic`` when it is a valid topic name, else ValueError (never echoing it)."""
+    if not isinstance(topic, str) or not TOPIC.fullmatch(topic):
+        raise ValueError("a stream topic is 1 to 64 of the characters A-Z a-z 0-9 _ . : / @ -")
+    return topic
+
+
+def value_json(value: Any, *, topic: str, node: str) -> str:
+    """``value`` as compact JSON, by the rules inputs follow (a model or dataclass is dumped)."""
+    try:
+        return json.dumps(to_jsonable_python(value), allow_nan=False, separators=(",", ":"))
+    except Exception:  # a type pydantic cannot dump, NaN or Infinity
+        raise RunFailure(
+            f"emit(topic={topic!r}) in step {node!r} was given a value that is not JSON "
+            f"({type(value).__name__}, or NaN/Infinity); emit JSON data, a pydantic model or a dataclass",
+            reason="not_serializable",
+            permanent=True,
+        ) from None
+
+
+@dataclass(eq=False)
+class Emitter:
+    """The items of one attempt on their way to the run's stream, written a batch at a time."""
+
+    port: StreamPort
+    ctx: AttemptContext
+    earlier: dict[str, int]
+    """Memo field -> offset: where each node and branch began emitting, since the checkpoint this
+    attempt resumed from, in attempts before this one (the claim brought them)."""
+    seen: set[str] = field(default_factory=set)
+    """The memo fields this attempt has emitted under since its latest checkpoint."""
+    pending: list[Emission] = field(default_factory=list)
+    last_offset: int = -1
+    failure: BaseException | None = None
+    _drain: asyncio.Task[None] | None = None
+    _written: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, execution: StepExecution, topic: str, value: str) -> None:
+        """Queue one item (and, first, the restart item its node and branch need)."""
+        if self.failure is not None:
+            raise self.failure
+        branch = execution.branch if execution.branch is not None else "?"
+        mark = f"{MARK}{execution.node_id}|{branch}"
+        noted = ""
+        if mark not in self.seen:
+            self.seen.add(mark)
+            void_from = self.earlier.get(mark)
+            if void_from is None:
+                noted = mark  # the store notes this item's offset as where the node began
+            else:
+                restart = json.dumps({"void_from": void_from})
+                self.pending.append(Emission("", execution.node_id, branch, restart, restart=True))
+        self.pending.append(Emission(topic, execution.node_id, branch, value, mark=noted))
+
+    async def emit(self, execution: StepExecution, topic: str, value: str) -> None:
+        self.add(execution, topic, value)
+        if self._drain is None or self._drain.done():
+            self._drain = asyncio.get_running_loop().create_task(self._run())
+        # Back pressure: a step that emits faster than Redis takes its batches waits for one to land.
+        while len(self.pending) >= BATCH and not self._drain.done():
+            self._written.clear()
+            await self._written.wait()
+        if self.failure is not None:
+            raise self.failure
+
+    async def flush(self) -> None:
+        """Until every item queued is written; raises what stopped a write (FencedOut, StreamFull...)."""
+        while self._drain is not None and not self._drain.done():
+            await asyncio.shield(self._drain)
+        if self.failure is not None:
+            raise self.failure
+
+    def saved(self) -> None:
+        """A checkpoint was saved: it dropped the memo, so what came before is final."""
+        self.seen.clear()
+        self.earlier.clear()
+
+    async def _run(self) -> None:
+        while self.pending:
+            batch = self.pending[:BATCH]
+            del self.pending[:BATCH]
+            try:
+                self.last_offset = await asyncio.to_thread(
+                    self.port.append_stream, self.ctx, batch, self.last_offset
+                )
+            except BaseException as exc:  # raised to the step by its next emit or its flush
+                self.failure = exc
+                self.pending.clear()
+                self._written.set()
+                return
+            self._written.set()
+
+
+async def emit(value: Any, *, topic: str = "output") -> None:
+    """Append ``value`` (JSON data, a pydantic model or a dataclass) to the run's stream, under ``topic``.
+
+    Call it from inside a step. Readers get it live (``Client.stream``, ``reflexr-graph stream``,
+    ``GET /api/runs/{id}/stream``) with its offset, topic, attempt and node, and it is kept with
+    the run for its retention. Items are written in batches, up to 64 per round trip, so a step
+    may emit thousands a second; a step's items are all written before the step returns.
+
+    A step that runs again after a crash or a failure emits again, after an item with
+    ``restart=True`` for its node: see the README's "Streaming" section for what a reader sees.
+    Past ``REFLEXR_STREAM_MAX_ITEMS`` items in the run, it raises :class:`~reflexr_graph.errors.StreamFull`.
+    """
+    execution = current_execution()
+    if execution is None:
+        raise NotInRun(
+            "emit() was called outside a step of a reflexr-graph run; call it from a step of a graph a "
+            "worker runs (a plain graph.run() has no stream to write to)"
+        )
+    check_topic(topic)
+    emitter = execution.journal.emitter()
+    execution.emitted = True
+    await emitter.emit(execution, topic, value_json(value, topic=topic, node=execution.node_id))

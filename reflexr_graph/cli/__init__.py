@@ -22,6 +22,7 @@ from reflexr_graph.cli import (
     report,
     serve,
     signals,
+    stream,
     time_travel,
     top,
     watch,
@@ -31,7 +32,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "time_travel", "top", "watch",
+    "stream", "time_travel", "top", "watch",
 ]  # fmt: skip
 
 

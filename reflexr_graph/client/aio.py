@@ -39,6 +39,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -182,6 +183,13 @@ class AsyncClient(ClientBase):
         while not cursor.done:
             for item in cursor.take(await self._do(cursor.read())):
                 yield item
+
+    async def stream_page(self, run_id: str, *, after: int = 0, block_ms: int | None = None) -> StreamPage:
+        """One read of the run's stream: its items after offset ``after`` (at most 500), waiting up to
+        ``block_ms`` (0: forever) for one; ``ended`` once the run has ended and nothing is left.
+        :meth:`stream` reads page after page; a server that must also do other work between pages
+        (the HTTP API's keep-alives) reads them itself."""
+        return await self._do(stream_page(run_id, after, block_ms, self.store.max_block_ms))
 
     async def traceback(self, run_id: str) -> str | None:
         """See :meth:`Client.traceback`."""

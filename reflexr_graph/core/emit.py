@@ -5,7 +5,7 @@ retention, with its offset, topic, attempt and node. Writes are batched without 
 first item goes out at once, and the items emitted while a write is in flight go together in
 the next one, up to :data:`BATCH` per round trip, so a step that emits thousands of items a
 second pays a round trip per batch, and a lone item reaches a reader after one. The writes run
-in a thread, so the step goes on while its items travel.
+in a thread, so the step goes on while its items travel, even if it then blocks its loop.
 
 **Crashes.** A step's items are written before the step returns to the graph (:meth:`Emitter.flush`,
 called by the step wrapper), so before the checkpoint after it: the items of a step that finished
@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,9 +66,24 @@ def value_json(value: Any, *, topic: str, node: str) -> str:
         ) from None
 
 
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _writer() -> ThreadPoolExecutor:
+    """This process's writer threads (a pool child gets its own: threads do not survive a fork)."""
+    global _executor
+    if _executor is None or _executor[0] != os.getpid():
+        _executor = (os.getpid(), ThreadPoolExecutor(max_workers=8, thread_name_prefix="reflexr-emit"))
+    return _executor[1]
+
+
 @dataclass(eq=False)
 class Emitter:
-    """The items of one attempt on their way to the run's stream, written a batch at a time."""
+    """The items of one attempt on their way to the run's stream, written a batch at a time.
+
+    A writer thread takes the batches, started by the emit that finds none running, so an item
+    goes out at once even when the step then blocks its event loop in synchronous code.
+    """
 
     port: StreamPort
     ctx: AttemptContext
@@ -77,15 +95,14 @@ class Emitter:
     pending: list[Emission] = field(default_factory=list)
     last_offset: int = -1
     failure: BaseException | None = None
-    _drain: asyncio.Task[None] | None = None
-    _written: asyncio.Event = field(default_factory=asyncio.Event)
+    _drain: Future[None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, execution: StepExecution, topic: str, value: str) -> None:
         """Queue one item (and, first, the restart item its node and branch need)."""
-        if self.failure is not None:
-            raise self.failure
         branch = execution.branch if execution.branch is not None else "?"
         mark = f"{MARK}{execution.node_id}|{branch}"
+        items: list[Emission] = []
         noted = ""
         if mark not in self.seen:
             self.seen.add(mark)
@@ -94,24 +111,28 @@ class Emitter:
                 noted = mark  # the store notes this item's offset as where the node began
             else:
                 restart = json.dumps({"void_from": void_from})
-                self.pending.append(Emission("", execution.node_id, branch, restart, restart=True))
-        self.pending.append(Emission(topic, execution.node_id, branch, value, mark=noted))
+                items.append(Emission("", execution.node_id, branch, restart, restart=True))
+        items.append(Emission(topic, execution.node_id, branch, value, mark=noted))
+        with self._lock:
+            if self.failure is not None:
+                raise self.failure
+            self.pending.extend(items)
+            if self._drain is None:
+                self._drain = _writer().submit(self._write)
 
     async def emit(self, execution: StepExecution, topic: str, value: str) -> None:
         self.add(execution, topic, value)
-        if self._drain is None or self._drain.done():
-            self._drain = asyncio.get_running_loop().create_task(self._run())
-        # Back pressure: a step that emits faster than Redis takes its batches waits for one to land.
-        while len(self.pending) >= BATCH and not self._drain.done():
-            self._written.clear()
-            await self._written.wait()
+        # Back pressure: a step that emits faster than Redis takes its batches waits for them.
+        drain = self._drain
+        if drain is not None and len(self.pending) >= 2 * BATCH:
+            await asyncio.wrap_future(drain)
         if self.failure is not None:
             raise self.failure
 
     async def flush(self) -> None:
         """Until every item queued is written; raises what stopped a write (FencedOut, StreamFull...)."""
-        while self._drain is not None and not self._drain.done():
-            await asyncio.shield(self._drain)
+        while (drain := self._drain) is not None:
+            await asyncio.shield(asyncio.wrap_future(drain))
         if self.failure is not None:
             raise self.failure
 
@@ -120,20 +141,23 @@ class Emitter:
         self.seen.clear()
         self.earlier.clear()
 
-    async def _run(self) -> None:
-        while self.pending:
-            batch = self.pending[:BATCH]
-            del self.pending[:BATCH]
+    def _write(self) -> None:
+        """The writer thread: batches until none is left, then it ends (the next emit starts another)."""
+        while True:
+            with self._lock:
+                if not self.pending:
+                    self._drain = None
+                    return
+                batch = self.pending[:BATCH]
+                del self.pending[:BATCH]
             try:
-                self.last_offset = await asyncio.to_thread(
-                    self.port.append_stream, self.ctx, batch, self.last_offset
-                )
+                self.last_offset = self.port.append_stream(self.ctx, batch, self.last_offset)
             except BaseException as exc:  # raised to the step by its next emit or its flush
-                self.failure = exc
-                self.pending.clear()
-                self._written.set()
+                with self._lock:
+                    self.failure = exc
+                    self.pending.clear()
+                    self._drain = None
                 return
-            self._written.set()
 
 
 async def emit(value: Any, *, topic: str = "output") -> None:

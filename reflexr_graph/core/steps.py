@@ -20,6 +20,7 @@ reduces the same values as before. Two conditions keep that sound:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -199,7 +200,16 @@ def _flushed(execution: StepExecution, call: StepCall) -> StepCall:
     the boundary after it, so a step that a retry will not run again has all its items in the stream."""
 
     async def run(ctx: Any) -> Any:
-        output = await call(ctx)
+        try:
+            output = await call(ctx)
+        except BaseException:
+            # A failed step's items are written too, before the failure is (which would fence
+            # them out): a reader sees what it emitted, then the restart item of its retry.
+            stream = execution.journal.stream
+            if execution.emitted and stream is not None:
+                with contextlib.suppress(Exception):
+                    await stream.flush()
+            raise
         stream = execution.journal.stream
         if execution.emitted and stream is not None:
             await stream.flush()

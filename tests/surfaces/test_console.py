@@ -24,7 +24,7 @@ from reflexr_graph import schemas
 from reflexr_graph.store import keys
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, serving
-from tests.surfaces.graphs import chain, ok_key, orders, release_key
+from tests.surfaces.graphs import chain, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -457,3 +457,31 @@ def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
     console.redis.rpush(release_key("crash"), 1)
     until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
     console.shot("gantt-lapsed", at="#run-gantt")
+
+
+def test_a_run_page_shows_the_stream_live_with_the_restart_marked(
+    console: Console, start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """``talker`` streams "Hello, world!": its first attempt fails after "Hello, ", its second stops
+    after "Hello, " until released. The page shows the first tokens struck through under a restart
+    line while the run still runs, then the whole text."""
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    schemas.publish(redis_client, [talker])
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "talker", "inputs": "console"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#run-stream"), "the stream panel")
+    start_worker()
+    until(browser, lambda d: find(d, "#run-stream .restart"), "the restart, marked")
+    tokens = "#run-stream .item"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, tokens)) == 4, "the new tokens")
+    voided = browser.execute_script(
+        "return [...document.querySelectorAll('#run-stream .item.void')].map(e => e.textContent)"
+    )
+    assert voided == ["Hello", ", "]
+    assert "step speak runs again (attempt 2)" in _text(browser, "#run-stream .restart")
+    assert _text(browser, "#run-summary .badge") == "running", "shown live, while the run runs"
+    console.shot("run-stream", at="#run-stream")
+    redis_client.rpush(release_key("console"), 1)
+    until(browser, lambda d: _text(d, "#run-summary .badge") == "succeeded", "the run to succeed")
+    until(browser, lambda d: _text(d, "#run-stream").endswith("Hello, world!"), "the whole text")

@@ -25,6 +25,8 @@ from reflexr_graph.store.records import text
 
 PAGE = 500
 """The most items one read returns."""
+DEFAULT_STREAM_MAX_ITEMS = 10_000
+"""REFLEXR_STREAM_MAX_ITEMS's default."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,17 @@ def stream_item(entry_id: Any, fields: Any) -> StreamItem:
         value=json.loads(values.get("v") or "null"),
         restart=values.get("r") == "1",
     )
+
+
+def _entries_of(reply: Any, key: str) -> list[Any]:
+    """The entries of stream ``key`` in an XREAD reply, RESP2 (``[[key, entries]]``) or RESP3
+    (``{key: [entries]}``) alike."""
+    for name, entries in reply.items() if isinstance(reply, dict) else reply or []:
+        if text(name) == key:
+            if entries and isinstance(entries[0], list):
+                entries = entries[0]  # RESP3 nests them once more
+            return list(entries)
+    return []
 
 
 def stream_page(run_id: str, after: int, block_ms: int | None, chunk_limit: int | None) -> Op[StreamPage]:
@@ -74,8 +87,12 @@ def stream_page(run_id: str, after: int, block_ms: int | None, chunk_limit: int 
         chunk = remaining if remaining > 0 else (chunk_limit or 0)
         if chunk_limit is not None:
             chunk = min(chunk, chunk_limit)
-        # The wake-up only (its reply's shape differs between RESP2 and RESP3): XRANGE reads.
-        found = yield cmd("xread", {key: f"0-{after}", events: newest}, count=1, block=chunk)
+        # Woken by an item, the reply holds it: handed over at once, one round trip after the write.
+        # Woken by an event (the run may have ended), read again.
+        found = yield cmd("xread", {key: f"0-{after}", events: newest}, count=PAGE, block=chunk)
+        woke = _entries_of(found, key)
+        if woke:
+            return StreamPage([stream_item(entry_id, fields) for entry_id, fields in woke], False)
         if not found and block_ms:
             remaining -= chunk
             if remaining <= 0:
@@ -87,7 +104,12 @@ class Streams(StoreBase):
 
     @translate_errors
     def append_stream(
-        self, ctx: AttemptContext, items: Sequence[Emission], after: int, *, max_items: int
+        self,
+        ctx: AttemptContext,
+        items: Sequence[Emission],
+        after: int,
+        *,
+        max_items: int = DEFAULT_STREAM_MAX_ITEMS,
     ) -> int:
         """Append ``items`` in one EVALSHA, fenced by ``ctx.token``; returns the last offset held.
 

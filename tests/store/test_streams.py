@@ -3,10 +3,14 @@ the memo marks that restart items void from, and retention, against a real Redis
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import redis
+from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import errors
+from reflexr_graph import GraphAction, current_run, emit, errors
+from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import Emission
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.ops import drive
@@ -106,3 +110,51 @@ def test_purge_deletes_the_stream(store: RedisStore, raw: redis.Redis) -> None:
 def test_an_unknown_run_has_no_stream(store: RedisStore) -> None:
     with pytest.raises(errors.RunNotFound):
         read(store, "nope")
+
+
+# -- the driver against the store: restart items across checkpoints ---------------------------
+
+FAIL_AT: dict[str, int] = {}
+"""The loop's run of ``speak`` that fails after one item on attempt 1 (set by the test)."""
+
+
+def _loop() -> GraphAction:
+    """``speak`` runs for n = 0, 1, 2, 3 through a decision, a checkpoint before each run, and emits
+    ``r<n>`` twice; on attempt 1 the run n = FAIL_AT["n"] fails after its first item."""
+    g = GraphBuilder(name="loop", input_type=int, output_type=int, auto_instrument=False)
+
+    @g.step
+    async def speak(ctx: StepContext[None, None, int]) -> int:
+        await emit(f"r{ctx.inputs}")
+        if current_run().attempt == 1 and ctx.inputs == FAIL_AT.get("n"):
+            raise RuntimeError("failing mid-step on purpose")
+        await emit(f"r{ctx.inputs}")
+        return ctx.inputs + 1
+
+    @g.step
+    async def done(ctx: StepContext[None, None, int]) -> int:
+        return ctx.inputs
+
+    again = g.decision(node_id="again").branch(g.match(int, matches=lambda n: n < 4).to(speak))
+    g.add(g.edge_from(g.start_node).to(speak), g.edge_from(speak).to(again.branch(g.match(int).to(done))))
+    g.add(g.edge_from(done).to(g.end_node))
+    return GraphAction(g.build())
+
+
+def test_a_node_that_runs_again_in_a_loop_is_restarted_from_its_latest_run_only(store: RedisStore) -> None:
+    """The checkpoints between the loop's runs drop what came before: the retry's restart item voids
+    only the failed run's item, and the run after the next checkpoint gets none."""
+    action = _loop()
+    FAIL_AT["n"] = 2
+    make_run(store)
+    first = start(store)
+    with pytest.raises(RuntimeError):
+        asyncio.run(run_attempt(action, store, first, inputs=0))
+    fail_once(store, first)
+    second = start(store)
+    records = store.load_records("run-1")
+    assert records == {"s|speak|": "5"}, "the failed run's first item, noted after the checkpoint before it"
+    asyncio.run(run_attempt(action, store, second, inputs=0))
+    page = drive(stream_page("run-1", 0, None, None), store.handle)
+    shown = [("restart", i.value["void_from"]) if i.restart else i.value for i in page.items]
+    assert shown == ["r0", "r0", "r1", "r1", "r2", ("restart", 5), "r2", "r2", "r3", "r3"]

@@ -182,11 +182,12 @@ class StreamItem(BaseModel):
 
     ``offset`` numbers the run's items from 1 in the order they were written; pass the last one
     seen as ``after`` to read on from there. ``topic`` is the one given to ``emit``, ``node`` the
-    step that emitted it, ``branch`` its branch of a map or broadcast ('' outside one) and
-    ``attempt`` the attempt's number. An item with ``restart=True`` (its topic is '') says that the
-    step runs again: the items of the same ``node`` and ``branch`` from offset
-    ``value["void_from"]`` up to this one came from an attempt that did not finish the step, and
-    the step emits again after it.
+    step that emitted it, ``branch`` its branch of a map or broadcast ('' outside one), ``call`` the
+    durable call it was emitted in (``name#n``, '' outside one) and ``attempt`` the attempt's
+    number. An item with ``restart=True`` (its topic is '') says that the step (or, with a
+    ``call``, that durable call) runs again: the items of the same ``node``, ``branch`` and
+    ``call`` from offset ``value["void_from"]`` up to this one came from an attempt that did not
+    finish it, and it emits again after this one.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -195,6 +196,7 @@ class StreamItem(BaseModel):
     topic: str
     node: str
     branch: str = ""
+    call: str = ""
     attempt: int
     value: Any = None
     restart: bool = False

@@ -23,7 +23,8 @@ def _text(item: StreamItem, at_line_start: bool) -> str:
     start = "" if at_line_start else "\n"
     if item.restart:
         where = f" [{item.branch}]" if item.branch else ""
-        step = f"step {item.node}{where} runs again (attempt {item.attempt})"
+        what = f"call {item.call} of step {item.node}" if item.call else f"step {item.node}"
+        step = f"{what}{where} runs again (attempt {item.attempt})"
         return f"{start}[{step}: what it emitted above is void]\n"
     if isinstance(item.value, str):
         return item.value

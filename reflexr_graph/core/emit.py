@@ -10,14 +10,15 @@ in a thread, so the step goes on while its items travel, even if it then blocks 
 **Crashes.** A step's items are written before the step returns to the graph (:meth:`Emitter.flush`,
 called by the step wrapper), so before the checkpoint after it: the items of a step that finished
 before the checkpoint a retry resumes from are in the stream, and that step never runs again. A
-step that runs again (a crash, a failure, a boundary that could not be saved) emits again. The
-first item a node and branch emitted since the latest checkpoint is noted in the run's memo
-(``s|<node>|<branch>`` = its offset), which the claim hands the next attempt; that attempt's first
-item for the same node and branch is preceded by a *restart* item whose value is
-``{"void_from": offset}``: the items of that node and branch from that offset on came from an
-attempt that did not finish the step. The next checkpoint drops the memo, as it does records.
-A branch answered from its record, and a durable call answered from its, do not run, so emit
-nothing again.
+step that runs again (a crash, a failure, a boundary that could not be saved) emits again. Items are
+scoped by node, branch and durable call ('' outside one): the first item of a scope since the
+latest checkpoint is noted in the run's memo (``s|<node>|<branch>|<call>`` = its offset), which
+the claim hands the next attempt; that attempt's first item of the same scope is preceded by a
+*restart* item whose value is ``{"void_from": offset}``: the items of that scope from that offset
+on came from an attempt that did not finish it. The next checkpoint drops the memo, as it does
+records. A branch answered from its record, and a durable call answered from its, do not run, so
+they emit nothing again, and their items from the attempt that recorded them stand: no restart
+item names their scope.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +70,30 @@ def value_json(value: Any, *, topic: str, node: str) -> str:
         ) from None
 
 
+def _branch(execution: StepExecution) -> str:
+    return execution.branch if execution.branch is not None else "?"
+
+
+_call: ContextVar[str] = ContextVar("reflexr_emit_call", default="")
+"""The durable call running in this context (``name#n``), '' outside one."""
+
+
+@contextmanager
+def in_call(scope: str) -> Iterator[None]:
+    """Items emitted meanwhile belong to the durable call ``scope``: a retry that answers the call
+    from its record does not run it, so they are never voided by a restart of the step."""
+    token = _call.set(scope)
+    try:
+        yield
+    finally:
+        _call.reset(token)
+
+
+def _mark(execution: StepExecution, call: str) -> str:
+    """The memo field that notes where the items of a node, branch and call since the checkpoint begin."""
+    return f"{MARK}{execution.node_id}|{_branch(execution)}|{call}"
+
+
 _executor: tuple[int, ThreadPoolExecutor] | None = None
 
 
@@ -100,8 +128,8 @@ class Emitter:
 
     def add(self, execution: StepExecution, topic: str, value: str) -> None:
         """Queue one item (and, first, the restart item its node and branch need)."""
-        branch = execution.branch if execution.branch is not None else "?"
-        mark = f"{MARK}{execution.node_id}|{branch}"
+        branch, call = _branch(execution), _call.get()
+        mark = _mark(execution, call)
         items: list[Emission] = []
         noted = ""
         if mark not in self.seen:
@@ -111,8 +139,8 @@ class Emitter:
                 noted = mark  # the store notes this item's offset as where the node began
             else:
                 restart = json.dumps({"void_from": void_from})
-                items.append(Emission("", execution.node_id, branch, restart, restart=True))
-        items.append(Emission(topic, execution.node_id, branch, value, mark=noted))
+                items.append(Emission("", execution.node_id, branch, restart, call=call, restart=True))
+        items.append(Emission(topic, execution.node_id, branch, value, call=call, mark=noted))
         with self._lock:
             if self.failure is not None:
                 raise self.failure

@@ -61,8 +61,9 @@ class WaitResult:
 class Emission:
     """One item a step emitted (``reflexr_graph.emit``), as the store appends it to the run's stream.
 
-    ``restart`` marks the item that says the items of ``node`` and ``branch`` from offset
-    ``value``'s ``void_from`` on came from an attempt that did not finish the step (core/emit.py).
+    ``call`` is the durable call it was emitted in (``name#n``), '' outside one. ``restart`` marks
+    the item that says the items of ``node``, ``branch`` and ``call`` from offset ``value``'s
+    ``void_from`` on came from an attempt that did not finish them (core/emit.py).
     ``mark`` is the memo field the store sets to this item's offset if it has none ('' for none).
     """
 
@@ -71,6 +72,7 @@ class Emission:
     branch: str
     value: str
     """The value as JSON."""
+    call: str = ""
     restart: bool = False
     mark: str = ""
 

@@ -316,14 +316,16 @@ class EmitArgs(Args):
     """How many items follow."""
 
 
-EMIT_ITEM_ARGS = 6
-"""ARGV per item of emit.lua, after EmitArgs: topic, node, branch, restart flag, value JSON, the
-memo field to set to the item's offset ('' for none)."""
+EMIT_ITEM_ARGS = 7
+"""ARGV per item of emit.lua, after EmitArgs: topic, node, branch, durable call, restart flag,
+value JSON, the memo field to set to the item's offset ('' for none)."""
 
 
-def emit_item(topic: str, node: str, branch: str, restart: bool, value: str, mark: str) -> list[ScriptArg]:
+def emit_item(
+    topic: str, node: str, branch: str, call: str, restart: bool, value: str, mark: str
+) -> list[ScriptArg]:
     """One item's ARGV for emit.lua, in its order."""
-    return [topic, node, branch, _arg(restart), value, mark]
+    return [topic, node, branch, call, _arg(restart), value, mark]
 
 
 class Emitted(IntEnum):

@@ -45,6 +45,7 @@ def stream_item(entry_id: Any, fields: Any) -> StreamItem:
         topic=values.get("t", ""),
         node=values.get("n", ""),
         branch=values.get("b", ""),
+        call=values.get("c", ""),
         attempt=int(values.get("a") or 0),
         value=json.loads(values.get("v") or "null"),
         restart=values.get("r") == "1",
@@ -119,7 +120,7 @@ class Streams(StoreBase):
         args = [
             *EmitArgs(ctx.token, max_items, ctx.attempt, after, len(items)).argv(),
             *chain.from_iterable(
-                emit_item(i.topic, i.node, i.branch, i.restart, i.value, i.mark) for i in items
+                emit_item(i.topic, i.node, i.branch, i.call, i.restart, i.value, i.mark) for i in items
             ),
         ]
         script_keys = [keys.run(ctx.run_id), keys.stream(ctx.run_id), keys.memo(ctx.run_id)]

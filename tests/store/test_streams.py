@@ -9,7 +9,7 @@ import pytest
 import redis
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction, current_run, emit, errors
+from reflexr_graph import GraphAction, StreamItem, current_run, durable_call, emit, errors
 from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import Emission
 from reflexr_graph.store import RedisStore, keys
@@ -76,10 +76,10 @@ def test_the_first_item_of_a_node_is_marked_in_the_memo_which_the_next_checkpoin
 ) -> None:
     make_run(store)
     ctx = start(store)
-    store.append_stream(ctx, items(2, "s1", "s|s1|"), -1, max_items=100)
-    store.append_stream(ctx, items(2, "s1", "s|s1|"), 2, max_items=100)  # set once: the first stays
-    assert raw.hget(keys.memo("run-1"), "s|s1|") == b"1"
-    assert store.load_records("run-1") == {"s|s1|": "1"}
+    store.append_stream(ctx, items(2, "s1", "s|s1||"), -1, max_items=100)
+    store.append_stream(ctx, items(2, "s1", "s|s1||"), 2, max_items=100)  # set once: the first stays
+    assert raw.hget(keys.memo("run-1"), "s|s1||") == b"1"
+    assert store.load_records("run-1") == {"s|s1||": "1"}
     store.save_checkpoint(ctx, '{"seq": 1}', seq=1, next_node="s2")
     assert not raw.exists(keys.memo("run-1"))
 
@@ -153,8 +153,66 @@ def test_a_node_that_runs_again_in_a_loop_is_restarted_from_its_latest_run_only(
     fail_once(store, first)
     second = start(store)
     records = store.load_records("run-1")
-    assert records == {"s|speak|": "5"}, "the failed run's first item, noted after the checkpoint before it"
+    assert records == {"s|speak||": "5"}, "the failed run's first item, noted after the checkpoint before it"
     asyncio.run(run_attempt(action, store, second, inputs=0))
     page = drive(stream_page("run-1", 0, None, None), store.handle)
     shown = [("restart", i.value["void_from"]) if i.restart else i.value for i in page.items]
     assert shown == ["r0", "r0", "r1", "r1", "r2", ("restart", 5), "r2", "r2", "r3", "r3"]
+
+
+def _calling() -> GraphAction:
+    """``talk`` emits ``a``, makes durable call ``f`` (which emits ``x y``), emits ``b``, and makes
+    ``f`` again (``z``, then, on attempt 1, it raises; else ``w``)."""
+    g = GraphBuilder(name="calling", input_type=int, output_type=int, auto_instrument=False)
+
+    async def f(words: list[str]) -> int:
+        for w in words:
+            await emit(w)
+            if w == "z" and current_run().attempt == 1:
+                raise RuntimeError("failing inside the call on purpose")
+        return len(words)
+
+    @g.step
+    async def talk(ctx: StepContext[None, None, int]) -> int:
+        await emit("a")
+        n = await durable_call("f", f, ["x", "y"])
+        await emit("b")
+        return n + await durable_call("f", f, ["z", "w"])
+
+    g.add(g.edge_from(g.start_node).to(talk), g.edge_from(talk).to(g.end_node))
+    return GraphAction(g.build())
+
+
+def test_a_recorded_durable_call_emits_nothing_again_and_its_items_stand(store: RedisStore) -> None:
+    """The retry restarts the step's own items and those of the call that did not finish; the
+    recorded call's items are never voided and not sent again."""
+    action = _calling()
+    make_run(store)
+    first = start(store)
+    with pytest.raises(RuntimeError):
+        asyncio.run(run_attempt(action, store, first, inputs=0))
+    fail_once(store, first)
+    asyncio.run(run_attempt(action, store, start(store), inputs=0))
+    page = drive(stream_page("run-1", 0, None, None), store.handle)
+    shown = [
+        (i.offset, i.call, ("restart", i.value["void_from"]) if i.restart else i.value) for i in page.items
+    ]
+    assert shown == [
+        (1, "", "a"), (2, "f#0", "x"), (3, "f#0", "y"), (4, "", "b"), (5, "f#1", "z"),
+        (6, "", ("restart", 1)), (7, "", "a"), (8, "", "b"),
+        (9, "f#1", ("restart", 5)), (10, "f#1", "z"), (11, "f#1", "w"),
+    ]  # fmt: skip
+    kept = _kept(page.items)
+    assert [i.value for i in kept] == ["x", "y", "a", "b", "z", "w"]
+
+
+def _kept(items: list[StreamItem]) -> list[StreamItem]:
+    """What a reader keeps: every item but those a later restart item voids (README, Streaming)."""
+    void: set[int] = set()
+    for marker in (i for i in items if i.restart):
+        scope = (marker.node, marker.branch, marker.call)
+        void |= {
+            i.offset for i in items
+            if (i.node, i.branch, i.call) == scope and marker.value["void_from"] <= i.offset < marker.offset
+        }  # fmt: skip
+    return [i for i in items if not i.restart and i.offset not in void]

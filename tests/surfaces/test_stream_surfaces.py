@@ -52,7 +52,7 @@ def test_the_cli_prints_text_as_a_chat_would_with_the_restart_on_a_line_of_its_o
     as_json = [json.loads(line) for line in cli("stream", run_id, "--json").stdout.splitlines()]
     assert [i["offset"] for i in as_json] == [1, 2, 3, 4, 5, 6, 7]
     assert as_json[2] == {
-        "offset": 3, "topic": "", "node": "speak", "branch": "", "attempt": 2,
+        "offset": 3, "topic": "", "node": "speak", "branch": "", "call": "", "attempt": 2,
         "value": {"void_from": 1}, "restart": True,
     }  # fmt: skip
     assert cli("stream", run_id, "--topic", "other").stdout == f"{RESTART_LINE}\n"

@@ -378,8 +378,8 @@ async function runPage(view, runId) {
 }
 
 // What the run's steps emit (GET /api/runs/{id}/stream), appended as it comes: text runs on as a
-// chat shows it, other values as JSON lines. A restart item strikes through what that node (and
-// branch) emitted from its void_from offset on, and says on a line of its own that the step runs again.
+// chat shows it, other values as JSON lines. A restart item strikes through what that node, branch
+// and durable call emitted from its void_from offset on, and says on a line of its own that it runs again.
 function followItems(box, runId, signal) {
   box.replaceChildren(h("span", { class: "muted", id: "stream-empty" }, "Nothing emitted yet."));
   const spans = [];
@@ -388,16 +388,17 @@ function followItems(box, runId, signal) {
     document.getElementById("stream-empty")?.remove();
     if (item.restart) {
       for (const s of spans) {
-        if (s.node === item.node && s.branch === item.branch && s.offset >= item.value.void_from) s.el.classList.add("void");
+        if (s.node === item.node && s.branch === item.branch && s.call === item.call && s.offset >= item.value.void_from) s.el.classList.add("void");
       }
       const where = item.branch ? ` [${item.branch}]` : "";
+      const what = item.call ? `call ${item.call} of step ${item.node}` : `step ${item.node}`;
       box.append(h("span", { class: "restart", "data-offset": item.offset },
-        `\n↻ step ${item.node}${where} runs again (attempt ${item.attempt}): what it emitted above is void\n`));
+        `\n↻ ${what}${where} runs again (attempt ${item.attempt}): what it emitted above is void\n`));
       return;
     }
     const text = typeof item.value === "string" ? item.value : `${JSON.stringify(item.value)}\n`;
     const el = h("span", { class: "item", "data-offset": item.offset, "data-node": item.node, title: `${item.topic} · ${item.node} · attempt ${item.attempt}` }, text);
-    spans.push({ el, node: item.node, branch: item.branch, offset: item.offset });
+    spans.push({ el, node: item.node, branch: item.branch, call: item.call, offset: item.offset });
     box.append(el);
   }, signal).catch((e) => { if (!signal.aborted) notice(e.message); });
 }

@@ -3,16 +3,16 @@
 -- KEYS[1] rg:{<run_id>}:run     run record hash (the owner's token and status; 'stream' = '1' says
 --                               the stream exists, so the run's end expires it; 'memo' as record.lua)
 -- KEYS[2] rg:{<run_id>}:stream  the items, entry id 0-<offset>: offsets 1, 2, 3 ... as written
--- KEYS[3] rg:{<run_id>}:memo    work recorded since the latest checkpoint: 's|<node>|<branch>' =
---                               the offset of the first item that node and branch emitted since
---                               then, which a restart marker of a later attempt voids from
+-- KEYS[3] rg:{<run_id>}:memo    work recorded since the latest checkpoint; its stream marks,
+--                               's|<node>|<branch>|<call>' = the offset of the first item of that
+--                               scope since then, are what a later attempt's restart voids from
 -- ARGV: store/contracts.py EmitArgs, in its field order:
 -- ARGV[1] token  ARGV[2] the most items the stream may hold (REFLEXR_STREAM_MAX_ITEMS)
 -- ARGV[3] the attempt number the items carry
 -- ARGV[4] the last offset the attempt knows the stream held, -1 before its first write
 -- ARGV[5] how many items follow
--- then 6 per item, from ARGV[6]: topic, node, branch, restart ('1' or '0'), value JSON, and the
---   memo field to set to the item's offset if it has none ('' for none)
+-- then 7 per item, from ARGV[6]: topic, node, branch, durable call ('' outside one), restart
+--   ('1' or '0'), value JSON, and the memo field to set to the item's offset if it has none ('' for none)
 -- Returns store/contracts.py EmitReply {outcome, last offset}: outcome 1 written, 2 the stream is
 -- full (the items that fit were written), 0 the token does not own the run (nothing written).
 
@@ -33,13 +33,13 @@ local count = tonumber(ARGV[5]) or 0
 local fit = math.max(0, math.min(count, (tonumber(ARGV[2]) or 0) - have))
 local marked = false
 for i = 1, fit do
-  local at = 5 + (i - 1) * 6
+  local at = 5 + (i - 1) * 7
   local offset = have + i
   -- Every entry has the same field names in the same order: Redis then keeps them once per node.
   redis.call('XADD', KEYS[2], '0-' .. offset, 't', ARGV[at + 1], 'n', ARGV[at + 2], 'b', ARGV[at + 3],
-    'a', ARGV[3], 'r', ARGV[at + 4], 'v', ARGV[at + 5])
-  if ARGV[at + 6] ~= '' then
-    redis.call('HSETNX', KEYS[3], ARGV[at + 6], offset)
+    'c', ARGV[at + 4], 'a', ARGV[3], 'r', ARGV[at + 5], 'v', ARGV[at + 6])
+  if ARGV[at + 7] ~= '' then
+    redis.call('HSETNX', KEYS[3], ARGV[at + 7], offset)
     marked = true
   end
 end

@@ -116,8 +116,8 @@ class Emitter:
     port: StreamPort
     ctx: AttemptContext
     earlier: dict[str, int]
-    """Memo field -> offset: where each node and branch began emitting, since the checkpoint this
-    attempt resumed from, in attempts before this one (the claim brought them)."""
+    """Memo field -> offset: where each node, branch and durable call began emitting, since the
+    checkpoint this attempt resumed from, in attempts before this one (the claim brought them)."""
     seen: set[str] = field(default_factory=set)
     """The memo fields this attempt has emitted under since its latest checkpoint."""
     pending: list[Emission] = field(default_factory=list)
@@ -127,7 +127,7 @@ class Emitter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, execution: StepExecution, topic: str, value: str) -> None:
-        """Queue one item (and, first, the restart item its node and branch need)."""
+        """Queue one item (and, first, the restart item its node, branch and call need)."""
         branch, call = _branch(execution), _call.get()
         mark = _mark(execution, call)
         items: list[Emission] = []
@@ -136,7 +136,7 @@ class Emitter:
             self.seen.add(mark)
             void_from = self.earlier.get(mark)
             if void_from is None:
-                noted = mark  # the store notes this item's offset as where the node began
+                noted = mark  # the store notes this item's offset as where the scope began
             else:
                 restart = json.dumps({"void_from": void_from})
                 items.append(Emission("", execution.node_id, branch, restart, call=call, restart=True))

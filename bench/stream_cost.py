@@ -190,9 +190,9 @@ def render(r: dict[str, Any]) -> str:
             f"(PING {r['ping_us']:.0f} µs) |",
             f"| the floor: a bare XADD to a bare XREAD BLOCK reader, median | {r['raw_us']:.0f} µs |",
             "",
-            "From `emit` to the reader there are two round trips: the batch's EVALSHA, and the reply of "
-            "the reader's XREAD, which carries the item; the rest is the wake-up of the writer thread "
-            "and of the reader's process, which the floor shows.",
+            "From `emit` to the reader there are two round trips: the item's EVALSHA (a lone item is "
+            "written by the step's own thread), and the reply of the reader's XREAD, which carries it; "
+            "the rest is the wake-up of the reader's process, which the floor shows.",
         ]
     )
 

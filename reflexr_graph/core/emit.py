@@ -1,11 +1,12 @@
 """``emit``: a step streams what it produces (tokens, progress) while the run goes on.
 
 Each item goes into the run's stream in Redis (store/lua/emit.lua), kept with the run for its
-retention, with its offset, topic, attempt and node. Writes are batched without a timer: the
-first item goes out at once, and the items emitted while a write is in flight go together in
-the next one, up to :data:`BATCH` per round trip, so a step that emits thousands of items a
-second pays a round trip per batch, and a lone item reaches a reader after one. The writes run
-in a thread, so the step goes on while its items travel, even if it then blocks its loop.
+retention, with its offset, topic, attempt and node. Writes are batched without a timer: a lone
+item (one after a pause of :data:`BURST_S`) is written at once, by the step's own thread, so it
+reaches a reader one round trip later; the items of a burst go to a writer thread, which takes
+those emitted while a write is in flight together, up to :data:`BATCH` per round trip, so a step
+that emits thousands of items a second pays a round trip per batch and goes on meanwhile, even if
+it then blocks its loop.
 
 **Crashes.** A step's items are written before the step returns to the graph (:meth:`Emitter.flush`,
 called by the step wrapper), so before the checkpoint after it: the items of a step that finished
@@ -28,6 +29,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -43,6 +45,9 @@ from reflexr_graph.errors import NotInRun, RunFailure
 
 BATCH = 64
 """The most items one write carries."""
+BURST_S = 0.002
+"""An item added this soon after the one before is part of a burst: a writer thread takes it, and
+the step goes on. One after a pause is written at once, on the step's own thread."""
 TOPIC = re.compile(r"[A-Za-z0-9_.:/@-]{1,64}")
 """A topic: 1 to 64 of these characters (shown to readers and in URLs)."""
 MARK = "s|"
@@ -109,8 +114,9 @@ def _writer() -> ThreadPoolExecutor:
 class Emitter:
     """The items of one attempt on their way to the run's stream, written a batch at a time.
 
-    A writer thread takes the batches, started by the emit that finds none running, so an item
-    goes out at once even when the step then blocks its event loop in synchronous code.
+    A lone item is written at once; a writer thread takes the batches of a burst, started by the
+    emit that finds none running, so an item goes out even when the step then blocks its event
+    loop in synchronous code.
     """
 
     port: StreamPort
@@ -125,6 +131,7 @@ class Emitter:
     failure: BaseException | None = None
     _drain: Future[None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _last_add: float = -1.0
 
     def add(self, execution: StepExecution, topic: str, value: str) -> None:
         """Queue one item (and, first, the restart item its node, branch and call need)."""
@@ -141,12 +148,23 @@ class Emitter:
                 restart = json.dumps({"void_from": void_from})
                 items.append(Emission("", execution.node_id, branch, restart, call=call, restart=True))
         items.append(Emission(topic, execution.node_id, branch, value, call=call, mark=noted))
+        now, last = time.monotonic(), self._last_add
+        self._last_add = now
         with self._lock:
             if self.failure is not None:
                 raise self.failure
             self.pending.extend(items)
-            if self._drain is None:
+            if self._drain is not None:
+                return  # the writer takes it with the next batch
+            if now - last < BURST_S:
                 self._drain = _writer().submit(self._write)
+                return
+            batch = self.pending[:]
+            self.pending.clear()
+        # A lone item (the first of a burst, or one of a slow stream such as a model's tokens) is
+        # written here and now, as a durable call's record is: no thread to wake, one round trip.
+        # Only the loop's thread adds items, and nothing else writes while no writer runs.
+        self._append(batch)
 
     async def emit(self, execution: StepExecution, topic: str, value: str) -> None:
         self.add(execution, topic, value)
@@ -178,14 +196,21 @@ class Emitter:
                     return
                 batch = self.pending[:BATCH]
                 del self.pending[:BATCH]
-            try:
-                self.last_offset = self.port.append_stream(self.ctx, batch, self.last_offset)
-            except BaseException as exc:  # raised to the step by its next emit or its flush
+            if not self._append(batch):
                 with self._lock:
-                    self.failure = exc
-                    self.pending.clear()
                     self._drain = None
                 return
+
+    def _append(self, batch: list[Emission]) -> bool:
+        """One write; a failure is kept, and raised to the step by its next emit or its flush."""
+        try:
+            self.last_offset = self.port.append_stream(self.ctx, batch, self.last_offset)
+        except BaseException as exc:
+            with self._lock:
+                self.failure = exc
+                self.pending.clear()
+            return False
+        return True
 
 
 async def emit(value: Any, *, topic: str = "output") -> None:

@@ -16,7 +16,7 @@ from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.ops import drive
 from reflexr_graph.store.streams import stream_page
 from tests.store.conftest import RUN_RETENTION_S
-from tests.store.support import fail_once, make_run, start
+from tests.store.support import FakeClock, fail_once, make_run, start
 
 
 def items(n: int, node: str = "s1", first_mark: str = "") -> list[Emission]:
@@ -216,3 +216,16 @@ def _kept(items: list[StreamItem]) -> list[StreamItem]:
             if (i.node, i.branch, i.call) == scope and marker.value["void_from"] <= i.offset < marker.offset
         }  # fmt: skip
     return [i for i in items if not i.restart and i.offset not in void]
+
+
+def test_prune_deletes_the_stream_of_a_run_whose_record_expired(
+    store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
+) -> None:
+    make_run(store)
+    ctx = start(store)
+    store.append_stream(ctx, items(2), -1, max_items=100)
+    store.succeed(ctx, '"done"')
+    raw.delete(keys.run("run-1"))  # as if Redis had expired the record first
+    fake_clock.advance(RUN_RETENTION_S * 1000 + 1)
+    assert store.prune() == 1
+    assert not raw.exists(keys.stream("run-1"))

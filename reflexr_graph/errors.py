@@ -136,6 +136,22 @@ class OutputNotSerializable(RunFailure):
         super().__init__(message, reason="output_not_serializable", permanent=True)
 
 
+class StreamFull(RunFailure):
+    """A step emitted more items than a run's stream may hold (``REFLEXR_STREAM_MAX_ITEMS``)."""
+
+    def __init__(self, *, run_id: str, node: str, max_items: int) -> None:
+        super().__init__(
+            f"run {run_id}: step {node!r} emitted past the {max_items} items a run's stream may hold "
+            f"(REFLEXR_STREAM_MAX_ITEMS={max_items}); raise REFLEXR_STREAM_MAX_ITEMS on the workers, or "
+            "emit fewer, larger items",
+            reason="stream_full",
+            permanent=True,
+        )
+        self.run_id = run_id
+        self.node = node
+        self.max_items = max_items
+
+
 class FencedOut(ReflexrError):
     """This attempt no longer owns the run (its token was superseded), so it may write nothing."""
 

@@ -177,3 +177,28 @@ class CheckpointDetail(CheckpointInfo):
     inputs: Any = None
     next_inputs: Any = None
     output: Any = None
+
+
+class StreamItem(BaseModel):
+    """One item of a run's stream, as ``Client.stream`` yields it (``reflexr_graph.emit`` wrote it).
+
+    ``offset`` numbers the run's items from 1 in the order they were written; pass the last one
+    seen as ``after`` to read on from there. ``topic`` is the one given to ``emit``, ``node`` the
+    step that emitted it, ``branch`` its branch of a map or broadcast ('' outside one), ``call`` the
+    durable call it was emitted in (``name#n``, '' outside one) and ``attempt`` the attempt's
+    number. An item with ``restart=True`` (its topic is '') says that the step (or, with a
+    ``call``, that durable call) runs again: the items of the same ``node``, ``branch`` and
+    ``call`` from offset ``value["void_from"]`` up to this one came from an attempt that did not
+    finish it, and it emits again after this one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    offset: int
+    topic: str
+    node: str
+    branch: str = ""
+    call: str = ""
+    attempt: int
+    value: Any = None
+    restart: bool = False

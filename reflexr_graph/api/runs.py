@@ -20,6 +20,7 @@ from reflexr_graph.api.models import (
     refusals,
 )
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.core.emit import TOPIC
 from reflexr_graph.core.tags import parse_tags
 from reflexr_graph.model import RunInfo, Status
 
@@ -123,6 +124,35 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
     after = stream.last_event_id(request.headers.get("last-event-id"))
     return StreamingResponse(
         stream.run_stream(client, run_id, after, request.app.state.stopping),
+        media_type=stream.MEDIA_TYPE,
+        headers={"X-Accel-Buffering": "no"},
+    )
+
+
+@router.get(
+    "/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {stream.MEDIA_TYPE: {}}, "description": "The items, live (SSE)"},
+        **NOT_FOUND,
+    },
+)
+async def item_stream(
+    run_id: str,
+    request: Request,
+    client: ClientDep,
+    topic: Annotated[
+        str | None, Query(pattern=f"^{TOPIC.pattern}$", description="only this topic's items")
+    ] = None,
+    after: Annotated[int, Query(ge=0, description="start after this offset")] = 0,
+) -> StreamingResponse:
+    """What the run's steps emit (``reflexr_graph.emit``), live, as SSE: an ``item`` event per item
+    (a ``restart`` event for a restart item) with its offset as the id, resumable with
+    ``Last-Event-ID``, and an ``end`` event with the finished run once the run has ended."""
+    await client.get(run_id)  # 404 before any stream starts
+    after = max(after, stream.last_offset(request.headers.get("last-event-id")))
+    return StreamingResponse(
+        stream.item_stream(client, run_id, topic, after, request.app.state.stopping),
         media_type=stream.MEDIA_TYPE,
         headers={"X-Accel-Buffering": "no"},
     )

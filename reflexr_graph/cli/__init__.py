@@ -23,6 +23,7 @@ from reflexr_graph.cli import (
     schedules,
     serve,
     signals,
+    stream,
     time_travel,
     top,
     watch,
@@ -32,7 +33,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "schedules",
-    "serve", "signals", "time_travel", "top", "watch",
+    "serve", "signals", "stream", "time_travel", "top", "watch",
 ]  # fmt: skip
 
 

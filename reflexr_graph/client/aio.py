@@ -7,7 +7,7 @@ hundred concurrent waits hold a hundred Redis connections and no thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -18,11 +18,12 @@ from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancel
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
+from reflexr_graph.client.streaming import StreamCursor
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
@@ -44,6 +45,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
+from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -189,6 +191,27 @@ class AsyncClient(ClientBase):
     async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""
         return await self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    async def stream(
+        self,
+        run_id: str,
+        *,
+        topic: str | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """See :meth:`Client.stream`: an async iterator, which waits on the loop, holding no thread."""
+        cursor = StreamCursor.start(run_id, topic, after, timeout, self.store.max_block_ms)
+        while not cursor.done:
+            for item in cursor.take(await self._do(cursor.read())):
+                yield item
+
+    async def stream_page(self, run_id: str, *, after: int = 0, block_ms: int | None = None) -> StreamPage:
+        """One read of the run's stream: its items after offset ``after`` (at most 500), waiting up to
+        ``block_ms`` (0: forever) for one; ``ended`` once the run has ended and nothing is left.
+        :meth:`stream` reads page after page; a server that must also do other work between pages
+        (the HTTP API's keep-alives) reads them itself."""
+        return await self._do(stream_page(run_id, after, block_ms, self.store.max_block_ms))
 
     async def traceback(self, run_id: str) -> str | None:
         """See :meth:`Client.traceback`."""

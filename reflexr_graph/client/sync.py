@@ -7,7 +7,7 @@ inputs are validated against the JSON Schema a worker published (``schemas.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from celery import Celery
@@ -17,13 +17,14 @@ from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancel
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import queued_message
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
+from reflexr_graph.client.streaming import StreamCursor
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -45,6 +46,7 @@ from reflexr_graph.store.reads import (
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
+from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -243,6 +245,33 @@ class Client(ClientBase):
     def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""
         return self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    def stream(
+        self,
+        run_id: str,
+        *,
+        topic: str | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[StreamItem]:
+        """The items the run's steps emit (``reflexr_graph.emit``), live, oldest first, until the run ends.
+
+        Starts after offset ``after`` (from the first item when None) and yields only ``topic``'s
+        items when given (and the restart items, whatever their topic: see :class:`StreamItem`).
+        It sleeps in XREAD BLOCK between items, and stops once the run has ended and every item
+        it emitted was yielded. RunNotFound for no such run; WaitTimeout when the run has not
+        ended within ``timeout`` seconds (None: as long as it takes).
+        """
+        cursor = StreamCursor.start(run_id, topic, after, timeout, self.store.max_block_ms)
+        while not cursor.done:
+            yield from cursor.take(self._do(cursor.read()))
+
+    def stream_page(self, run_id: str, *, after: int = 0, block_ms: int | None = None) -> StreamPage:
+        """One read of the run's stream: its items after offset ``after`` (at most 500), waiting up to
+        ``block_ms`` (0: forever) for one; ``ended`` once the run has ended and nothing is left.
+        :meth:`stream` reads page after page; a caller that must do other work between pages reads
+        them itself."""
+        return self._do(stream_page(run_id, after, block_ms, self.store.max_block_ms))
 
     def traceback(self, run_id: str) -> str | None:
         """The last failed attempt's traceback, if any."""

@@ -64,6 +64,8 @@ class Settings(BaseSettings):
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
     checkpoint_history: int = Field(100, ge=0)
     """How many checkpoints before the latest a run keeps, for time travel; 0 keeps only the latest."""
+    stream_max_items: int = Field(10_000, ge=1)
+    """The most items a run's stream may hold (``reflexr_graph.emit``); past it, emit raises StreamFull."""
     max_payload_bytes: int = Field(2 * MIB, ge=1024)
     """The largest inputs (and, separately, state) a run may be enqueued with, as JSON."""
     health_file: str = ""

@@ -159,6 +159,7 @@ class _Saver:
         )
         self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
+        self.journal.saved()
         attrs = {tracing.ATTR_GRAPH: self.action.name}
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)

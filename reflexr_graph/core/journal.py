@@ -28,7 +28,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 
@@ -38,7 +38,10 @@ from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.core.tally import Tally
-from reflexr_graph.errors import Suspended
+from reflexr_graph.errors import NotInRun, Suspended
+
+if TYPE_CHECKING:
+    from reflexr_graph.core.emit import Emitter
 
 
 class RecordPort(Protocol):
@@ -84,6 +87,34 @@ class Journal:
     written: tuple[str, object, str] | None = None
     """The next task as the boundary just saved wrote it down: its node, its inputs (the very
     object) and their JSON, so that its step keys its records without writing them down again."""
+
+    stream: Emitter | None = None
+    """Where the attempt's emitted items go (core/emit.py), made by the first ``emit``: an attempt
+    whose steps emit nothing costs nothing for it."""
+    checkpointed: bool = False
+    """A checkpoint was saved in this attempt: the records the claim brought are past."""
+
+    def emitter(self) -> Emitter:
+        """The attempt's emitter, made on first use."""
+        if self.stream is None:
+            from reflexr_graph.core.emit import MARK, Emitter  # emit.py imports steps.py, which imports this
+
+            append = getattr(self.port, "append_stream", None)
+            if append is None:
+                raise NotInRun("emit() needs a store that keeps streams; this attempt's store keeps none")
+            earlier = (
+                {}
+                if self.checkpointed
+                else {k: int(v) for k, v in self.records.items() if k.startswith(MARK) and v.isdigit()}
+            )
+            self.stream = Emitter(self.port, self.ctx, earlier)  # type: ignore[arg-type]
+        return self.stream
+
+    def saved(self) -> None:
+        """A checkpoint was saved: it holds every record and drops the memo."""
+        self.checkpointed = True
+        if self.stream is not None:
+            self.stream.saved()
 
     def inputs_json(self, node_id: str, inputs: object) -> str | None:
         """The JSON of ``inputs`` if the boundary before this step wrote these very inputs down."""

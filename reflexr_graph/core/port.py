@@ -57,6 +57,40 @@ class WaitResult:
     wake_at_ms: int | None = None
 
 
+@dataclass(frozen=True)
+class Emission:
+    """One item a step emitted (``reflexr_graph.emit``), as the store appends it to the run's stream.
+
+    ``call`` is the durable call it was emitted in (``name#n``), '' outside one. ``restart`` marks
+    the item that says the items of ``node``, ``branch`` and ``call`` from offset ``value``'s
+    ``void_from`` on came from an attempt that did not finish them (core/emit.py).
+    ``mark`` is the memo field the store sets to this item's offset if it has none ('' for none).
+    """
+
+    topic: str
+    node: str
+    branch: str
+    value: str
+    """The value as JSON."""
+    call: str = ""
+    restart: bool = False
+    mark: str = ""
+
+
+class StreamPort(Protocol):
+    """Where an attempt's emitted items go: the run's stream, fenced by the attempt's token."""
+
+    def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
+        """Append ``items`` in one round trip; returns the offset of the last item the stream holds.
+
+        ``after`` is the last offset this attempt knows the stream held (-1 before its first
+        write), so a write retried after a lost reply is not appended twice. Raises
+        ``errors.FencedOut`` when the token no longer owns the run, ``errors.StreamFull`` past
+        REFLEXR_STREAM_MAX_ITEMS.
+        """
+        ...
+
+
 class StopSignal(Protocol):
     """Set when the run was asked to cancel (``threading.Event`` is one): the attempt stops at
     its next boundary. The fleet's heartbeat sets it from its lease renewal, in process."""

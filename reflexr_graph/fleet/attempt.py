@@ -89,6 +89,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         heartbeat.lease_left_s,
         heartbeat.let_go,
         slot_ttl_ms=settings.lease_ttl_ms,
+        stream_max_items=settings.stream_max_items,
     )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.

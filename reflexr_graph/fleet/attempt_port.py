@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Notes, WaitResult
 from reflexr_graph.errors import FencedOut, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
 from reflexr_graph.store.redis_store import RedisStore
@@ -49,6 +49,19 @@ class AttemptPort:
     """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
     slot_ttl_ms: int = 30_000
     """How long a limit slot holds without renewal: the lease TTL."""
+    stream_max_items: int = 10_000
+    """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
+
+    def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
+        found: list[int] = []
+        self._write(
+            ctx,
+            f"{len(items)} stream items",
+            lambda: found.append(
+                self.store.append_stream(ctx, items, after, max_items=self.stream_max_items)
+            ),
+        )
+        return found[-1]
 
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0

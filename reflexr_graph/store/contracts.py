@@ -309,6 +309,55 @@ class WaitReply:
 
 
 @dataclass(frozen=True)
+class EmitArgs(Args):
+    """emit.lua (standalone), ARGV[1..5]; then :data:`EMIT_ITEM_ARGS` per item (:func:`emit_item`)."""
+
+    token: str
+    max_items: int
+    """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
+    attempt: int
+    """The attempt number every item of the batch carries."""
+    after: int
+    """The last offset the attempt knows the stream held, -1 before its first write: a stream past
+    it means this batch landed already (a write retried after a lost reply)."""
+    count: int
+    """How many items follow."""
+
+
+EMIT_ITEM_ARGS = 7
+"""ARGV per item of emit.lua, after EmitArgs: topic, node, branch, durable call, restart flag,
+value JSON, the memo field to set to the item's offset ('' for none)."""
+
+
+def emit_item(
+    topic: str, node: str, branch: str, call: str, restart: bool, value: str, mark: str
+) -> list[ScriptArg]:
+    """One item's ARGV for emit.lua, in its order."""
+    return [topic, node, branch, call, _arg(restart), value, mark]
+
+
+class Emitted(IntEnum):
+    """emit.lua's outcome, the first item of ``{outcome, last offset}``."""
+
+    FENCED = 0
+    WRITTEN = 1
+    FULL = 2
+    """The stream holds REFLEXR_STREAM_MAX_ITEMS: the items that fit were written, the rest not."""
+
+
+@dataclass(frozen=True)
+class EmitReply:
+    """emit.lua's reply, by position: the outcome and the offset of the last item the stream holds."""
+
+    outcome: Emitted
+    last_offset: int = 0
+
+    @classmethod
+    def parse(cls, reply: list[int]) -> EmitReply:
+        return cls(Emitted(int(reply[0])), int(reply[1]))
+
+
+@dataclass(frozen=True)
 class SignalArgs(Args):
     """signal.lua, ARGV[4..7]."""
 

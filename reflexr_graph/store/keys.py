@@ -13,6 +13,8 @@ The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reflexr_graph.model import Status
 
 PREFIX = "rg"
@@ -117,6 +119,16 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
+def stream(run_id: str) -> str:
+    """What the run's steps emitted (``reflexr_graph.emit``): a Redis stream whose entry ids are
+    ``0-<offset>``, offsets 1, 2, 3 ... in the order written, so a reader resumes after an offset.
+
+    Written by ``lua/emit.lua`` only; ``stream`` = ``1`` in the run hash says it exists, so a run's
+    end expires it, a replay persists it and a purge deletes it only then.
+    """
+    return _tagged(run_id, "stream")
+
+
 def run_keys(run_id: str) -> tuple[str, ...]:
     """Every per-run key; retention expires and purge deletes those of them that exist."""
     return (
@@ -126,6 +138,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         tb(run_id),
         memo(run_id),
         mailbox(run_id),
+        stream(run_id),
     )
 
 
@@ -205,12 +218,14 @@ def limit_keys(run_id: str, key: str) -> list[str]:
     return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
 
 
-def script_keys(run_id: str, idem_guess: str) -> list[str]:
+def script_keys(run_id: str, idem_guess: str, extra: Sequence[str] = ()) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
-    (12, retrying's, is :data:`RETRIES`), 17 memo, 18 mailbox.
+    (12, retrying's, is :data:`RETRIES`), 17 memo, 18 mailbox, then the script's own ``extra``
+    keys (19 on), and last the run's stream: the prelude reads it as ``KEYS[#KEYS]``, so no
+    script's own positions move.
     """
     return [
         run(run_id),
@@ -225,6 +240,8 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         *(RETRIES if s is Status.RETRYING else status_set(s) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
+        *extra,
+        stream(run_id),
     ]
 
 

@@ -160,7 +160,7 @@ def per_run(
 ) -> Op[Any]:
     """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
     for _ in range(IDEM_ROUNDS):
-        script_keys = [*keys.script_keys(run_id, idem_guess), *extra_keys]
+        script_keys = keys.script_keys(run_id, idem_guess, extra_keys)
         reply = yield Eval(name, script_keys, [run_id, now, idem_guess, *args])
         if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
             return reply

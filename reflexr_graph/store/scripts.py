@@ -50,6 +50,7 @@ STANDALONE: tuple[str, ...] = (
     "reschedule_due",
     "save_checkpoint",
     "record",
+    "emit",
     "read_checkpoint",
     "list_checkpoints",
     "worker_beat",

@@ -33,6 +33,7 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "limit_acquire": contracts.LimitArgs,
     "schedule_put": contracts.SchedulePutArgs,
     "schedule_advance": contracts.ScheduleAdvanceArgs,
+    "emit": contracts.EmitArgs,
 }
 
 

@@ -22,7 +22,7 @@ def test_per_run_keys_share_one_hash_tag() -> None:
     run_keys = keys.run_keys("0b7e-42")
     assert run_keys == (
         "rg:{0b7e-42}:run", "rg:{0b7e-42}:ckpt", "rg:{0b7e-42}:events", "rg:{0b7e-42}:tb",
-        "rg:{0b7e-42}:memo", "rg:{0b7e-42}:mailbox",
+        "rg:{0b7e-42}:memo", "rg:{0b7e-42}:mailbox", "rg:{0b7e-42}:stream",
     )  # fmt: skip
     assert len({key_slot(k.encode()) for k in run_keys}) == 1
     assert {keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, keys.REAPER_LOCK} == {
@@ -63,12 +63,13 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     positions = {status: int(idx) for status, idx in re.findall(r"\b([a-z]+) = KEYS\[(\d+)\]", lib)}
     assert positions == {status.value: 10 + i for i, status in enumerate(keys.STATUS_ORDER)}
     sample = keys.script_keys("r", "k")
-    run, ckpt, events, tb, memo, mailbox = keys.run_keys("r")
+    run, ckpt, events, tb, memo, mailbox, stream = keys.run_keys("r")
     assert sample[:9] == [run, ckpt, events, tb, "rg:idem:k", "rg:all", "rg:dead", "rg:leases", "rg:due"]
     assert sample[9:16] == [
         keys.RETRIES if s is Status.RETRYING else keys.status_set(s) for s in keys.STATUS_ORDER
     ]
     assert re.search(r"local K_RETRIES = KEYS\[12\]", lib), "retrying's unwritten set holds the rollup"
     assert set(keys.STATUS_ORDER) == set(Status), "every status has its set"
-    assert sample[16:] == [memo, mailbox]
+    assert sample[16:] == [memo, mailbox, stream]
+    assert keys.script_keys("r", "k", ["x"])[16:] == [memo, mailbox, "x", stream]
     assert re.search(r"local K_MEMO, K_MAILBOX = KEYS\[17\], KEYS\[18\]", lib)

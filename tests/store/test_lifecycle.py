@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import CheckpointPort
+from reflexr_graph.core.port import CheckpointPort, Emission
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
@@ -225,6 +225,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     fail_once(store, first)  # creates the tb key
     store.signal("run-1", "later", "1", dispatch_grace_ms=0)  # creates the mailbox key
     ctx = start(store)
+    store.append_stream(ctx, [Emission("output", "b", "", '"t"')], -1, max_items=10)  # the stream key
     store.succeed(ctx, "null", checkpoint='{"finished": true}', seq=2)  # moves seq 1 to the history
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key

@@ -102,7 +102,7 @@ def test_a_bounded_page_goes_on_from_its_cursor(store: RedisStore, fake_clock: F
         run_id = f"other-{n}"
         run = NewRun(run_id, "other", "{}", None, None, max_attempts=3, dispatch_grace_ms=0)
         args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, *create_args(run, fake_clock.ms)]
-        store._scripts.queue(pipe, "create_run", [*keys.script_keys(run_id, run_id), keys.run(run_id)], args)
+        store._scripts.queue(pipe, "create_run", keys.script_keys(run_id, run_id, [keys.run(run_id)]), args)
     pipe.execute()
     first = store.do(runs_listing(None, "demo", 50))
     assert first.runs == [] and first.cursor is not None

@@ -27,7 +27,7 @@ from reflexr_graph.store import keys
 from tests.fleet.graphs import fanout
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, serving
-from tests.surfaces.graphs import chain, ok_key, orders, release_key
+from tests.surfaces.graphs import chain, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -197,7 +197,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 5,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 6,
         "diagrams",
     )
     console.shot("graphs")
@@ -628,3 +628,31 @@ def test_maps_and_joins_are_labelled_and_an_optional_float_is_a_number_with_its_
         "copies": 2,
         "discount": 0.25,
     }
+
+
+def test_a_run_page_shows_the_stream_live_with_the_restart_marked(
+    console: Console, start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """``talker`` streams "Hello, world!": its first attempt fails after "Hello, ", its second stops
+    after "Hello, " until released. The page shows the first tokens struck through under a restart
+    line while the run still runs, then the whole text."""
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    schemas.publish(redis_client, [talker])
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "talker", "inputs": "console"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#run-stream"), "the stream panel")
+    start_worker()
+    until(browser, lambda d: find(d, "#run-stream .restart"), "the restart, marked")
+    tokens = "#run-stream .item"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, tokens)) == 4, "the new tokens")
+    voided = browser.execute_script(
+        "return [...document.querySelectorAll('#run-stream .item.void')].map(e => e.textContent)"
+    )
+    assert voided == ["Hello", ", "]
+    assert "step speak runs again (attempt 2)" in _text(browser, "#run-stream .restart")
+    assert _text(browser, "#run-summary .badge") == "running", "shown live, while the run runs"
+    console.shot("run-stream", at="#run-stream")
+    redis_client.rpush(release_key("console"), 1)
+    until(browser, lambda d: _text(d, "#run-summary .badge") == "succeeded", "the run to succeed")
+    until(browser, lambda d: _text(d, "#run-stream").endswith("Hello, world!"), "the whole text")

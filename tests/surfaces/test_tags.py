@@ -43,6 +43,7 @@ def test_a_tagged_run_is_indexed_by_each_tag(client: Client, redis_client: redis
     run_id = client.enqueue("counter", JOB, tags={"tenant": "acme", "tier": "gold"})
     for key, value in (("tenant", "acme"), ("tier", "gold")):
         assert redis_client.zrange(keys.tag_index(key, value), 0, -1) == [run_id.encode()]
+    assert redis_client.type(keys.stream(run_id)) == b"none", "the run's stream is no tag index"
 
 
 def test_a_tag_listing_drops_the_entries_of_runs_that_expired(

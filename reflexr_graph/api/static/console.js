@@ -72,12 +72,13 @@ function repeat(fn, every = POLL_MS) {  // run fn now and every `every` ms until
 // from the last event seen, as an EventSource would, until the run ends or the page closes.
 const RECONNECT_MS = 1000;
 
-async function follow(runId, onEvent, signal) {
+// ``path`` is the run's events (/api/runs/<id>/events) or its emitted items (/api/runs/<id>/stream).
+async function follow(path, onEvent, signal) {
   let lastId = null;
   for (;;) {
     let ended = false;
     try {
-      lastId = await followOnce(runId, (type, data) => {
+      lastId = await followOnce(path, (type, data) => {
         if (type === "end") ended = true;
         return onEvent(type, data);
       }, signal, lastId);
@@ -89,10 +90,10 @@ async function follow(runId, onEvent, signal) {
   }
 }
 
-async function followOnce(runId, onEvent, signal, lastId) {
+async function followOnce(path, onEvent, signal, lastId) {
   const headers = { Accept: "text/event-stream" };
   if (lastId) headers["Last-Event-ID"] = lastId;
-  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, { headers, signal, raw: true });
+  const res = await api(path, { headers, signal, raw: true });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
@@ -365,6 +366,7 @@ async function runPage(view, runId) {
   const checkpoints = h("div", { id: "run-checkpoints" });
   const gantt = h("div", { class: "gantt", id: "run-gantt" });
   const signal = h("div", { id: "run-signal" });
+  const emitted = h("pre", { id: "run-stream", class: "stream" });
   const cancel = h("button", { id: "cancel", class: "danger" }, "Cancel");
   const replay = h("button", { id: "replay" }, "Replay");
   const fromStart = h("input", { type: "checkbox", id: "from-start" });
@@ -372,6 +374,7 @@ async function runPage(view, runId) {
     h("div", { class: "actions" }, cancel, replay, h("label", {}, fromStart, " from the start")),
     h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal),
       h("div", {}, h("h2", {}, "Graph"), diagram)),
+    h("h2", {}, "Stream"), emitted,
     h("h2", {}, "Attempts"), gantt,
     h("h2", {}, "Timeline"), h("table", { id: "timeline-table" }, h("thead", {}, h("tr", {}, [`time (${zoneLabel()})`, "took", "event", "details"].map((t) => h("th", {}, t)))), timeline));
 
@@ -413,7 +416,7 @@ async function runPage(view, runId) {
     streaming = true;
     events.length = 0;
     timeline.replaceChildren();
-    follow(runId, async (type, data) => {
+    follow(`/api/runs/${encodeURIComponent(runId)}/events`, async (type, data) => {
       if (type === "end") { run = data; await render(); return; }
       events.push(data);
       timeline.append(timelineRow(events));
@@ -423,6 +426,7 @@ async function runPage(view, runId) {
   };
   await render();
   stream();
+  followItems(emitted, runId, controller.signal);
   // The step under way grows between events: its bar is drawn again each second while the run is on.
   const ticker = setInterval(() => { if (ACTIVE.includes(run.status)) renderGantt(gantt, run, graph, events); }, POLL_MS);
   return () => { controller.abort(); clearInterval(ticker); };
@@ -433,6 +437,32 @@ async function forkStartOf(run) {
   const kept = await api(`/api/runs/${encodeURIComponent(run.run_id)}/checkpoints`).catch(() => []);
   const seed = kept.find((c) => c.seq === run.forked_at_seq);
   return seed ? (seed.finished ? null : seed.next_node) : undefined;
+}
+
+// What the run's steps emit (GET /api/runs/{id}/stream), appended as it comes: text runs on as a
+// chat shows it, other values as JSON lines. A restart item strikes through what that node, branch
+// and durable call emitted from its void_from offset on, and says on a line of its own that it runs again.
+function followItems(box, runId, signal) {
+  box.replaceChildren(h("span", { class: "muted", id: "stream-empty" }, "Nothing emitted yet."));
+  const spans = [];
+  follow(`/api/runs/${encodeURIComponent(runId)}/stream`, (type, item) => {
+    if (type === "end") return;
+    document.getElementById("stream-empty")?.remove();
+    if (item.restart) {
+      for (const s of spans) {
+        if (s.node === item.node && s.branch === item.branch && s.call === item.call && s.offset >= item.value.void_from) s.el.classList.add("void");
+      }
+      const where = item.branch ? ` [${item.branch}]` : "";
+      const what = item.call ? `call ${item.call} of step ${item.node}` : `step ${item.node}`;
+      box.append(h("span", { class: "restart", "data-offset": item.offset },
+        `\n↻ ${what}${where} runs again (attempt ${item.attempt}): what it emitted above is void\n`));
+      return;
+    }
+    const text = typeof item.value === "string" ? item.value : `${JSON.stringify(item.value)}\n`;
+    const el = h("span", { class: "item", "data-offset": item.offset, "data-node": item.node, title: `${item.topic} · ${item.node} · attempt ${item.attempt}` }, text);
+    spans.push({ el, node: item.node, branch: item.branch, call: item.call, offset: item.offset });
+    box.append(el);
+  }, signal).catch((e) => { if (!signal.aborted) notice(e.message); });
 }
 
 // The newest event's row, as the CLI's history shows it: a UTC time (with the date where the

@@ -14,6 +14,8 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
+-- then a script's own keys (KEYS[19] on, see its header), and last, KEYS[#KEYS]:
+--          rg:{<run_id>}:stream  what the run's steps emitted (emit.lua writes it)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -35,13 +37,14 @@ local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
 -- writes this position, and to_retrying keeps the last hour's retries there (keys.RETRIES).
 local K_RETRIES = KEYS[12]
 local RETRIES_KEPT_MS = 3600000
+local K_STREAM = KEYS[#KEYS]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
   waiting = KEYS[16],
 }
 -- Every key of the run: purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX}
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_STREAM}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
@@ -59,7 +62,7 @@ local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
-local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb'}
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'stream'}
 local LAST_ERROR = {'reason', 'error_type', 'error'}
 local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
@@ -333,6 +336,7 @@ local function present_keys()
   if field('memo') == '1' then found[#found + 1] = K_MEMO end
   if field('mbox') == '1' then found[#found + 1] = K_MAILBOX end
   if field('tb') == '1' then found[#found + 1] = K_TB end
+  if field('stream') == '1' then found[#found + 1] = K_STREAM end
   return found
 end
 

@@ -70,6 +70,8 @@ class Reason(StrEnum):
     STEP_TIMEOUT = "step_timeout"
     ATTEMPT_TIMEOUT = "attempt_timeout"
     NON_RETRYABLE = "non_retryable"
+    PAYLOAD_UNREADABLE = "payload_unreadable"
+    """A stored payload is under a key the worker lacks, or missing or corrupt in the payload store."""
 
 
 LIMIT_WAIT_PREFIX = "limit:"

@@ -19,6 +19,7 @@ from typing import Any, Self
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
+from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tracing import current_trace_context
@@ -107,6 +108,7 @@ class ClientBase:
         return {
             "run_retention_s": self.settings.run_retention_s,
             "dead_retention_s": self.settings.dead_retention_s,
+            "codec": payload_codec(self.settings),
         }
 
 
@@ -145,7 +147,7 @@ class ClientCore:
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
         run = NewRun(
             run_id=str(uuid.uuid4()),
             graph=graph,
@@ -179,7 +181,7 @@ class ClientCore:
         entry, _workers = yield from self.published(info.graph)
         value = plain(value, "value")
         schemas.validate_signal(entry, name, value)
-        value_json = to_json(value, "value", self.settings.max_payload_bytes)
+        value_json = to_json(value, "value", self.settings.payload_limit)
         outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS)
         if outcome is SignalOutcome.KEPT:
             return False
@@ -278,7 +280,7 @@ class ClientCore:
         everything a fork refuses is refused here, before anything is written."""
         saved = yield from saved_checkpoint(run_id, change.from_seq)
         entry, _workers = yield from self.published(saved.graph)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
         edited = None if change.state is None else plain(change.state, "state")
         patch = None if change.patch is None else plain(change.patch, "patch")
         for value, part in ((edited, "state"), (patch, "patch")):

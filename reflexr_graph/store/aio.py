@@ -14,8 +14,16 @@ import redis.asyncio
 from redis import exceptions as redis_errors
 
 from reflexr_graph.store import connect, connection_errors, sentinel
-from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
+from reflexr_graph.store.base import (
+    CLIENT_DEFAULTS,
+    DEFAULT_DEAD_RETENTION_S,
+    DEFAULT_RUN_RETENTION_S,
+    decode_batch,
+    run_of_request,
+)
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
+from reflexr_graph.store.payload_args import decode_reply
+from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
 
@@ -37,23 +45,26 @@ class AsyncStore:
         *,
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+        codec: PayloadCodec = PLAIN,
     ) -> None:
         self._r = client
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
+        self.codec = codec
         # redis.asyncio's register_script gives scripts whose call is awaited, with the same
         # keys/args and the same NOSCRIPT fallback as the blocking ones.
-        self._scripts = Scripts(client)
+        self._scripts = Scripts(client, codec)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         """A store on a ``redis://``, ``rediss://`` or ``redis+sentinel://`` URL, with the blocking
         store's timeouts; ``options`` are the retention settings and redis.asyncio's client options."""
         retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
+        codec = options.pop("codec", PLAIN)
         client = connect.async_client(
             url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
-        return cls(client, **retention)
+        return cls(client, **retention, codec=codec)
 
     @property
     def client(self) -> redis.asyncio.Redis:
@@ -77,15 +88,18 @@ class AsyncStore:
             raise translated from exc
 
     async def _answer(self, request: Request) -> Any:
+        # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).
         if isinstance(request, Command):
-            return await getattr(self._r, request.method)(*request.args, **request.kwargs)
+            reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
+            return decode_reply(self.codec, reply, run_of_request(request))
         if isinstance(request, Eval):
-            return await self._scripts(request.name, request.keys, request.args)
+            reply = await self._scripts(request.name, request.keys, request.args)
+            return decode_reply(self.codec, reply, run_of_request(request))
         if isinstance(request, Batch):
             async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:
                     getattr(pipe, command.method)(*command.args, **command.kwargs)
-                return await pipe.execute()
+                return decode_batch(self.codec, request, await pipe.execute())
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
 
     async def do(self, op: Op[T]) -> T:

@@ -105,6 +105,14 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
+def run_of(key: object) -> str:
+    """The run a per-run key belongs to (its hash tag), '' for any other key."""
+    name = key.decode() if isinstance(key, bytes) else str(key)
+    start = name.find("{")
+    end = name.find("}", start + 1)
+    return name[start + 1 : end] if name.startswith(f"{PREFIX}:{{") and end > start else ""
+
+
 def run_keys(run_id: str) -> tuple[str, ...]:
     """Every per-run key; retention expires and purge deletes those of them that exist."""
     return (

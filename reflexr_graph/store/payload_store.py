@@ -97,8 +97,14 @@ class FilePayloadStore:
                 if not item.name.startswith(".tmp-"):
                     yield item.name, item.stat().st_mtime
 
-    def delete(self, digest: str) -> None:
-        self.path(digest).unlink(missing_ok=True)
+    def delete_if_older(self, digest: str, cutoff: float) -> None:
+        """Delete the file of ``digest`` unless it was written (again) after ``cutoff`` (epoch s)."""
+        path = self.path(digest)
+        try:
+            if path.stat().st_mtime <= cutoff:
+                path.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass
 
 
 def _sync_dir(path: Path) -> None:

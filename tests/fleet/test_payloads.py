@@ -7,12 +7,16 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
-from tests.fleet.conftest import Fleet
+from reflexr_graph.store import keys
+from tests.fleet import graphs
+from tests.fleet.conftest import Fleet, executions
 from tests.store.test_payloads import every_value
 from tests.waiting import wait_for
 
@@ -62,3 +66,46 @@ def test_a_worker_without_the_key_dead_letters_the_run_naming_it_and_the_key(
     assert (done.status, done.reason) == (Status.DEAD, "payload_unreadable")
     assert done.error is not None and f"run {run_id}" in done.error and "key k1" in done.error
     assert MARKER not in done.error
+
+
+def _run_memory(r: redis.Redis, run_id: str) -> int:
+    """Bytes Redis holds for the run's own keys (MEMORY USAGE of each)."""
+    return sum(int(r.memory_usage(key, samples=0) or 0) for key in keys.run_keys(run_id))
+
+
+@pytest.mark.slow
+def test_a_large_state_goes_through_20_steps_and_a_sigkill_holding_little_redis(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    payloads = tmp_path / "payloads"
+    fleet.env.update(REFLEXR_PAYLOAD_KEYS=KEY_SPEC, REFLEXR_PAYLOAD_STORE=f"file://{payloads}")
+    fleet.start(REFLEXR_GRAPHS=graphs.BULKY_REFS)
+    client = client_for(fleet)
+    # 8 MiB of JSON text, four times what Redis alone would take (REFLEXR_MAX_PAYLOAD_BYTES).
+    text = MARKER + os.urandom(4 * 1024 * 1024).hex()
+    run_id = client.enqueue("bulky", 0, state={"text": text, "kill_at": 10})
+    done = client.wait(run_id, timeout=110)
+    assert done.status is Status.SUCCEEDED, done
+    assert done.output == [*range(graphs.BULKY_LAPS), len(text)]
+    laps = [e.split(":")[0] for e in executions(redis_client, run_id)]
+    assert laps == [f"lap{n}" for n in [*range(11), *range(10, graphs.BULKY_LAPS)]]  # lap 10 was in flight
+    assert done.attempt == 2
+    assert _run_memory(redis_client, run_id) < 1024 * 1024
+    assert MARKER.encode() not in every_value(redis_client)
+    assert all(MARKER.encode() not in p.read_bytes() for p in payloads.rglob("*") if p.is_file())
+
+
+def test_a_payload_missing_from_the_store_dead_letters_the_run_naming_it(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    payloads = tmp_path / "payloads"
+    fleet.env.update(REFLEXR_PAYLOAD_STORE=f"file://{payloads}", REFLEXR_OFFLOAD_BYTES="1024")
+    fleet.start().kill_group()  # it published the graph; no worker runs the run before its file is gone
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"secret": "x" * 5000})
+    (lost,) = [p for p in payloads.rglob("*") if p.is_file()]
+    lost.unlink()
+    fleet.start()
+    done = client.wait(run_id, timeout=60)
+    assert (done.status, done.reason) == (Status.DEAD, "payload_unreadable")
+    assert done.error is not None and f"run {run_id}" in done.error and lost.name in done.error

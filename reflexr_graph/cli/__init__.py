@@ -19,6 +19,7 @@ from reflexr_graph.cli import (
     limits,
     publish,
     quarantine,
+    rekey,
     report,
     serve,
     signals,
@@ -30,7 +31,8 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run", "serve",
+    "signals",
     "time_travel", "top", "watch",
 ]  # fmt: skip
 

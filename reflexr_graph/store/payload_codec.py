@@ -208,6 +208,22 @@ class PayloadCodec:
                 f"not readable with key {key_id}",
             ) from None
 
+    def recode(self, text: str, run_id: str = "") -> str | None:
+        """``text`` (a payload as stored) encoded again under the primary key, None when it is under
+        it already; errors.PayloadUnreadable when it cannot be read here. For ``rekey``."""
+        if self.ring is None:
+            raise errors.SettingsError("REFLEXR_PAYLOAD_KEYS is not set: there is no key to encrypt under")
+        if self.key_of(text) == self.ring.primary:
+            return None
+        strict = PayloadCodec(
+            self.ring,
+            self.blobs,
+            offload_bytes=self.offload_bytes,
+            max_offload_bytes=self.max_offload_bytes,
+            strict=True,
+        )
+        return self.encode(strict.decode(text, run_id))
+
     def key_of(self, text: str) -> str | None:
         """The key id a stored payload is encrypted with, '' when it is not, None when it is no envelope."""
         envelope = Envelope.parse(text)

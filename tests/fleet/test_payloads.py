@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 import redis
+from fastapi.testclient import TestClient
 
+from reflexr_graph.api.app import create_app
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
@@ -109,3 +111,42 @@ def test_a_payload_missing_from_the_store_dead_letters_the_run_naming_it(
     done = client.wait(run_id, timeout=60)
     assert (done.status, done.reason) == (Status.DEAD, "payload_unreadable")
     assert done.error is not None and f"run {run_id}" in done.error and lost.name in done.error
+
+
+def test_fork_replay_and_the_api_read_encrypted_offloaded_payloads(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    fleet.env.update(
+        REFLEXR_PAYLOAD_KEYS=KEY_SPEC,
+        REFLEXR_PAYLOAD_STORE=f"file://{tmp_path / 'payloads'}",
+        REFLEXR_OFFLOAD_BYTES="1024",
+    )
+    fleet.start(REFLEXR_GRAPHS=graphs.BULKY_REFS)
+    client = client_for(fleet)
+    text = MARKER + "y" * 5000
+    source = client.enqueue("bulky", 0, state={"text": text})
+    assert client.wait(source, timeout=60).status is Status.SUCCEEDED
+    shown = [client.checkpoint(source, c.seq) for c in client.checkpoints(source)]
+    (at_five,) = [c for c in shown if c.next_node == "lap" and c.next_inputs == 5]
+    assert (at_five.state["text"], at_five.state["done"]) == (text, [0, 1, 2, 3, 4])
+
+    fork = client.fork(source, from_seq=at_five.seq, state={"text": MARKER, "done": []})
+    done = client.wait(fork, timeout=60)
+    assert (done.status, done.output) == (Status.SUCCEEDED, [*range(5, graphs.BULKY_LAPS), len(MARKER)])
+
+    # A waiting run cancelled, then replayed from its checkpoint: its offloaded inputs read back.
+    ticket = MARKER + "z" * 5000
+    waiting = client.enqueue("approve", {"ticket": ticket})
+    _waiting(client, waiting)
+    client.cancel(waiting)
+    client.replay(waiting)
+    _waiting(client, waiting)
+    client.signal(waiting, "approval", {"approved": True, "by": MARKER})
+    assert client.wait(waiting, timeout=60).output == f"summary of {ticket}: approved by {MARKER}"
+    assert MARKER.encode() not in every_value(redis_client)
+
+    with TestClient(create_app(fleet.settings())) as api:
+        body = api.get(f"/api/runs/{waiting}").json()
+        assert body["output"] == f"summary of {ticket}: approved by {MARKER}"
+    with TestClient(create_app(fleet.settings(payload_keys=""))) as api:
+        assert api.get(f"/api/runs/{fork}").json()["output"] == "<encrypted with key k1>"

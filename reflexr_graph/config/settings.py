@@ -71,8 +71,9 @@ class Settings(BaseSettings):
     """``id:base64key[,id2:key2]``: AES-256-GCM keys that encrypt every payload at rest; the first
     encrypts, all decrypt (store/payload_keys.py). '' keeps payloads unencrypted."""
     payload_store: str = ""
-    """``file:///dir``: where payloads over ``offload_bytes`` are kept, content-addressed, with a
-    reference in Redis (store/payload_store.py). '' keeps every payload in Redis."""
+    """``file:///dir`` or ``s3://bucket/prefix``: where payloads over ``offload_bytes`` are kept,
+    content-addressed, with a reference in Redis (store/payload_store.py). '' keeps every payload
+    in Redis."""
     offload_bytes: int = Field(64 * 1024, ge=1)
     """Payloads larger than this (bytes of JSON) go to the payload store, when one is set."""
     max_offload_bytes: int = Field(1024 * MIB, ge=1024)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,6 +52,14 @@ class BlobStore(Protocol):
     @property
     def where(self) -> str:
         """The store's URL, for messages."""
+        ...
+
+    def entries(self) -> Iterator[tuple[str, float]]:
+        """Every payload kept: (digest, when it was last written, epoch s)."""
+        ...
+
+    def delete_if_older(self, digest: str, cutoff: float) -> None:
+        """Delete the payload of ``digest`` unless it was written (again) after ``cutoff``."""
         ...
 
 

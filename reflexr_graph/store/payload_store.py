@@ -1,4 +1,5 @@
-"""The payload store (``REFLEXR_PAYLOAD_STORE=file:///dir``): large payloads, content-addressed.
+"""The payload store (``REFLEXR_PAYLOAD_STORE=file:///dir``, or ``s3://``: payload_s3.py): large
+payloads, content-addressed.
 
 A payload over ``REFLEXR_OFFLOAD_BYTES`` is kept here as a file named for the SHA-256 of its
 bytes (already compressed and encrypted by the codec), and Redis keeps only that digest. The
@@ -20,19 +21,32 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from reflexr_graph.errors import SettingsError
+from reflexr_graph.store.payload_s3 import S3PayloadStore
 
 SCHEME = "file"
 
 
-def parse(url: str) -> Path:
-    """The directory of a ``file:///dir`` URL; SettingsError saying what to fix for any other."""
+S3_SCHEME = "s3"
+_FORMS = "file:///absolute/dir (a local or shared volume) or s3://bucket/prefix"
+
+
+def parse(url: str) -> Path | tuple[str, str]:
+    """The directory of a ``file:///dir`` URL, or (bucket, prefix) of an ``s3://bucket/prefix`` one;
+    SettingsError saying what to fix for any other."""
     parts = urlsplit(url)
+    if parts.scheme == S3_SCHEME and parts.netloc:
+        return parts.netloc, unquote(parts.path).strip("/")
     if parts.scheme != SCHEME or parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-        raise SettingsError(
-            f"REFLEXR_PAYLOAD_STORE must be file:///absolute/dir (a local or shared volume; got scheme "
-            f"{parts.scheme!r}); s3:// is not supported by this build"
-        )
+        raise SettingsError(f"REFLEXR_PAYLOAD_STORE must be {_FORMS} (got scheme {parts.scheme!r})")
     return Path(unquote(parts.path))
+
+
+def open_store(url: str) -> FilePayloadStore | S3PayloadStore:
+    """The payload store a ``REFLEXR_PAYLOAD_STORE`` URL names."""
+    where = parse(url)
+    if isinstance(where, Path):
+        return FilePayloadStore(where)
+    return S3PayloadStore(*where)
 
 
 class FilePayloadStore:
@@ -43,7 +57,10 @@ class FilePayloadStore:
 
     @classmethod
     def from_url(cls, url: str) -> FilePayloadStore:
-        return cls(parse(url))
+        where = parse(url)
+        if not isinstance(where, Path):
+            raise SettingsError(f"{url.split('://')[0]}:// is not a directory; use file:///absolute/dir")
+        return cls(where)
 
     @property
     def where(self) -> str:

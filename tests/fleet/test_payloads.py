@@ -17,12 +17,15 @@ from reflexr_graph.api.app import create_app
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.payload_s3 import S3PayloadStore
 from tests.fleet import graphs
 from tests.fleet.conftest import Fleet, executions
+from tests.s3_server import S3Server, s3_server
 from tests.store.test_payloads import every_value
 from tests.waiting import wait_for
 
 MARKER = "okapi-marker-51c9"
+__all__ = ["s3_server"]
 KEY_SPEC = f"k1:{base64.b64encode(os.urandom(32)).decode()}"
 
 
@@ -150,3 +153,26 @@ def test_fork_replay_and_the_api_read_encrypted_offloaded_payloads(
         assert body["output"] == f"summary of {ticket}: approved by {MARKER}"
     with TestClient(create_app(fleet.settings(payload_keys=""))) as api:
         assert api.get(f"/api/runs/{fork}").json()["output"] == "<encrypted with key k1>"
+
+
+def test_a_fleet_on_the_s3_payload_store(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, s3_server: S3Server,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)  # for this process's client, as for the worker's environment
+    bucket = s3_server.new_bucket()
+    fleet.env.update(
+        REFLEXR_PAYLOAD_KEYS=KEY_SPEC, REFLEXR_PAYLOAD_STORE=f"s3://{bucket}/p", REFLEXR_OFFLOAD_BYTES="1024"
+    )
+    fleet.start(**s3_server.env())
+    client = client_for(fleet)
+    secret = MARKER + "s" * 5000
+    run_id = client.enqueue("steps", {"secret": secret}, state={"steps": [secret]})
+    done = client.wait(run_id, timeout=60)
+    assert done.status is Status.SUCCEEDED, done
+    assert done.output == {"value": 0, "steps": [secret, "s1", "s2", "s3"], "attempt": 1}
+    assert MARKER.encode() not in every_value(redis_client)
+    blobs = S3PayloadStore(bucket, "p")
+    stored = [blobs.get(digest) for digest, _ in blobs.entries()]
+    assert stored and all(MARKER.encode() not in data for data in stored)

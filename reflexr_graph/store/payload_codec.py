@@ -250,6 +250,15 @@ class PayloadCodec:
         return envelope.body if envelope is not None and "r" in envelope.flags else None
 
 
+def placeholder_of(text: str) -> str | None:
+    """What a lenient decode put in place of a payload it could not read (``encrypted with key
+    k1``), None for any other text."""
+    if text.startswith('"<') and text.endswith('>"'):
+        shown = json.loads(text)
+        return shown[1:-1] if isinstance(shown, str) else None
+    return None
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from reflexr_graph import errors
+from reflexr_graph import errors, time_travel
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
@@ -190,3 +190,15 @@ def test_a_bad_key_spec_says_what_to_fix_without_the_key(bad: str, says: str) ->
     with pytest.raises(errors.SettingsError, match=says) as caught:
         KeyRing.parse(bad)
     assert KEYS["k1"] not in str(caught.value)
+
+
+def test_time_travel_without_the_key_refuses_naming_it(stores: dict[str, RedisStore]) -> None:
+    """A fork or a checkpoint shown by a reader without the key is refused, never made from a placeholder."""
+    run_id = _written(stores["k1"])
+    saved = stores["none"].read_checkpoint(run_id, 1)
+    with pytest.raises(
+        errors.PayloadUnreadable, match=r"checkpoint 1 cannot be read here \(encrypted with key k1"
+    ):
+        time_travel.document(run_id, saved)
+    with pytest.raises(errors.StaleCheckpoint):  # with the key it is read (and is no CheckpointV1)
+        time_travel.document(run_id, stores["k1"].read_checkpoint(run_id, 1))

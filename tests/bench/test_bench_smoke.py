@@ -26,6 +26,7 @@ SECTIONS = (
     "## 8. Checkpoint history: Redis memory per checkpoint kept",
     "## 9. Limits",
     "## 10. The store at scale",
+    "## 11. Payloads at rest",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -42,6 +43,7 @@ RATIO_LINES = (
     "| wall large / small |",
     "runs/s one Redis core sustains",
     "hot-loop PINGs",
+    "offloaded / as is Redis memory",
 )
 
 

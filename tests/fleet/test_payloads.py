@@ -176,3 +176,17 @@ def test_a_fleet_on_the_s3_payload_store(
     blobs = S3PayloadStore(bucket, "p")
     stored = [blobs.get(digest) for digest, _ in blobs.entries()]
     assert stored and all(MARKER.encode() not in data for data in stored)
+
+
+def test_a_checkpoint_above_the_offload_limit_dead_letters_the_run(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    payloads = tmp_path / "payloads"
+    fleet.env.update(REFLEXR_PAYLOAD_STORE=f"file://{payloads}", REFLEXR_MAX_OFFLOAD_BYTES="1024")
+    fleet.start(REFLEXR_GRAPHS=graphs.BULKY_REFS)
+    client = client_for(fleet)
+    # The state fits the limit; the first checkpoint, which holds it and more, does not.
+    run_id = client.enqueue("bulky", 0, state={"text": "t" * 900})
+    done = client.wait(run_id, timeout=60)
+    assert (done.status, done.reason) == (Status.DEAD, "payload_too_large"), done
+    assert done.error is not None and "REFLEXR_MAX_OFFLOAD_BYTES" in done.error

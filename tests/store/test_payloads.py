@@ -202,3 +202,34 @@ def test_time_travel_without_the_key_refuses_naming_it(stores: dict[str, RedisSt
         time_travel.document(run_id, saved)
     with pytest.raises(errors.StaleCheckpoint):  # with the key it is read (and is no CheckpointV1)
         time_travel.document(run_id, stores["k1"].read_checkpoint(run_id, 1))
+
+
+PAYLOAD_FIELD_NAMES = {
+    "inputs",
+    "state",
+    "output",
+    "payload",
+    "checkpoint",
+    "value",
+    "fork_checkpoint",
+    "fork_output",
+}
+
+
+def test_every_contract_field_that_carries_a_payload_passes_the_codec() -> None:
+    """A script argument named like a payload is encoded: a new script that writes one must be listed
+    in store/payload_args.py, or Redis would hold its values in plain text."""
+    import dataclasses
+
+    from reflexr_graph.store import contracts
+    from reflexr_graph.store.payload_args import PAYLOAD_ARGV, _positions
+
+    for args in vars(contracts).values():
+        if not (isinstance(args, type) and issubclass(args, contracts.Args) and args is not contracts.Args):
+            continue
+        script = (args.__doc__ or "").split(".lua", 1)[0]
+        named = [f.name for f in dataclasses.fields(args) if f.name in PAYLOAD_FIELD_NAMES]
+        if not named:
+            continue
+        offset = 0 if "(standalone)" in (args.__doc__ or "") else 3
+        assert set(_positions(args, named, offset)) <= set(PAYLOAD_ARGV.get(script, ())), (script, named)

@@ -22,7 +22,7 @@ from reflexr_graph.store.base import (
     run_of_request,
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
-from reflexr_graph.store.payload_args import decode_reply
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
@@ -94,7 +94,8 @@ class AsyncStore:
             return decode_reply(self.codec, reply, run_of_request(request))
         if isinstance(request, Eval):
             reply = await self._scripts(request.name, request.keys, request.args)
-            return decode_reply(self.codec, reply, run_of_request(request))
+            strict = self.codec.strict and request.name in STRICT_SCRIPTS
+            return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
         if isinstance(request, Batch):
             async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:

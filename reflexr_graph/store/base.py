@@ -21,7 +21,7 @@ from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
-from reflexr_graph.store.payload_args import decode_reply
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
@@ -202,7 +202,8 @@ class StoreBase:
             return decode_reply(self.codec, reply, run_of_request(request))
         if isinstance(request, Eval):
             reply = self._scripts(request.name, request.keys, request.args)
-            return decode_reply(self.codec, reply, run_of_request(request))
+            strict = self.codec.strict and request.name in STRICT_SCRIPTS
+            return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
         if isinstance(request, Batch):
             pipe = self._r.pipeline(transaction=request.transaction)
             for command in request.commands:

@@ -57,14 +57,28 @@ def _is_envelope(value: bytes | str) -> bool:
     return raw.startswith(PREFIX_BYTES) or raw.startswith(_SIGNAL_PREFIX)
 
 
-def decode_reply(codec: PayloadCodec, reply: Any, run_id: str = "") -> Any:
-    """``reply`` with every envelope in it decoded (lists and dicts walked), the rest as it was."""
+STRICT_SCRIPTS = frozenset({"claim", "wait"})
+"""The replies an attempt runs on (inputs, state, checkpoint, records; a signal's value): a strict
+codec (a worker's) raises errors.PayloadUnreadable for one it cannot read. Any other read (a run's
+output for a log line, a listing) shows such a value as a placeholder, in a worker too."""
+SHOWN_HASH_FIELDS = frozenset({"output", b"output"})
+"""The payload fields of a hash read (HGETALL of run hashes) that are decoded: RunInfo shows the
+output; the inputs and state it does not show stay as stored, so a listing never reads their
+offloaded files."""
+
+
+def decode_reply(codec: PayloadCodec, reply: Any, run_id: str = "", *, strict: bool = False) -> Any:
+    """``reply`` with every envelope in it decoded (lists walked; of a hash, only
+    :data:`SHOWN_HASH_FIELDS`), the rest as it was."""
     if isinstance(reply, bytes | str):
         if reply[:1] not in (b'"', b"{", '"', "{") or not _is_envelope(reply):
             return reply
-        return codec.decode(reply.decode() if isinstance(reply, bytes) else reply, run_id)
+        return codec.decode(reply.decode() if isinstance(reply, bytes) else reply, run_id, strict=strict)
     if isinstance(reply, list):
-        return [decode_reply(codec, item, run_id) for item in reply]
+        return [decode_reply(codec, item, run_id, strict=strict) for item in reply]
     if isinstance(reply, dict):
-        return {key: decode_reply(codec, value, run_id) for key, value in reply.items()}
+        return {
+            key: decode_reply(codec, value, run_id, strict=strict) if key in SHOWN_HASH_FIELDS else value
+            for key, value in reply.items()
+        }
     return reply

@@ -139,17 +139,21 @@ class PayloadCodec:
 
     # -- decoding ---------------------------------------------------------------------------------
 
-    def decode(self, text: str, run_id: str = "") -> str:
-        """The payload's JSON from what Redis kept (a text that is no envelope is returned as is)."""
+    def decode(self, text: str, run_id: str = "", *, strict: bool | None = None) -> str:
+        """The payload's JSON from what Redis kept (a text that is no envelope is returned as is).
+
+        ``strict`` overrides the codec's own for this call: a worker is strict only where it reads
+        what it runs on (store/payload_args.py: STRICT_SCRIPTS)."""
         if text.startswith(SIGNAL_RECORD) and text.startswith(PREFIX, len(SIGNAL_RECORD)):
-            return SIGNAL_RECORD + self.decode(text[len(SIGNAL_RECORD) : -1], run_id) + "}"
+            inner = self.decode(text[len(SIGNAL_RECORD) : -1], run_id, strict=strict)
+            return SIGNAL_RECORD + inner + "}"
         envelope = Envelope.parse(text)
         if envelope is None:
             return text
         try:
             return self._open(envelope, run_id).decode()
         except errors.PayloadUnreadable as exc:
-            if self.strict:
+            if self.strict if strict is None else strict:
                 raise
             return json.dumps(f"<{exc.placeholder}>")
 

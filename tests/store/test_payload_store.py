@@ -102,6 +102,8 @@ def test_a_missing_payload_is_a_permanent_error_naming_the_run_and_the_payload(
     _create(stores["k1"], "run-m", big_state())
     (digest,) = files(blobs.root)
     blobs.path(digest).unlink()
+    # Reading the run reads no inputs or state: not even a worker's strict store fails on it.
+    assert stores["strict"].get("run-m").status.value == "queued"
     claim = stores["strict"].claim("run-m", new_token(), lease_ttl_ms=LEASE_MS)
     assert claim.claimed
     assert "run run-m" in claim.unreadable and digest in claim.unreadable and "missing" in claim.unreadable

@@ -26,10 +26,10 @@ from reflexr_graph.store.records import ForkSeed, SavedCheckpoint, request_diges
 
 def document(run_id: str, saved: SavedCheckpoint) -> CheckpointV1:
     """The checkpoint's envelope; StaleCheckpoint when it is not one this version reads, and
-    PayloadUnreadable when this process cannot read it (a key it lacks)."""
+    OperationRefused when this process cannot read it (a key it lacks): HTTP 409, not a 500."""
     unreadable = placeholder_of(saved.payload)
     if unreadable is not None:
-        raise errors.PayloadUnreadable(
+        raise errors.OperationRefused(
             f"run {run_id}: checkpoint {saved.info.seq} cannot be read here ({unreadable}); set "
             "REFLEXR_PAYLOAD_KEYS (and REFLEXR_PAYLOAD_STORE) as the workers have them"
         )

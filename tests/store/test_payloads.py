@@ -197,7 +197,7 @@ def test_time_travel_without_the_key_refuses_naming_it(stores: dict[str, RedisSt
     run_id = _written(stores["k1"])
     saved = stores["none"].read_checkpoint(run_id, 1)
     with pytest.raises(
-        errors.PayloadUnreadable, match=r"checkpoint 1 cannot be read here \(encrypted with key k1"
+        errors.OperationRefused, match=r"checkpoint 1 cannot be read here \(encrypted with key k1"
     ):
         time_travel.document(run_id, saved)
     with pytest.raises(errors.StaleCheckpoint):  # with the key it is read (and is no CheckpointV1)

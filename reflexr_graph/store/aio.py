@@ -8,6 +8,7 @@ BLOCK) waits on a socket of the event loop rather than in a thread.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import redis.asyncio
@@ -22,7 +23,7 @@ from reflexr_graph.store.base import (
     run_of_request,
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
-from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, encode_args
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
@@ -91,17 +92,29 @@ class AsyncStore:
         # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).
         if isinstance(request, Command):
             reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
-            return decode_reply(self.codec, reply, run_of_request(request))
+            return await self._decoded(reply, run_of_request(request))
         if isinstance(request, Eval):
-            reply = await self._scripts(request.name, request.keys, request.args)
+            args = await self._off_loop(encode_args, self.codec, request.name, request.args)
+            reply = await self._scripts.call_encoded(request.name, request.keys, args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
-            return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
+            return await self._decoded(reply, run_of_request(request), strict)
         if isinstance(request, Batch):
             async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:
                     getattr(pipe, command.method)(*command.args, **command.kwargs)
-                return decode_batch(self.codec, request, await pipe.execute())
+                replies = await pipe.execute()
+            return await self._off_loop(decode_batch, self.codec, request, replies)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    async def _decoded(self, reply: Any, run_id: str, strict: bool = False) -> Any:
+        return await self._off_loop(lambda: decode_reply(self.codec, reply, run_id, strict=strict))
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, in a thread when a payload store is set: a read or write of an offloaded
+        payload (a file on a shared volume, an S3 object) must not block the event loop."""
+        if self.codec.blobs is None:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
 
     async def do(self, op: Op[T]) -> T:
         """Run an operation against this store."""

@@ -113,7 +113,11 @@ class Scripts:
         }
 
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
-        return self._scripts[name](keys=keys, args=encode_args(self.codec, name, args))
+        return self.call_encoded(name, keys, encode_args(self.codec, name, args))
+
+    def call_encoded(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        """Call script ``name`` with arguments whose payloads are encoded already."""
+        return self._scripts[name](keys=keys, args=args)
 
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]

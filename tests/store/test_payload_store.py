@@ -3,8 +3,10 @@ read back; a missing or corrupt one is a clear permanent error; the sweep delete
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +15,9 @@ import redis
 
 from reflexr_graph import errors
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
@@ -140,3 +145,43 @@ def test_the_sweep_deletes_only_old_files_no_run_refers_to(
     assert sweep(store, grace_s=0) == 1
     assert list(files(blobs.root)) == [kept_digest]
     assert store.claim("run-keep", new_token(), lease_ttl_ms=LEASE_MS).state_json is not None
+
+
+class ThreadNoting(FilePayloadStore):
+    """A file payload store that notes the thread of each write and read."""
+
+    threads: list[int]
+
+    def put(self, data: bytes) -> str:
+        self.threads.append(threading.get_ident())
+        return super().put(data)
+
+    def get(self, digest: str) -> bytes:
+        self.threads.append(threading.get_ident())
+        return super().get(digest)
+
+
+def test_the_async_store_writes_and_reads_payload_files_off_the_event_loop(
+    redis_url: str, blobs: FilePayloadStore, stores: dict[str, RedisStore]
+) -> None:
+    """AsyncClient's store: a payload file on a shared volume (or S3) is written and read in a
+    thread, never on the event loop's, with the same result as the blocking store."""
+    noting = ThreadNoting(blobs.root)
+    noting.threads = []
+    codec = PayloadCodec(stores["k1"].codec.ring, noting, offload_bytes=OFFLOAD)
+    state = big_state()
+
+    async def scenario() -> tuple[int, str, str]:
+        store = AsyncStore.from_url(redis_url, codec=codec)
+        try:
+            await store.do(new_run(NewRun("run-a", "demo", "{}", state, None, 3, 9)))
+            ctx = start(stores["k1"], "run-a")
+            stores["k1"].save_checkpoint(ctx, state, seq=1, next_node="b")
+            saved = await store.do(saved_checkpoint("run-a", 1))
+            return threading.get_ident(), saved.payload, saved.state_json or ""
+        finally:
+            await store.close()
+
+    loop_thread, payload, initial = asyncio.run(scenario())
+    assert payload == initial == state
+    assert len(noting.threads) >= 3 and loop_thread not in noting.threads

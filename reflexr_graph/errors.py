@@ -152,6 +152,30 @@ class StreamFull(RunFailure):
         self.max_items = max_items
 
 
+class PayloadUnreadable(RunFailure):
+    """A stored payload of a run cannot be read back: it is encrypted under a key this process
+    does not hold, or it is missing from (or corrupt in) the payload store. Permanent: retrying
+    reads the same bytes. The message names the run and the key id or the payload's digest,
+    never a value."""
+
+    error_kind = Kind.FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="payload_unreadable", permanent=True)
+        self.placeholder = "unreadable payload"
+        """How a reader without the means to read it shows the value: ``<encrypted with key k1>``."""
+
+
+class PayloadTooLarge(RunFailure):
+    """A payload is above the limit of a single payload (``REFLEXR_MAX_OFFLOAD_BYTES`` with a
+    payload store). Permanent: the same work makes the same payload."""
+
+    error_kind = Kind.INVALID
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="payload_too_large", permanent=True)
+
+
 class FencedOut(ReflexrError):
     """This attempt no longer owns the run (its token was superseded), so it may write nothing."""
 

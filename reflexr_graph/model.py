@@ -70,6 +70,8 @@ class Reason(StrEnum):
     STEP_TIMEOUT = "step_timeout"
     ATTEMPT_TIMEOUT = "attempt_timeout"
     NON_RETRYABLE = "non_retryable"
+    PAYLOAD_UNREADABLE = "payload_unreadable"
+    """A stored payload is under a key the worker lacks, or missing or corrupt in the payload store."""
 
 
 LIMIT_WAIT_PREFIX = "limit:"
@@ -146,7 +148,8 @@ class CheckpointInfo(BaseModel):
     """One checkpoint a run keeps, as ``Client.checkpoints`` lists it (no values: see ``CheckpointDetail``).
 
     ``seq`` numbers the run's checkpoints (a fork's go on from the one it started from);
-    ``saved_at`` is epoch seconds; ``size`` is the checkpoint's JSON in bytes; ``attempt`` is the
+    ``saved_at`` is epoch seconds; ``size`` is what Redis keeps of it, in bytes (its JSON;
+    compressed and encrypted with ``REFLEXR_PAYLOAD_KEYS``, a reference when offloaded); ``attempt`` is the
     number of the attempt that saved it, 0 when no attempt of this run did: the checkpoint a fork
     started from (copied from its source), or one saved before checkpoints recorded their attempt.
     ``finished`` marks the checkpoint of the graph's output, which has no ``next_node``.

@@ -19,6 +19,7 @@ from reflexr_graph.cli import (
     limits,
     publish,
     quarantine,
+    rekey,
     report,
     schedules,
     serve,
@@ -32,8 +33,8 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "schedules",
-    "serve", "signals", "stream", "time_travel", "top", "watch",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
+    "schedules", "serve", "signals", "stream", "time_travel", "top", "watch",
 ]  # fmt: skip
 
 

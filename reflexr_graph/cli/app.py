@@ -13,6 +13,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from reflexr_graph.client import Client
+from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -60,6 +61,7 @@ class CliState:
                 settings.redis_url,
                 run_retention_s=settings.run_retention_s,
                 dead_retention_s=settings.dead_retention_s,
+                codec=payload_codec(settings),
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 retry=_RETRY,
             )

@@ -21,6 +21,7 @@ from celery import Celery
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
+from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
@@ -116,6 +117,7 @@ class ClientBase:
         return {
             "run_retention_s": self.settings.run_retention_s,
             "dead_retention_s": self.settings.dead_retention_s,
+            "codec": payload_codec(self.settings),
         }
 
 
@@ -163,7 +165,7 @@ class ClientCore:
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
         run_id = str(uuid.uuid4())
         run = NewRun(
             run_id=run_id,
@@ -203,7 +205,7 @@ class ClientCore:
         entry, _workers = yield from self.published(target.graph)
         value = plain(value, "value")
         schemas.validate_signal(entry, name, value)
-        value_json = to_json(value, "value", self.settings.max_payload_bytes)
+        value_json = to_json(value, "value", self.settings.payload_limit)
         # The message is built only for the wake this signal will likely make; a run that begins
         # to wait for it meanwhile is queued by the script all the same, and sent below.
         message = None
@@ -318,7 +320,7 @@ class ClientCore:
         everything a fork refuses is refused here, before anything is written."""
         saved = yield from saved_checkpoint(run_id, change.from_seq)
         entry, _workers = yield from self.published(saved.graph)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
         edited = None if change.state is None else plain(change.state, "state")
         patch = None if change.patch is None else plain(change.patch, "patch")
         for value, part in ((edited, "state"), (patch, "patch")):

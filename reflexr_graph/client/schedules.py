@@ -54,7 +54,7 @@ def add_schedule(
     entry, _workers = yield from core.published(graph)
     inputs = plain(inputs, "inputs")
     schemas.validate(entry, inputs, None)
-    to_json(inputs, "inputs", core.settings.max_payload_bytes)
+    to_json(inputs, "inputs", core.settings.payload_limit)
     try:
         schedule = Schedule(
             name=name, graph=graph, cron=cron, every_s=every_s, inputs=inputs,

@@ -24,6 +24,7 @@ from reflexr_graph.errors import (
     CancelRequested,
     FencedOut,
     InvalidInputs,
+    PayloadUnreadable,
     RunFailure,
 )
 from reflexr_graph.fleet import loops, observe
@@ -48,6 +49,10 @@ RELEASE_BUDGET_S = 2.0
 def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:
     """Run one claimed attempt to its outcome; on a prefork child's shutdown, hand the run back, re-raise."""
     ctx = claim.context()
+    if claim.unreadable:
+        log.warning("run %s: its stored payloads cannot be read here; the run is dead-lettered", ctx.run_id)
+        lease = lease_from_now(app.reflexr_settings.lease_ttl_s)
+        return Recorder(app, store, ctx, lease).failure(PayloadUnreadable(claim.unreadable))
     action = app.reflexr_registry.get(claim.graph)
     if action is None:
         failure = RunFailure(

@@ -29,6 +29,7 @@ from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import observe, presence, unserved
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Reason, Status
+from reflexr_graph.store import payload_sweep
 from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -40,6 +41,8 @@ sending a due entry written after a pass for a time before the next (see :meth:`
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
+PAYLOAD_SWEEP_S = 600.0
+"""How often the reaper holding the lock sweeps the payload store for files no run refers to."""
 MIN_RESEND_S = 5.0
 """The shortest wait before a sent but unclaimed message is sent again."""
 SEND_RETRY_DELAY_MS = 2000
@@ -92,6 +95,7 @@ class Reaper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
+        self._next_sweep = 0.0
         self._last_warning = 0.0
         self._unreachable_since_ms: int | None = None
         self.outage: tuple[int, int] | None = None
@@ -248,6 +252,14 @@ class Reaper:
         pruned = self.store.prune(found=found.prunable)
         if pruned:
             log.debug("pruned %d index entries of expired runs", pruned)
+        self._sweep_payloads(now)
+
+    def _sweep_payloads(self, now: float) -> None:
+        """Now and then, delete the payload store's files no run refers to (store/payload_sweep.py)."""
+        if self.store.codec.blobs is None or now < self._next_sweep:
+            return
+        self._next_sweep = now + PAYLOAD_SWEEP_S
+        payload_sweep.sweep(self.store)
 
     def publish(self) -> None:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""

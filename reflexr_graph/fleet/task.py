@@ -189,7 +189,7 @@ def _deliver(
 ) -> Claim | Delivered:
     """Everything up to the claim: a Claim to run, or what became of the delivery instead."""
     try:
-        msg = parse_message(args, kwargs, app.reflexr_settings.max_payload_bytes)
+        msg = parse_message(args, kwargs, app.reflexr_settings.payload_limit)
         action = app.reflexr_registry.get(msg.graph)
         if action is None:
             return unserved.route(app, store, run_id, msg, kwargs)

@@ -227,7 +227,13 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        found, memo = ClaimReply.parse([text(v) for v in self.do(per_run("claim", run_id, guess, now, args))])
+        try:
+            reply = self.do(per_run("claim", run_id, guess, now, args))
+        except errors.PayloadUnreadable as exc:
+            # The claim took the run (only a claimed run's payloads are read back): the attempt
+            # owns it, and records the permanent failure that it cannot read them.
+            return Claim(ClaimOutcome.CLAIMED, run_id, token, graph=graph, unreadable=str(exc))
+        found, memo = ClaimReply.parse([text(v) for v in reply])
         outcome = ClaimOutcome(found.outcome)
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
@@ -263,7 +269,7 @@ class AttemptWrites(StoreBase):
         """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
         latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
         data = None if latest is None else self._r.hget(keys.ckpt(run_id), latest)
-        return None if data is None else text(data)
+        return None if data is None else self.codec.decode(text(data), run_id)
 
     @translate_errors
     def save_checkpoint(
@@ -332,7 +338,8 @@ class AttemptWrites(StoreBase):
     @translate_errors
     def load_records(self, run_id: str) -> dict[str, str]:
         """The work recorded since the run's latest checkpoint, field -> JSON."""
-        return text_map(self._r.hgetall(keys.memo(run_id)))
+        found = text_map(self._r.hgetall(keys.memo(run_id)))
+        return {name: self.codec.decode(value, run_id) for name, value in found.items()}
 
     @translate_errors
     def succeed(

@@ -327,6 +327,8 @@ class EmitArgs(Args):
 EMIT_ITEM_ARGS = 7
 """ARGV per item of emit.lua, after EmitArgs: topic, node, branch, durable call, restart flag,
 value JSON, the memo field to set to the item's offset ('' for none)."""
+EMIT_ITEM_VALUE = 5
+"""Where an item's value JSON is among its EMIT_ITEM_ARGS (store/payload_args.py encodes it)."""
 
 
 def emit_item(

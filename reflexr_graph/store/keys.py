@@ -129,6 +129,23 @@ def stream(run_id: str) -> str:
     return _tagged(run_id, "stream")
 
 
+def run_of(key: object) -> str:
+    """The run a per-run key belongs to (its hash tag), '' for any other key."""
+    name = key.decode() if isinstance(key, bytes) else str(key)
+    start = name.find("{")
+    end = name.find("}", start + 1)
+    return name[start + 1 : end] if name.startswith(f"{PREFIX}:{{") and end > start else ""
+
+
+RUN_HASHES = ("run", "ckpt", "memo", "mailbox")
+"""The per-run hashes that may hold payloads (a payload store sweep reads them for references)."""
+
+
+def every_run_key() -> str:
+    """A SCAN pattern that matches every per-run key of every run."""
+    return f"{PREFIX}:{{*}}:*"
+
+
 def run_keys(run_id: str) -> tuple[str, ...]:
     """Every per-run key; retention expires and purge deletes those of them that exist."""
     return (

@@ -59,6 +59,9 @@ class Claim:
     """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
     records: dict[str, str] = field(default_factory=dict)
     """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
+    unreadable: str = ""
+    """Why the run's payloads cannot be read here (errors.PayloadUnreadable), '' when they can:
+    the claimed attempt then fails the run permanently, running nothing."""
 
     @property
     def claimed(self) -> bool:

@@ -20,6 +20,8 @@ import redis.asyncio
 from redis.commands.core import AsyncScript, Script
 
 from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.payload_args import encode_args
+from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 
 _LIB = "_lib"
 _HISTORY = "_history"
@@ -103,15 +105,21 @@ class Scripts:
     """The registered scripts of one client; each call is one EVALSHA once the script is cached.
 
     The client may be blocking or a ``redis.asyncio`` one, whose scripts' calls are awaited.
+    Every payload among a call's arguments goes through ``codec`` (store/payload_args.py).
     """
 
-    def __init__(self, client: redis.Redis | redis.asyncio.Redis) -> None:
+    def __init__(self, client: redis.Redis | redis.asyncio.Redis, codec: PayloadCodec = PLAIN) -> None:
         self._client = client
+        self.codec = codec
         self._scripts: dict[str, Script | AsyncScript] = {
             name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
         }
 
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        return self.call_encoded(name, keys, encode_args(self.codec, name, args))
+
+    def call_encoded(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        """Call script ``name`` with arguments whose payloads are encoded already."""
         return self._scripts[name](keys=keys, args=args)
 
     def queue(
@@ -120,7 +128,7 @@ class Scripts:
         """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed."""
         script = self._scripts[name]
         assert isinstance(script, Script)
-        script(keys=keys, args=args, client=pipe)
+        script(keys=keys, args=encode_args(self.codec, name, args), client=pipe)
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""

@@ -27,6 +27,7 @@ SECTIONS = (
     "## 9. Limits",
     "## 10. The store at scale",
     "## 11. Streaming",
+    "## 12. Payloads at rest",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -44,6 +45,7 @@ RATIO_LINES = (
     "runs/s one Redis core sustains",
     "hot-loop PINGs",
     "| emit to a blocked reader, median |",
+    "offloaded / as is Redis memory",
 )
 
 

@@ -110,3 +110,19 @@ def test_past_stream_max_items_the_run_dies_with_an_error_naming_the_setting(
     assert info.status is Status.DEAD and info.reason == "stream_full"
     assert info.error is not None and "REFLEXR_STREAM_MAX_ITEMS=100" in info.error
     assert [i.value for i in items] == list(range(100))
+
+
+def test_with_payload_keys_emitted_values_are_encrypted_in_redis_and_read_back_plain(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """G10 covers the stream too: each item's value passes the payload codec like every payload."""
+    from tests.fleet.test_payloads import KEY_SPEC
+    from tests.store.test_payloads import every_value
+
+    fleet.env["REFLEXR_PAYLOAD_KEYS"] = KEY_SPEC
+    fleet.start(**GRAPHS)
+    client = client_for(fleet)
+    run_id = client.enqueue("tokens", {"n": 5, "gap_s": 0})
+    assert texts(list(client.stream(run_id, timeout=60))) == [f"t{i} " for i in range(5)]
+    held = every_value(redis_client)
+    assert b"t3 " not in held and b'"phase"' not in held, "no emitted value is readable in Redis"

@@ -19,6 +19,7 @@ from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
 from reflexr_graph.errors import FencedOut, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class AttemptPort:
     """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
     slot_ttl_ms: int = 30_000
     """How long a limit slot holds without renewal: the lease TTL."""
+    hot: HotPath | None = None
+    """The attempt's held connection for its saves and records (store/hot_path.py); the store's
+    client when None."""
 
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
@@ -93,9 +97,13 @@ class AttemptPort:
         return self.records
 
     def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        self._write(
-            ctx, f"record {field.split('|', 1)[0]}", lambda: self.store.save_record(ctx, field, value)
+        hot = self.hot
+        op = (
+            (lambda: self.store.save_record(ctx, field, value))
+            if hot is None
+            else (lambda: hot.save_record(field, value))
         )
+        self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 
     def save_checkpoint(
         self,
@@ -106,10 +114,17 @@ class AttemptPort:
         next_node: str | None,
         notes: Notes = NO_NOTES,
     ) -> bool | None:
+        hot = self.hot
+        if hot is None:
+            return self._write(
+                ctx,
+                f"checkpoint {seq}",
+                lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+            )
         return self._write(
             ctx,
             f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+            lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:

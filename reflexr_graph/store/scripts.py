@@ -111,6 +111,10 @@ class Scripts:
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         return self._scripts[name](keys=keys, args=args)
 
+    def sha(self, name: str) -> str:
+        """The SHA1 of script ``name``'s full text, as EVALSHA names it."""
+        return self._scripts[name].sha
+
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
     ) -> None:

@@ -20,13 +20,16 @@ Both transports also keep their connection parameters after Celery drops a lost 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from typing import Any
 
 import redis
 import redis.sentinel
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 
+from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.fleet.envelope import envelope_problem
 from reflexr_graph.fleet.quarantine import move_aside
 
@@ -129,8 +132,72 @@ class _ScreeningChannel:
         return False
 
 
+def _run_only(message: Any) -> bool:
+    """Whether ``message`` is one the store redelivers by itself: ``reflexr_graph.run`` naming only
+    the graph (config/dispatch.py: send_run), whose run is recorded with a due entry or a lease.
+
+    A foreign producer's message carries its inputs, and its run may not be recorded yet.
+    """
+    headers = getattr(message, "headers", None) or {}
+    if headers.get("task") != TASK_NAME:
+        return False
+    try:
+        args, kwargs, _embed = json.loads(message.body)
+    except (TypeError, ValueError):
+        return False
+    return args == [] and isinstance(kwargs, dict) and set(kwargs) == {"graph"}
+
+
+class RunQoS(kombu_redis.QoS):
+    """kombu's ack emulation, without its Redis bookkeeping for the messages of recorded runs.
+
+    kombu keeps every delivered message in its ``unacked`` hash and index until the ack (a MULTI
+    of two writes at delivery, another at the ack), so that a worker that dies restores it after
+    the visibility timeout. A run-only message needs none of it: its run has a due entry until
+    the claim (the reaper sends it again if no claim comes, reschedule_due.lua) and a lease from
+    the claim on (the reaper recovers it when the lease lapses), so a message lost with its
+    worker, or dropped where kombu would requeue it (a soft shutdown, which also hands the run
+    back due now), is sent again by the store: at least once, as before. Every other message
+    (a foreign producer's, with its inputs) keeps kombu's bookkeeping.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._untracked: set[Any] = set()
+
+    def append(self, message: Any, delivery_tag: Any) -> None:
+        if not _run_only(message):
+            super().append(message, delivery_tag)
+            return
+        self._untracked.add(delivery_tag)
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def ack(self, delivery_tag: Any) -> None:
+        if delivery_tag in self._untracked:
+            self._untracked.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)
+            return
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
+        if delivery_tag in self._untracked:
+            self._untracked.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)  # the store sends the run again
+            return
+        super().reject(delivery_tag, requeue=requeue)
+
+    def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
+        if tag in self._untracked:
+            self._untracked.discard(tag)  # nothing was kept to restore: the store sends it again
+            return
+        super().restore_by_tag(tag, client=client, leftmost=leftmost)
+
+
 class Channel(_ScreeningChannel, kombu_redis.Channel):
-    """kombu's Redis channel, whose clients move bad items aside as they pop them."""
+    """kombu's Redis channel, whose clients move bad items aside as they pop them, and which keeps
+    no unacked bookkeeping for run-only messages (:class:`RunQoS`)."""
+
+    QoS = RunQoS
 
 
 REFUSALS = ("NOREPLICAS", "MASTERDOWN")
@@ -164,6 +231,7 @@ class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (the primary found through Sentinel), screening as :class:`Channel`."""
 
     connection_class = FailoverAwareConnection
+    QoS = RunQoS
 
 
 class _KeepsItsClient:

@@ -92,3 +92,31 @@ def test_rediss_through_the_fleet_transport_still_verifies_certificates(
             else:
                 with pytest.raises(OperationalError, match="certificate verify failed"):
                     _ = conn.default_channel
+
+
+def test_a_run_only_message_keeps_no_unacked_bookkeeping_and_a_foreign_one_keeps_kombus(
+    channel: Any, redis_client: redis.Redis
+) -> None:
+    """Issue 18: the message of a recorded run (its graph only) costs the broker no unacked writes,
+    and a requeue drops it (the store's due entry or lease sends it again, reschedule_due.lua and
+    reap.lua); a foreign producer's message, with its inputs, keeps kombu's bookkeeping and requeue."""
+    queue = f"q-{uuid.uuid4().hex[:6]}"
+    unacked, index = channel.unacked_key, channel.unacked_index_key
+    # Declared as Celery declares a queue a producer names, so a requeue finds its way back.
+    channel.exchange_declare(queue, "direct", durable=True)
+    channel.queue_declare(queue, durable=True)
+    channel.queue_bind(queue, queue, queue)
+    redis_client.lpush(queue, json.dumps(garbage.envelope(queue, {"graph": "steps"})).encode())
+    redis_client.lpush(queue, garbage.good(queue, value=7))  # RPOP takes the run-only one first
+    run_only = channel.basic_get(queue)
+    assert json.loads(run_only.body)[1] == {"graph": "steps"}
+    assert (redis_client.hlen(unacked), redis_client.zcard(index)) == (0, 0)
+    foreign = channel.basic_get(queue)
+    assert (redis_client.hlen(unacked), redis_client.zcard(index)) == (1, 1)
+    run_only.requeue()
+    foreign.requeue()
+    assert (redis_client.hlen(unacked), redis_client.zcard(index)) == (0, 0)
+    again = channel.basic_get(queue)
+    assert json.loads(again.body)[1]["inputs"] == {"value": 7}, "the foreign message came back"
+    again.ack()
+    assert channel.basic_get(queue) is None, "the run-only one did not: the store sends it again"

@@ -43,6 +43,8 @@ IDLE_MAX_S = 10.0
 """The longest the reaper sleeps between passes when nothing is due and no lease can lapse before:
 at most the lease TTL too, so a lease taken meanwhile cannot lapse before it wakes. A write that
 makes a run due sooner nudges it awake (:meth:`RedisStore.nudge_reaper`)."""
+NUDGES_DRAINED = 1000
+"""At most this many nudges already received are answered by the one pass they woke."""
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
@@ -176,7 +178,8 @@ class Reaper:
                 with contextlib.suppress(StoreUnavailable):  # the next pass says Redis is unreachable
                     self.presence.maybe_beat()
             left = until - time.monotonic()
-            if left <= 0 or self._nudged(min(left, self.interval_s)):
+            # Only the holder acts on a nudge: another reaper could not take the lock before it lapses.
+            if left <= 0 or (self._nudged(min(left, self.interval_s)) and self.holding):
                 return
 
     def _nudged(self, timeout_s: float) -> bool:
@@ -188,13 +191,18 @@ class Reaper:
                 self._stop.wait(timeout_s)
                 return False
         try:
-            message = self._nudges.get_message(timeout=timeout_s)
+            if self._nudges.get_message(timeout=timeout_s) is None:
+                return False
+            # One pass answers every nudge sent so far: a burst of retries wakes it once.
+            for _ in range(NUDGES_DRAINED):
+                if self._nudges.get_message(timeout=0) is None:
+                    break
         except (RedisError, OSError):
             # Redis went away under the subscription: sleep as before, subscribe again next time.
             self._drop_nudges()
             self._stop.wait(timeout_s)
             return False
-        return message is not None
+        return True
 
     def _drop_nudges(self) -> None:
         if self._nudges is not None:

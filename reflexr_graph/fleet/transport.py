@@ -156,9 +156,10 @@ class RunQoS(kombu_redis.QoS):
     the visibility timeout. A run-only message needs none of it: its run has a due entry until
     the claim (the reaper sends it again if no claim comes, reschedule_due.lua) and a lease from
     the claim on (the reaper recovers it when the lease lapses), so a message lost with its
-    worker, or dropped where kombu would requeue it (a soft shutdown, which also hands the run
-    back due now), is sent again by the store: at least once, as before. Every other message
-    (a foreign producer's, with its inputs) keeps kombu's bookkeeping.
+    worker's main process is sent again by the store: at least once, as before. A requeue (a
+    pool child lost, a soft shutdown) and a channel closing with messages in hand still put them
+    back, from the copy in memory. Every other message (a foreign producer's, with its inputs)
+    keeps kombu's bookkeeping.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -181,16 +182,35 @@ class RunQoS(kombu_redis.QoS):
 
     def reject(self, delivery_tag: Any, requeue: bool = False) -> None:
         if delivery_tag in self._untracked:
+            if requeue:
+                self._requeue(delivery_tag, leftmost=True)
             self._untracked.discard(delivery_tag)
-            virtual.QoS.ack(self, delivery_tag)  # the store sends the run again
+            virtual.QoS.ack(self, delivery_tag)
             return
         super().reject(delivery_tag, requeue=requeue)
 
     def restore_by_tag(self, tag: Any, client: Any = None, leftmost: bool = False) -> None:
         if tag in self._untracked:
-            self._untracked.discard(tag)  # nothing was kept to restore: the store sends it again
+            self._requeue(tag, leftmost=leftmost, client=client)
+            self._untracked.discard(tag)
             return
         super().restore_by_tag(tag, client=client, leftmost=leftmost)
+
+    def _requeue(self, tag: Any, *, leftmost: bool, client: Any = None) -> None:
+        """Put a delivered message back on its queue from this process's memory, as kombu puts back
+        the copy it kept in Redis: a requeue (a pool child lost, a soft shutdown) or a channel
+        closing with messages in hand. Only a worker whose main process dies loses them."""
+        message = (self._delivered or {}).get(tag)
+        if message is None:
+            return
+        delivery = message.delivery_info
+        channel: Any = self.channel  # kombu's Redis channel
+        with channel.conn_or_acquire(client) as conn:
+            pipe = conn.pipeline()
+            channel._do_restore_message(
+                message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost
+            )
+            pipe.execute()
 
 
 class Channel(_ScreeningChannel, kombu_redis.Channel):

@@ -36,6 +36,7 @@ from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
 from reflexr_graph.fleet.watchdog import Watch
 from reflexr_graph.model import Reason
+from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -87,6 +88,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
     recorder.lease_left_s = heartbeat.lease_left_s
+    hot = HotPath(store, ctx)
     port = AttemptPort(
         store,
         claim.checkpoint,
@@ -95,10 +97,11 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         heartbeat.let_go,
         slot_ttl_ms=settings.lease_ttl_ms,
         stream_max_items=settings.stream_max_items,
+        hot=hot,
     )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
-    with heartbeat:
+    with heartbeat, hot:
         try:
             drive = _drive(heartbeat, action, port, watch, _payload(claim), tally, settings.sibling_grace_s)
             finished = loops.run(drive)

@@ -19,6 +19,7 @@ from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Notes, WaitResult
 from reflexr_graph.errors import FencedOut, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,9 @@ class AttemptPort:
     """How long a limit slot holds without renewal: the lease TTL."""
     stream_max_items: int = 10_000
     """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
+    hot: HotPath | None = None
+    """The attempt's held connection for its saves and records (store/hot_path.py); the store's
+    client when None, and for a write that also gives limit slots back (``returning``)."""
 
     def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
         found: list[int] = []
@@ -108,11 +112,13 @@ class AttemptPort:
     def save_record(
         self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
     ) -> None:
-        self._write(
-            ctx,
-            f"record {field.split('|', 1)[0]}",
-            lambda: self.store.save_record(ctx, field, value, returning),
+        hot = self.hot
+        op = (
+            (lambda: self.store.save_record(ctx, field, value, returning))
+            if hot is None or returning
+            else (lambda: hot.save_record(field, value))
         )
+        self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 
     def save_checkpoint(
         self,
@@ -124,12 +130,19 @@ class AttemptPort:
         notes: Notes = NO_NOTES,
         returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
+        hot = self.hot
+        if hot is None or returning:
+            return self._write(
+                ctx,
+                f"checkpoint {seq}",
+                lambda: self.store.save_checkpoint(
+                    ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+                ),
+            )
         return self._write(
             ctx,
             f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(
-                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
-            ),
+            lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:

@@ -21,8 +21,12 @@ from reflexr_graph.store.workers import HEARTBEAT_TTL_S
 
 log = logging.getLogger(__name__)
 
-BEAT_EVERY_S = 2.0
+BEAT_EVERY_S = 10.0
+"""A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone."""
 TTL_S = HEARTBEAT_TTL_S
+FULL_EVERY = 3
+"""Every third beat (once per TTL) trims the entries of workers that stopped beating; the others
+only refresh this worker's own."""
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
 
@@ -54,11 +58,15 @@ class Presence:
         self.store = store
         self.info = info
         self._next = 0.0
+        self._beats = 0
 
     def maybe_beat(self) -> None:
         now = time.monotonic()
         if now >= self._next:
-            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000))
+            # The first beat and every FULL_EVERY-th also trim the registry (lua/worker_beat.lua).
+            full = self._beats % FULL_EVERY == 0
+            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000), full=full)
+            self._beats += 1
             self._next = now + BEAT_EVERY_S
 
     def leave(self) -> None:

@@ -10,6 +10,7 @@ Redis is delivered again and again once it outlives the visibility timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import signals
+from redis.exceptions import RedisError
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
@@ -36,8 +38,14 @@ from reflexr_graph.store.redis_store import RedisStore
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
-"""The longest the reaper sleeps between passes: the bound on recovering a lapsed lease, and on
-sending a due entry written after a pass for a time before the next (see :meth:`Reaper.next_wait_s`)."""
+"""The reaper's tick: how soon it tries again after a failed pass, how long past its planned wake
+the lock outlives it, and how often its loop touches the health file and beats presence."""
+IDLE_MAX_S = 10.0
+"""The longest the reaper sleeps between passes when nothing is due and no lease can lapse before:
+at most the lease TTL too, so a lease taken meanwhile cannot lapse before it wakes. A write that
+makes a run due sooner nudges it awake (:meth:`RedisStore.nudge_reaper`)."""
+NUDGES_DRAINED = 1000
+"""At most this many nudges already received are answered by the one pass they woke."""
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
@@ -87,6 +95,8 @@ class Reaper:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         settings = app.reflexr_settings
         self.lock_ttl_ms = lock_ttl_ms(interval_s)
+        self.idle_s = max(interval_s, min(IDLE_MAX_S, settings.lease_ttl_s))
+        """The longest sleep between passes (see :data:`IDLE_MAX_S`)."""
         # A sent message that no worker claims within about two lease TTLs is sent again, then
         # twice as late each time: never later than kombu itself would restore it.
         self.resend_base_ms = int(max(2 * settings.lease_ttl_s, MIN_RESEND_S) * 1000)
@@ -101,12 +111,17 @@ class Reaper:
         self.outage: tuple[int, int] | None = None
         """The last window (epoch ms) in which this reaper found Redis unreachable, while it matters."""
         self._outage_until = 0.0
-        self._next_due_ms: float | None = None
-        """The first due score after the last pass's due runs, as its tick found it (holding the lock)."""
+        self._wake_ms: float | None = None
+        """When the last pass's tick said to wake next (epoch ms)."""
+        self._nudges: Any = None
+        """The subscription to nudges (store.reaper_nudges), while Redis gives one."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Subscribed before the first pass, so no nudge sent after it is missed.
+        with contextlib.suppress(StoreUnavailable):
+            self._nudges = self.store.reaper_nudges()
         self._thread = threading.Thread(target=self._loop, name="reflexr-reaper", daemon=True)
         self._thread.start()
         log.info(
@@ -120,6 +135,7 @@ class Reaper:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+        self._drop_nudges()
         if self.presence is not None:
             try:
                 self.presence.leave()
@@ -150,25 +166,69 @@ class Reaper:
                 if self._unreachable_since_ms is None:
                     self._unreachable_since_ms = clock.now_ms() - int(self.interval_s * 1000)
                 self._warn("Redis unreachable; the reaper tries again in %.1fs", self.interval_s)
+                self._drop_nudges()
             except Exception:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
+            self._sleep(wait_s)
+
+    def _sleep(self, wait_s: float) -> None:
+        """Sleep ``wait_s``, or until stopped or nudged; every tick meanwhile, touch the health file
+        and beat presence (neither waits for a pass)."""
+        until = time.monotonic() + wait_s
+        while not self._stop.is_set():
             self._beat()
-            self._stop.wait(wait_s)
+            if self.presence is not None:
+                with contextlib.suppress(StoreUnavailable):  # the next pass says Redis is unreachable
+                    self.presence.maybe_beat()
+            left = until - time.monotonic()
+            # Only the holder acts on a nudge: another reaper could not take the lock before it lapses.
+            if left <= 0 or (self._nudged(min(left, self.interval_s)) and self.holding):
+                return
+
+    def _nudged(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a nudge; True when one came (the pass runs now)."""
+        if self._nudges is None:
+            try:
+                self._nudges = self.store.reaper_nudges()
+            except StoreUnavailable:
+                self._stop.wait(timeout_s)
+                return False
+        try:
+            if self._nudges.get_message(timeout=timeout_s) is None:
+                return False
+            # One pass answers every nudge sent so far: a burst of retries wakes it once.
+            for _ in range(NUDGES_DRAINED):
+                if self._nudges.get_message(timeout=0) is None:
+                    break
+        except (RedisError, OSError):
+            # Redis went away under the subscription: sleep as before, subscribe again next time.
+            self._drop_nudges()
+            self._stop.wait(timeout_s)
+            return False
+        return True
+
+    def _drop_nudges(self) -> None:
+        if self._nudges is not None:
+            with contextlib.suppress(RedisError, OSError):
+                self._nudges.close()
+            self._nudges = None
 
     def next_wait_s(self) -> float:
-        """How long to sleep after a pass: until the next due entry the pass's tick saw, at most
-        ``interval_s``.
+        """How long to sleep after a pass: until the wake its tick named (the next due entry, the
+        first lease that could lapse, or ``idle_s``; for a reaper without the lock, when the lock
+        would lapse), or ``interval_s`` before any pass.
 
-        A timer wakes on time instead of up to a tick late, and an idle reaper still makes one
-        round trip a tick. A due entry written after the tick (a step set a timer meanwhile) for a
-        time before the planned wake is sent at that wake: at most ``interval_s`` after its time.
+        A timer wakes on time, and an idle reaper makes one round trip per ``idle_s``, not per tick.
+        A due entry written after the tick for a time before the planned wake comes with a nudge,
+        which ends the sleep (:meth:`_sleep`); a lost nudge makes it at most ``idle_s`` late.
         """
-        if self._next_due_ms is None:
+        if self._wake_ms is None:
             return self.interval_s
         # One ms past the score's whole ms: the tick compares whole ms, and the clock truncates.
-        until_s = (math.floor(self._next_due_ms) + 1 - clock.now_ms()) / 1000
-        return min(self.interval_s, max(MIN_WAIT_S, until_s))
+        until_s = (math.floor(self._wake_ms) + 1 - clock.now_ms()) / 1000
+        # Another reaper's wake is when the lock would lapse: up to a tick past the holder's.
+        return min(self.idle_s + self.interval_s, max(MIN_WAIT_S, until_s))
 
     def _reachable(self) -> None:
         """Redis answered: close the outage window, if one was open, before anything is reaped."""
@@ -234,8 +294,14 @@ class Reaper:
             self.publish()
         if self.presence is not None:
             self.presence.maybe_beat()
-        self._next_due_ms = None
-        found = self.store.reaper_tick(self.owner, self.lock_ttl_ms)
+        self._wake_ms = None
+        found = self.store.reaper_tick(
+            self.owner,
+            self.lock_ttl_ms,
+            idle_ms=int(self.idle_s * 1000),
+            margin_ms=int(self.interval_s * 1000),
+        )
+        self._wake_ms = found.wake
         holding = self._hold_lock(found.lock)
         # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
         # that lapsed in it.
@@ -243,7 +309,6 @@ class Reaper:
         if not holding:
             return
         self._restarted(found.restart)
-        self._next_due_ms = found.next_due
         # A run reaped now is due now: read the due set again then, so it is sent this pass.
         recovered = self.reap(found.lapsed)
         self.dispatch_due(None if recovered else found.due)

@@ -177,6 +177,11 @@ class StoreBase:
     def client(self) -> redis.Redis:
         return self._r
 
+    @property
+    def scripts(self) -> Scripts:
+        """The registered scripts (the attempt's hot path sends their EVALSHAs itself: store/hot_path.py)."""
+        return self._scripts
+
     def close(self) -> None:
         self._r.close()
         sentinel.close_sentinels(self._r)

@@ -534,6 +534,11 @@ class TickArgs(Args):
     limit: int
     run_retention_s: int
     dead_retention_s: int
+    idle_ms: int
+    """The longest the reaper may sleep: at most its lease TTL, so a lease taken meanwhile cannot
+    lapse before it wakes."""
+    margin_ms: int
+    """How long past the holder's planned wake the lock is kept: one tick."""
 
 
 class Lock(StrEnum):
@@ -561,8 +566,11 @@ class TickReply:
     restart: tuple[int, int] | None
     """The window (epoch ms) since the last reaper pass when Redis restarted or failed over in it."""
     next_due: float | None
-    """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
-    the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""
+    """The due score (epoch ms) of the first due entry after ``due``, None when none falls before
+    ``wake``."""
+    wake: float
+    """When the reaper wakes next (epoch ms): the holder at the first due entry after ``due``, the
+    first lease that could lapse, or its longest sleep; another reaper when the lock would lapse."""
 
 
 # -- schedules ----------------------------------------------------------------------------------

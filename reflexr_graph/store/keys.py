@@ -29,6 +29,9 @@ DUE = f"{PREFIX}:due"
 """Runs that need a Celery message sent, score = due ms."""
 REAPER_LOCK = f"{PREFIX}:reaper:lock"
 """Held by the one reaper that may act at a time."""
+REAPER_NUDGE = f"{PREFIX}:reaper:nudge"
+"""A pub/sub channel, not a key: a write that makes a run due soon (a retry, a timer, a release)
+publishes on it, so a reaper sleeping until its next known due time wakes now."""
 REAPER_PASS = f"{PREFIX}:reaper:pass"
 """The last pass of the reaper holding the lock: "<epoch ms> <run_id of the Redis server>". A server
 has a new run_id each time it starts (a promoted replica has its own), so the next pass can tell

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
+
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
@@ -40,11 +42,21 @@ class Recovery(StoreBase):
     # -- reaper --------------------------------------------------------------------------------
 
     @translate_errors
-    def reaper_tick(self, owner: str, lock_ttl_ms: int, now_ms: int | None = None) -> TickReply:
+    def reaper_tick(
+        self,
+        owner: str,
+        lock_ttl_ms: int,
+        now_ms: int | None = None,
+        *,
+        idle_ms: int | None = None,
+        margin_ms: int | None = None,
+    ) -> TickReply:
         """One reaper pass's reads in one round trip: take or keep the lock for ``owner``, and, when
         it holds it, the lapsed leases, the due runs, the finished runs past their retention and
-        the due score of the first due entry after the runs returned (the reaper's next wake).
+        the due score of the first due entry after the runs returned, and when to wake next.
 
+        ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
+        how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
         It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
         each re-checking it in its own script.
         """
@@ -56,9 +68,18 @@ class Recovery(StoreBase):
             *(keys.status_set(s) for s in PRUNED),
             keys.REAPER_PASS,
         ]
-        args = TickArgs(owner, lock_ttl_ms, now, TICK_BATCH, self.run_retention_s, self.dead_retention_s)
+        args = TickArgs(
+            owner,
+            lock_ttl_ms,
+            now,
+            TICK_BATCH,
+            self.run_retention_s,
+            self.dead_retention_s,
+            lock_ttl_ms if idle_ms is None else idle_ms,
+            0 if margin_ms is None else margin_ms,
+        )
         reply = self._scripts("reaper_tick", script_keys, args.argv())
-        lock, lapsed, due, *finished, restart, next_due = reply
+        lock, lapsed, due, *finished, restart, next_due, wake = reply
         return TickReply(
             lock=Lock(text(lock)),
             lapsed=[text(m) for m in lapsed],
@@ -66,6 +87,7 @@ class Recovery(StoreBase):
             prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
             restart=_window(restart),
             next_due=float(next_due[1]) if next_due else None,
+            wake=float(wake),
         )
 
     @translate_errors
@@ -219,3 +241,15 @@ class Recovery(StoreBase):
     def release_lock(self, owner: str) -> bool:
         """Release the reaper lock, only if ``owner`` still holds it."""
         return bool(self._scripts("lock_release", [keys.REAPER_LOCK], [owner]))
+
+    @translate_errors
+    def nudge_reaper(self) -> None:
+        """Wake the reapers now: a run was just made due soon (one PUBLISH, no key written)."""
+        self._r.publish(keys.REAPER_NUDGE, b"")
+
+    @translate_errors
+    def reaper_nudges(self) -> redis.client.PubSub:
+        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now."""
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub.subscribe(keys.REAPER_NUDGE)
+        return pubsub

@@ -122,6 +122,10 @@ class Scripts:
         """Call script ``name`` with arguments whose payloads are encoded already."""
         return self._scripts[name](keys=keys, args=args)
 
+    def sha(self, name: str) -> str:
+        """The SHA1 of script ``name``'s full text, as EVALSHA names it."""
+        return self._scripts[name].sha
+
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
     ) -> None:

@@ -18,7 +18,7 @@ from reflexr_graph.store.records import (
     text,
 )
 
-HEARTBEAT_TTL_S = 10.0
+HEARTBEAT_TTL_S = 30.0
 """A worker that stopped beating counts as gone this long after its last beat (fleet/presence.py
 beats with it): a heartbeat's expiry less this is when the worker last beat."""
 IN_FLIGHT_SCAN = 1000
@@ -104,10 +104,20 @@ class Workers(StoreBase):
     # -- live workers ------------------------------------------------------------------------------
 
     @translate_errors
-    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int) -> None:
-        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip)."""
+    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int, full: bool = True) -> None:
+        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip).
+
+        ``full`` also trims the entries of workers that stopped beating and sets the served sets'
+        expiry; a beat without it only refreshes this worker's entries (``lua/worker_beat.lua``).
+        """
         script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
-        args: list[ScriptArg] = [info.name, clock.now_ms(), ttl_ms, info.model_dump_json()]
+        args: list[ScriptArg] = [
+            info.name,
+            clock.now_ms(),
+            ttl_ms,
+            info.model_dump_json(),
+            "1" if full else "0",
+        ]
         self._scripts("worker_beat", script_keys, args)
 
     @translate_errors

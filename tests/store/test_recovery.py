@@ -9,6 +9,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
+from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.recovery import TICK_BATCH
 from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S
@@ -347,3 +348,25 @@ def test_a_pass_on_a_server_that_refuses_info_gives_no_evidence(private_redis: R
         assert store.mark_pass(2_000) is None
     finally:
         store.close()
+
+
+def test_reaper_tick_wakes_at_the_first_lease_that_could_lapse_and_keeps_the_lock_until_then(
+    store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
+) -> None:
+    """An idle reaper sleeps up to ``idle_ms``, less when a lease could lapse or a run falls due
+    sooner; the holder keeps the lock a margin past that wake, and another reaper wakes when the
+    lock would lapse, so it takes over within the margin of a holder that died."""
+    now = clock.now_ms()
+    idle = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
+    assert idle.wake == now + 10_000
+    assert 10_000 < raw.pttl(keys.REAPER_LOCK) <= 11_000
+    other = store.reaper_tick("reaper-b", 3_000, idle_ms=10_000, margin_ms=1_000)
+    assert other.lock is Lock.OTHER and now + 10_000 < other.wake <= now + 11_000
+    make_run(store, "r", dispatch_grace_ms=60_000)
+    start(store, "r", lease_ms=4_000)
+    found = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
+    assert found.wake == now + 4_000, "the lease could lapse then"
+    assert 3_000 < raw.pttl(keys.REAPER_LOCK) <= 5_000
+    fake_clock.advance(4_001)
+    found = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
+    assert found.lapsed == ["r"] and found.wake == clock.now_ms() + 1_000, "another may lapse next"

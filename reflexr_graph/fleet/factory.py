@@ -20,6 +20,7 @@ from reflexr_graph.fleet import (
     stopping,
     task,
     telemetry_hooks,
+    versions,
     watchdog,
 )
 from reflexr_graph.fleet.app import FleetApp
@@ -34,6 +35,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     # per receiver, so building many apps in one process (tests, clients) connects each once.
     reaper.install()
     routing.install()
+    versions.install()
     pools.install()
     watchdog.install()
     preflight.install()

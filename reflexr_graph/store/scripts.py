@@ -37,6 +37,8 @@ PER_RUN: tuple[str, ...] = (
     "purge",
     "prune",
     "hold_unserved",
+    "hold_version",
+    "wake_version",
     "wait",
     "signal",
 )

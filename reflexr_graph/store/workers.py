@@ -98,6 +98,12 @@ def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
     return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
 
 
+def _served_keys(info: WorkerInfo) -> list[str]:
+    # A graph's set and its version's: the script treats them alike (member = the worker's name).
+    versions = [keys.served_version(g, v) for g, v in sorted(info.graph_versions.items())]
+    return [*(keys.served(g) for g in info.graphs), *versions]
+
+
 class Workers(StoreBase):
     """Worker heartbeats, and who serves which graph."""
 
@@ -106,14 +112,14 @@ class Workers(StoreBase):
     @translate_errors
     def worker_beat(self, info: WorkerInfo, *, ttl_ms: int) -> None:
         """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip)."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         args: list[ScriptArg] = [info.name, clock.now_ms(), ttl_ms, info.model_dump_json()]
         self._scripts("worker_beat", script_keys, args)
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:
         """Take a stopping worker out of the registry at once."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         self._scripts("worker_leave", script_keys, [info.name])
 
     def live_workers(self) -> list[WorkerInfo]:

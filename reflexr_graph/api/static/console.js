@@ -322,7 +322,7 @@ async function runPage(view, runId) {
 
   const render = async () => {
     summary.replaceChildren(...[
-      ["status", badge(run.status)], ["graph", run.graph], ["attempt", attemptText(run)],
+      ["status", badge(run.status)], ["graph", run.graph], ["version", h("span", { class: "mono", id: "run-version" }, run.version || "-")], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),

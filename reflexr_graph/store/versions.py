@@ -1,0 +1,105 @@
+"""Graph versions (G9): which versions of a graph were published, which live workers serve, and
+the runs held waiting for a worker of their version.
+
+A version is ``GraphAction.version``: the user's label, else the graph's fingerprint. Every
+worker publishes the versions it runs (``rg:versions:<graph>``, first publication kept) and
+beats into ``rg:served:<graph>@<version>`` beside its graph's set (store/workers.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from reflexr_graph import clock
+from reflexr_graph.store import keys
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
+from reflexr_graph.store.ops import Op, batch, cmd, per_run
+from reflexr_graph.store.records import text
+
+
+class VersionEntry(BaseModel):
+    """One published version of a graph, as its first publisher wrote it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    fingerprint: str
+    label: str | None = None
+    first_published_at: float
+    """Epoch seconds: the newest version is the one first published last."""
+    nodes: tuple[str, ...] = ()
+
+
+def published_versions(graph: str) -> Op[list[VersionEntry]]:
+    """Every version of ``graph`` ever published, newest first (one round trip)."""
+    raw = yield cmd("hgetall", keys.versions(graph))
+    entries = [VersionEntry.model_validate_json(text(v)) for v in raw.values()]
+    return sorted(entries, key=lambda e: (e.first_published_at, e.version), reverse=True)
+
+
+def live_versions(graph: str) -> Op[dict[str, list[str]]]:
+    """Each published version of ``graph`` -> the live workers that serve it, newest first (two)."""
+    entries = yield from published_versions(graph)
+    now = clock.now_ms()
+    commands = [cmd("zrangebyscore", keys.served_version(graph, e.version), now, "+inf") for e in entries]
+    replies = (yield batch(commands)) if commands else []
+    return {e.version: sorted(text(n) for n in names) for e, names in zip(entries, replies, strict=True)}
+
+
+class Versions(StoreBase):
+    """Published versions, who serves them, and runs held for one."""
+
+    @translate_errors
+    def publish_versions(self, entries: Iterable[VersionEntry], graphs: Iterable[str]) -> None:
+        """Record each version the first time it is published (HSETNX: a restart keeps the date)."""
+        pipe = self._r.pipeline(transaction=False)
+        for graph, entry in zip(graphs, entries, strict=True):
+            pipe.hsetnx(keys.versions(graph), entry.version, entry.model_dump_json())
+        pipe.execute()
+
+    def live_versions(self, graph: str) -> dict[str, list[str]]:
+        """See :func:`live_versions`."""
+        return self.do(live_versions(graph))
+
+    def published_versions(self, graph: str) -> list[VersionEntry]:
+        """See :func:`published_versions`."""
+        return self.do(published_versions(graph))
+
+    @translate_errors
+    def hold_version(
+        self, run_id: str, graph: str, version: str, *, grace_ms: int, recheck_ms: int
+    ) -> VersionHold:
+        """Keep a run of a version no live worker serves (hold_version.lua): looked at again within
+        ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry."""
+        now = clock.now_ms()
+        args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
+        held = [keys.version_held(graph, version)]
+        return VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
+
+    @translate_errors
+    def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs held waiting for ``version`` of ``graph``."""
+        found = self._r.srandmember(keys.version_held(graph, version), limit) or []
+        return sorted(text(r) for r in found)
+
+    @translate_errors
+    def wake_version(self, run_id: str, graph: str, version: str, *, due_ms: int) -> bool:
+        """Queue a run held for ``version`` again (wake_version.lua); False when it no longer waits."""
+        now = clock.now_ms()
+        args = WakeVersionArgs(version, now + due_ms).argv()
+        held = [keys.version_held(graph, version)]
+        return text(self.do(per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
+
+
+def entry_of(version: str, fingerprint: str, label: str | None, nodes: Sequence[str]) -> VersionEntry:
+    """The entry a worker publishes for its version of a graph, dated now."""
+    return VersionEntry(
+        version=version,
+        fingerprint=fingerprint,
+        label=label,
+        first_published_at=clock.now(),
+        nodes=tuple(nodes),
+    )

@@ -24,6 +24,7 @@ from reflexr_graph.cli import (
     signals,
     time_travel,
     top,
+    versions,
     watch,
 )
 from reflexr_graph.cli.app import app
@@ -31,7 +32,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "time_travel", "top", "watch",
+    "time_travel", "top", "versions", "watch",
 ]  # fmt: skip
 
 

@@ -17,7 +17,7 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
 from reflexr_graph.store.ops import Op, batch, cmd, per_run
-from reflexr_graph.store.records import text
+from reflexr_graph.store.records import LATEST_CHECKPOINT, text
 
 
 class VersionEntry(BaseModel):
@@ -49,6 +49,18 @@ def live_versions(graph: str) -> Op[dict[str, list[str]]]:
     return {e.version: sorted(text(n) for n in names) for e, names in zip(entries, replies, strict=True)}
 
 
+class StoredCheckpoint(BaseModel):
+    """A live or held run's latest checkpoint, as ``export`` writes it and ``check-checkpoints`` reads it."""
+
+    run_id: str
+    status: str
+    version: str | None = None
+    checkpoint: str | None = None
+    """Its JSON; None before the run's first checkpoint."""
+    inputs: str | None = None
+    """The run's recorded inputs (JSON), which a checkpoint with ``inputs_ref`` resumes with."""
+
+
 class Versions(StoreBase):
     """Published versions, who serves them, and runs held for one."""
 
@@ -59,6 +71,27 @@ class Versions(StoreBase):
         for graph, entry in zip(graphs, entries, strict=True):
             pipe.hsetnx(keys.versions(graph), entry.version, entry.model_dump_json())
         pipe.execute()
+
+    @translate_errors
+    def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
+        """The latest checkpoint and inputs of each ``(run_id, status, version)``, in two round trips."""
+        pipe = self._r.pipeline(transaction=False)
+        for run_id, _, _ in runs:
+            pipe.hmget(keys.run(run_id), [LATEST_CHECKPOINT, "inputs"])
+        heads = pipe.execute() if runs else []
+        for (run_id, _, _), (latest, _) in zip(runs, heads, strict=True):
+            pipe.hget(keys.ckpt(run_id), text(latest or b"") or "-")
+        bodies = pipe.execute() if runs else []
+        return [
+            StoredCheckpoint(
+                run_id=run_id,
+                status=status,
+                version=version,
+                checkpoint=None if body is None else text(body),
+                inputs=None if inputs is None else text(inputs),
+            )
+            for (run_id, status, version), (_, inputs), body in zip(runs, heads, bodies, strict=True)
+        ]
 
     def live_versions(self, graph: str) -> dict[str, list[str]]:
         """See :func:`live_versions`."""

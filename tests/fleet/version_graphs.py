@@ -17,8 +17,14 @@ from tests.fleet.graphs import Knobs, Tally, visit
 NAME = "versioned"
 
 
-def _versioned(tag: str, *, extra_step: bool) -> GraphAction:
-    g = GraphBuilder(name=NAME, state_type=Tally, input_type=Knobs, output_type=dict[str, object])
+class Owned(Tally):
+    """v3's state: a field v1's states never had, so they no longer validate."""
+
+    owner: str
+
+
+def _versioned(tag: str, *, extra_step: bool, state_type: type[Tally] = Tally) -> GraphAction:
+    g = GraphBuilder(name=NAME, state_type=state_type, input_type=Knobs, output_type=dict[str, object])
 
     @g.step
     async def s1(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
@@ -49,3 +55,5 @@ def _versioned(tag: str, *, extra_step: bool) -> GraphAction:
 
 v1 = _versioned("v1", extra_step=False)
 v2 = _versioned("v2", extra_step=True)
+v3 = _versioned("v3", extra_step=False, state_type=Owned)
+"""Incompatible with v1's checkpoints: its state type requires ``owner``."""

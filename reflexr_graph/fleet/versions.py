@@ -18,6 +18,7 @@ from typing import Any
 from celery import signals
 
 from reflexr_graph.config.dispatch import forward, send_run, version_queue
+from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.store.contracts import VersionHold
@@ -96,6 +97,7 @@ def route(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]
             grace_s,
         )
     elif held is VersionHold.WAITING:
+        observe.held_for_version(graph, version)
         log.warning(
             "run %s waits for a worker of version %s of graph %r (waiting_for version:%s); start one, "
             "or move the run with `reflexr-graph upgrade`",

@@ -9,6 +9,7 @@ its version takes it back and finishes it without repeating what had finished.
 from __future__ import annotations
 
 import signal
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -17,12 +18,16 @@ from celery import Celery
 
 from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import TASK_NAME, graph_queue, version_queue
+from reflexr_graph.fleet.outcome import Outcome
+from reflexr_graph.fleet.task import handle
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.versions import entry_of
+from tests import otel
 from tests.fleet import version_graphs
 from tests.fleet.conftest import Fleet, events, executions, open_gate
+from tests.fleet.inproc import fleet_app
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -166,3 +171,31 @@ def test_a_worker_restarting_within_the_grace_period_holds_no_run(
     assert (info.status, info.version, info.output["ran_on"]) == (Status.SUCCEEDED, V1, "v1")  # type: ignore[index]
     assert not events(store, run_id, "run_waiting"), "it never waited"
     assert not any(node.endswith("@v2") for node in _ran(r, run_id))
+
+
+def test_a_run_sent_to_another_version_waits_for_its_own_and_is_counted(redis_url: str) -> None:
+    """In process, with no grace: a run pinned to v1 delivered to a v2 worker is not claimed; it waits
+    for version v1 at once, in v1's held set, and reflexr.runs.held_for_version counts it."""
+    app = fleet_app(redis_url, version_graphs.v2, version_grace_s=0)
+    store = app.store()
+    r = redis.Redis.from_url(redis_url)
+    try:
+        run_id, _ = store.create_run(
+            f"pinned-{uuid.uuid4().hex[:8]}",
+            graph=GRAPH,
+            inputs_json="{}",
+            max_attempts=3,
+            dispatch_grace_ms=60_000,
+        )
+        r.hset(keys.run(run_id), "version", V1)  # as its first claim, on a v1 worker, wrote it
+        before = otel.metric_total("reflexr.runs.held_for_version", reflexr__graph__version=V1)
+        delivered = handle(app, run_id, (), {"graph": GRAPH})
+        assert delivered.outcome is Outcome.HELD
+        info = store.get(run_id)
+        assert (info.status, info.waiting_for, info.attempts) == (Status.WAITING, f"version:{V1}", 0)
+        assert r.sismember(keys.version_held(GRAPH, V1), run_id)
+        assert otel.metric_total("reflexr.runs.held_for_version", reflexr__graph__version=V1) - before == 1
+    finally:
+        r.close()
+        store.close()
+        app.close()

@@ -154,17 +154,14 @@ def versions(
 
 
 def _versions_of(client: Client, graph: str) -> dict[str, Any]:
-    store = client.store
-    live = store.live_versions(graph)
     by_version: dict[str | None, Counter[str]] = {}
     for _, status, version in _runs(client, graph, tuple(Status)):
         by_version.setdefault(version, Counter())[status] += 1
     entries = [
         {
             **json.loads(e.model_dump_json()),
-            "workers": live.get(e.version, []),
             "runs": dict(by_version.get(e.version, {})),
         }
-        for e in store.published_versions(graph)
+        for e in client.versions(graph)
     ]
     return {"graph": graph, "versions": entries, "runs_not_started": dict(by_version.get(None, {}))}

@@ -38,6 +38,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.versions import ServedVersion, served_versions
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -92,6 +93,10 @@ class AsyncClient(ClientBase):
     async def publish(self, actions: Iterable[GraphAction]) -> list[str]:
         """See :meth:`Client.publish`."""
         return await self._do(self._core.publish(actions))
+
+    async def versions(self, graph: str) -> list[ServedVersion]:
+        """See :meth:`Client.versions`."""
+        return await self._do(served_versions(graph))
 
     async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """See :meth:`Client.serving`."""

@@ -39,6 +39,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.versions import ServedVersion, served_versions
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -115,6 +116,10 @@ class Client(ClientBase):
         with their own when it differs.
         """
         return self._do(self._core.publish(actions))
+
+    def versions(self, graph: str) -> list[ServedVersion]:
+        """Every published version of ``graph``, newest first, with the live workers that serve it."""
+        return self._do(served_versions(graph))
 
     def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """For each graph, the names of the live workers that run it."""

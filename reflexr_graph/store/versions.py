@@ -40,13 +40,27 @@ def published_versions(graph: str) -> Op[list[VersionEntry]]:
     return sorted(entries, key=lambda e: (e.first_published_at, e.version), reverse=True)
 
 
-def live_versions(graph: str) -> Op[dict[str, list[str]]]:
-    """Each published version of ``graph`` -> the live workers that serve it, newest first (two)."""
+class ServedVersion(VersionEntry):
+    """A published version with the live workers that serve it now."""
+
+    workers: tuple[str, ...] = ()
+
+
+def served_versions(graph: str) -> Op[list[ServedVersion]]:
+    """Every published version of ``graph``, newest first, with its live workers (two round trips)."""
     entries = yield from published_versions(graph)
     now = clock.now_ms()
     commands = [cmd("zrangebyscore", keys.served_version(graph, e.version), now, "+inf") for e in entries]
     replies = (yield batch(commands)) if commands else []
-    return {e.version: sorted(text(n) for n in names) for e, names in zip(entries, replies, strict=True)}
+    return [
+        ServedVersion(**e.model_dump(), workers=tuple(sorted(text(n) for n in names)))
+        for e, names in zip(entries, replies, strict=True)
+    ]
+
+
+def live_versions(graph: str) -> Op[dict[str, list[str]]]:
+    """Each published version of ``graph`` -> the live workers that serve it, newest first (two)."""
+    return {v.version: list(v.workers) for v in (yield from served_versions(graph))}
 
 
 class StoredCheckpoint(BaseModel):

@@ -484,6 +484,15 @@ async function deadPage(view) {
   });
 }
 
+// A graph's versions, newest first (G9): runs stay on the version they started on.
+async function versionsTable(name) {
+  const versions = await api(`/api/graphs/${encodeURIComponent(name)}/versions`);
+  const rows = versions.map((v) => h("tr", {}, h("td", { class: "mono" }, v.label || v.version), h("td", {}, when(v.first_published_at)),
+    h("td", {}, v.workers.join(", ") || "no live worker"), h("td", {}, v.nodes.join(", "))));
+  return h("details", { class: "versions", "data-versions": name }, h("summary", {}, `Versions (${versions.length})`),
+    h("table", {}, h("thead", {}, h("tr", {}, ["version", "first published (UTC)", "live workers", "nodes"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
+}
+
 async function graphsPage(view) {
   const graphs = await api("/api/graphs");
   view.replaceChildren(h("h1", {}, "Graphs"));
@@ -506,6 +515,7 @@ async function graphsPage(view) {
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
+    view.querySelector(`section[data-graph="${CSS.escape(graph.name)}"]`).append(await versionsTable(graph.name));
   }
   return () => {};
 }

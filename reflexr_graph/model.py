@@ -46,6 +46,7 @@ class Event(StrEnum):
     WAITING_FOR_WORKER = "waiting_for_worker"
     WAITING_FOR_VERSION = "waiting_for_version"
     RUN_WOKEN = "run_woken"
+    RUN_UPGRADED = "run_upgraded"
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"

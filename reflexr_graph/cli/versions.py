@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import JsonOpt, app, client_of
+from reflexr_graph.cli.app import JsonOpt, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.failures import CommandFailed
 from reflexr_graph.client import Client
 from reflexr_graph.core.compat import judge
@@ -165,3 +165,34 @@ def _versions_of(client: Client, graph: str) -> dict[str, Any]:
         for e in client.versions(graph)
     ]
     return {"graph": graph, "versions": entries, "runs_not_started": dict(by_version.get(None, {}))}
+
+
+@app.command("upgrade")
+def upgrade(
+    ctx: typer.Context,
+    graph: Annotated[str, typer.Argument(metavar="GRAPH", help="Name of a published graph.")],
+    from_version: Annotated[
+        str,
+        typer.Option("--from", metavar="VERSION", help="The version whose held runs move (see `versions`)."),
+    ],
+    yes: YesOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Move the runs held for VERSION of GRAPH (waiting for a worker of it) to the newest version a
+    live worker serves; they start over from their first step."""
+    client = client_of(ctx)
+    plan = client.upgrade_plan(graph, from_version)
+    if not as_json:
+        render.err.print(
+            f"{len(plan.run_ids)} run(s) held for version {from_version} would move to {plan.to_version}: "
+            f"0 would resume, {len(plan.run_ids)} would start over (resuming from a checkpoint of "
+            "another version is not supported yet)"
+        )
+    confirm(f"start {len(plan.run_ids)} run(s) over on version {plan.to_version}?", yes or not plan.run_ids)
+    done = client.upgrade(graph, from_version)
+    if as_json:
+        render.print_json({**done.model_dump(), "restarted": len(done.run_ids), "resumed": 0})
+    else:
+        render.out.print(
+            f"moved {len(done.run_ids)} run(s) to version {done.to_version}, from their first step"
+        )

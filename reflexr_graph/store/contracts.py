@@ -499,6 +499,14 @@ class WakeVersionArgs(Args):
 
 
 @dataclass(frozen=True)
+class UpgradeArgs(Args):
+    """upgrade.lua, ARGV[4..5]."""
+
+    from_version: str
+    to_version: str
+
+
+@dataclass(frozen=True)
 class TickArgs(Args):
     """reaper_tick.lua (standalone), ARGV[1..6]."""
 

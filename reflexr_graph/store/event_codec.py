@@ -43,6 +43,7 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "z": ("cancel_requested", ()),
     "v": ("waiting_for_version", ("version", "until")),
     "b": ("run_woken", ("version",)),
+    "n": ("run_upgraded", ("from_version", "version")),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
 

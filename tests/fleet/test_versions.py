@@ -8,6 +8,7 @@ its version takes it back and finishes it without repeating what had finished.
 
 from __future__ import annotations
 
+import json
 import signal
 import uuid
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from tests import otel
 from tests.fleet import version_graphs
 from tests.fleet.conftest import Fleet, events, executions, open_gate
 from tests.fleet.inproc import fleet_app
+from tests.surfaces.cli_runner import run_cli
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -204,3 +206,40 @@ def test_a_run_sent_to_another_version_waits_for_its_own_and_is_counted(redis_ur
         r.close()
         store.close()
         app.close()
+
+
+def test_upgrade_moves_the_runs_held_for_a_version_to_the_newest_from_their_first_step(
+    fleet: Fleet,
+    client_for: Callable[[Fleet], Client],
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run held for v1 (its only worker killed, v2 up): `upgrade --from v1` says first that it
+    would start over, and changes nothing when declined; with --yes it runs again on v2 from s1."""
+    r = redis_client
+    grace = {"REFLEXR_VERSION_GRACE_S": "1"}
+    old = fleet.start(REFLEXR_GRAPHS=V1_REF, **grace)
+    client = client_for(fleet)
+    run_id = client.enqueue(GRAPH, {"value": 3, "gate": "s2@v1"})
+    wait_for(_entered(r, run_id, "s2@v1"), 30, "the run at s2 on v1")
+    fleet.start(REFLEXR_GRAPHS=V2_REF, **grace)
+    old.kill_group()
+    wait_for(lambda: client.get(run_id).waiting_for == f"version:{V1}", 60, "the run held for v1")
+    env = {"REFLEXR_REDIS_URL": fleet.redis_url, "REFLEXR_QUEUE": fleet.queue}
+
+    declined = run_cli(["upgrade", GRAPH, "--from", V1], env, monkeypatch, stdin="n\n")
+    assert declined.returncode == 1
+    assert (
+        f"1 run(s) held for version {V1} would move to {V2}: 0 would resume, 1 would start over"
+        in declined.stderr
+    )
+    assert client.get(run_id).waiting_for == f"version:{V1}", "nothing changed"
+
+    done = run_cli(["upgrade", GRAPH, "--from", V1, "--yes", "--json"], env, monkeypatch)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["run_ids"] == [run_id]
+    info = client.wait(run_id, timeout=60)
+    assert (info.status, info.version, info.output["ran_on"]) == (Status.SUCCEEDED, V2, "v2")  # type: ignore[index]
+    assert _ran(r, run_id) == ["s1@v1", "s2@v1", "s1@v2", "s2@v2", "s2b@v2", "s3@v2"], "started over on v2"
+    refused = run_cli(["upgrade", GRAPH, "--from", V2, "--yes"], env, monkeypatch)
+    assert refused.returncode == 1 and "nothing newer" in refused.stderr

@@ -44,6 +44,9 @@ class Event(StrEnum):
     BOUNDARIES_SKIPPED = "boundaries_skipped"
     WORK_REUSED = "work_reused"
     WAITING_FOR_WORKER = "waiting_for_worker"
+    WAITING_FOR_VERSION = "waiting_for_version"
+    RUN_WOKEN = "run_woken"
+    RUN_UPGRADED = "run_upgraded"
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"
@@ -76,6 +79,8 @@ class Reason(StrEnum):
 
 LIMIT_WAIT_PREFIX = "limit:"
 """``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
+VERSION_WAIT_PREFIX = "version:"
+"""``waiting_for`` of a run held for a worker of its graph version: ``version:<v>`` (G9)."""
 
 
 class RunInfo(BaseModel):
@@ -97,7 +102,11 @@ class RunInfo(BaseModel):
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
-    ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
+    ``limit:<key>`` for a run released to wait for a limit's rate token or slot, and
+    ``version:<v>`` for a run whose graph version no live worker serves (a worker of it wakes it).
+
+    ``version`` is the graph version the run started on (``GraphAction.version``: its label, else
+    its fingerprint); it runs only on workers of that version. None before its first attempt.
 
     ``limit_waits`` counts the steps that waited for a limit before they ran, in place or
     released as ``waiting`` (a released wait counts once, from the step's first refusal through
@@ -133,6 +142,7 @@ class RunInfo(BaseModel):
     reused_calls: int = 0
     waiting_for: str | None = None
     wake_at: float | None = None
+    version: str | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
     priority: int = 0

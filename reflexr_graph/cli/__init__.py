@@ -27,6 +27,7 @@ from reflexr_graph.cli import (
     stream,
     time_travel,
     top,
+    versions,
     watch,
 )
 from reflexr_graph.cli.app import app
@@ -34,7 +35,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
-    "schedules", "serve", "signals", "stream", "time_travel", "top", "watch",
+    "schedules", "serve", "signals", "stream", "time_travel", "top", "versions", "watch",
 ]  # fmt: skip
 
 

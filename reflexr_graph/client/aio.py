@@ -46,6 +46,7 @@ from reflexr_graph.store.reads import (
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
+from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -100,6 +101,18 @@ class AsyncClient(ClientBase):
     async def publish(self, actions: Iterable[GraphAction]) -> list[str]:
         """See :meth:`Client.publish`."""
         return await self._do(self._core.publish(actions))
+
+    async def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
+        """See :meth:`Client.upgrade_plan`."""
+        return await self._do(upgrade_plan(graph, from_version))
+
+    async def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+        """See :meth:`Client.upgrade`."""
+        return await self._do(upgrade(graph, from_version))
+
+    async def versions(self, graph: str) -> list[ServedVersion]:
+        """See :meth:`Client.versions`."""
+        return await self._do(served_versions(graph))
 
     async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """See :meth:`Client.serving`."""

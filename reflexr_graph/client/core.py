@@ -26,7 +26,14 @@ from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
+from reflexr_graph.model import (
+    LIMIT_WAIT_PREFIX,
+    TERMINAL,
+    VERSION_WAIT_PREFIX,
+    CheckpointDetail,
+    RunInfo,
+    Status,
+)
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
@@ -426,6 +433,9 @@ def _waiting_for(info: RunInfo) -> str:
     if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
         key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
         return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
+    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
+        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+        return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
     if info.waiting_for:
         timeout = f", or its wait times out{wake}" if wake else ""
         return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"

@@ -47,6 +47,7 @@ from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
+from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -123,6 +124,21 @@ class Client(ClientBase):
         with their own when it differs.
         """
         return self._do(self._core.publish(actions))
+
+    def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
+        """The runs held for ``from_version`` of ``graph`` and the newest served version they would
+        move to; OperationRefused when no newer version is served."""
+        return self._do(upgrade_plan(graph, from_version))
+
+    def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+        """Move the runs held for ``from_version`` (waiting for a worker of it) to the newest version a
+        live worker serves. They start over from their first step, the rule for a changed graph;
+        the plan lists the runs moved."""
+        return self._do(upgrade(graph, from_version))
+
+    def versions(self, graph: str) -> list[ServedVersion]:
+        """Every published version of ``graph``, newest first, with the live workers that serve it."""
+        return self._do(served_versions(graph))
 
     def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """For each graph, the names of the live workers that run it."""

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     fork's other branches) may run on to finish and record their results; 0 cancels them at once."""
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
+    version_grace_s: float = Field(60.0, ge=0)
+    """How long a run is looked at again for a live worker of its graph version before it waits for
+    one (``waiting_for = version:<v>``): longer than a deploy's restart, so a restart does not flap it."""
     checkpoint_history: int = Field(100, ge=0)
     """How many checkpoints before the latest a run keeps, for time travel; 0 keeps only the latest."""
     stream_max_items: int = Field(10_000, ge=1)

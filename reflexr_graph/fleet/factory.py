@@ -21,6 +21,7 @@ from reflexr_graph.fleet import (
     stopping,
     task,
     telemetry_hooks,
+    versions,
     watchdog,
 )
 from reflexr_graph.fleet.app import FleetApp
@@ -36,6 +37,7 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     reaper.install()
     scheduler.install()
     routing.install()
+    versions.install()
     pools.install()
     watchdog.install()
     preflight.install()

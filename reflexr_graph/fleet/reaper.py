@@ -28,10 +28,11 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
-from reflexr_graph.fleet import observe, presence, unserved
+from reflexr_graph.fleet import observe, presence, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store import payload_sweep
+from reflexr_graph.store import versions as store_versions
 from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -330,6 +331,11 @@ class Reaper:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""
         settings = self.app.reflexr_settings
         written = schemas.publish(self.store, self.app.reflexr_registry.values(), settings.max_attempts)
+        actions = list(self.app.reflexr_registry.values())
+        entries = [
+            store_versions.entry_of(a.version, a.fingerprint, a.label, sorted(a.kinds)) for a in actions
+        ]
+        self.store.publish_versions(entries, [a.name for a in actions])
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
@@ -443,8 +449,11 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
         return
     # Started here, after the pool forked its children: they must not inherit a running thread.
     store = app.new_store()
-    info = presence.describe(sender, sorted(app.reflexr_registry))
-    reaper = Reaper(app, store, presence=presence.Presence(store, info))
+    graph_versions = {name: action.version for name, action in app.reflexr_registry.items()}
+    info = presence.describe(sender, sorted(app.reflexr_registry), graph_versions)
+    versions.VIEW.enable()
+    beat = presence.Presence(store, info, on_beat=lambda: _wake_held(app, store))
+    reaper = Reaper(app, store, presence=beat)
     _reapers[id(app)] = reaper
     try:
         # Before the worker reports ready, so a client told "ready" can enqueue at once.
@@ -455,6 +464,13 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     except StoreUnavailable:
         log.warning("Redis unreachable; the graphs' schemas are published once it is back")
     reaper.start()
+
+
+def _wake_held(app: FleetApp, store: RedisStore) -> None:
+    try:
+        versions.wake_held(app, store)
+    except Exception as exc:  # the beat goes on; the held runs are looked at again next beat
+        log.warning("taking back the runs held for this worker's versions failed (%s); trying again", exc)
 
 
 def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:

@@ -216,16 +216,20 @@ class AttemptWrites(StoreBase):
         graph: str = "",
         idempotency_key: str | None = None,
         worker: str = "",
+        version: str = "",
+        newest: str = "",
     ) -> Claim:
         """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
 
         ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
         is dead-lettered here; the run's own key is used either way. ``worker`` names the
         claiming worker on the ``attempt_started`` event, so operators see where each
-        attempt ran.
+        attempt ran. ``version`` is the claiming worker's version of the graph: a run on another
+        one is not claimed (``ClaimOutcome.VERSION``, with the run's ``version``), nor is a run not
+        started yet when ``newest`` (the newest served version) is another; '' checks none.
         """
         now = clock.now_ms()
-        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker).argv()
+        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker, version, newest).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
         try:
             reply = self.do(per_run("claim", run_id, guess, now, args))
@@ -237,6 +241,10 @@ class AttemptWrites(StoreBase):
         outcome = ClaimOutcome(found.outcome)
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
+        if outcome is ClaimOutcome.VERSION:
+            return Claim(
+                outcome, run_id, token, graph=graph, version=found.status, pinned=found.attempt == "pinned"
+            )
         return Claim(
             outcome=outcome,
             run_id=run_id,

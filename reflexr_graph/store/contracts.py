@@ -86,12 +86,16 @@ class Created(StrEnum):
 
 @dataclass(frozen=True)
 class ClaimArgs(Args):
-    """claim.lua, ARGV[4..7]."""
+    """claim.lua, ARGV[4..9]."""
 
     token: str
     lease_expiry_ms: int
     dead_retention_s: int
     worker: str
+    version: str = ""
+    """The claiming worker's version of the graph ('' checks none)."""
+    newest: str = ""
+    """The newest version a live worker serves, as the claiming worker last saw it."""
 
 
 @dataclass(frozen=True)
@@ -522,6 +526,43 @@ class Unserved(StrEnum):
     SKIP = "skip"
     """Claimed or finished meanwhile."""
     GONE = "gone"
+
+
+@dataclass(frozen=True)
+class HoldVersionArgs(Args):
+    """hold_version.lua, ARGV[4..6]."""
+
+    version: str
+    grace_ms: int
+    recheck_due_ms: int
+
+
+class VersionHold(StrEnum):
+    """hold_version.lua's answer."""
+
+    BEGAN = "began"
+    """The grace period just began: the run is looked at again soon."""
+    HELD = "held"
+    WAITING = "waiting"
+    """It waits (``waiting_for = version:<v>``) for a worker of its version to wake it."""
+    SKIP = "skip"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class WakeVersionArgs(Args):
+    """wake_version.lua, ARGV[4..5]."""
+
+    version: str
+    due_ms: int
+
+
+@dataclass(frozen=True)
+class UpgradeArgs(Args):
+    """upgrade.lua, ARGV[4..5]."""
+
+    from_version: str
+    to_version: str
 
 
 @dataclass(frozen=True)

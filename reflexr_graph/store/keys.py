@@ -213,6 +213,22 @@ def served(graph: str) -> str:
     return f"{PREFIX}:served:{graph}"
 
 
+def served_version(graph: str, version: str) -> str:
+    """The live workers that run ``version`` of ``graph``, score = expiry ms of their last heartbeat
+    (a graph name holds no '@')."""
+    return f"{PREFIX}:served:{graph}@{version}"
+
+
+def versions(graph: str) -> str:
+    """Every version of ``graph`` a worker published: hash version -> JSON (first published, nodes)."""
+    return f"{PREFIX}:versions:{graph}"
+
+
+def version_held(graph: str, version: str) -> str:
+    """Runs of ``graph`` held waiting for a worker of ``version`` (a set of run ids)."""
+    return f"{PREFIX}:versions:{graph}:held:{version}"
+
+
 def _limit(key: str, suffix: str) -> str:
     # A limit's keys share the hash tag {<key>}, as a run's share {<run_id>}.
     return f"{PREFIX}:limit:{{{key}}}:{suffix}"

@@ -39,6 +39,9 @@ PER_RUN: tuple[str, ...] = (
     "purge",
     "prune",
     "hold_unserved",
+    "hold_version",
+    "wake_version",
+    "upgrade",
     "wait",
     "signal",
 )
@@ -66,7 +69,16 @@ STANDALONE: tuple[str, ...] = (
 """Scripts with their own small KEYS layout; they get no prelude."""
 
 WITH_HISTORY: frozenset[str] = frozenset(
-    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "list_checkpoints", "create_run", "claim"}
+    {
+        "save_checkpoint",
+        "succeed",
+        "replay",
+        "read_checkpoint",
+        "list_checkpoints",
+        "create_run",
+        "claim",
+        "upgrade",
+    }
 )
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 

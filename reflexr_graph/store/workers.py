@@ -98,6 +98,12 @@ def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
     return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
 
 
+def _served_keys(info: WorkerInfo) -> list[str]:
+    # A graph's set and its version's: the script treats them alike (member = the worker's name).
+    versions = [keys.served_version(g, v) for g, v in sorted(info.graph_versions.items())]
+    return [*(keys.served(g) for g in info.graphs), *versions]
+
+
 class Workers(StoreBase):
     """Worker heartbeats, and who serves which graph."""
 
@@ -110,7 +116,7 @@ class Workers(StoreBase):
         ``full`` also trims the entries of workers that stopped beating and sets the served sets'
         expiry; a beat without it only refreshes this worker's entries (``lua/worker_beat.lua``).
         """
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         args: list[ScriptArg] = [
             info.name,
             clock.now_ms(),
@@ -123,7 +129,7 @@ class Workers(StoreBase):
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:
         """Take a stopping worker out of the registry at once."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         self._scripts("worker_leave", script_keys, [info.name])
 
     def live_workers(self) -> list[WorkerInfo]:

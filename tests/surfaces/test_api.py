@@ -352,6 +352,18 @@ def test_the_overview_counts_the_last_hour_per_minute_and_refuses_a_bad_window(
             _problem(http.get("/api/overview", params={"minutes": minutes}), 422)
 
 
+def test_a_graphs_versions_are_listed_with_their_workers_and_nodes(
+    api_server: ApiServer, worker: subprocess.Popen[bytes]
+) -> None:
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/counter/versions").json(), what="the worker's version")
+        (version,) = http.get("/api/graphs/counter/versions").json()
+        assert version["version"] == version["fingerprint"] and version["label"] is None
+        assert len(version["workers"]) == 1 and {"s1", "s2"} <= set(version["nodes"])
+        assert version["first_published_at"] > 0
+        _problem(http.get("/api/graphs/nope/versions"), 404)
+
+
 def test_workers_are_listed_with_their_graphs_runs_in_flight_and_last_heartbeat(
     api_server: ApiServer, worker: subprocess.Popen[bytes], redis_client: redis.Redis
 ) -> None:

@@ -203,6 +203,11 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     console.shot("graphs")
     # The budget each run gets, not "default", for a graph whose action sets none (issue 25).
     assert _text(browser, 'section[data-graph="blocker"] p.muted').endswith("max attempts 5")
+    # Each graph's versions (issue 20): the one this worker serves, with its nodes and the worker.
+    row = 'details[data-versions="counter"] tbody tr'
+    until(browser, lambda d: find(d, row), "the counter graph's versions")
+    shown = browser.find_element(By.CSS_SELECTOR, row).get_attribute("textContent") or ""
+    assert "s1, s2" in shown and "no live worker" not in shown, shown
     browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
     browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
     browser.find_element(By.ID, "enqueue-counter").click()

@@ -380,7 +380,7 @@ async function runPage(view, runId) {
 
   const render = async () => {
     summary.replaceChildren(...[
-      ["status", badge(run.status)], ["graph", run.graph], ["attempt", attemptText(run)],
+      ["status", badge(run.status)], ["graph", run.graph], ["version", h("span", { class: "mono", id: "run-version" }, run.version || "-")], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       [["succeeded", "dead", "cancelled"].includes(run.status) ? "took" : "age", runDuration(run)], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono run-id", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
@@ -580,6 +580,15 @@ async function deadPage(view, reason = "") {
   });
 }
 
+// A graph's versions, newest first (G9): runs stay on the version they started on.
+async function versionsTable(name) {
+  const versions = await api(`/api/graphs/${encodeURIComponent(name)}/versions`);
+  const rows = versions.map((v) => h("tr", {}, h("td", { class: "mono" }, v.label || v.version), h("td", {}, when(v.first_published_at)),
+    h("td", {}, v.workers.join(", ") || "no live worker"), h("td", {}, v.nodes.join(", "))));
+  return h("details", { class: "versions", "data-versions": name }, h("summary", {}, `Versions (${versions.length})`),
+    h("table", {}, h("thead", {}, h("tr", {}, ["version", "first published (UTC)", "live workers", "nodes"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
+}
+
 async function graphsPage(view) {
   const graphs = await api("/api/graphs");
   view.replaceChildren(h("h1", {}, "Graphs"));
@@ -602,6 +611,7 @@ async function graphsPage(view) {
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
+    view.querySelector(`section[data-graph="${CSS.escape(graph.name)}"]`).append(await versionsTable(graph.name));
   }
   return () => {};
 }

@@ -280,7 +280,8 @@ local EVENT_CODES = {
   work_reused = 'u', attempt_failed = 'f', run_dead_lettered = 'd', run_retrying = 'r',
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
-  cancel_requested = 'z',
+  cancel_requested = 'z', waiting_for_version = 'v', run_woken = 'b',
+  run_upgraded = 'n',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked

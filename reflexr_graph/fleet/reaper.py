@@ -47,6 +47,9 @@ at most the lease TTL too, so a lease taken meanwhile cannot lapse before it wak
 makes a run due sooner nudges it awake (:meth:`RedisStore.nudge_reaper`)."""
 NUDGES_DRAINED = 1000
 """At most this many nudges already received are answered by the one pass they woke."""
+STOP_CHECK_S = 1.0
+"""The longest a nudge wait blocks before the loop looks at its stop flag again, whatever the
+tick: a worker that stops does not wait out a reaper's sleep."""
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
@@ -184,7 +187,7 @@ class Reaper:
                     self.presence.maybe_beat()
             left = until - time.monotonic()
             # Only the holder acts on a nudge: another reaper could not take the lock before it lapses.
-            if left <= 0 or (self._nudged(min(left, self.interval_s)) and self.holding):
+            if left <= 0 or (self._nudged(min(left, self.interval_s, STOP_CHECK_S)) and self.holding):
                 return
 
     def _nudged(self, timeout_s: float) -> bool:

@@ -65,3 +65,17 @@ local function ckpt_write(ckpt, seq, payload, gone)
   redis.call('HSET', ckpt, seq, payload)
   return ckpt_drop(ckpt, gone)
 end
+
+-- Forget every kept checkpoint and the work recorded since (the memo): the run starts over, its
+-- new checkpoints numbered from 1 again (replay from the start, upgrade). Uses the prelude's
+-- field, num, drop and put.
+local function ckpt_forget_all(ckpt, memo)
+  redis.call('DEL', ckpt, memo)
+  if field('ck_first') ~= '' then
+    for s = num('ck_first'), num('ck_last') do
+      drop(ckpt_field(s))
+    end
+  end
+  drop('ck_first', 'ck_last')
+  put('memo', '0')
+end

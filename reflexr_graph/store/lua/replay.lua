@@ -46,14 +46,7 @@ persist_all()
 if from_start then
   -- Work recorded since the checkpoint goes with it: a run from the start repeats everything.
   -- So does the history: the new checkpoints are numbered from 1 again.
-  redis.call('DEL', K_CKPT, K_MEMO)
-  if field('ck_first') ~= '' then
-    for s = num('ck_first'), num('ck_last') do
-      drop(ckpt_field(s))
-    end
-  end
-  drop('ck_first', 'ck_last')
-  put('memo', '0')
+  ckpt_forget_all(K_CKPT, K_MEMO)
   put('checkpoints', 0)
   put('next_node', '')
 elseif from_seq ~= '' then

@@ -21,14 +21,8 @@ if field('version') ~= from or not (waits or in_grace) then
   return 'skip'
 end
 -- As a replay from the start: the checkpoints and the work recorded since go, numbered from 1 again.
-redis.call('DEL', K_CKPT, K_MEMO)
-if field('ck_first') ~= '' then
-  for s = num('ck_first'), num('ck_last') do
-    drop(ckpt_field(s))
-  end
-end
-drop('ck_first', 'ck_last', 'waiting_for', 'wake_at', 'held_since', 'retry_at')
-put('memo', '0')
+ckpt_forget_all(K_CKPT, K_MEMO)
+drop('waiting_for', 'wake_at', 'held_since', 'retry_at')
 put('checkpoints', 0)
 put('next_node', '')
 put('version', to)

@@ -534,6 +534,23 @@ def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-body tr[data-run]")) == 1, "journey")
 
 
+def test_the_runs_list_shows_tags_and_filters_by_them(console: Console) -> None:
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        acme, globex = (
+            http.post(
+                "/api/runs", json={"graph": "approvals", "inputs": name, "tags": {"tenant": name}}
+            ).json()["run_id"]
+            for name in ("acme", "globex")
+        )
+    _open(browser, api_server, "runs")
+    until(browser, lambda d: find(d, f'tr[data-run="{globex}"]'), "the runs")
+    assert _text(browser, f'tr[data-run="{acme}"] .tag') == "tenant=acme"
+    browser.find_element(By.ID, "filter-tag").send_keys("tenant=acme")
+    until(browser, lambda d: find(d, f'tr[data-run="{globex}"]') is None, "the tag filter to hide globex")
+    assert find(browser, f'tr[data-run="{acme}"]') is not None
+
+
 def test_the_runs_list_shows_created_and_duration_and_filters_by_text(
     console: Console, worker: subprocess.Popen[bytes]
 ) -> None:

@@ -315,18 +315,20 @@ function runDuration(r, now = Date.now() / 1000) {
 
 const TEXT_FILTER_MS = 250;  // the list is read again once typing pauses this long
 
-// The runs, newest first (by creation; by update within a status), filtered by status, graph
-// and text (GET /api/runs?q=: a run id prefix or part of a graph's name). `preset` is a status
-// the overview links to (#/runs/<status>).
+// The runs, newest first (by creation; by update within a status), filtered by status, graph,
+// tags (key=value, several apart by spaces or commas: GET /api/runs?tag=, every one carried) and
+// text (GET /api/runs?q=: a run id prefix or part of a graph's name). `preset` is a status the
+// overview links to (#/runs/<status>).
 async function runsPage(view, preset = "") {
   const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s, selected: s === preset }, s)));
   const graph = h("select", { id: "filter-graph" }, h("option", { value: "" }, "any graph"));
   const text = h("input", { id: "filter-text", type: "search", placeholder: "run id prefix or graph", autocomplete: "off" });
+  const tags = h("input", { id: "filter-tag", type: "search", placeholder: "key=value", autocomplete: "off" });
   const body = h("tbody", { id: "runs-body" });
   const more = h("p", { class: "muted", id: "runs-more" });
   view.replaceChildren(h("h1", {}, "Runs"),
     h("div", { class: "filters" }, h("label", { for: "filter-status" }, "Status"), status, h("label", { for: "filter-graph" }, "Graph"), graph,
-      h("label", { for: "filter-text" }, "Search"), text),
+      h("label", { for: "filter-tag" }, "Tags"), tags, h("label", { for: "filter-text" }, "Search"), text),
     h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempt", "next node", "created", "duration"].map((t) => h("th", {}, t)))), body), more);
   api("/api/graphs").then((gs) => gs.forEach((g) => graph.append(h("option", { value: g.graph.name }, g.graph.name)))).catch(() => {});
   let asked = 0;
@@ -335,19 +337,21 @@ async function runsPage(view, preset = "") {
     if (status.value) q.set("status", status.value);
     if (graph.value) q.set("graph", graph.value);
     if (text.value.trim()) q.set("q", text.value.trim());
+    for (const tag of tags.value.split(/[\s,]+/).filter(Boolean)) q.append("tag", tag);
     const mine = ++asked;
     const page = await api(`/api/runs?${q}`);
     if (mine !== asked) return;  // a newer filter's answer is on its way
     const now = Date.now() / 1000;
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
-      h("td", { class: "mono run-id" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
+      h("td", { class: "mono run-id" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)),
+      h("td", {}, r.graph, ...Object.entries(r.tags || {}).map(([k, v]) => h("span", { class: "tag" }, `${k}=${v}`))), h("td", {}, badge(r.status)),
       h("td", { class: "attempt" }, attemptCell(r)), h("td", {}, r.next_node || "-"), h("td", { class: "created nowrap" }, when(r.created_at)),
       h("td", { class: "duration nowrap" }, runDuration(r, now)))));
     more.textContent = page.runs.length === 0 ? "No run matches." : page.cursor && q.has("q") ? "Only the newest runs were searched: narrow the search by status or graph." : "";
     notice("");
   };
   let typing = null;
-  text.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, TEXT_FILTER_MS); });
+  for (const box of [text, tags]) box.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, TEXT_FILTER_MS); });
   status.addEventListener("change", refresh);
   graph.addEventListener("change", refresh);
   return repeat(refresh);

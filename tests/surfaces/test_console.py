@@ -534,6 +534,32 @@ def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-body tr[data-run]")) == 1, "journey")
 
 
+def test_the_schedules_page_lists_pauses_fires_and_deletes_a_schedule(console: Console) -> None:
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        body = {"name": "nightly", "graph": "approvals", "cron": "0 3 * * *", "inputs": "nightly"}
+        assert http.post("/api/schedules", json=body).status_code == 201
+    _open(browser, api_server, "schedules")
+    row = 'tr[data-schedule="nightly"]'
+    until(browser, lambda d: find(d, row), "the schedule")
+    assert _text(browser, f"{row} td.mono + td") == "approvals" and "0 3 * * *" in _text(browser, row)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d 03:00:00", _text(browser, f"{row} .next"))
+    _click(browser, f"{row} .toggle")
+    until(browser, lambda d: _text(d, f"{row} .next") == "paused", "the pause")
+    _click(browser, f"{row} .trigger")
+    until(browser, lambda d: find(d, "#run-summary"), "the run the fire made")
+    run_id = browser.execute_script("return location.hash").rsplit("/", 1)[1]
+    with api_server.http() as http:
+        assert http.get(f"/api/runs/{run_id}").json()["tags"] == {"schedule": "nightly"}
+    _open(browser, api_server, "schedules")
+    until(browser, lambda d: find(d, f'{row} .last a[href="#/run/{run_id}"]'), "the last fire's run")
+    _click(browser, f"{row} .delete")
+    until(browser, lambda d: d.find_element(By.ID, "confirm").is_displayed(), "the confirmation")
+    assert "Delete schedule nightly?" in browser.find_element(By.ID, "confirm-text").text
+    browser.find_element(By.ID, "confirm-yes").click()
+    until(browser, lambda d: find(d, row) is None, "the schedule gone")
+
+
 def test_the_runs_list_shows_tags_and_filters_by_them(console: Console) -> None:
     browser, api_server = console.browser, console.server
     with api_server.http() as http:

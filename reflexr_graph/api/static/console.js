@@ -640,6 +640,40 @@ async function workersPage(view) {
   });
 }
 
+// The schedules (GET /api/schedules): each one's clock, graph and policies, its next and last fire
+// with the run that fire made; Pause or Resume, Fire now (POST .../trigger, a run at once) and
+// Delete, which asks first (DELETE /api/schedules/{name}).
+async function schedulesPage(view) {
+  const body = h("tbody", { id: "schedules-body" });
+  view.replaceChildren(h("h1", {}, "Schedules"),
+    h("table", { id: "schedules" }, h("thead", {}, h("tr", {}, ["schedule", "graph", "when", "overlap", "catch-up", "next fire", "last fire", ""].map((t) => h("th", {}, t)))), body));
+  const path = (name, what = "") => `/api/schedules/${encodeURIComponent(name)}${what}`;
+  const act = async (fn) => { try { await fn(); notice(""); await refresh(); } catch (e) { notice(e.message); } };
+  const buttons = (s) => {
+    const name = s.schedule.name;
+    const toggle = h("button", { class: "toggle" }, s.schedule.paused ? "Resume" : "Pause");
+    toggle.addEventListener("click", () => act(() => api(path(name, s.schedule.paused ? "/resume" : "/pause"), { method: "POST" })));
+    const fire = h("button", { class: "trigger" }, "Fire now");
+    fire.addEventListener("click", () => act(async () => { const { run_id } = await api(path(name, "/trigger"), { method: "POST" }); location.hash = `#/run/${run_id}`; }));
+    const remove = h("button", { class: "danger delete" }, "Delete");
+    remove.addEventListener("click", async () => {
+      if (await confirmDialog(`Delete schedule ${name}? Its runs stay; it fires no more.`)) act(() => api(path(name), { method: "DELETE", raw: true }));
+    });
+    return h("td", { class: "actions nowrap" }, toggle, " ", fire, " ", remove);
+  };
+  const refresh = async () => {
+    const schedules = await api("/api/schedules");
+    body.replaceChildren(...(schedules.length ? schedules.map((s) => h("tr", { "data-schedule": s.schedule.name, "data-paused": String(s.schedule.paused) },
+      h("td", { class: "mono nowrap" }, s.schedule.name), h("td", {}, s.schedule.graph),
+      h("td", { class: "mono" }, s.schedule.cron || `every ${duration(s.schedule.every_s)}`),
+      h("td", {}, s.schedule.overlap), h("td", {}, s.schedule.catchup),
+      h("td", { class: "next nowrap" }, s.schedule.paused ? "paused" : when(s.next_fire_at)),
+      h("td", { class: "last nowrap" }, s.last_run_id ? h("a", { href: `#/run/${s.last_run_id}` }, when(s.last_fire_at)) : "-"),
+      buttons(s))) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No schedule: add one with `reflexr-graph schedule add`."))]));
+  };
+  return repeat(refresh);
+}
+
 // The fleet at a glance (GET /api/overview), read again every few seconds: runs per minute over
 // the last hour, runs by status now, durations and queues per graph, waiting runs by reason,
 // dead letters by reason over the hour (overview.js draws the charts).
@@ -710,7 +744,7 @@ async function route() {
   const view = h("div", {});
   document.getElementById("view").replaceChildren(view);
   const [, page, arg] = (location.hash || "#/overview").split("/");
-  const shown = page === "run" ? "runs" : ["runs", "dead", "graphs", "workers"].includes(page) ? page : "overview";
+  const shown = page === "run" ? "runs" : ["runs", "dead", "graphs", "workers", "schedules"].includes(page) ? page : "overview";
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${shown}`);
   try {
     let stop;
@@ -718,6 +752,7 @@ async function route() {
     else if (page === "dead") stop = await deadPage(view, arg ? decodeURIComponent(arg) : "");
     else if (page === "graphs") stop = await graphsPage(view);
     else if (page === "workers") stop = await workersPage(view);
+    else if (page === "schedules") stop = await schedulesPage(view);
     else if (page === "runs") stop = await runsPage(view, arg ? decodeURIComponent(arg) : "");
     else stop = await overviewPage(view);
     if (seq === routes) stopPage = stop;

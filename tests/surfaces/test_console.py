@@ -704,3 +704,36 @@ def test_a_run_page_shows_the_stream_live_with_the_restart_marked(
     redis_client.rpush(release_key("console"), 1)
     until(browser, lambda d: _text(d, "#run-summary .badge") == "succeeded", "the run to succeed")
     until(browser, lambda d: _text(d, "#run-stream").endswith("Hello, world!"), "the whole text")
+
+
+def test_the_run_page_shows_an_encrypted_offloaded_output_that_redis_never_holds(
+    browser: webdriver.Chrome,
+    env: dict[str, str],
+    start_worker: Callable[[], subprocess.Popen[bytes]],
+    redis_client: redis.Redis,
+    tmp_path: Path,
+) -> None:
+    """G10 through the console: a worker and a server with keys and a payload store; the page
+    reads the output back, and neither Redis nor the store's files hold it in plain text."""
+    from tests.fleet.test_payloads import KEY_SPEC
+    from tests.store.test_payloads import every_value
+
+    marker = "okapi-console-7d2e"
+    store = tmp_path / "payloads"
+    env.update(
+        REFLEXR_PAYLOAD_KEYS=KEY_SPEC, REFLEXR_PAYLOAD_STORE=f"file://{store}", REFLEXR_OFFLOAD_BYTES="1024"
+    )
+    start_worker()
+    with serving(env) as server, server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": marker + "x" * 5000}).json()[
+            "run_id"
+        ]
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "waiting", what="the wait")
+        signal = {"name": "approval", "value": {"approved": True, "by": marker}}
+        assert http.post(f"/api/runs/{run_id}/signal", json=signal).status_code == 200
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run")
+        _open(browser, server, f"run/{run_id}")
+        until(browser, lambda d: f"approved by {marker}" in _text(d, "#run-result"), "the output, decrypted")
+    assert marker.encode() not in every_value(redis_client)
+    files = [p for p in store.rglob("*") if p.is_file()]
+    assert files and all(marker.encode() not in p.read_bytes() for p in files), "offloaded, encrypted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -33,6 +34,8 @@ class CurrentRun:
     attempt: int
     idempotency_key: str
     graph: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The run's tags (``enqueue(..., tags={...})``): a step can route or label its work by them."""
     _step: RunningStep | None = field(default=None, repr=False, compare=False)
     """The step execution running (core/steps.py); None outside a step."""
 

@@ -260,7 +260,7 @@ async def run_attempt(
     with tracing.TRACER.start_as_current_span(
         tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
     ) as span:
-        token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name))
+        token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags))
         records = dict(port.load_records(ctx.run_id))
         journal = Journal(
             port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 
@@ -23,6 +23,8 @@ class AttemptContext:
     graph: str
     trace_context: str = ""
     """The run's trace (W3C headers as JSON): every attempt's span joins it, '' for a fresh trace."""
+    tags: Mapping[str, str] = field(default_factory=dict)
+    """The run's tags, as the producer gave them (core/tags.py)."""
 
 
 @dataclass(frozen=True)

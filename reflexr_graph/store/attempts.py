@@ -8,7 +8,7 @@ from typing import TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
-from reflexr_graph.core.tags import Tags, tags_json
+from reflexr_graph.core.tags import Tags, tags_json, tags_of
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
@@ -261,6 +261,7 @@ class AttemptWrites(StoreBase):
             trace_context=found.trace,
             checkpoint=found.checkpoint or None,
             records=pairs_to_map(memo),
+            tags=tags_of(found.tags),
         )
 
     @translate_errors

@@ -114,8 +114,10 @@ class ClaimReply:
     max_attempts: str = ""
     trace: str = ""
     checkpoint: str = ""
+    tags: str = ""
+    """The run's tags as JSON (core/tags.py: tags_json), '' for none: ``current_run().tags``."""
 
-    SIZE = 12
+    SIZE = 13
 
     @classmethod
     def parse(cls, reply: list[str]) -> tuple[ClaimReply, list[str]]:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.core.tags import tags_of
+from reflexr_graph.core.tags import Tags, tags_of
 from reflexr_graph.model import CheckpointInfo, RunInfo, Status
 from reflexr_graph.store import event_codec
 
@@ -61,6 +61,8 @@ class Claim:
     checkpoint: str | None = None
     """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
     records: dict[str, str] = field(default_factory=dict)
+    tags: Tags = field(default_factory=dict)
+    """The run's tags (``enqueue(..., tags=...)``), which a step reads as ``current_run().tags``."""
     """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
     unreadable: str = ""
     """Why the run's payloads cannot be read here (errors.PayloadUnreadable), '' when they can:
@@ -88,6 +90,7 @@ class Claim:
             idempotency_key=self.idempotency_key,
             graph=self.graph,
             trace_context=self.trace_context,
+            tags=self.tags,
         )
 
 

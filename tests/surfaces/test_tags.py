@@ -144,3 +144,31 @@ def test_tags_cost_one_zadd_each_inside_the_create_script(private_redis: RedisFa
     finally:
         r.close()
         store.close()
+
+
+def test_a_step_reads_its_runs_tags_from_current_run(redis_url: str) -> None:
+    """The claim hands the run's tags to the attempt in its one reply: ``current_run().tags``."""
+    from pydantic_graph import GraphBuilder, StepContext
+
+    from reflexr_graph import GraphAction, current_run
+    from reflexr_graph.fleet import attempt
+    from tests.fleet.inproc import claim, fleet_app
+
+    g = GraphBuilder(name="tagged", input_type=int, output_type=dict[str, str])
+
+    @g.step
+    async def read(ctx: StepContext[None, None, int]) -> dict[str, str]:
+        return dict(current_run().tags)
+
+    g.add(g.edge_from(g.start_node).to(read), g.edge_from(read).to(g.end_node))
+    app = fleet_app(redis_url, GraphAction(g.build()))
+    store = app.store()
+    try:
+        tags = {"tenant": "acme", "tier": "gold"}
+        for run_id, given in (("tagged-1", tags), ("plain-1", {})):
+            store.do(new_run(NewRun(run_id, "tagged", "1", None, None, 3, 60_000, tags=given)))
+            attempt.run_claimed(app, store, claim(app, store, run_id))
+            assert store.get(run_id).output == given
+    finally:
+        store.close()
+        app.close()

@@ -13,14 +13,14 @@
 -- ARGV[9] the newest version a live worker serves, as that worker last saw ('' when unknown)
 -- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
 --   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
---   memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
+--   tags JSON or '', memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
 --   or {'idem', key}, or {'version', v, 'pinned'|'newest'}: the run is on version v (pinned), or
 --   has not started and goes on the newest, v; v is not this worker's, and nothing changed
 
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints', 'version', 'held_since')
+  'error_type', 'checkpoints', 'version', 'held_since', 'tags')
 
 local function reply(outcome)
   flush()
@@ -32,7 +32,7 @@ local function reply(outcome)
   end
   return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'),
     field('graph'), field('inputs'), field('state'), idem_key, field('max_attempts'),
-    field('trace'), checkpoint}
+    field('trace'), checkpoint, field('tags')}
 end
 
 -- A run checkpointed before each checkpoint was stored once kept its latest as the ckpt hash's

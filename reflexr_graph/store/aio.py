@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 import redis.asyncio
 from redis import exceptions as redis_errors
 
-from reflexr_graph.store import connect, connection_errors, sentinel
+from reflexr_graph.store import cluster, connect, connection_errors, sentinel
 from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
 from reflexr_graph.store.reads import max_block_ms
@@ -61,7 +61,7 @@ class AsyncStore:
 
     @property
     def max_block_ms(self) -> int | None:
-        return max_block_ms(self._r.connection_pool.connection_kwargs)
+        return max_block_ms(cluster.connection_kwargs(self._r))
 
     async def handle(self, request: Request) -> Any:
         """Answer one request of an operation; Redis errors arrive as StoreUnavailable."""

@@ -19,7 +19,7 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.store import connect, connection_errors, keys, sentinel
+from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
@@ -50,7 +50,7 @@ def _client_of(args: tuple[Any, ...]) -> redis.Redis | None:
     first = args[0] if args else None
     if isinstance(first, StoreBase):
         return first.client
-    return first if isinstance(first, redis.Redis) else None
+    return first if isinstance(first, redis.Redis) or cluster.is_cluster(first) else None
 
 
 def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:

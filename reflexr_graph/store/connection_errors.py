@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reflexr_graph import errors
+from reflexr_graph.store import cluster
 
 URL_SETTING = "REFLEXR_REDIS_URL"
 """The setting that holds the URL (fleet.settings; named here because the store sits below it)."""
@@ -57,6 +58,19 @@ class Endpoint:
 
     @classmethod
     def of_client(cls, client: redis.Redis | redis.asyncio.Redis) -> Endpoint:
+        if cluster.is_cluster(client):  # no one host: each slot's primary answers its keys
+            kw = cluster.connection_kwargs(client)
+            return cls(
+                host="the Redis Cluster",
+                tls=bool(kw.get("ssl"))
+                or issubclass(
+                    kw.get("connection_class", redis.Connection),
+                    (redis.SSLConnection, redis.asyncio.SSLConnection),
+                ),
+                has_password=bool(kw.get("password")),
+                connect_timeout_s=kw.get("socket_connect_timeout"),
+                read_timeout_s=kw.get("socket_timeout"),
+            )
         pool = client.connection_pool
         kw = pool.connection_kwargs
         service = getattr(pool, "service_name", None)
@@ -189,7 +203,7 @@ def _auth(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
 
 def _database_count(client: redis.Redis | None) -> int | None:
     """How many databases the server has (CONFIG GET on database 0), or None if it will not say."""
-    if client is None:
+    if client is None or cluster.is_cluster(client):  # a cluster has one database
         return None
     pool = client.connection_pool
     kwargs = {

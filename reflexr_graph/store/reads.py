@@ -12,7 +12,7 @@ from typing import Any
 
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
 from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
@@ -309,4 +309,4 @@ class Reads(StoreBase):
 
     @property
     def max_block_ms(self) -> int | None:
-        return max_block_ms(self._r.connection_pool.connection_kwargs)
+        return max_block_ms(cluster.connection_kwargs(self._r))

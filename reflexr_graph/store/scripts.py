@@ -121,6 +121,6 @@ class Scripts:
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""
-        assert isinstance(self._client, redis.Redis)
+        assert not isinstance(self._client, redis.asyncio.Redis)
         for script in self._scripts.values():
             script.sha = self._client.script_load(script.script)

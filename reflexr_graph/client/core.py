@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -147,7 +146,7 @@ class ClientCore:
         schemas.validate(entry, inputs, state)
         limit = self.settings.max_payload_bytes
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=keys.new_run_id(graph, idempotency_key),
             graph=graph,
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
@@ -301,7 +300,7 @@ class ClientCore:
         if priority is None:
             priority = (yield from run_record(run_id)).priority
         run = NewRun(
-            run_id=str(uuid.uuid4()),
+            run_id=keys.new_run_id(saved.graph, idempotency_key),
             graph=saved.graph,
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,

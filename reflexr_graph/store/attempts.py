@@ -118,7 +118,12 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
         reply = yield from per_run(
-            "create_run", run.run_id, guess, now, args, [owner_key, keys.EVENTS_TEMPLATE]
+            "create_run",
+            run.run_id,
+            guess,
+            now,
+            args,
+            [owner_key, keys.events_template(keys.shard_of(run.run_id))],
         )
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:
@@ -239,7 +244,9 @@ class AttemptWrites(StoreBase):
         when it holds but the run is to stop at its next boundary."""
         now = clock.now_ms()
         args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
-        return Lease(int(self._scripts("renew_lease", [keys.run(run_id), keys.LEASES], args)))
+        return Lease(
+            int(self._scripts("renew_lease", [keys.run(run_id), keys.leases(keys.shard_of(run_id))], args))
+        )
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -407,7 +414,7 @@ class AttemptWrites(StoreBase):
             digest=_digest(inputs_json, state_json) if idempotency_key else "",
         ).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        template = [keys.EVENTS_TEMPLATE]
+        template = [keys.events_template(keys.shard_of(run_id))]
         outcome = DeadLettered(
             int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
         )

@@ -84,7 +84,10 @@ def _digest(inputs_json: str, state_json: str | None) -> str:
 
 
 def _guess(ctx: AttemptContext) -> str:
-    """The scoped idempotency key of the attempt's run (right for a keyed run; harmless otherwise)."""
+    """The scoped idempotency key of the attempt's run, or its id for a run without one (whose
+    ``idempotency_key`` is its id): the id keeps the call in the run's shard (store/keys.py)."""
+    if ctx.idempotency_key == ctx.run_id:
+        return ctx.run_id
     return keys.idem_scope(ctx.graph, ctx.idempotency_key)
 
 

@@ -499,3 +499,6 @@ class TickReply:
     next_due: float | None
     """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
     the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""
+    shards: tuple[int, ...] = ()
+    """The shards whose lock the reaper holds after the pass (store/recovery.py merges the replies
+    of every shard's tick into one)."""

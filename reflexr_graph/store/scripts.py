@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
 from reflexr_graph.store.ops import ScriptArg
@@ -114,10 +115,33 @@ class Scripts:
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
     ) -> None:
-        """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed."""
+        """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed.
+
+        A cluster pipeline refuses a script object's call (redis-py does not load scripts on its
+        nodes), so it gets the plain EVALSHA, routed by its keys' slot: :meth:`run_many` loads the
+        scripts and sends them again if a node did not know one.
+        """
         script = self._scripts[name]
         assert isinstance(script, Script)
-        script(keys=keys, args=args, client=pipe)
+        if isinstance(pipe, redis.cluster.ClusterPipeline):
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        else:
+            script(keys=keys, args=args, client=pipe)
+
+    def run_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[ScriptArg]]]) -> list[Any]:
+        """Call each ``(name, keys, args)`` in one pipeline (blocking client); their replies in order."""
+        assert isinstance(self._client, redis.Redis | redis.cluster.RedisCluster)
+        for tried in (False, True):
+            pipe = self._client.pipeline(transaction=False)
+            for name, keys, args in calls:
+                self.queue(pipe, name, keys, args)
+            try:
+                return list(pipe.execute())
+            except redis.exceptions.NoScriptError:
+                if tried:
+                    raise
+                self.preload()  # a node that restarted, or a replica promoted, lacks them
+        raise AssertionError("unreachable")
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""

@@ -69,9 +69,10 @@ def worker_statuses() -> Op[list[WorkerStatus]]:
         return []
     raw = yield cmd("mget", [keys.worker(n) for n in expiry])
     # Running runs have no status set of their own: they are the leases (keys.status_index).
-    running = [
-        text(r) for r in (yield cmd("zrange", keys.status_index(Status.RUNNING), 0, IN_FLIGHT_SCAN - 1))
+    leases = [
+        cmd("zrange", keys.status_index(Status.RUNNING, n), 0, IN_FLIGHT_SCAN - 1) for n in keys.SHARDS_RANGE
     ]
+    running = sorted(text(r) for page in (yield batch(leases)) for r in page)[:IN_FLIGHT_SCAN]
     recent = [cmd("xrevrange", keys.events(r), max="+", min="-", count=RECENT_EVENTS) for r in running]
     held: dict[str, list[str]] = {}
     for run_id, entries in zip(running, (yield batch(recent)) if running else [], strict=True):
@@ -115,6 +116,11 @@ class Workers(StoreBase):
         """Take a stopping worker out of the registry at once."""
         script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
         self._scripts("worker_leave", script_keys, [info.name])
+
+    @translate_errors
+    def live_worker_count(self) -> int:
+        """How many workers' heartbeats have not expired (one ZCOUNT)."""
+        return int(self._r.zcount(keys.WORKERS, clock.now_ms(), "+inf"))
 
     def live_workers(self) -> list[WorkerInfo]:
         """Every worker whose heartbeat has not expired, by name."""

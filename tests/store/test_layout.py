@@ -17,19 +17,40 @@ def _lua_files() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in LUA_DIR.iterdir() if p.name.endswith(".lua")}
 
 
-def test_per_run_keys_share_one_hash_tag() -> None:
-    """Every key of a run carries the tag {run_id}, so they hash to one cluster slot."""
+def test_a_runs_keys_and_its_shards_indexes_share_one_hash_tag() -> None:
+    """Every key of a run and every index of its shard carry the tag {s<shard>}: one cluster slot."""
+    shard = keys.shard_of("0b7e-42")
     run_keys = keys.run_keys("0b7e-42")
-    assert run_keys == (
-        "rg:{0b7e-42}:run", "rg:{0b7e-42}:ckpt", "rg:{0b7e-42}:events", "rg:{0b7e-42}:tb",
-        "rg:{0b7e-42}:memo", "rg:{0b7e-42}:mailbox",
-    )  # fmt: skip
-    assert len({key_slot(k.encode()) for k in run_keys}) == 1
-    assert {keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, keys.REAPER_LOCK} == {
-        "rg:all", "rg:dead", "rg:leases", "rg:due", "rg:reaper:lock",
-    }  # fmt: skip
-    assert keys.idem("order-1") == "rg:idem:order-1"
-    assert keys.status_set(Status.DEAD) == "rg:status:dead"
+    tag = f"rg:{{s{shard}}}"
+    assert run_keys == tuple(f"{tag}:0b7e-42:{k}" for k in ("run", "ckpt", "events", "tb", "memo", "mailbox"))
+    indexes = [
+        keys.all_runs(shard),
+        keys.dead(shard),
+        keys.leases(shard),
+        keys.due(shard),
+        keys.reaper_lock(shard),
+    ]
+    assert indexes == [f"{tag}:{name}" for name in ("all", "dead", "leases", "due", "reaper:lock")]
+    assert keys.status_set(Status.DEAD, shard) == f"{tag}:status:dead"
+    script_keys = keys.script_keys("0b7e-42", "0b7e-42")
+    assert len({key_slot(k.encode()) for k in [*script_keys, keys.events_template(shard)]}) == 1
+    assert keys.idem("order-1") == f"rg:{{s{keys.shard_of('order-1')}}}:idem:order-1"
+
+
+def test_a_keyed_runs_id_lands_in_its_keys_shard() -> None:
+    """A producer's run id for an idempotency key is in the key's shard, so the per-run scripts,
+    which check and expire the key, touch one slot."""
+    for n in range(20):
+        run_id = keys.new_run_id("demo", f"order-{n}")
+        scope = keys.idem_scope("demo", f"order-{n}")
+        assert keys.shard_of(run_id) == keys.shard_of(scope)
+        assert len({key_slot(k.encode()) for k in keys.script_keys(run_id, scope)}) == 1
+    assert keys.shard_of(keys.new_run_id("demo", None)) in keys.SHARDS_RANGE
+
+
+def test_the_control_slot_holds_graphs_presence_and_the_quarantine() -> None:
+    control = [keys.GRAPHS, keys.WORKERS, keys.worker("w1"), keys.served("demo"), keys.QUARANTINE]
+    assert len({key_slot(k.encode()) for k in [*control, keys.QUARANTINE_COUNTS]}) == 1
 
 
 def test_every_lua_file_starts_with_its_keys_and_argv_map() -> None:
@@ -64,8 +85,10 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     assert positions == {status.value: 10 + i for i, status in enumerate(keys.STATUS_ORDER)}
     sample = keys.script_keys("r", "k")
     run, ckpt, events, tb, memo, mailbox = keys.run_keys("r")
-    assert sample[:9] == [run, ckpt, events, tb, "rg:idem:k", "rg:all", "rg:dead", "rg:leases", "rg:due"]
-    assert sample[9:16] == [keys.status_set(s) for s in keys.STATUS_ORDER]
+    shard = keys.shard_of("r")
+    indexes = [keys.all_runs(shard), keys.dead(shard), keys.leases(shard), keys.due(shard)]
+    assert sample[:9] == [run, ckpt, events, tb, keys.idem("k"), *indexes]
+    assert sample[9:16] == [keys.status_set(s, shard) for s in keys.STATUS_ORDER]
     assert set(keys.STATUS_ORDER) == set(Status), "every status has its set"
     assert sample[16:] == [memo, mailbox]
     assert re.search(r"local K_MEMO, K_MAILBOX = KEYS\[17\], KEYS\[18\]", lib)

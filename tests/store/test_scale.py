@@ -8,6 +8,8 @@ The store is filled through its own scripts, and the operations are counted, by
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import redis
 
@@ -18,7 +20,7 @@ from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.local_store import Mix, counted, fill, operations
 from reflexr_graph.model import Status
-from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store import RedisStore, fanout, keys
 from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.reads import SCAN_BUDGET, runs_listing
@@ -55,11 +57,12 @@ def test_per_tick_and_per_request_costs_do_not_grow_with_the_store(redis_url: st
     # What the store holds does not change them...
     for name in ("reaper tick", "`runs` (newest 50)", "`runs --status succeeded`", "`status RUN`"):
         assert large[name] == small[name], name
-    assert large["`runs` (newest 50)"] <= 55  # one ZREVRANGEBYSCORE and 50 HGETALLs, not 200
-    assert large["reaper tick"] <= 20
+    # One ZREVRANGEBYSCORE per shard (store/fanout.py merges them) and 50 HGETALLs, not 200.
+    assert large["`runs` (newest 50)"] <= keys.SHARDS + 55
+    assert large["reaper tick"] <= 11 * keys.SHARDS  # one script per shard, its lock held
     # ...and where a limit bounds them, the limit does, not the 22,200 runs held.
-    assert large["`dlq list` (newest 1,000)"] <= 1000 + 10
-    assert large["API page, graph matching none"] <= SCAN_BUDGET + SCAN_BUDGET // 200 + 2
+    assert large["`dlq list` (newest 1,000)"] <= 1000 + 10 * keys.SHARDS
+    assert large["API page, graph matching none"] <= SCAN_BUDGET + (SCAN_BUDGET // 200 + 2) * keys.SHARDS
 
 
 def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -> None:
@@ -76,17 +79,16 @@ def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -
             for key in keys.run_keys(f"s-finished-{n}"):
                 pipe.pexpire(key, 1)
         pipe.execute()
-        done = keys.status_set(Status.SUCCEEDED)
         # Retention is 1 s past each run's finish, on the store's clock.
         passes = []
         now = clock.now_ms() + 2000
-        while r.zcard(done):
+        while fanout.total(r, partial(keys.status_set, Status.SUCCEEDED)):
             passes.append(store.prune(now))
             assert len(passes) <= mix.finished // PRUNE_BATCH + 1
         assert max(passes) <= PRUNE_BATCH
         assert sum(passes) == mix.finished
-        assert r.zcard(keys.ALL) == mix.dead + mix.waiting
-        assert list(r.scan_iter("rg:{s-finished-*", count=1000)) == []  # prune deleted what was left
+        assert fanout.total(r, keys.all_runs) == mix.dead + mix.waiting
+        assert list(r.scan_iter("rg:{s*}:s-finished-*", count=1000)) == []  # prune deleted what was left
         assert r.exists(keys.run("s-dead-0"), keys.run("s-waiting-0")) == 2
     finally:
         store.close()

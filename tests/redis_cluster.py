@@ -37,6 +37,8 @@ def _node(extra: tuple[str, ...]) -> RedisServer:
         "--cluster-config-file", "nodes.conf",
         "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
         "--cluster-port", str(free_port()),
+        # A replica syncs at once, so one is ready to take over as soon as the cluster is.
+        "--repl-diskless-sync-delay", "0",
     )  # fmt: skip
     return RedisServer(extra_args=(*args, *extra))
 
@@ -84,13 +86,18 @@ class RedisCluster:
         raise RedisServerError(f"the test cluster was not ok within {timeout:g}s: {self.nodes}")
 
     def _ok(self, node: RedisServer) -> bool:
+        """The node sees the whole cluster ok, and, a replica, has synced with its primary (until
+        then it could not take over)."""
         try:
             with redis.Redis(port=node.port, socket_timeout=1.0, retry=NO_RETRY) as r:
                 info = r.cluster("info")
+                replication = r.info("replication")
         except redis.RedisError:
             return False
+        synced = replication["role"] == "master" or replication.get("master_link_status") == "up"
         return (
-            info.get("cluster_state") == "ok"
+            synced
+            and info.get("cluster_state") == "ok"
             and int(info.get("cluster_slots_ok", 0)) == 16384
             and int(info.get("cluster_known_nodes", 0)) == len(self.nodes)
         )

@@ -284,6 +284,18 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             "during a failover this passes once clients follow the new primary, otherwise bring a "
             "replica back",
         )
+    if (
+        _find(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError, redis_errors.MasterDownError))
+        is not None
+    ):
+        # A Redis Cluster without a primary for some slots (a failover under way) or moving them:
+        # redis-py has already followed its slot map as far as it could.
+        return _unavailable(
+            "cluster_down",
+            at,
+            f"{at.where} cannot serve some of its slots now ({type(exc).__name__}); during a failover "
+            "this passes once a replica is promoted, otherwise check the cluster's nodes",
+        )
     if _find(exc, redis_errors.BusyLoadingError) is not None:
         return _unavailable(
             "loading", at, f"Redis at {at.where} is loading its data after a restart; retry in a moment"

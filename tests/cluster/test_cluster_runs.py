@@ -3,14 +3,15 @@ real worker subprocesses, crashed by pid."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
 import pytest
 import redis
 
-from reflexr_graph.client import Client
-from reflexr_graph.model import Status
+from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from tests.fleet.conftest import Fleet, assert_consistent, count, events, executions, open_gate
 from tests.waiting import wait_for
@@ -103,3 +104,17 @@ def test_signals_sleep_and_forks_across_shards(cluster_fleet: Fleet, cluster_cli
     info = client.wait(fork, timeout=30)
     assert (info.status, info.forked_from) == (Status.SUCCEEDED, source)
     assert info.output["value"] == 5
+
+
+def test_the_async_client_enqueues_and_waits_on_the_cluster(cluster_fleet: Fleet) -> None:
+    """redis.asyncio's cluster client for the store, the message through kombu to the broker."""
+    cluster_fleet.start()
+
+    async def run() -> RunInfo:
+        async with AsyncClient(cluster_fleet.settings()) as client:
+            run_id = await client.enqueue("steps", {"value": 9}, idempotency_key="async-9")
+            assert await client.enqueue("steps", {"value": 9}, idempotency_key="async-9") == run_id
+            return await client.wait(run_id, timeout=30)
+
+    info = asyncio.run(run())
+    assert (info.status, info.output["value"]) == (Status.SUCCEEDED, 9)

@@ -215,6 +215,10 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
+        if not keys.same_shard(run_id, guess):
+            # Only a foreign producer's id can be outside its key's shard: the claim then asks
+            # with the run id, in one slot, and the script names the key if it needs it.
+            guess = run_id
         found, memo = ClaimReply.parse([text(v) for v in self.do(per_run("claim", run_id, guess, now, args))])
         outcome = ClaimOutcome(found.outcome)
         if outcome is ClaimOutcome.MISSING:

@@ -67,6 +67,11 @@ def shard_of(name: str) -> int:
     return zlib.crc32(name.encode()) % SHARDS
 
 
+def same_shard(run_id: str, scope: str) -> bool:
+    """Whether a run and an idempotency key's scope are in one shard (and so one cluster slot)."""
+    return shard_of(run_id) == shard_of(scope)
+
+
 def _shard(shard: int) -> str:
     return f"{PREFIX}:{{s{shard}}}"
 

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from tests.fleet.conftest import Fleet, assert_consistent, count, events, executions, open_gate
@@ -118,3 +119,25 @@ def test_the_async_client_enqueues_and_waits_on_the_cluster(cluster_fleet: Fleet
 
     info = asyncio.run(run())
     assert (info.status, info.output["value"]) == (Status.SUCCEEDED, 9)
+
+
+def test_a_foreign_producers_keyed_message_runs_when_its_id_is_in_its_keys_shard(
+    cluster_fleet: Fleet, cluster_client_for: Client
+) -> None:
+    """A message from another language: with its task id in its idempotency key's shard it runs, and a
+    second one with the key is a duplicate; with an id elsewhere it is dead-lettered saying how to fix
+    it, not dropped (the two keys would be in two slots)."""
+    cluster_fleet.start()
+    client = cluster_client_for
+    scope_shard = keys.shard_of(keys.idem_scope("steps", "ext-1"))
+    inside = keys.run_id_in(scope_shard)
+    kwargs = {"graph": "steps", "inputs": {"value": 1}, "idempotency_key": "ext-1"}
+    client.app.send_task(TASK_NAME, kwargs=kwargs, task_id=inside, queue=cluster_fleet.queue)
+    assert client.wait(inside, timeout=30).status is Status.SUCCEEDED
+    assert client.enqueue("steps", {"value": 1}, idempotency_key="ext-1") == inside
+    other = {"graph": "steps", "inputs": {"value": 2}, "idempotency_key": "ext-2"}
+    elsewhere = keys.run_id_in((keys.shard_of(keys.idem_scope("steps", "ext-2")) + 1) % keys.SHARDS)
+    client.app.send_task(TASK_NAME, kwargs=other, task_id=elsewhere, queue=cluster_fleet.queue)
+    info = client.wait(elsewhere, timeout=30)
+    assert (info.status, info.reason) == (Status.DEAD, "bad_message")
+    assert "key's shard" in (info.error or "")

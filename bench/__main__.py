@@ -23,11 +23,13 @@ from bench import (
     journal_cost,
     limits,
     memory,
+    payload_cost,
     profile,
     recovery,
     redis_cost,
     report,
     store_scale,
+    stream_cost,
     throughput,
     waits,
 )
@@ -46,18 +48,24 @@ NAMES = (
     "limits",
     "scale",
     "redis",
+    "stream",
+    "payloads",
 )
-LOCAL = ("checkpoint", "journal", "history", "limits", "scale")
+LOCAL = ("checkpoint", "journal", "history", "limits", "scale", "stream", "payloads")
 """Benchmarks that need no fleet: they run against a private Redis in this process."""
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
     "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
+    "stream_reps": 3,
+    "payload_reps": 5,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
     "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
     "limit_n": 10, "limit_steps": 20, "limit_reps": 1, "scale_runs": 2000, "cost_runs": 10,
+    "stream_reps": 1,
+    "payload_reps": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -73,6 +81,8 @@ TITLES = {
     "history": "8. Checkpoint history: Redis memory per checkpoint kept",
     "limits": "9. Limits: round trips per limited step, and the accuracy of a rate",
     "scale": "10. The store at scale: the reaper and the CLI with many runs held, memory, retention",
+    "stream": "11. Streaming: what emit costs a step, and how soon a blocked reader gets an item",
+    "payloads": "12. Payloads at rest: compression, encryption and offload per save, and Redis memory",
 }
 
 
@@ -145,9 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     if "limits" in only:
         _say("[limits]")
         sections["limits"] = limits.render(limits.run(p["limit_steps"], p["limit_reps"], p["limit_n"]))
+    if "payloads" in only:
+        _say("[payloads]")
+        sections["payloads"] = payload_cost.render(payload_cost.run(p["payload_reps"], quick=args.quick))
     if "scale" in only:
         _say("[scale]")
         sections["scale"] = store_scale.render(store_scale.run(args.scale_runs or p["scale_runs"], _say))
+    if "stream" in only:
+        _say("[stream]")
+        sections["stream"] = stream_cost.render(stream_cost.run(p["stream_reps"]))
     if only - set(LOCAL):
         with lab() as the_lab:
             sections.update(_fleet_phases(the_lab, only, p))

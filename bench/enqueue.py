@@ -4,9 +4,10 @@ No worker consumes the queue: this times the producer alone, on one connection e
 store and the broker. Three paths, interleaved in each repetition:
 
 * ``Client.enqueue``: HGET of the published schema, parse it, JSON Schema validation of the
-  inputs, ``create_run`` (one Lua script), ``send_run`` (one Celery message).
-* ``create_run + send_run``: the same two writes with the same JSON, no schema read or
-  validation. This is what ``Client.enqueue`` costs without validation.
+  inputs, ``create_run`` (one Lua script, which also pushes the Celery message: the broker is
+  the store's Redis).
+* ``create_run + send_run``: the record, then the message through kombu, as with a broker that
+  is not the store's; no schema read or validation.
 * ``send_run`` only: the Celery message alone, what a plain Celery ``send_task`` costs.
 """
 
@@ -84,9 +85,9 @@ def render(result: dict[str, Any]) -> str:
     what = {
         "Client.enqueue": (
             "published schema (re-read every 2 s) + JSON Schema validation (compiled once per "
-            "fingerprint) + create_run + send_run"
+            "fingerprint) + create_run, which pushes the message in the same script"
         ),
-        "create_run + send_run": "run record (Lua) + Celery message; no schema read or validation",
+        "create_run + send_run": "run record (Lua), then the message (kombu); no schema read or validation",
         "send_run only": "the Celery message alone (no run record)",
     }
     for name, values in rates.items():

@@ -151,7 +151,8 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         "A rate takes one round trip (a token now, or one reserved with its start time); a concurrency",
-        "slot one to take it and one to give it back. Waiting steps poll only for a slot, never for a rate.",
+        "slot one to take it, and goes back with the branch's record. Waiting steps poll only for a slot,",
+        "never for a rate.",
         "",
         f"Rate accuracy: {rate['n']} branches asking at once under `{RATE}` (bucket of 1): observed "
         f"{rate['observed']:.2f}/s over configured {rate['configured']:.0f}/s = "

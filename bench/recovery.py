@@ -44,7 +44,7 @@ def _one(lab: Lab, client: Client, workers: dict[int, Worker]) -> dict[str, Any]
         raise BenchError(f"the step ran in an unknown worker (pid {first['worker']})")
     time.sleep(KILL_AFTER_S)
     # The reaper that acts on the run's shard.
-    lock = client.store.client.get(keys.reaper_lock(keys.shard_of(run_id))) or b""
+    lock = client.store.client.get(keys.reaper_lock(client.store.shards.of(run_id))) or b""
     held_lock = f":{victim.pid}:" in lock.decode()
     t_kill = time.time()
     victim.kill()

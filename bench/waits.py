@@ -42,7 +42,10 @@ def _waiting(client: Client, run_ids: list[str], what: str) -> None:
     waiting = partial(keys.status_set, Status.WAITING)
     r = client.store.client
     wait_for(
-        lambda: all(r.zscore(waiting(keys.shard_of(x)), x) is not None for x in run_ids), 300, what, 0.05
+        lambda: all(r.zscore(waiting(client.store.shards.of(x)), x) is not None for x in run_ids),
+        300,
+        what,
+        0.05,
     )
 
 

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
+from reflexr_graph.core.emit import emit
 from reflexr_graph.core.limits import Limit
 from reflexr_graph.core.policy import RetryPolicy
 from reflexr_graph.core.waits import sleep, wait_for_signal
@@ -23,11 +24,12 @@ from reflexr_graph.errors import (
     SignalTimeout,
     StaleCheckpoint,
     StepTimeout,
+    StreamFull,
     UnknownGraph,
     UnknownSignal,
     WaitTimeout,
 )
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -68,11 +70,14 @@ __all__ = [
     "StaleCheckpoint",
     "Status",
     "StepTimeout",
+    "StreamFull",
+    "StreamItem",
     "UnknownGraph",
     "UnknownSignal",
     "WaitTimeout",
     "current_run",
     "durable_call",
+    "emit",
     "sleep",
     "wait_for_signal",
 ]

@@ -136,6 +136,46 @@ class OutputNotSerializable(RunFailure):
         super().__init__(message, reason="output_not_serializable", permanent=True)
 
 
+class StreamFull(RunFailure):
+    """A step emitted more items than a run's stream may hold (``REFLEXR_STREAM_MAX_ITEMS``)."""
+
+    def __init__(self, *, run_id: str, node: str, max_items: int) -> None:
+        super().__init__(
+            f"run {run_id}: step {node!r} emitted past the {max_items} items a run's stream may hold "
+            f"(REFLEXR_STREAM_MAX_ITEMS={max_items}); raise REFLEXR_STREAM_MAX_ITEMS on the workers, or "
+            "emit fewer, larger items",
+            reason="stream_full",
+            permanent=True,
+        )
+        self.run_id = run_id
+        self.node = node
+        self.max_items = max_items
+
+
+class PayloadUnreadable(RunFailure):
+    """A stored payload of a run cannot be read back: it is encrypted under a key this process
+    does not hold, or it is missing from (or corrupt in) the payload store. Permanent: retrying
+    reads the same bytes. The message names the run and the key id or the payload's digest,
+    never a value."""
+
+    error_kind = Kind.FAILED
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="payload_unreadable", permanent=True)
+        self.placeholder = "unreadable payload"
+        """How a reader without the means to read it shows the value: ``<encrypted with key k1>``."""
+
+
+class PayloadTooLarge(RunFailure):
+    """A payload is above the limit of a single payload (``REFLEXR_MAX_OFFLOAD_BYTES`` with a
+    payload store). Permanent: the same work makes the same payload."""
+
+    error_kind = Kind.INVALID
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, reason="payload_too_large", permanent=True)
+
+
 class FencedOut(ReflexrError):
     """This attempt no longer owns the run (its token was superseded), so it may write nothing."""
 
@@ -184,6 +224,12 @@ class RedisMisconfigured(StoreUnavailable):
 
 class RunNotFound(ReflexrError, LookupError):
     """No run has this id (it never existed, or its retention has passed)."""
+
+    error_kind = Kind.NOT_FOUND
+
+
+class ScheduleNotFound(ReflexrError, LookupError):
+    """No schedule has this name."""
 
     error_kind = Kind.NOT_FOUND
 

@@ -44,6 +44,9 @@ class Event(StrEnum):
     BOUNDARIES_SKIPPED = "boundaries_skipped"
     WORK_REUSED = "work_reused"
     WAITING_FOR_WORKER = "waiting_for_worker"
+    WAITING_FOR_VERSION = "waiting_for_version"
+    RUN_WOKEN = "run_woken"
+    RUN_UPGRADED = "run_upgraded"
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"
@@ -70,10 +73,14 @@ class Reason(StrEnum):
     STEP_TIMEOUT = "step_timeout"
     ATTEMPT_TIMEOUT = "attempt_timeout"
     NON_RETRYABLE = "non_retryable"
+    PAYLOAD_UNREADABLE = "payload_unreadable"
+    """A stored payload is under a key the worker lacks, or missing or corrupt in the payload store."""
 
 
 LIMIT_WAIT_PREFIX = "limit:"
 """``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
+VERSION_WAIT_PREFIX = "version:"
+"""``waiting_for`` of a run held for a worker of its graph version: ``version:<v>`` (G9)."""
 
 
 class RunInfo(BaseModel):
@@ -95,7 +102,11 @@ class RunInfo(BaseModel):
 
     A ``waiting`` run waits for the signal ``waiting_for`` (None for a durable sleep) until
     ``wake_at`` (epoch seconds; None without a timeout). ``waiting_for`` is
-    ``limit:<key>`` for a run released to wait for a limit's rate token or slot.
+    ``limit:<key>`` for a run released to wait for a limit's rate token or slot, and
+    ``version:<v>`` for a run whose graph version no live worker serves (a worker of it wakes it).
+
+    ``version`` is the graph version the run started on (``GraphAction.version``: its label, else
+    its fingerprint); it runs only on workers of that version. None before its first attempt.
 
     ``limit_waits`` counts the steps that waited for a limit before they ran, in place or
     released as ``waiting`` (a released wait counts once, from the step's first refusal through
@@ -131,6 +142,7 @@ class RunInfo(BaseModel):
     reused_calls: int = 0
     waiting_for: str | None = None
     wake_at: float | None = None
+    version: str | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
     priority: int = 0
@@ -138,13 +150,16 @@ class RunInfo(BaseModel):
     forked_from: str | None = None
     forked_at_seq: int | None = None
     cancel_requested: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+    """The run's tags (``enqueue(..., tags={...})``), keys sorted; empty for none."""
 
 
 class CheckpointInfo(BaseModel):
     """One checkpoint a run keeps, as ``Client.checkpoints`` lists it (no values: see ``CheckpointDetail``).
 
     ``seq`` numbers the run's checkpoints (a fork's go on from the one it started from);
-    ``saved_at`` is epoch seconds; ``size`` is the checkpoint's JSON in bytes; ``attempt`` is the
+    ``saved_at`` is epoch seconds; ``size`` is what Redis keeps of it, in bytes (its JSON;
+    compressed and encrypted with ``REFLEXR_PAYLOAD_KEYS``, a reference when offloaded); ``attempt`` is the
     number of the attempt that saved it, 0 when no attempt of this run did: the checkpoint a fork
     started from (copied from its source), or one saved before checkpoints recorded their attempt.
     ``finished`` marks the checkpoint of the graph's output, which has no ``next_node``.
@@ -175,3 +190,28 @@ class CheckpointDetail(CheckpointInfo):
     inputs: Any = None
     next_inputs: Any = None
     output: Any = None
+
+
+class StreamItem(BaseModel):
+    """One item of a run's stream, as ``Client.stream`` yields it (``reflexr_graph.emit`` wrote it).
+
+    ``offset`` numbers the run's items from 1 in the order they were written; pass the last one
+    seen as ``after`` to read on from there. ``topic`` is the one given to ``emit``, ``node`` the
+    step that emitted it, ``branch`` its branch of a map or broadcast ('' outside one), ``call`` the
+    durable call it was emitted in (``name#n``, '' outside one) and ``attempt`` the attempt's
+    number. An item with ``restart=True`` (its topic is '') says that the step (or, with a
+    ``call``, that durable call) runs again: the items of the same ``node``, ``branch`` and
+    ``call`` from offset ``value["void_from"]`` up to this one came from an attempt that did not
+    finish it, and it emits again after this one.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    offset: int
+    topic: str
+    node: str
+    branch: str = ""
+    call: str = ""
+    attempt: int
+    value: Any = None
+    restart: bool = False

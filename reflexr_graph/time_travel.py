@@ -20,11 +20,19 @@ from pydantic import ValidationError
 from reflexr_graph import errors, schemas
 from reflexr_graph.core.checkpoint import CheckpointV1, DiscardReason
 from reflexr_graph.model import CheckpointDetail
+from reflexr_graph.store.payload_codec import placeholder_of
 from reflexr_graph.store.records import ForkSeed, SavedCheckpoint, request_digest
 
 
 def document(run_id: str, saved: SavedCheckpoint) -> CheckpointV1:
-    """The checkpoint's envelope; StaleCheckpoint when it is not one this version reads."""
+    """The checkpoint's envelope; StaleCheckpoint when it is not one this version reads, and
+    OperationRefused when this process cannot read it (a key it lacks): HTTP 409, not a 500."""
+    unreadable = placeholder_of(saved.payload)
+    if unreadable is not None:
+        raise errors.OperationRefused(
+            f"run {run_id}: checkpoint {saved.info.seq} cannot be read here ({unreadable}); set "
+            "REFLEXR_PAYLOAD_KEYS (and REFLEXR_PAYLOAD_STORE) as the workers have them"
+        )
     try:
         return CheckpointV1.model_validate_json(saved.payload)
     except ValidationError:

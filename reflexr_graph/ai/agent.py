@@ -33,9 +33,10 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         *,
         name: str,
         models: Mapping[str, Model] | None,
+        stream: str | None = None,
     ) -> None:
         super().__init__(wrapped)
-        self.durability = StepDurability[AgentDepsT](name=name, models=models)
+        self.durability = StepDurability[AgentDepsT](name=name, models=models, stream=stream)
 
     @asynccontextmanager
     async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[AgentDepsT, Any]]:
@@ -66,6 +67,7 @@ def durable_agent(
     *,
     name: str | None = None,
     models: Mapping[str, Model] | None = None,
+    stream: str | None = None,
 ) -> DurableAgent[AgentDepsT, OutputDataT]:
     """The agent, with its model requests and tool calls inside a step recorded as durable calls.
 
@@ -79,6 +81,9 @@ def durable_agent(
         name: the prefix of its durable call names (``<name>.model``, ``<name>.tool.<tool>``);
             defaults to the agent's own ``name``. It must be stable: records are found by it.
         models: models a run may select with ``run(model=...)`` besides the agent's own, by id.
+        stream: a topic of the run's stream that gets, inside a step, the model's text token by
+            token and the tool calls it makes, while it streams (``Client.stream(run_id,
+            topic=...)`` reads them). A request answered from its record sends nothing again.
 
     Raises:
         DurableAgentError: neither ``name`` nor the agent's name is set.
@@ -89,4 +94,4 @@ def durable_agent(
             "a durable agent needs a name, the prefix of its durable call names: pass "
             "durable_agent(agent, name=...) or build the agent with Agent(..., name=...)"
         )
-    return DurableAgent(agent, name=chosen, models=models)
+    return DurableAgent(agent, name=chosen, models=models, stream=stream)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities.abstract import WrapRunHandler
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
@@ -25,6 +26,8 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 from reflexr_graph.ai.backend import DurableCallBackend, unstorable
 from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
+from reflexr_graph.ai.streaming import emitting_handler
+from reflexr_graph.core.emit import check_topic
 
 
 @dataclass(init=False, kw_only=True)
@@ -38,6 +41,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     Args:
         name: the prefix of the agent's durable call names; stable, since records are found by it.
         models: models a run may select with ``run(model=...)`` besides the agent's own, by id.
+        stream: a topic of the run's stream (``reflexr_graph.emit``) that gets the model's text,
+            token by token, and the tool calls it makes, while it streams (ai/streaming.py); None
+            for none.
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -65,8 +71,26 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         tool_config_key=None,
     )
 
-    def __init__(self, *, name: str, models: Mapping[str, Model] | None = None) -> None:
+    def __init__(
+        self, *, name: str, models: Mapping[str, Model] | None = None, stream: str | None = None
+    ) -> None:
         super().__init__(name=name, models=models)
+        self.stream_topic = None if stream is None else check_topic(stream)
+
+    @property
+    def has_wrap_run_event_stream(self) -> bool:
+        # A topic is a reason to stream the model's requests, inside a step: that is where it goes.
+        return super().has_wrap_run_event_stream or (
+            self.stream_topic is not None and self.in_durable_context
+        )
+
+    def _model_stream_event_handler(self) -> EventStreamHandler[AgentDepsT] | None:
+        # Inside the model request's durable call, where the live stream is: readers get the tokens
+        # while the model streams them, not once its response is recorded.
+        handler = super()._model_stream_event_handler()
+        if self.stream_topic is None or not self.in_durable_context:
+            return handler
+        return emitting_handler(self.stream_topic, handler)
 
     @property
     def in_durable_context(self) -> bool:

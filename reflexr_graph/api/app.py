@@ -13,8 +13,10 @@ from reflexr_graph.api import (
     dead_letters,
     graphs,
     health,
+    overview,
     problems,
     runs,
+    schedules,
     time_travel,
     waits,
     workers,
@@ -29,8 +31,10 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     waits.router,
     time_travel.router,
     dead_letters.router,
+    schedules.router,
     graphs.router,
     workers.router,
+    overview.router,
 )
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)

@@ -6,17 +6,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from reflexr_graph import errors
-from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.deps import ClientDep, TagQuery
 from reflexr_graph.api.models import (
     BulkReplayRequest,
     BulkReplayResult,
     CheckpointOut,
     DeadLetterOut,
-    Refusal,
     RunPageOut,
+    refusals,
 )
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.core.tags import parse_tags
 
 router = APIRouter(prefix="/dead-letters", tags=["dead letters"])
 
@@ -28,9 +28,11 @@ async def list_dead(
     reason: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: str | None = None,
+    tag: TagQuery = None,
 ) -> RunPageOut:
-    """Dead-lettered runs, most recently dead first, a page at a time."""
-    page = await client.dead_letters_page(graph, reason, limit=limit, cursor=cursor)
+    """Dead-lettered runs, most recently dead first, a page at a time; ``?tag=k=v`` (repeatable)
+    keeps those carrying every tag given."""
+    page = await client.dead_letters_page(graph, reason, limit=limit, cursor=cursor, tags=parse_tags(tag))
     return RunPageOut(runs=page.runs, cursor=page.cursor)
 
 
@@ -48,17 +50,10 @@ async def show_dead(run_id: str, client: ClientDep) -> DeadLetterOut:
 
 @router.post("/replay", response_model=BulkReplayResult, responses={422: {"model": Problem}})
 async def replay_many(body: BulkReplayRequest, client: ClientDep) -> BulkReplayResult:
-    """Replay the dead runs named by ``run_ids``, or every dead run of ``graph`` and/or ``reason``
-    (at most 1000 per call). Runs that cannot be replayed are listed with why."""
+    """Replay the dead runs named by ``run_ids``, or every dead run of ``graph``, ``reason`` and/or
+    ``tags`` (at most 1000 per call: call again for the rest). Runs that cannot be replayed are
+    listed with why."""
     done = await client.replay_many(
-        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start
+        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start, tags=body.tags
     )
-    refused = [
-        Refusal(
-            run_id=r.run_id,
-            status=404 if isinstance(r.error, errors.RunNotFound) else 409,
-            detail=str(r.error),
-        )
-        for r in done.refused
-    ]
-    return BulkReplayResult(replayed=done.replayed, refused=refused)
+    return BulkReplayResult(replayed=done.replayed, refused=refusals(done.refused))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from reflexr_graph.client import AsyncClient
 
@@ -16,3 +16,5 @@ def _client(request: Request) -> AsyncClient:
 
 
 ClientDep = Annotated[AsyncClient, Depends(_client)]
+
+TagQuery = Annotated[list[str] | None, Query(description="key=value; repeat for more (all must match)")]

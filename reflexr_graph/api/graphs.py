@@ -7,6 +7,7 @@ from fastapi import APIRouter
 from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.api.models import GraphOut
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.store.versions import ServedVersion
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 
@@ -24,3 +25,11 @@ async def get_graph(name: str, client: ClientDep) -> GraphOut:
     """One published graph."""
     graph = await client.graph(name)
     return GraphOut(graph=graph, workers=(await client.serving([name]))[name])
+
+
+@router.get("/{name}/versions", response_model=list[ServedVersion], responses={404: {"model": Problem}})
+async def get_graph_versions(name: str, client: ClientDep) -> list[ServedVersion]:
+    """Each published version of the graph, newest first: its fingerprint or label, when it was
+    first published, its nodes and the live workers that serve it (runs stay on theirs, G9)."""
+    await client.graph(name)  # 404 for a graph never published
+    return await client.versions(name)

@@ -6,7 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from reflexr_graph.model import RunInfo
+from reflexr_graph import errors
+from reflexr_graph.client import Refused
+from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store.records import RunEvent
 
@@ -23,6 +25,7 @@ class EnqueueRequest(BaseModel):
     priority: int | None = Field(
         None, ge=0, le=9, description="0 (the default, served first) to 9 (served last)"
     )
+    tags: dict[str, str] | None = Field(None, description="The run's tags, key to value (at most 16)")
 
 
 class ReplayRequest(BaseModel):
@@ -33,12 +36,25 @@ class ReplayRequest(BaseModel):
 
 
 class BulkReplayRequest(BaseModel):
-    """Dead runs to replay: the ``run_ids`` given, or every dead run matching ``graph``/``reason``."""
+    """Dead runs to replay: the ``run_ids`` given, or every dead run matching ``graph``, ``reason``
+    and ``tags``."""
 
     run_ids: list[str] | None = Field(None, max_length=1000)
     graph: str | None = None
     reason: str | None = None
+    tags: dict[str, str] | None = None
     from_start: bool = False
+
+
+class BulkCancelRequest(BaseModel):
+    """Runs to cancel: the ``run_ids`` given, or the cancellable runs matching ``status``, ``graph``
+    and ``tags``."""
+
+    run_ids: list[str] | None = Field(None, max_length=1000)
+    status: Status | None = None
+    graph: str | None = None
+    tags: dict[str, str] | None = None
+    now: bool = Field(False, description="Interrupt running steps with CancelledError")
 
 
 class Refusal(BaseModel):
@@ -49,6 +65,11 @@ class Refusal(BaseModel):
 
 class BulkReplayResult(BaseModel):
     replayed: list[str]
+    refused: list[Refusal]
+
+
+class BulkCancelResult(BaseModel):
+    cancelled: list[str]
     refused: list[Refusal]
 
 
@@ -96,3 +117,15 @@ class GraphOut(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+def refusals(refused: list[Refused]) -> list[Refusal]:
+    """What a bulk operation could not do, each with the status a single request would have got."""
+    return [
+        Refusal(
+            run_id=r.run_id,
+            status=404 if isinstance(r.error, errors.RunNotFound) else 409,
+            detail=str(r.error),
+        )
+        for r in refused
+    ]

@@ -8,10 +8,20 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from reflexr_graph.api import stream
-from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.deps import ClientDep, TagQuery
 from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
-from reflexr_graph.api.models import EnqueueRequest, EventOut, ReplayRequest, RunPageOut
+from reflexr_graph.api.models import (
+    BulkCancelRequest,
+    BulkCancelResult,
+    EnqueueRequest,
+    EventOut,
+    ReplayRequest,
+    RunPageOut,
+    refusals,
+)
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.core.emit import TOPIC
+from reflexr_graph.core.tags import parse_tags
 from reflexr_graph.model import RunInfo, Status
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -48,6 +58,7 @@ async def enqueue(
         state=body.state,
         idempotency_key=one_key(idempotency_key, body.idempotency_key),
         priority=body.priority,
+        tags=body.tags,
     )
     response.status_code = 201 if done.created else 200
     response.headers["Location"] = f"/api/runs/{done.run_id}"
@@ -61,10 +72,33 @@ async def list_runs(
     graph: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
+    tag: TagQuery = None,
+    q: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="A run id prefix, or part of a graph's name"),
+    ] = None,
 ) -> RunPageOut:
-    """Runs newest first (by update time within a status), a page at a time."""
-    page = await client.runs_page(status=status, graph=graph, limit=limit, cursor=cursor)
+    """Runs newest first (by creation time; by update time within a status), a page at a time.
+    ``?tag=k=v`` (repeatable) keeps those carrying every tag given. With ``q``, the runs whose id
+    starts with it or whose graph's name holds it: a page may then hold fewer than ``limit`` runs
+    and still have a ``cursor``."""
+    tags = parse_tags(tag)
+    page = await client.runs_page(
+        status=status, graph=graph, limit=limit, cursor=cursor, tags=tags, matching=q
+    )
     return RunPageOut(runs=page.runs, cursor=page.cursor)
+
+
+@router.post("/cancel", response_model=BulkCancelResult, responses={422: {"model": Problem}})
+async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelResult:
+    """Cancel the runs named by ``run_ids``, or the cancellable runs matching ``status``, ``graph``
+    and/or ``tags`` (at most 1000 per call: a cancelled run no longer matches, so call again until
+    ``cancelled`` is empty). Runs that cannot be cancelled are listed with why. ``GET /api/runs``
+    with the same filter shows what it would take."""
+    done = await client.cancel_many(
+        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now
+    )
+    return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
 
 
 @router.get("/{run_id}", response_model=RunInfo, responses=NOT_FOUND)
@@ -90,6 +124,35 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
     after = stream.last_event_id(request.headers.get("last-event-id"))
     return StreamingResponse(
         stream.run_stream(client, run_id, after, request.app.state.stopping),
+        media_type=stream.MEDIA_TYPE,
+        headers={"X-Accel-Buffering": "no"},
+    )
+
+
+@router.get(
+    "/{run_id}/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {stream.MEDIA_TYPE: {}}, "description": "The items, live (SSE)"},
+        **NOT_FOUND,
+    },
+)
+async def item_stream(
+    run_id: str,
+    request: Request,
+    client: ClientDep,
+    topic: Annotated[
+        str | None, Query(pattern=f"^{TOPIC.pattern}$", description="only this topic's items")
+    ] = None,
+    after: Annotated[int, Query(ge=0, description="start after this offset")] = 0,
+) -> StreamingResponse:
+    """What the run's steps emit (``reflexr_graph.emit``), live, as SSE: an ``item`` event per item
+    (a ``restart`` event for a restart item) with its offset as the id, resumable with
+    ``Last-Event-ID``, and an ``end`` event with the finished run once the run has ended."""
+    await client.get(run_id)  # 404 before any stream starts
+    after = max(after, stream.last_offset(request.headers.get("last-event-id")))
+    return StreamingResponse(
+        stream.item_stream(client, run_id, topic, after, request.app.state.stopping),
         media_type=stream.MEDIA_TYPE,
         headers={"X-Accel-Buffering": "no"},
     )

@@ -68,6 +68,34 @@ async def _unless_stopping(blocked: Any, stopping: asyncio.Event) -> Any:
     return read.result() if not read.cancelled() else None
 
 
+async def item_stream(
+    client: AsyncClient, run_id: str, topic: str | None, after: int, stopping: asyncio.Event
+) -> AsyncIterator[str]:
+    """SSE frames of the items ``run_id``'s steps emitted after offset ``after`` (``item``, or
+    ``restart`` for a restart item; the offset is the SSE id), until the run has ended (an ``end``
+    event with the finished run) or ``stopping`` is set."""
+    while not stopping.is_set():
+        page = await _unless_stopping(
+            client.stream_page(run_id, after=after, block_ms=KEEPALIVE_MS), stopping
+        )
+        if page is None:
+            return
+        for item in page.items:
+            after = item.offset
+            if topic is None or item.restart or item.topic == topic:
+                yield frame("restart" if item.restart else "item", item.model_dump_json(), str(item.offset))
+        if page.ended:
+            yield frame("end", (await client.get(run_id)).model_dump_json())
+            return
+        if not page.items:
+            yield ": keep-alive\n\n"
+
+
+def last_offset(header: str | None) -> int:
+    """Where a reconnecting EventSource resumes a run's item stream: after its Last-Event-ID offset."""
+    return int(header) if header and header.isdigit() else 0
+
+
 def last_event_id(header: str | None) -> str:
     """Where a reconnecting EventSource resumes: its Last-Event-ID when that is a stream id."""
     if header and all(part.isdigit() for part in header.split("-", 1)):

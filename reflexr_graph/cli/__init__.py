@@ -19,19 +19,23 @@ from reflexr_graph.cli import (
     limits,
     publish,
     quarantine,
+    rekey,
     report,
+    schedules,
     serve,
     signals,
+    stream,
     time_travel,
     top,
+    versions,
     watch,
 )
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "run", "serve", "signals",
-    "time_travel", "top", "watch",
+    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
+    "schedules", "serve", "signals", "stream", "time_travel", "top", "versions", "watch",
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
 from reflexr_graph.client import Client
+from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -60,6 +61,7 @@ class CliState:
                 settings.redis_url,
                 run_retention_s=settings.run_retention_s,
                 dead_retention_s=settings.dead_retention_s,
+                codec=payload_codec(settings),
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 retry=_RETRY,
             )
@@ -134,6 +136,10 @@ GraphOpt = Annotated[
 ]
 ReasonOpt = Annotated[
     str | None, typer.Option("--reason", "-r", metavar="REASON", help="Only runs dead for this reason.")
+]
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tag", "-t", metavar="KEY=VALUE", help="A tag; give it again for more (all must match)."),
 ]
 RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]

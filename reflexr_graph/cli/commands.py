@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
+from reflexr_graph.cli import bulk, render
 from reflexr_graph.cli import history as history_view
-from reflexr_graph.cli import render
-from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, YesOpt, app, client_of, confirm
-from reflexr_graph.cli.inputs import parse_json
+from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, TagOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.failures import BadInput
+from reflexr_graph.cli.inputs import parse_json, parse_tag_options
+from reflexr_graph.client.bulk import RunFilter
 from reflexr_graph.model import RunInfo, Status
 
 
@@ -56,6 +58,7 @@ def enqueue(
             "--priority", "-p", min=0, max=9, metavar="N", help="0 (default, served first) to 9 (last)."
         ),
     ] = None,
+    tag: TagOpt = None,
     wait: WaitOpt = False,
     timeout: TimeoutOpt = None,
     as_json: JsonOpt = False,
@@ -63,8 +66,11 @@ def enqueue(
     """Queue a run of GRAPH; prints its run id (with --wait, the finished run)."""
     inputs = parse_json(input_, "--input")
     initial = None if state is None else parse_json(state, "--state")
+    tags = parse_tag_options(tag)
     client = client_of(ctx)
-    run_id = client.enqueue(graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority)
+    run_id = client.enqueue(
+        graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority, tags=tags
+    )
     if not wait:
         if as_json:
             render.print_json({"run_id": run_id})
@@ -109,10 +115,13 @@ def runs(
     ] = None,
     graph: GraphOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, metavar="N", help="At most N runs.")] = 50,
+    tag: TagOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List runs, newest first."""
-    render.runs(client_of(ctx).runs(status=status_, graph=graph, limit=limit), "runs", as_json)
+    """List runs, newest first (with --tag, those carrying every tag given)."""
+    tags = parse_tag_options(tag)
+    found = client_of(ctx).runs(status=status_, graph=graph, limit=limit, tags=tags)
+    render.runs(found, "runs", as_json)
 
 
 @app.command()
@@ -131,13 +140,32 @@ NowOpt = Annotated[
 
 
 @app.command()
-def cancel(ctx: typer.Context, run_id: RunArg, yes: YesOpt = False, now: NowOpt = False) -> None:
-    """Cancel a queued, running, retrying or waiting run.
+def cancel(
+    ctx: typer.Context,
+    run_id: Annotated[str | None, typer.Argument(metavar="RUN", help="Run id.", show_default=False)] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every cancellable run (narrowed by --status/--graph/--tag).")
+    ] = False,
+    status_: Annotated[
+        Status | None,
+        typer.Option("--status", "-s", metavar="STATUS", help="With --all: only runs in this status."),
+    ] = None,
+    graph: GraphOpt = None,
+    tag: TagOpt = None,
+    yes: YesOpt = False,
+    now: NowOpt = False,
+) -> None:
+    """Cancel a queued, running, retrying or waiting run, or with --all every one the filter matches.
 
     A running run finishes the step in flight and stops at its next boundary; --now interrupts
-    the step at once (CancelledError).
+    the step at once (CancelledError). --all shows how many runs match before asking.
     """
     client = client_of(ctx)
+    if every or run_id is None:
+        bulk.cancel_all(client, run_id, every, RunFilter(status_, graph, parse_tag_options(tag)), now, yes)
+        return
+    if status_ or graph or tag:
+        raise BadInput("--status, --graph and --tag only narrow --all; drop them or use --all")
     info = client.get(run_id)
     how = " now, interrupting its step" if now and info.status is Status.RUNNING else ""
     confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value}){how}?", yes)

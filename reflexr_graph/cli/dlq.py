@@ -17,25 +17,31 @@ from reflexr_graph.cli.app import (
     JsonOpt,
     ReasonOpt,
     RunArg,
+    TagOpt,
     YesOpt,
     client_of,
     confirm,
     dlq_app,
 )
 from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
-from reflexr_graph.client import Client, Refused
+from reflexr_graph.cli.inputs import parse_tag_options
+from reflexr_graph.client import BULK_LIMIT, Client, Refused
 
 # metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
 RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
-AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason).")]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason/--tag).")]
 
 
 @dlq_app.command("list")
 def list_(
-    ctx: typer.Context, graph: GraphOpt = None, reason: ReasonOpt = None, as_json: JsonOpt = False
+    ctx: typer.Context,
+    graph: GraphOpt = None,
+    reason: ReasonOpt = None,
+    tag: TagOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """List dead-lettered runs, most recently dead first."""
-    found = client_of(ctx).dead_letters(graph=graph, reason=reason)
+    found = client_of(ctx).dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
     render.runs(found, "dead-lettered runs", as_json, dead=True)
 
 
@@ -57,31 +63,37 @@ def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: Jso
 
 
 def _targets(
-    client: Client, run_ids: list[str], every: bool, graph: str | None, reason: str | None
+    client: Client,
+    run_ids: list[str],
+    every: bool,
+    graph: str | None,
+    reason: str | None,
+    tag: list[str] | None = None,
 ) -> list[str]:
     if run_ids and every:
         raise BadInput("give run ids or --all, not both")
     if not run_ids and not every:
-        raise BadInput("name the runs (RUN...) or pass --all (optionally with --graph/--reason)")
+        raise BadInput("name the runs (RUN...) or pass --all (optionally with --graph/--reason/--tag)")
     if run_ids:
-        if graph or reason:
-            raise BadInput("--graph and --reason only narrow --all; drop them or use --all")
+        if graph or reason or tag:
+            raise BadInput("--graph, --reason and --tag only narrow --all; drop them or use --all")
         return run_ids
-    found = [info.run_id for info in client.dead_letters(graph=graph, reason=reason)]
+    tags = parse_tag_options(tag)
+    found = [info.run_id for info in client.dead_letters(graph=graph, reason=reason, tags=tags)]
     if not found:
-        raise BadInput("--all matched no dead-lettered runs; check --graph/--reason (see `dlq list`)")
+        raise BadInput("--all matched no dead-lettered runs; check --graph/--reason/--tag (see `dlq list`)")
     return found
 
 
 @contextmanager
-def _progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
+def run_progress(label: str, total: int) -> Iterator[Callable[[str], None]]:
     """A progress bar on stderr (for two runs or more); yields what to call as each run is done."""
     with Progress(console=render.err, transient=True, disable=total < 2) as progress:
         task = progress.add_task(label, total=total)
         yield lambda _run_id: progress.advance(task)
 
 
-def _report(label: str, total: int, failures: list[Refused]) -> None:
+def report_bulk(label: str, total: int, failures: list[Refused]) -> None:
     """Say how many runs the bulk action did, and why each failure failed, then exit by the worst."""
     render.out.print(f"{label}: {total - len(failures)} of {total} run(s)")
     for failure in failures:
@@ -100,6 +112,7 @@ def replay(
     every: AllOpt = False,
     graph: GraphOpt = None,
     reason: ReasonOpt = None,
+    tag: TagOpt = None,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Discard the checkpoint and run from the first step.")
     ] = False,
@@ -120,16 +133,27 @@ def replay(
     if from_seq is not None:
         _replay_from(client, run_ids or [], every, from_start, from_seq, yes)
         return
-    targets = _targets(client, run_ids or [], every, graph, reason)
+    targets = _targets(client, run_ids or [], every, graph, reason, tag)
+    count = f"at least {len(targets)}" if every and len(targets) >= BULK_LIMIT else str(len(targets))
     if from_start:
         # Discarding checkpoints throws away completed work: ask, however few runs it is.
-        confirm(f"replay {len(targets)} run(s) from the start, discarding their checkpoints?", yes)
+        confirm(f"replay {count} run(s) from the start, discarding their checkpoints?", yes)
     elif every:
-        confirm(f"replay {len(targets)} dead run(s)?", yes)
-
-    with _progress("replayed", len(targets)) as advance:
-        done = client.replay_many(targets, from_start=from_start, progress=advance)
-    _report("replayed", len(targets), done.refused)
+        confirm(f"replay {count} dead run(s)?", yes)
+    total, refused = 0, list[Refused]()
+    while targets:
+        with run_progress("replayed", len(targets)) as advance:
+            done = client.replay_many(targets, from_start=from_start, progress=advance)
+        total += len(targets)
+        refused += done.refused
+        # A replayed run is dead no more, so the next page of --all is the runs still to do (and
+        # an interrupted --all resumes by running it again).
+        if not (every and len(targets) >= BULK_LIMIT and done.replayed):
+            break
+        targets = [
+            i.run_id for i in client.dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
+        ]
+    report_bulk("replayed", total, refused)
 
 
 def _replay_from(
@@ -158,15 +182,16 @@ def purge(
     every: AllOpt = False,
     graph: GraphOpt = None,
     reason: ReasonOpt = None,
+    tag: TagOpt = None,
     yes: YesOpt = False,
 ) -> None:
     """Delete dead (or cancelled) runs for good."""
     client = client_of(ctx)
-    targets = _targets(client, run_ids or [], every, graph, reason)
+    targets = _targets(client, run_ids or [], every, graph, reason, tag)
     confirm(f"delete {len(targets)} run(s) and their checkpoints for good?", yes)
 
     failures: list[Refused] = []
-    with _progress("purged", len(targets)) as advance:
+    with run_progress("purged", len(targets)) as advance:
         for run_id in targets:
             try:
                 if not client.purge(run_id):
@@ -175,4 +200,4 @@ def purge(
             except errors.OperationRefused as exc:
                 failures.append(Refused(run_id, exc))
             advance(run_id)
-    _report("purged", len(targets), failures)
+    report_bulk("purged", len(targets), failures)

@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reflexr_graph import errors
 from reflexr_graph.cli.failures import BadInput
+from reflexr_graph.core.tags import Tags, parse_tags
 
 
 def _read(source: str, option: str) -> str:
@@ -38,3 +40,11 @@ def parse_json(value: str, option: str) -> Any:
             f"{option}: {where} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             f'quote the JSON for your shell, e.g. {option} \'{{"name": "..."}}\', or use @file.json'
         ) from None
+
+
+def parse_tag_options(values: list[str] | None) -> Tags:
+    """The ``--tag KEY=VALUE`` options as checked tags; BadInput says what to fix."""
+    try:
+        return parse_tags(values)
+    except errors.InvalidInputs as exc:
+        raise BadInput(f"--tag: {exc.errors[0]['msg']}") from None

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, RunInfo, Status
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, VERSION_WAIT_PREFIX, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store.records import RunEvent
 
@@ -146,6 +146,8 @@ def run_detail(
         rows[3:3] = [("cancel", "requested: its step in flight finishes, then it stops (--now: at once)")]
     if info.forked_from:
         rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
+    if info.tags:
+        rows.insert(2, ("tags", " ".join(f"{k}={v}" for k, v in info.tags.items())))
     if info.status is Status.SUCCEEDED:
         rows.append(("output", _value(info.output)))
     cut: list[str] = []
@@ -180,6 +182,9 @@ def waiting_text(info: RunInfo) -> str:
     until = f"until {when(info.wake_at)} UTC" if info.wake_at else "no timeout"
     if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
         return f"limit {info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)!r} ({until})"
+    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
+        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+        return f"a worker of graph version {version!r} (none is live; start one, or upgrade the run)"
     if info.waiting_for:
         return f"signal {info.waiting_for!r} ({until})"
     return f"a timer ({until})"

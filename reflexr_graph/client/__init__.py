@@ -6,6 +6,7 @@ method of either is one operation, run by its own executor.
 """
 
 from reflexr_graph.client.aio import AsyncClient
+from reflexr_graph.client.bulk import BulkCancel
 from reflexr_graph.client.core import (
     BULK_LIMIT,
     DISPATCH_GRACE_MS,
@@ -18,12 +19,14 @@ from reflexr_graph.client.sync import Client
 from reflexr_graph.store.limits import LimitUsage
 from reflexr_graph.store.quarantine import Quarantined, QuarantinedItem
 from reflexr_graph.store.reads import DeadLetter, RunPage
+from reflexr_graph.store.schedules import ScheduleInfo
 
 __all__ = [
     "BULK_LIMIT",
     "DISPATCH_GRACE_MS",
     "SCHEMA_CACHE_S",
     "AsyncClient",
+    "BulkCancel",
     "BulkReplay",
     "Client",
     "DeadLetter",
@@ -33,4 +36,5 @@ __all__ = [
     "QuarantinedItem",
     "Refused",
     "RunPage",
+    "ScheduleInfo",
 ]

@@ -7,23 +7,29 @@ hundred concurrent waits hold a hundred Redis connections and no thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph import clock, schemas
+from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
+from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
+from reflexr_graph.client.streaming import StreamCursor
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.core.schedules import Catchup, Overlap
+from reflexr_graph.core.tags import check_tags
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
-from reflexr_graph.store.ops import Op, Publish, Request, drive_async, ping
+from reflexr_graph.store.ops import Envelope, Op, Publish, Request, drive_async, ping
 from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
@@ -38,6 +44,9 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
+from reflexr_graph.store.streams import StreamPage, stream_page
+from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -59,6 +68,8 @@ class AsyncClient(ClientBase):
     async def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
             return await self._sender.send(self.store, request.run_id, request.graph, request.priority)
+        if isinstance(request, Envelope):
+            return self._sender.message(request.run_id, request.graph, request.priority)
         return await self.store.handle(request)
 
     async def _do(self, op: Op[T]) -> T:
@@ -91,6 +102,18 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.publish`."""
         return await self._do(self._core.publish(actions))
 
+    async def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
+        """See :meth:`Client.upgrade_plan`."""
+        return await self._do(upgrade_plan(graph, from_version))
+
+    async def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+        """See :meth:`Client.upgrade`."""
+        return await self._do(upgrade(graph, from_version))
+
+    async def versions(self, graph: str) -> list[ServedVersion]:
+        """See :meth:`Client.versions`."""
+        return await self._do(served_versions(graph))
+
     async def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """See :meth:`Client.serving`."""
         return await self._do(serving(graphs))
@@ -107,6 +130,10 @@ class AsyncClient(ClientBase):
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return await self._do(overview())
 
+    async def activity(self, minutes: int = 60) -> Activity:
+        """See :meth:`Client.activity`."""
+        return await self._do(activity(clock.now_ms(), minutes))
+
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""
         await self._do(ping())
@@ -119,11 +146,12 @@ class AsyncClient(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """See :meth:`Client.enqueue`."""
         return (
             await self.enqueue_run(
-                graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+                graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority, tags=tags
             )
         ).run_id
 
@@ -135,19 +163,25 @@ class AsyncClient(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """See :meth:`Client.enqueue_run`."""
-        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
+        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
 
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""
         return await self._do(run_record(run_id))
 
     async def runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """See :meth:`Client.runs`."""
-        return await self._do(self._core.runs(status, graph, limit))
+        return await self._do(self._core.runs(status, graph, limit, tags))
 
     async def runs_page(
         self,
@@ -156,9 +190,12 @@ class AsyncClient(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        matching: str | None = None,
     ) -> RunPage:
         """See :meth:`Client.runs_page`."""
-        return await self._do(runs_listing(status, graph, limit, cursor))
+        listing = runs_listing(status, graph, limit, cursor, tags=check_tags(tags), matching=matching)
+        return await self._do(listing)
 
     async def history(self, run_id: str) -> list[RunEvent]:
         """See :meth:`Client.history`."""
@@ -167,6 +204,27 @@ class AsyncClient(ClientBase):
     async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""
         return await self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    async def stream(
+        self,
+        run_id: str,
+        *,
+        topic: str | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """See :meth:`Client.stream`: an async iterator, which waits on the loop, holding no thread."""
+        cursor = StreamCursor.start(run_id, topic, after, timeout, self.store.max_block_ms)
+        while not cursor.done:
+            for item in cursor.take(await self._do(cursor.read())):
+                yield item
+
+    async def stream_page(self, run_id: str, *, after: int = 0, block_ms: int | None = None) -> StreamPage:
+        """One read of the run's stream: its items after offset ``after`` (at most 500), waiting up to
+        ``block_ms`` (0: forever) for one; ``ended`` once the run has ended and nothing is left.
+        :meth:`stream` reads page after page; a server that must also do other work between pages
+        (the HTTP API's keep-alives) reads them itself."""
+        return await self._do(stream_page(run_id, after, block_ms, self.store.max_block_ms))
 
     async def traceback(self, run_id: str) -> str | None:
         """See :meth:`Client.traceback`."""
@@ -181,10 +239,15 @@ class AsyncClient(ClientBase):
         return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
 
     async def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 1000,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
         """See :meth:`Client.dead_letters`."""
-        return await self._do(self._core.dead_letters(graph, reason, limit))
+        return await self._do(self._core.dead_letters(graph, reason, limit, tags))
 
     async def dead_letters_page(
         self,
@@ -193,9 +256,10 @@ class AsyncClient(ClientBase):
         *,
         limit: int = 100,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """See :meth:`Client.dead_letters_page`."""
-        return await self._do(dead_listing(graph, reason, limit, cursor))
+        return await self._do(dead_listing(graph, reason, limit, cursor, tags=check_tags(tags)))
 
     async def dead_letter(self, run_id: str) -> DeadLetter:
         """See :meth:`Client.dead_letter`."""
@@ -209,9 +273,10 @@ class AsyncClient(ClientBase):
         reason: str | None = None,
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """See :meth:`Client.replay_many`."""
-        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
 
     async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
@@ -253,9 +318,79 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.cancel`."""
         return await self._do(cancel_run(run_id, self.store.run_retention_s, now))
 
+    async def cancellable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+        now: bool = False,
+    ) -> list[RunInfo]:
+        """See :meth:`Client.cancellable`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(cancellable_runs(wanted, limit, now))
+
+    async def cancel_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        now: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkCancel:
+        """See :meth:`Client.cancel_many`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
+
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
         return await self._do(purge_run(run_id))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    async def add_schedule(
+        self,
+        name: str,
+        graph: str,
+        *,
+        cron: str | None = None,
+        every: str | int | None = None,
+        inputs: Any = None,
+        overlap: Overlap | str = Overlap.ALLOW,
+        catchup: Catchup | str = Catchup.LATEST,
+    ) -> ScheduleInfo:
+        """See :meth:`Client.add_schedule`."""
+        op = add_schedule(
+            self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
+        )
+        return await self._do(op)
+
+    async def schedules(self) -> list[ScheduleInfo]:
+        """See :meth:`Client.schedules`."""
+        return await self._do(list_schedules())
+
+    async def schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.schedule`."""
+        return await self._do(schedule_info(name))
+
+    async def pause_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.pause_schedule`."""
+        return await self._do(set_paused(name, True))
+
+    async def resume_schedule(self, name: str) -> ScheduleInfo:
+        """See :meth:`Client.resume_schedule`."""
+        return await self._do(set_paused(name, False))
+
+    async def delete_schedule(self, name: str) -> None:
+        """See :meth:`Client.delete_schedule`."""
+        await self._do(delete_schedule(name))
+
+    async def trigger_schedule(self, name: str) -> str:
+        """See :meth:`Client.trigger_schedule`."""
+        return await self._do(trigger(self._core, name))
 
     async def limits(self) -> list[LimitUsage]:
         """See :meth:`Client.limits`."""

@@ -10,27 +10,38 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Self
 
+from celery import Celery
+
 from reflexr_graph import errors, schemas, telemetry, time_travel
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
+from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, TERMINAL, CheckpointDetail, RunInfo, Status
+from reflexr_graph.model import (
+    LIMIT_WAIT_PREFIX,
+    TERMINAL,
+    VERSION_WAIT_PREFIX,
+    CheckpointDetail,
+    RunInfo,
+    Status,
+)
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
-from reflexr_graph.store.ops import Op, Publish, cmd
+from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
-from reflexr_graph.store.waits import SignalOutcome, send_signal
+from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -38,6 +49,8 @@ SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
 """If the client dies between creating a run and sending its message, the reaper sends it after this."""
+
+"""The message of (run id, graph, priority) for ``create_run.lua`` to push with the record."""
 
 
 BULK_LIMIT = 1000
@@ -101,11 +114,17 @@ class ClientBase:
         return cls(settings or load_settings(strict=False))
 
     @property
+    def app(self) -> Celery:
+        """The producer Celery app the messages are built with (each client has its own)."""
+        raise NotImplementedError
+
+    @property
     def store_options(self) -> dict[str, Any]:
         """What the client's store is built with besides the URL."""
         return {
             "run_retention_s": self.settings.run_retention_s,
             "dead_retention_s": self.settings.dead_retention_s,
+            "codec": payload_codec(self.settings),
         }
 
 
@@ -133,20 +152,30 @@ class ClientCore:
         return entry, workers
 
     def enqueue(
-        self, graph: str, inputs: Any, state: Any, idempotency_key: str | None, priority: int | None = None
+        self,
+        graph: str,
+        inputs: Any,
+        state: Any,
+        idempotency_key: str | None,
+        priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Op[Enqueued]:
         """Validate and queue a run; ``(run_id, created)``, created False when the key named a run.
 
         ``priority`` (config/dispatch.py: PRIORITIES) is kept on the run, so every message sent for
-        it later (retries, wakes, recovery, replay) has it too: one more command when given.
+        it later (retries, wakes, recovery, replay) has it too. ``tags`` (core/tags.py) are
+        written and indexed by the create script itself. When the broker is the store's Redis,
+        that script also pushes the run's message: one round trip in all.
         """
         priority = check_priority(priority)
+        checked_tags = check_tags(tags)
         entry, _workers = yield from self.published(graph)
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
+        run_id = keys.new_run_id(graph, idempotency_key)
         run = NewRun(
-            run_id=keys.new_run_id(graph, idempotency_key),
+            run_id=run_id,
             graph=graph,
             inputs_json=to_json(inputs, "inputs", limit),
             state_json=None if state is None else to_json(state, "state", limit),
@@ -156,11 +185,12 @@ class ClientCore:
             dispatch_grace_ms=DISPATCH_GRACE_MS,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
+            tags=checked_tags,
+            priority=priority,
+            message=(yield Envelope(run_id, graph, priority)),
         )
         run_id, created = yield from new_run(run)
-        if created:
-            if priority is not None:
-                yield cmd("hset", keys.run(run_id), "priority", priority)
+        if created and run.message is None:
             advice = "enqueue again with the same idempotency key to get the same run"
             yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority)
         self._tell_unserved(graph, run_id)
@@ -168,22 +198,32 @@ class ClientCore:
 
     def signal(self, run_id: str, name: str, value: Any) -> Op[bool]:
         """Validate and send a signal; True when it woke the run (its message is sent), False when
-        the value waits in the run's mailbox for the wait to come."""
-        info = yield from run_record(run_id)
-        if info.status in TERMINAL:
+        the value waits in the run's mailbox for the wait to come.
+
+        Two round trips with the graph's schema cached (four fields of the run, then signal.lua,
+        which pushes the message of the wake itself when the broker is the store's Redis).
+        """
+        target = yield from signal_target(run_id)
+        if target.status in TERMINAL:
             raise errors.OperationRefused(
-                f"run {run_id} is {info.status.value}; only a run that has not finished takes signals",
-                status=info.status.value,
+                f"run {run_id} is {target.status.value}; only a run that has not finished takes signals",
+                status=target.status.value,
             )
-        entry, _workers = yield from self.published(info.graph)
+        entry, _workers = yield from self.published(target.graph)
         value = plain(value, "value")
         schemas.validate_signal(entry, name, value)
-        value_json = to_json(value, "value", self.settings.max_payload_bytes)
-        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS)
+        value_json = to_json(value, "value", self.settings.payload_limit)
+        # The message is built only for the wake this signal will likely make; a run that begins
+        # to wait for it meanwhile is queued by the script all the same, and sent below.
+        message = None
+        if target.status is Status.WAITING and target.waiting_for == name:
+            message = yield Envelope(run_id, target.graph, target.priority or None)
+        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS, message)
         if outcome is SignalOutcome.KEPT:
             return False
-        recorded = f"the signal is recorded and run {run_id} queued"
-        yield from _publish(run_id, graph, recorded, "do not send it again", info.priority)
+        if outcome is SignalOutcome.QUEUED:
+            recorded = f"the signal is recorded and run {run_id} queued"
+            yield from _publish(run_id, graph, recorded, "do not send it again", target.priority)
         return True
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
@@ -207,13 +247,21 @@ class ClientCore:
             self._schemas.pop(name, None)
         return written
 
-    def runs(self, status: Status | str | None, graph: str | None, limit: int) -> Op[list[RunInfo]]:
+    def runs(
+        self,
+        status: Status | str | None,
+        graph: str | None,
+        limit: int,
+        tags: Mapping[str, str] | None = None,
+    ) -> Op[list[RunInfo]]:
         """Runs newest first, read on until ``limit`` are found or the index ends."""
-        return (yield from runs_listing(status, graph, limit, scan=None)).runs
+        return (yield from runs_listing(status, graph, limit, scan=None, tags=check_tags(tags))).runs
 
-    def dead_letters(self, graph: str | None, reason: str | None, limit: int) -> Op[list[RunInfo]]:
+    def dead_letters(
+        self, graph: str | None, reason: str | None, limit: int, tags: Mapping[str, str] | None = None
+    ) -> Op[list[RunInfo]]:
         """Dead runs, most recently dead first, read on until ``limit`` are found or the index ends."""
-        return (yield from dead_listing(graph, reason, limit, scan=None)).runs
+        return (yield from dead_listing(graph, reason, limit, scan=None, tags=check_tags(tags))).runs
 
     def checkpoint(self, run_id: str, seq: int) -> Op[CheckpointDetail]:
         """Checkpoint ``seq`` of the run with its values, as JSON."""
@@ -247,17 +295,19 @@ class ClientCore:
         reason: str | None,
         from_start: bool,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Op[BulkReplay]:
-        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph`` and/or
-        ``reason`` (at most BULK_LIMIT); a run that cannot be replayed is listed with why, and the
-        others go on. ``progress`` is told each run id once it is done."""
-        if run_ids is not None and (graph or reason):
+        """Replay each run of ``run_ids``, or, without them, every dead run of ``graph``, ``reason``
+        and/or ``tags`` (at most BULK_LIMIT: a replayed run is no longer dead, so calling again goes
+        on with the rest); a run that cannot be replayed is listed with why, and the others go on.
+        ``progress`` is told each run id once it is done."""
+        if run_ids is not None and (graph or reason or tags):
             raise errors.InvalidInputs(
                 "give run ids or a filter (graph, reason), not both",
                 [{"loc": ["run_ids"], "msg": "cannot be combined with graph or reason", "type": "exclusive"}],
             )
         if run_ids is None:
-            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None)
+            found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None, tags=check_tags(tags))
             run_ids = [info.run_id for info in found.runs]
         replayed: list[str] = []
         refused: list[Refused] = []
@@ -277,7 +327,7 @@ class ClientCore:
         everything a fork refuses is refused here, before anything is written."""
         saved = yield from saved_checkpoint(run_id, change.from_seq)
         entry, _workers = yield from self.published(saved.graph)
-        limit = self.settings.max_payload_bytes
+        limit = self.settings.payload_limit
         edited = None if change.state is None else plain(change.state, "state")
         patch = None if change.patch is None else plain(change.patch, "patch")
         for value, part in ((edited, "state"), (patch, "patch")):
@@ -299,8 +349,12 @@ class ClientCore:
         saved, entry, seed = yield from self.fork_seed(run_id, change)
         if priority is None:
             priority = (yield from run_record(run_id)).priority
+        new_id = keys.new_run_id(saved.graph, idempotency_key)
+        finished = seed.output_json is not None
+        # A fork of the finished checkpoint is created succeeded: no message, no attempt.
+        message = None if finished else (yield Envelope(new_id, saved.graph, priority or None))
         run = NewRun(
-            run_id=keys.new_run_id(saved.graph, idempotency_key),
+            run_id=new_id,
             graph=saved.graph,
             inputs_json=saved.inputs_json,
             state_json=saved.state_json,
@@ -310,12 +364,12 @@ class ClientCore:
             trace_context=current_trace_context(),
             fork=seed,
             retention_s=self.settings.run_retention_s,
+            priority=priority or None,
+            message=message,
         )
         new_id, created = yield from new_run(run)
-        if created and priority:
-            yield cmd("hset", keys.run(new_id), "priority", priority)
-        if seed.output_json is None:
-            if created:
+        if not finished:
+            if created and run.message is None:
                 advice = "fork again with the same idempotency key to get the same fork"
                 yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
             self._tell_unserved(saved.graph, new_id)
@@ -379,6 +433,9 @@ def _waiting_for(info: RunInfo) -> str:
     if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
         key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
         return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
+    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
+        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+        return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
     if info.waiting_for:
         timeout = f", or its wait times out{wake}" if wake else ""
         return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"

@@ -1,10 +1,14 @@
-"""Sending a run's Celery message from asyncio code, without a thread.
+"""Writing a run's Celery message the way kombu's Redis transport queues it, without kombu.
 
-kombu has no asyncio API, so when the broker is the store's own Redis, the async client writes
-the message the way kombu's Redis transport does (one LPUSH onto the graph's queue, as any
-non-Python producer of the task contract does), through ``redis.asyncio``. Celery builds the
-message itself (``app.amqp.as_task_v2``, kombu's serializer); only the transport's envelope is
-written here, and ``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
+When the broker is the store's own Redis, a client answers an ``Envelope`` request
+(store/ops.py) with :func:`queued_message`, and the script that records or queues the run
+(``create_run.lua``, ``signal.lua``) pushes it with its write: enqueue is one round trip, and a
+run is never recorded without its message. A message sent later (replay, recovery) goes through
+kombu on the sync client; kombu has no asyncio API, so the async client pushes those itself too
+(one LPUSH onto the graph's queue, as any non-Python producer of the task contract does),
+through ``redis.asyncio``. Celery builds the message itself (``app.amqp.as_task_v2``, kombu's
+serializer); only the transport's envelope is written here, and
+``tests/surfaces/test_async_client.py`` checks it against the one kombu writes.
 
 Any other broker (RabbitMQ, or a Redis that is not the store's) gets the message through
 Celery's own producer pool, in a worker thread: AMQP has no envelope to write by hand, and
@@ -29,7 +33,7 @@ from reflexr_graph.config.dispatch import TASK_NAME, graph_queue, send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.store import keys
 from reflexr_graph.store.aio import AsyncStore
-from reflexr_graph.store.ops import cmd
+from reflexr_graph.store.ops import QueuedMessage, cmd
 
 
 def envelope(app: Celery, run_id: str, graph: str, queue: str, priority: int | None = None) -> str:
@@ -57,6 +61,15 @@ def envelope(app: Celery, run_id: str, graph: str, queue: str, priority: int | N
     return json.dumps(item)
 
 
+def queued_message(app: Celery, run_id: str, graph: str, priority: int | None = None) -> QueuedMessage:
+    """The message of ``send_run(app, run_id, graph, priority=priority)`` and the broker list
+    kombu's Redis transport would push it onto (one list per priority)."""
+    queue = graph_queue(app.conf.task_default_queue, graph)
+    return QueuedMessage(
+        keys.broker_queue(queue, priority or 0), envelope(app, run_id, graph, queue, priority)
+    )
+
+
 class MessageSender:
     """Builds run messages with a producer Celery app and pushes them with an async store."""
 
@@ -71,9 +84,13 @@ class MessageSender:
         if not self.fast_path:
             await asyncio.to_thread(functools.partial(send_run, self.app, run_id, graph, priority=priority))
             return
-        queue = graph_queue(self.app.conf.task_default_queue, graph)
-        item = envelope(self.app, run_id, graph, queue, priority)
-        await store.handle(cmd("lpush", keys.broker_queue(queue, priority or 0), item))
+        message = queued_message(self.app, run_id, graph, priority)
+        await store.handle(cmd("lpush", message.queue_key, message.item))
+
+    def message(self, run_id: str, graph: str, priority: int | None = None) -> QueuedMessage | None:
+        """The answer to an ``Envelope`` request: :func:`queued_message` for a script to push, or
+        None when the broker is not the store's Redis."""
+        return queued_message(self.app, run_id, graph, priority) if self.fast_path else None
 
     def close(self) -> None:
         self.app.close()

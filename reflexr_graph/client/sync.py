@@ -7,22 +7,29 @@ inputs are validated against the JSON Schema a worker published (``schemas.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
 from celery import Celery
 
-from reflexr_graph import schemas
-from reflexr_graph.client.core import BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph import clock, schemas
+from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.publish import queued_message
+from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
+from reflexr_graph.client.streaming import StreamCursor
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status
+from reflexr_graph.core.schedules import Catchup, Overlap
+from reflexr_graph.core.tags import check_tags
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
-from reflexr_graph.store.ops import Op, Publish, Request, drive, ping
+from reflexr_graph.store.ops import Envelope, Op, Publish, Request, drive, ping
 from reflexr_graph.store.overview import Overview, overview
 from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
@@ -38,6 +45,9 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
+from reflexr_graph.store.streams import StreamPage, stream_page
+from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -83,6 +93,10 @@ class Client(ClientBase):
     def _handle(self, request: Request) -> Any:
         if isinstance(request, Publish):
             return send_run(self.app, request.run_id, request.graph, priority=request.priority)
+        if isinstance(request, Envelope):
+            if not self.settings.broker_is_store:
+                return None
+            return queued_message(self.app, request.run_id, request.graph, request.priority)
         return self.store.handle(request)
 
     def _do(self, op: Op[T]) -> T:
@@ -111,6 +125,21 @@ class Client(ClientBase):
         """
         return self._do(self._core.publish(actions))
 
+    def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
+        """The runs held for ``from_version`` of ``graph`` and the newest served version they would
+        move to; OperationRefused when no newer version is served."""
+        return self._do(upgrade_plan(graph, from_version))
+
+    def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+        """Move the runs held for ``from_version`` (waiting for a worker of it) to the newest version a
+        live worker serves. They start over from their first step, the rule for a changed graph;
+        the plan lists the runs moved."""
+        return self._do(upgrade(graph, from_version))
+
+    def versions(self, graph: str) -> list[ServedVersion]:
+        """Every published version of ``graph``, newest first, with the live workers that serve it."""
+        return self._do(served_versions(graph))
+
     def serving(self, graphs: list[str]) -> dict[str, list[str]]:
         """For each graph, the names of the live workers that run it."""
         return self._do(serving(graphs))
@@ -127,6 +156,12 @@ class Client(ClientBase):
         """Runs by status now, queued runs per graph, the live workers and the dead letters."""
         return self._do(overview())
 
+    def activity(self, minutes: int = 60) -> Activity:
+        """The last ``minutes`` (at most 60), per minute: runs started, succeeded, dead-lettered
+        and retried, dead letters by reason; the latest succeeded runs' durations per graph; the
+        runs waiting now, by reason (the console's overview)."""
+        return self._do(activity(clock.now_ms(), minutes))
+
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""
         self._do(ping())
@@ -141,6 +176,7 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> str:
         """Validate and queue a run of ``graph``; returns its run id.
 
@@ -158,13 +194,18 @@ class Client(ClientBase):
         among those waiting on its graph's queue (Celery's Redis transport priorities); the run
         keeps it for every message sent later (retries, wakes, recovery, replay).
 
+        ``tags`` (``{"tenant": "acme"}``) label the run: ``RunInfo.tags`` shows them, and
+        :meth:`runs`, :meth:`dead_letters` and the bulk operations filter by them. At most 16; keys
+        are 1 to 63 of ``A-Z a-z 0-9 _ . - /``, values 1 to 128 of those and ``: @`` (InvalidInputs
+        otherwise). They are written in the same round trip as the run.
+
         The run's ``max_attempts`` is the graph's published one (``graph(name).max_attempts``):
         the action's own ``max_attempts``, else the workers' ``REFLEXR_MAX_ATTEMPTS``. This
         client's ``REFLEXR_MAX_ATTEMPTS`` plays no part, so a run gets the same budget whether
         a Client or a foreign ``send_task`` producer made it.
         """
         return self.enqueue_run(
-            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority
+            graph, inputs, state=state, idempotency_key=idempotency_key, priority=priority, tags=tags
         ).run_id
 
     def enqueue_run(
@@ -175,9 +216,10 @@ class Client(ClientBase):
         state: Any = None,
         idempotency_key: str | None = None,
         priority: int | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
-        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority))
+        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -186,10 +228,16 @@ class Client(ClientBase):
         return self._do(run_record(run_id))
 
     def runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        limit: int = 50,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs newest first, optionally only those in ``status`` or of ``graph``."""
-        return self._do(self._core.runs(status, graph, limit))
+        """Runs newest first, optionally only those in ``status``, of ``graph``, or carrying every
+        tag of ``tags`` (read from that tag's index: it costs what it finds)."""
+        return self._do(self._core.runs(status, graph, limit, tags))
 
     def runs_page(
         self,
@@ -198,9 +246,13 @@ class Client(ClientBase):
         graph: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        matching: str | None = None,
     ) -> RunPage:
-        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(runs_listing(status, graph, limit, cursor))
+        """:meth:`runs` one page at a time: pass the page's ``cursor`` to get the next one.
+        ``tags`` keeps the runs carrying every one; ``matching`` the runs whose id starts with it
+        or whose graph's name holds it."""
+        return self._do(runs_listing(status, graph, limit, cursor, tags=check_tags(tags), matching=matching))
 
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
@@ -209,6 +261,33 @@ class Client(ClientBase):
     def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""
         return self._do(run_events(run_id, after, block_ms, None, self.store.max_block_ms))
+
+    def stream(
+        self,
+        run_id: str,
+        *,
+        topic: str | None = None,
+        after: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[StreamItem]:
+        """The items the run's steps emit (``reflexr_graph.emit``), live, oldest first, until the run ends.
+
+        Starts after offset ``after`` (from the first item when None) and yields only ``topic``'s
+        items when given (and the restart items, whatever their topic: see :class:`StreamItem`).
+        It sleeps in XREAD BLOCK between items, and stops once the run has ended and every item
+        it emitted was yielded. RunNotFound for no such run; WaitTimeout when the run has not
+        ended within ``timeout`` seconds (None: as long as it takes).
+        """
+        cursor = StreamCursor.start(run_id, topic, after, timeout, self.store.max_block_ms)
+        while not cursor.done:
+            yield from cursor.take(self._do(cursor.read()))
+
+    def stream_page(self, run_id: str, *, after: int = 0, block_ms: int | None = None) -> StreamPage:
+        """One read of the run's stream: its items after offset ``after`` (at most 500), waiting up to
+        ``block_ms`` (0: forever) for one; ``ended`` once the run has ended and nothing is left.
+        :meth:`stream` reads page after page; a caller that must do other work between pages reads
+        them itself."""
+        return self._do(stream_page(run_id, after, block_ms, self.store.max_block_ms))
 
     def traceback(self, run_id: str) -> str | None:
         """The last failed attempt's traceback, if any."""
@@ -231,10 +310,16 @@ class Client(ClientBase):
     # -- dead letters -----------------------------------------------------------------------
 
     def dead_letters(
-        self, graph: str | None = None, reason: str | None = None, *, limit: int = 1000
+        self,
+        graph: str | None = None,
+        reason: str | None = None,
+        *,
+        limit: int = 1000,
+        tags: Mapping[str, str] | None = None,
     ) -> list[RunInfo]:
-        """Dead-lettered runs, most recently dead first, optionally of one graph or reason."""
-        return self._do(self._core.dead_letters(graph, reason, limit))
+        """Dead-lettered runs, most recently dead first, optionally of one graph or reason; with
+        ``tags``, the dead runs carrying every one, newest first."""
+        return self._do(self._core.dead_letters(graph, reason, limit, tags))
 
     def dead_letters_page(
         self,
@@ -243,9 +328,10 @@ class Client(ClientBase):
         *,
         limit: int = 100,
         cursor: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> RunPage:
         """:meth:`dead_letters` one page at a time: pass the page's ``cursor`` to get the next one."""
-        return self._do(dead_listing(graph, reason, limit, cursor))
+        return self._do(dead_listing(graph, reason, limit, cursor, tags=check_tags(tags)))
 
     def dead_letter(self, run_id: str) -> DeadLetter:
         """A run (usually a dead one) with what an operator needs to decide: the run, the traceback
@@ -261,15 +347,17 @@ class Client(ClientBase):
         reason: str | None = None,
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """Replay each of ``run_ids`` as :meth:`replay` does, or, without them, every dead run of
-        ``graph`` and/or ``reason`` (at most ``BULK_LIMIT`` per call).
+        ``graph``, ``reason`` and/or ``tags`` (at most ``BULK_LIMIT`` per call: a replayed run is
+        no longer dead, so calling again with the same filter goes on with the rest).
 
         A run that cannot be replayed (RunNotFound, or OperationRefused for its status) is listed
         in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
         and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress))
+        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -371,9 +459,98 @@ class Client(ClientBase):
         """
         return self._do(cancel_run(run_id, self.store.run_retention_s, now))
 
+    def cancellable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+        now: bool = False,
+    ) -> list[RunInfo]:
+        """Up to ``limit`` queued, running, retrying or waiting runs (of ``status``, one of those,
+        when given) of ``graph`` and carrying every tag of ``tags``: what :meth:`cancel_many` with
+        the same filter would change (a running run already asked to stop only with ``now``)."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancellable_runs(wanted, limit, now))
+
+    def cancel_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        now: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkCancel:
+        """Cancel each of ``run_ids`` as :meth:`cancel` does (``now`` too), or, without them, the
+        runs the filter matches (see :meth:`cancellable`; at most ``BULK_LIMIT`` per call: a
+        cancelled run no longer matches, so calling again goes on with the rest, and an interrupted
+        bulk cancel resumes that way). A run that cannot be cancelled is listed in ``refused`` with
+        its error, and the others go on. InvalidInputs when both ``run_ids`` and a filter are
+        given, or a status a cancel does not take."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
+
     def purge(self, run_id: str) -> bool:
         """Delete a dead or cancelled run; False if there was no such run."""
         return self._do(purge_run(run_id))
+
+    # -- schedules --------------------------------------------------------------------------
+
+    def add_schedule(
+        self,
+        name: str,
+        graph: str,
+        *,
+        cron: str | None = None,
+        every: str | int | None = None,
+        inputs: Any = None,
+        overlap: Overlap | str = Overlap.ALLOW,
+        catchup: Catchup | str = Catchup.LATEST,
+    ) -> ScheduleInfo:
+        """Add schedule ``name``: a run of ``graph`` with ``inputs`` (validated against the published
+        schema now) at each time of ``cron`` (five fields, UTC) or ``every`` (``"30s"``, ``"5m"``,
+        ``"2h"``, ``"1d"``, or whole seconds, counted from the epoch). Exactly one of the two.
+
+        The workers' schedulers make each fire one run, tagged ``schedule=<name>``, with the
+        idempotency key ``schedule:<name>:<fire time>``. ``overlap="skip"`` makes no run while the
+        schedule's previous one is active. ``catchup`` says what the fires missed while no worker
+        ran (found more than 3 s late) become: ``"none"``, the ``"latest"`` of them (the default),
+        or ``"all"``. OperationRefused when the name is taken, InvalidInputs for a bad clock,
+        inputs or policy.
+        """
+        op = add_schedule(
+            self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
+        )
+        return self._do(op)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name, with its next fire time (None while paused) and its last fire and run."""
+        return self._do(list_schedules())
+
+    def schedule(self, name: str) -> ScheduleInfo:
+        """Schedule ``name``; ScheduleNotFound when there is none."""
+        return self._do(schedule_info(name))
+
+    def pause_schedule(self, name: str) -> ScheduleInfo:
+        """Stop schedule ``name`` firing until :meth:`resume_schedule`."""
+        return self._do(set_paused(name, True))
+
+    def resume_schedule(self, name: str) -> ScheduleInfo:
+        """Resume schedule ``name`` from its next fire time after now (the fires of the pause are not
+        caught up)."""
+        return self._do(set_paused(name, False))
+
+    def delete_schedule(self, name: str) -> None:
+        """Delete schedule ``name``; the runs it made stay. ScheduleNotFound when there is none."""
+        self._do(delete_schedule(name))
+
+    def trigger_schedule(self, name: str) -> str:
+        """Fire schedule ``name`` now, paused or not; returns the run's id (the same run as its
+        clock's fire in the same second, if there is one)."""
+        return self._do(trigger(self._core, name))
 
     # -- the fleet's shared state -----------------------------------------------------------
 

@@ -27,6 +27,12 @@ def graph_queue(base: str, graph: str) -> str:
     return f"{base}.{graph}"
 
 
+def version_queue(base: str, graph: str, version: str) -> str:
+    """The queue of the runs of one version of ``graph``, which only workers of that version consume:
+    ``reflexr.triage@v2`` (G9: a run finishes on the version it started on)."""
+    return f"{graph_queue(base, graph)}@{version}"
+
+
 AMQP_SCHEMES = ("amqp", "amqps")
 """Broker URLs of RabbitMQ, where messages carry no priority."""
 PRIORITIES = range(10)
@@ -69,7 +75,13 @@ def _publish(
 
 
 def send_run(
-    app: Celery, run_id: str, graph: str, *, base_queue: str | None = None, priority: int | None = None
+    app: Celery,
+    run_id: str,
+    graph: str,
+    *,
+    base_queue: str | None = None,
+    priority: int | None = None,
+    version: str | None = None,
 ) -> None:
     """Send ``reflexr_graph.run`` for the recorded run ``run_id`` to its graph's queue, now.
 
@@ -80,11 +92,16 @@ def send_run(
     Delayed retries wait in the store's due set, and the reaper calls this when they are due.
     A broker that cannot be reached raises ``errors.StoreUnavailable`` (or
     ``RedisMisconfigured``), as the store does. ``priority`` is the run's (:data:`PRIORITIES`).
+
+    With ``version``, the message goes to that version's queue (:func:`version_queue`).
     """
     base = base_queue or app.conf.task_default_queue
-    _publish(app, run_id, {"graph": graph}, graph_queue(base, graph), priority)
+    queue = graph_queue(base, graph) if version is None else version_queue(base, graph, version)
+    _publish(app, run_id, {"graph": graph}, queue, priority)
 
 
-def forward(app: Celery, run_id: str, kwargs: dict[str, Any], graph: str) -> None:
-    """Send a foreign producer's message on to its graph's queue, as it came (inputs and all)."""
-    _publish(app, run_id, kwargs, graph_queue(app.conf.task_default_queue, graph))
+def forward(app: Celery, run_id: str, kwargs: dict[str, Any], graph: str, version: str | None = None) -> None:
+    """Send a foreign producer's message on to its graph's queue (or its version's), as it came."""
+    base = app.conf.task_default_queue
+    queue = graph_queue(base, graph) if version is None else version_queue(base, graph, version)
+    _publish(app, run_id, kwargs, queue)

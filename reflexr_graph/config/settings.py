@@ -20,7 +20,8 @@ from reflexr_graph.core import invalid
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
 from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.errors import SettingsError
-from reflexr_graph.store import cluster, sentinel
+from reflexr_graph.store import cluster, payload_store, sentinel
+from reflexr_graph.store.payload_keys import KeyRing
 
 ENV_PREFIX = "REFLEXR_"
 BROKER_REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel")
@@ -63,10 +64,26 @@ class Settings(BaseSettings):
     fork's other branches) may run on to finish and record their results; 0 cancels them at once."""
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
+    version_grace_s: float = Field(60.0, ge=0)
+    """How long a run is looked at again for a live worker of its graph version before it waits for
+    one (``waiting_for = version:<v>``): longer than a deploy's restart, so a restart does not flap it."""
     checkpoint_history: int = Field(100, ge=0)
     """How many checkpoints before the latest a run keeps, for time travel; 0 keeps only the latest."""
+    stream_max_items: int = Field(10_000, ge=1)
+    """The most items a run's stream may hold (``reflexr_graph.emit``); past it, emit raises StreamFull."""
     max_payload_bytes: int = Field(2 * MIB, ge=1024)
     """The largest inputs (and, separately, state) a run may be enqueued with, as JSON."""
+    payload_keys: str = Field("", repr=False)
+    """``id:base64key[,id2:key2]``: AES-256-GCM keys that encrypt every payload at rest; the first
+    encrypts, all decrypt (store/payload_keys.py). '' keeps payloads unencrypted."""
+    payload_store: str = ""
+    """``file:///dir`` or ``s3://bucket/prefix``: where payloads over ``offload_bytes`` are kept,
+    content-addressed, with a reference in Redis (store/payload_store.py). '' keeps every payload
+    in Redis."""
+    offload_bytes: int = Field(64 * 1024, ge=1)
+    """Payloads larger than this (bytes of JSON) go to the payload store, when one is set."""
+    max_offload_bytes: int = Field(1024 * MIB, ge=1024)
+    """The largest single payload with a payload store (``max_payload_bytes`` without one)."""
     health_file: str = ""
     """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
     api_token: str = Field("", repr=False)
@@ -118,6 +135,19 @@ class Settings(BaseSettings):
             sentinel.parse(value)
         return value
 
+    @field_validator("payload_keys")
+    @classmethod
+    def _check_payload_keys(cls, value: str) -> str:
+        KeyRing.parse(value)  # its SettingsError says what to fix, never echoing a key
+        return value
+
+    @field_validator("payload_store")
+    @classmethod
+    def _check_payload_store(cls, value: str) -> str:
+        if value:
+            payload_store.parse(value)
+        return value
+
     @model_validator(mode="after")
     def _check_relations(self) -> Self:
         if self.lease_ttl_s * LEASE_TO_VISIBILITY_FACTOR > self.visibility_timeout_s:
@@ -149,7 +179,13 @@ class Settings(BaseSettings):
     @property
     def broker_is_store(self) -> bool:
         """True when the broker is the store's own Redis (the client's LPUSH fast path)."""
-        return self.broker == self.redis_url
+        # A cluster store's broker is always apart (kombu has no cluster transport).
+        return self.broker == self.redis_url and not cluster.is_cluster_url(self.redis_url)
+
+    @property
+    def payload_limit(self) -> int:
+        """The largest single payload (inputs, state) a run may be given, as JSON bytes."""
+        return self.max_offload_bytes if self.payload_store else self.max_payload_bytes
 
     @property
     def lease_ttl_ms(self) -> int:

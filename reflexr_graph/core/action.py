@@ -61,6 +61,17 @@ def _warn_unsafe_state(adapter: TypeAdapter[Any], graph_name: str) -> None:
     )
 
 
+def _label(version: str | None, graph: str) -> str | None:
+    if version is None:
+        return None
+    if not isinstance(version, str) or not NAME_PATTERN.fullmatch(version):
+        raise GraphDefinitionError(
+            f"graph {graph!r}: its version label is not usable: use 1 to 100 letters, digits, '_', '.' "
+            "or '-', starting with a letter or digit (it names the version's queue)"
+        )
+    return version
+
+
 def _created_in(action: object) -> str:
     """Where ``GraphAction(...)`` was called, as ``module, line N``, for messages about this action.
 
@@ -142,6 +153,8 @@ class GraphAction:
         step_retries: node id -> RetryPolicy for failures of that node; unset fields come
             from ``retry``.
         limits: node id -> Limit: fleet-wide rate and concurrency limits (core/limits.py).
+        version: a label for this version of the graph (``"2024-06-01"``, ``"v2"``); without
+            one the version is the fingerprint. A run finishes on the version it started on.
     """
 
     def __init__(
@@ -159,6 +172,7 @@ class GraphAction:
         retry: RetryPolicy | None = None,
         step_retries: Mapping[str, RetryPolicy] | None = None,
         limits: Mapping[str, Limit] | None = None,
+        version: str | None = None,
     ) -> None:
         if not isinstance(graph, AnyGraph):
             raise GraphDefinitionError(
@@ -188,6 +202,9 @@ class GraphAction:
         self.input_types: dict[str, Any] = infer_input_types(graph, input_types)
         self.boundaries: BoundaryMap = build_boundary_map(self.kinds, self.edges, pg.parent_forks(graph))
         self.fingerprint = fingerprint(self.kinds, self.edges, self.input_types)
+        self.label = _label(version, self.name)
+        self.version: str = self.label or self.fingerprint
+        """The version runs are pinned to: the label, else the fingerprint."""
         self.signal_adapters = declare(signals, self.name)
         self.signals: dict[str, Any] = dict(signals or {})
         steps = ((n, fn) for n in self.kinds if (fn := pg.step_function(pg.node_of(graph, n))) is not None)
@@ -268,4 +285,4 @@ class GraphAction:
         return self.graph.render()
 
     def __repr__(self) -> str:
-        return f"GraphAction(name={self.name!r}, fingerprint={self.fingerprint!r})"
+        return f"GraphAction(name={self.name!r}, version={self.version!r})"

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
@@ -71,6 +71,9 @@ class _Saver:
     inputs_ok: bool = True
     cancel_asked: bool = False
     """The store said, with the last save, that the run was asked to cancel."""
+    returning: list[tuple[str, str]] = field(default_factory=list)
+    """The limit slots of the step that just ended (core/limits.py): this boundary's save gives
+    them back, or, with no save, a release of their own."""
 
     def prepare(self, inputs: Any) -> None:
         try:
@@ -84,6 +87,17 @@ class _Saver:
         return self.journal.tally
 
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
+        limiter = self.journal.limiter
+        self.returning = limiter.take_returning() if limiter is not None else []
+        try:
+            self._boundary(run, batch)
+        finally:
+            if limiter is not None and self.returning:  # no save carried them
+                limiter.returning.extend(self.returning)
+                self.returning = []
+                limiter.give_back_now()
+
+    def _boundary(self, run: pg.AnyRun, batch: Any) -> None:
         self.journal.written = None
         if not pg.is_quiescent(run, batch):
             return
@@ -136,9 +150,16 @@ class _Saver:
     def _save(self, payload: str, next_node: str) -> None:
         started = time.perf_counter()
         asked = self.port.save_checkpoint(
-            self.ctx, payload, seq=self.seq + 1, next_node=next_node, notes=self.tally.take()
+            self.ctx,
+            payload,
+            seq=self.seq + 1,
+            next_node=next_node,
+            notes=self.tally.take(),
+            returning=self.returning,
         )
+        self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
+        self.journal.saved()
         attrs = {tracing.ATTR_GRAPH: self.action.name}
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
@@ -258,6 +279,7 @@ async def run_attempt(
             span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
             raise
         finally:
+            journal.return_slots()  # a limited step's, when the attempt ends before its boundary
             reset_journal(journal_token)
             reset_current(token)
 

@@ -20,6 +20,7 @@ from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import tracing
+from reflexr_graph.core.emit import in_call
 from reflexr_graph.core.readback import Codec, NotReadable
 from reflexr_graph.core.steps import current_execution
 from reflexr_graph.errors import NotInRun, RunFailure
@@ -99,7 +100,8 @@ async def durable_call(
             execution.journal.tally.reused_calls += 1
             trace.get_current_span().add_event(tracing.EVENT_CALL_REUSED, {tracing.ATTR_CALL: name})
             return value
-    result: T = await _run(fn, args, kwargs)
+    with in_call(f"{name}#{execution.calls.get(('c', name), 0) - 1}" if key is not None else name):
+        result: T = await _run(fn, args, kwargs)
     if key is None:
         execution.journal.tally.note_once(
             execution.node_id,
@@ -118,5 +120,8 @@ async def durable_call(
             reason="not_recordable",
             permanent=True,
         ) from None
+    stream = execution.journal.stream
+    if execution.emitted and stream is not None:
+        await stream.flush()  # the items the call emitted are in the stream before its record
     execution.journal.put(key, dumped)
     return result

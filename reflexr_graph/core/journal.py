@@ -25,10 +25,10 @@ inputs: what the key says is exactly the work that was done.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 
@@ -38,11 +38,16 @@ from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.core.tally import Tally
-from reflexr_graph.errors import Suspended
+from reflexr_graph.errors import NotInRun, Suspended
+
+if TYPE_CHECKING:
+    from reflexr_graph.core.emit import Emitter
 
 
 class RecordPort(Protocol):
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None: ...
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None: ...
 
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
@@ -83,6 +88,34 @@ class Journal:
     """The next task as the boundary just saved wrote it down: its node, its inputs (the very
     object) and their JSON, so that its step keys its records without writing them down again."""
 
+    stream: Emitter | None = None
+    """Where the attempt's emitted items go (core/emit.py), made by the first ``emit``: an attempt
+    whose steps emit nothing costs nothing for it."""
+    checkpointed: bool = False
+    """A checkpoint was saved in this attempt: the records the claim brought are past."""
+
+    def emitter(self) -> Emitter:
+        """The attempt's emitter, made on first use."""
+        if self.stream is None:
+            from reflexr_graph.core.emit import MARK, Emitter  # emit.py imports steps.py, which imports this
+
+            append = getattr(self.port, "append_stream", None)
+            if append is None:
+                raise NotInRun("emit() needs a store that keeps streams; this attempt's store keeps none")
+            earlier = (
+                {}
+                if self.checkpointed
+                else {k: int(v) for k, v in self.records.items() if k.startswith(MARK) and v.isdigit()}
+            )
+            self.stream = Emitter(self.port, self.ctx, earlier)  # type: ignore[arg-type]
+        return self.stream
+
+    def saved(self) -> None:
+        """A checkpoint was saved: it holds every record and drops the memo."""
+        self.checkpointed = True
+        if self.stream is not None:
+            self.stream.saved()
+
     def inputs_json(self, node_id: str, inputs: object) -> str | None:
         """The JSON of ``inputs`` if the boundary before this step wrote these very inputs down."""
         written = self.written
@@ -95,9 +128,21 @@ class Journal:
         return self.records.get(key)
 
     def put(self, key: str, value: str) -> None:
-        """Record ``value`` (JSON) under ``key``, fenced by the attempt's token."""
-        self.port.save_record(self.ctx, key, value)
+        """Record ``value`` (JSON) under ``key``, fenced by the attempt's token; the limit slots of
+        the step that just ended go back in the same round trip (core/limits.py: Limiter.returning)."""
+        returning = self.limiter.take_returning() if self.limiter is not None else []
+        try:
+            self.port.save_record(self.ctx, key, value, returning)
+        except BaseException:
+            if self.limiter is not None:
+                self.limiter.returning.extend(returning)  # the step's end gives them back, or they lapse
+            raise
         self.records[key] = value
+
+    def return_slots(self) -> None:
+        """Give back the slots of ended steps that no write of theirs carried (one round trip each)."""
+        if self.limiter is not None:
+            self.limiter.give_back_now()
 
     def wait(self, key: str, *, signal: str, wake_at_ms: int | None, waited_ms: int = 0) -> str:
         """The record of the wait ``key`` once it is over; raises Suspended when the run must wait.

@@ -6,7 +6,8 @@ and a concurrency slot of the key, or says how long to wait. Every graph that na
 key shares its budget; a key may be computed from the step's context (per tenant).
 
 A slot is a lease: it expires one lease TTL after the attempt last renewed it (the heartbeat
-renews the slots it holds), so a worker killed while holding one does not leak it.
+renews the slots it holds), so a worker killed while holding one does not leak it. It goes back
+when its step ends, with the write that follows (a branch step's record), else on its own.
 
 Waiting never fails the run. A step waits in place, asynchronously, so the other branches of
 a map go on; when the wait would be long (over :data:`WAIT_IN_PLACE_S`) and the attempt holds
@@ -198,6 +199,20 @@ class Limiter:
     held: HeldSlots = field(default_factory=HeldSlots)
     running: int = 0
     """Steps of the attempt running their own code now (on the attempt's loop only)."""
+    returning: list[tuple[str, str]] = field(default_factory=list)
+    """(key, member) of the slots of steps that ended, not given back yet: the step's next write
+    (its branch record, core/journal.py: put) carries them, in the same round trip, and the
+    step's end gives back what none carried. No await comes between, so no other step sees them
+    held; a crash between leaves them to lapse with their lease, as any held slot."""
+
+    def take_returning(self) -> list[tuple[str, str]]:
+        taken, self.returning = self.returning, []
+        return taken
+
+    def give_back_now(self) -> None:
+        """One release per slot that no write carried."""
+        for key, member in self.take_returning():
+            self.port.release_slot(key, member)
 
     def bound_s(self, key: str) -> float:
         """How long a step may wait in place for ``key`` now: long only if the attempt is busy."""
@@ -285,7 +300,7 @@ async def holding(limiter: Limiter, limit: Limit, ctx: Any, node: str) -> AsyncI
         finally:
             limiter.held.discard(member)
             metrics.LIMIT_IN_USE.add(-1, {tracing.ATTR_LIMIT_KEY: key})
-            limiter.port.release_slot(key, member)
+            limiter.returning.append((key, member))
     finally:
         limiter.running -= 1
 

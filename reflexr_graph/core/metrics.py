@@ -35,6 +35,10 @@ QUARANTINED = METER.create_counter(
     description="Queue items a worker could not run and moved aside to the quarantine list, by reason",
 )
 
+RUNS_HELD_FOR_VERSION = METER.create_counter(
+    "reflexr.runs.held_for_version",
+    description="Runs that began to wait for a live worker of their graph version (G9), by version",
+)
 RUNS_SUSPENDED = METER.create_counter(
     "reflexr.runs.suspended",
     description="Times a step suspended its run as waiting, by what it waits for (signal, timer)",
@@ -53,3 +57,4 @@ LIMIT_IN_USE = METER.create_up_down_counter(
 ATTR_OUTCOME = "reflexr.outcome"
 ATTR_WAIT = "reflexr.wait"
 ATTR_REASON = "reflexr.reason"
+ATTR_VERSION = "reflexr.graph.version"

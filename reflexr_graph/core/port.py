@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -57,6 +57,40 @@ class WaitResult:
     wake_at_ms: int | None = None
 
 
+@dataclass(frozen=True)
+class Emission:
+    """One item a step emitted (``reflexr_graph.emit``), as the store appends it to the run's stream.
+
+    ``call`` is the durable call it was emitted in (``name#n``), '' outside one. ``restart`` marks
+    the item that says the items of ``node``, ``branch`` and ``call`` from offset ``value``'s
+    ``void_from`` on came from an attempt that did not finish them (core/emit.py).
+    ``mark`` is the memo field the store sets to this item's offset if it has none ('' for none).
+    """
+
+    topic: str
+    node: str
+    branch: str
+    value: str
+    """The value as JSON."""
+    call: str = ""
+    restart: bool = False
+    mark: str = ""
+
+
+class StreamPort(Protocol):
+    """Where an attempt's emitted items go: the run's stream, fenced by the attempt's token."""
+
+    def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
+        """Append ``items`` in one round trip; returns the offset of the last item the stream holds.
+
+        ``after`` is the last offset this attempt knows the stream held (-1 before its first
+        write), so a write retried after a lost reply is not appended twice. Raises
+        ``errors.FencedOut`` when the token no longer owns the run, ``errors.StreamFull`` past
+        REFLEXR_STREAM_MAX_ITEMS.
+        """
+        ...
+
+
 class StopSignal(Protocol):
     """Set when the run was asked to cancel (``threading.Event`` is one): the attempt stops at
     its next boundary. The fleet's heartbeat sets it from its lease renewal, in process."""
@@ -79,8 +113,11 @@ class CheckpointPort(Protocol):
         """The work recorded since the latest checkpoint (core/journal.py), field -> JSON."""
         ...
 
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip."""
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip, which
+        also gives back the limit slots ``returning`` (key, member), owned or not."""
         ...
 
     def wait(
@@ -103,8 +140,12 @@ class CheckpointPort(Protocol):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
+
+        ``returning`` (limit key, slot member): the slots of the step that just ended, given back in
+        the same round trip, owned or not.
 
         ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
         attempt's previous save, and the work reused instead of run again. True when the run was asked

@@ -20,6 +20,7 @@ reduces the same values as before. Two conditions keep that sound:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -76,6 +77,8 @@ class StepExecution:
     """The step's inputs as it started, as JSON; None when they cannot be written down."""
     fingerprint: str
     calls: dict[tuple[str, str], int] = field(default_factory=dict)
+    emitted: bool = False
+    """The step emitted items (core/emit.py): they are written before it returns."""
 
     @property
     def path(self) -> str:
@@ -183,12 +186,40 @@ async def _journaled(
     journal.in_flight.enter()
     try:
         result_codec = spec.results.get(node_id)
+        run = _flushed(execution, call)
         if execution.branch and result_codec is not None and execution.prefix is not None:
-            return await _branch(spec, execution, result_codec, call, ctx, span)
-        return await call(ctx)
+            return await _branch(spec, execution, result_codec, run, ctx, span)
+        return await run(ctx)
     finally:
+        # A limited step's slots that its record did not carry go back now (core/limits.py); a step
+        # that no fork reaches runs alone, and the boundary right after it carries them instead.
+        if execution.branch != "":
+            journal.return_slots()
         journal.in_flight.leave()
         reset_step(token)
+
+
+def _flushed(execution: StepExecution, call: StepCall) -> StepCall:
+    """``call``, then the items it emitted written: before its branch result is recorded and before
+    the boundary after it, so a step that a retry will not run again has all its items in the stream."""
+
+    async def run(ctx: Any) -> Any:
+        try:
+            output = await call(ctx)
+        except BaseException:
+            # A failed step's items are written too, before the failure is (which would fence
+            # them out): a reader sees what it emitted, then the restart item of its retry.
+            stream = execution.journal.stream
+            if execution.emitted and stream is not None:
+                with contextlib.suppress(Exception):
+                    await stream.flush()
+            raise
+        stream = execution.journal.stream
+        if execution.emitted and stream is not None:
+            await stream.flush()
+        return output
+
+    return run
 
 
 async def _branch(

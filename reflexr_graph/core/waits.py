@@ -60,6 +60,14 @@ def _key(execution: StepExecution, signal: str, call: str) -> str:
     return key
 
 
+async def _flush(execution: StepExecution) -> None:
+    """The items the step emitted so far are written before it may suspend the run, which fences
+    out any write after it."""
+    stream = execution.journal.stream
+    if execution.emitted and stream is not None:
+        await stream.flush()
+
+
 @overload
 async def wait_for_signal(name: str, type_: type[T], *, timeout: float | timedelta | None = None) -> T: ...
 @overload
@@ -93,6 +101,7 @@ async def wait_for_signal(name: str, type_: Any, *, timeout: float | timedelta |
     record = journal.get(key)
     if record is None:
         wake = None if timeout_s is None else clock.now_ms() + int(timeout_s * 1000)
+        await _flush(execution)
         record = journal.wait(key, signal=name, wake_at_ms=wake)
     outcome = json.loads(record)
     if "signal" not in outcome:
@@ -129,4 +138,5 @@ async def sleep(delay: float | timedelta) -> None:
     kept = journal.get(f"{key}|at")
     if journal.get(key) is not None or (kept is not None and int(kept) <= clock.now_ms()):
         return
+    await _flush(execution)
     journal.wait(key, signal="", wake_at_ms=clock.now_ms() + int(seconds * 1000))

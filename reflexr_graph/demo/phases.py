@@ -157,7 +157,10 @@ def wait_for_on_call(demo: Demo, console: Console) -> None:
     demo.specs.append(page)
     demo.wait("on-call: classifying, then paging on-call", lambda i: i[page.run_id].status is Status.WAITING)
     info = demo.client.get(page.run_id)
-    leased = demo.client.store.client.zscore(keys.leases(keys.shard_of(page.run_id)), page.run_id) is not None
+    leased = (
+        demo.client.store.client.zscore(keys.leases(demo.client.store.shards.of(page.run_id)), page.run_id)
+        is not None
+    )
     page.notes.append(f"waited for {info.waiting_for}")
     say(
         console,

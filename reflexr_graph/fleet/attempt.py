@@ -10,6 +10,7 @@ is fenced by the claim's token and retried while the lease holds (fleet/fenced.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -24,6 +25,7 @@ from reflexr_graph.errors import (
     CancelRequested,
     FencedOut,
     InvalidInputs,
+    PayloadUnreadable,
     RunFailure,
 )
 from reflexr_graph.fleet import loops, observe
@@ -35,6 +37,7 @@ from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
 from reflexr_graph.fleet.watchdog import Watch
 from reflexr_graph.model import Reason
+from reflexr_graph.store import hot_path
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -48,6 +51,10 @@ RELEASE_BUDGET_S = 2.0
 def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:
     """Run one claimed attempt to its outcome; on a prefork child's shutdown, hand the run back, re-raise."""
     ctx = claim.context()
+    if claim.unreadable:
+        log.warning("run %s: its stored payloads cannot be read here; the run is dead-lettered", ctx.run_id)
+        lease = lease_from_now(app.reflexr_settings.lease_ttl_s)
+        return Recorder(app, store, ctx, lease).failure(PayloadUnreadable(claim.unreadable))
     action = app.reflexr_registry.get(claim.graph)
     if action is None:
         failure = RunFailure(
@@ -82,6 +89,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
     recorder.lease_left_s = heartbeat.lease_left_s
+    hot = hot_path.for_attempt(store, ctx)
     port = AttemptPort(
         store,
         claim.checkpoint,
@@ -89,10 +97,12 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         heartbeat.lease_left_s,
         heartbeat.let_go,
         slot_ttl_ms=settings.lease_ttl_ms,
+        stream_max_items=settings.stream_max_items,
+        hot=hot,
     )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
-    with heartbeat:
+    with heartbeat, hot if hot is not None else contextlib.nullcontext():
         try:
             drive = _drive(heartbeat, action, port, watch, _payload(claim), tally, settings.sibling_grace_s)
             finished = loops.run(drive)

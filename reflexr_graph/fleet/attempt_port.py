@@ -11,14 +11,15 @@ raises on its way out.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes, WaitResult
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Notes, WaitResult
 from reflexr_graph.errors import FencedOut, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,22 @@ class AttemptPort:
     """Set when a step suspended the run: the attempt ends as suspended, whatever it raises next."""
     slot_ttl_ms: int = 30_000
     """How long a limit slot holds without renewal: the lease TTL."""
+    stream_max_items: int = 10_000
+    """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
+    hot: HotPath | None = None
+    """The attempt's held connection for its saves and records (store/hot_path.py); the store's
+    client when None, and for a write that also gives limit slots back (``returning``)."""
+
+    def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
+        found: list[int] = []
+        self._write(
+            ctx,
+            f"{len(items)} stream items",
+            lambda: found.append(
+                self.store.append_stream(ctx, items, after, max_items=self.stream_max_items)
+            ),
+        )
+        return found[-1]
 
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
@@ -92,10 +109,16 @@ class AttemptPort:
     def load_records(self, run_id: str) -> Mapping[str, str]:
         return self.records
 
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        self._write(
-            ctx, f"record {field.split('|', 1)[0]}", lambda: self.store.save_record(ctx, field, value)
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        hot = self.hot
+        op = (
+            (lambda: self.store.save_record(ctx, field, value, returning))
+            if hot is None or returning
+            else (lambda: hot.save_record(field, value))
         )
+        self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 
     def save_checkpoint(
         self,
@@ -105,11 +128,21 @@ class AttemptPort:
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
+        hot = self.hot
+        if hot is None or returning:
+            return self._write(
+                ctx,
+                f"checkpoint {seq}",
+                lambda: self.store.save_checkpoint(
+                    ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
+                ),
+            )
         return self._write(
             ctx,
             f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes),
+            lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:

@@ -15,11 +15,13 @@ from reflexr_graph.fleet import (
     preflight,
     reaper,
     routing,
+    scheduler,
     sigterm,
     startup_log,
     stopping,
     task,
     telemetry_hooks,
+    versions,
     watchdog,
 )
 from reflexr_graph.fleet.app import FleetApp
@@ -33,7 +35,9 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     # Each install() connects module-level receivers to Celery's signals; Celery keeps one entry
     # per receiver, so building many apps in one process (tests, clients) connects each once.
     reaper.install()
+    scheduler.install()
     routing.install()
+    versions.install()
     pools.install()
     watchdog.install()
     preflight.install()

@@ -30,6 +30,11 @@ def suspended(graph: str, signal: str) -> None:
     attempt_ended(graph, "suspended")
 
 
+def held_for_version(graph: str, version: str) -> None:
+    """A run began to wait (``waiting_for = version:<v>``): no live worker serves its version."""
+    metrics.RUNS_HELD_FOR_VERSION.add(1, {ATTR_GRAPH: graph, metrics.ATTR_VERSION: version})
+
+
 def run_ended(graph: str, status: Status, reason: str = "") -> None:
     """A run reached a terminal status; a dead one is also a dead letter."""
     attrs = {ATTR_GRAPH: graph, metrics.ATTR_OUTCOME: status.value, metrics.ATTR_REASON: reason}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -21,13 +22,17 @@ from reflexr_graph.store.workers import HEARTBEAT_TTL_S
 
 log = logging.getLogger(__name__)
 
-BEAT_EVERY_S = 2.0
+BEAT_EVERY_S = 10.0
+"""A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone."""
 TTL_S = HEARTBEAT_TTL_S
+FULL_EVERY = 3
+"""Every third beat (once per TTL) trims the entries of workers that stopped beating; the others
+only refresh this worker's own."""
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
 
 
-def describe(consumer: Any, graphs: list[str]) -> WorkerInfo:
+def describe(consumer: Any, graphs: list[str], versions: dict[str, str] | None = None) -> WorkerInfo:
     """What a worker says about itself, read from the Celery consumer that just became ready."""
     queues: tuple[str, ...] = ()
     task_consumer = getattr(consumer, "task_consumer", None)
@@ -44,22 +49,33 @@ def describe(consumer: Any, graphs: list[str]) -> WorkerInfo:
         concurrency=int(getattr(controller, "concurrency", 0) or 0),
         version=metadata.version("reflexr-graph"),
         started_at=clock.now(),
+        graph_versions=dict(versions or {}),
     )
 
 
 class Presence:
     """Beats for one worker; :meth:`maybe_beat` is called from the reaper's loop."""
 
-    def __init__(self, store: RedisStore, info: WorkerInfo) -> None:
+    def __init__(
+        self, store: RedisStore, info: WorkerInfo, on_beat: Callable[[], None] | None = None
+    ) -> None:
         self.store = store
         self.info = info
+        self.on_beat = on_beat
+        """Called after each beat: this worker takes back the runs held for its versions."""
         self._next = 0.0
+        self._beats = 0
 
     def maybe_beat(self) -> None:
         now = time.monotonic()
         if now >= self._next:
-            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000))
+            # The first beat and every FULL_EVERY-th also trim the registry (lua/worker_beat.lua).
+            full = self._beats % FULL_EVERY == 0
+            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000), full=full)
+            self._beats += 1
             self._next = now + BEAT_EVERY_S
+            if self.on_beat is not None:
+                self.on_beat()
 
     def leave(self) -> None:
         """Leave the registry at shutdown, so the fleet stops counting this worker at once."""

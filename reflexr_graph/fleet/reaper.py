@@ -13,6 +13,7 @@ Redis is delivered again and again once it outlives the visibility timeout.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -24,26 +25,36 @@ from pathlib import Path
 from typing import Any
 
 from celery import signals
+from redis.exceptions import RedisError
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
-from reflexr_graph.fleet import observe, presence, unserved
+from reflexr_graph.fleet import observe, presence, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Reason, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import payload_sweep
+from reflexr_graph.store import versions as store_versions
 from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 1.0
-"""The longest the reaper sleeps between passes: the bound on recovering a lapsed lease, and on
-sending a due entry written after a pass for a time before the next (see :meth:`Reaper.next_wait_s`)."""
+"""The reaper's tick: how soon it tries again after a failed pass, how long past its planned wake
+the lock outlives it, and how often its loop touches the health file and beats presence."""
+IDLE_MAX_S = 10.0
+"""The longest the reaper sleeps between passes when nothing is due and no lease can lapse before:
+at most the lease TTL too, so a lease taken meanwhile cannot lapse before it wakes. A write that
+makes a run due sooner nudges it awake (:meth:`RedisStore.nudge_reaper`)."""
+NUDGES_DRAINED = 1000
+"""At most this many nudges already received are answered by the one pass they woke."""
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
+PAYLOAD_SWEEP_S = 600.0
+"""How often the reaper holding the lock sweeps the payload store for files no run refers to."""
 MIN_RESEND_S = 5.0
 """The shortest wait before a sent but unclaimed message is sent again."""
 SEND_RETRY_DELAY_MS = 2000
@@ -88,6 +99,8 @@ class Reaper:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         settings = app.reflexr_settings
         self.lock_ttl_ms = lock_ttl_ms(interval_s)
+        self.idle_s = max(interval_s, min(IDLE_MAX_S, settings.lease_ttl_s))
+        """The longest sleep between passes (see :data:`IDLE_MAX_S`)."""
         # A sent message that no worker claims within about two lease TTLs is sent again, then
         # twice as late each time: never later than kombu itself would restore it.
         self.resend_base_ms = int(max(2 * settings.lease_ttl_s, MIN_RESEND_S) * 1000)
@@ -98,17 +111,23 @@ class Reaper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
+        self._next_sweep = 0.0
         self._last_warning = 0.0
         self._unreachable_since_ms: int | None = None
         self.outage: tuple[int, int] | None = None
         """The last window (epoch ms) in which this reaper found Redis unreachable, while it matters."""
         self._outage_until = 0.0
-        self._next_due_ms: float | None = None
-        """The first due score after the last pass's due runs, as its tick found it (holding the lock)."""
+        self._wake_ms: float | None = None
+        """When the last pass's tick said to wake next (epoch ms)."""
+        self._nudges: Any = None
+        """The subscription to nudges (store.reaper_nudges), while Redis gives one."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Subscribed before the first pass, so no nudge sent after it is missed.
+        with contextlib.suppress(StoreUnavailable):
+            self._nudges = self.store.reaper_nudges()
         self._thread = threading.Thread(target=self._loop, name="reflexr-reaper", daemon=True)
         self._thread.start()
         log.info(
@@ -122,6 +141,7 @@ class Reaper:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+        self._drop_nudges()
         if self.presence is not None:
             try:
                 self.presence.leave()
@@ -152,25 +172,69 @@ class Reaper:
                 if self._unreachable_since_ms is None:
                     self._unreachable_since_ms = clock.now_ms() - int(self.interval_s * 1000)
                 self._warn("Redis unreachable; the reaper tries again in %.1fs", self.interval_s)
+                self._drop_nudges()
             except Exception:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
+            self._sleep(wait_s)
+
+    def _sleep(self, wait_s: float) -> None:
+        """Sleep ``wait_s``, or until stopped or nudged; every tick meanwhile, touch the health file
+        and beat presence (neither waits for a pass)."""
+        until = time.monotonic() + wait_s
+        while not self._stop.is_set():
             self._beat()
-            self._stop.wait(wait_s)
+            if self.presence is not None:
+                with contextlib.suppress(StoreUnavailable):  # the next pass says Redis is unreachable
+                    self.presence.maybe_beat()
+            left = until - time.monotonic()
+            # Only the holder acts on a nudge: another reaper could not take the lock before it lapses.
+            if left <= 0 or (self._nudged(min(left, self.interval_s)) and self.holding):
+                return
+
+    def _nudged(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a nudge; True when one came (the pass runs now)."""
+        if self._nudges is None:
+            try:
+                self._nudges = self.store.reaper_nudges()
+            except StoreUnavailable:
+                self._stop.wait(timeout_s)
+                return False
+        try:
+            if self._nudges.get_message(timeout=timeout_s) is None:
+                return False
+            # One pass answers every nudge sent so far: a burst of retries wakes it once.
+            for _ in range(NUDGES_DRAINED):
+                if self._nudges.get_message(timeout=0) is None:
+                    break
+        except (RedisError, OSError):
+            # Redis went away under the subscription: sleep as before, subscribe again next time.
+            self._drop_nudges()
+            self._stop.wait(timeout_s)
+            return False
+        return True
+
+    def _drop_nudges(self) -> None:
+        if self._nudges is not None:
+            with contextlib.suppress(RedisError, OSError):
+                self._nudges.close()
+            self._nudges = None
 
     def next_wait_s(self) -> float:
-        """How long to sleep after a pass: until the next due entry the pass's tick saw, at most
-        ``interval_s``.
+        """How long to sleep after a pass: until the wake its tick named (the next due entry, the
+        first lease that could lapse, or ``idle_s``; for a reaper without the lock, when the lock
+        would lapse), or ``interval_s`` before any pass.
 
-        A timer wakes on time instead of up to a tick late, and an idle reaper still makes one
-        round trip a tick. A due entry written after the tick (a step set a timer meanwhile) for a
-        time before the planned wake is sent at that wake: at most ``interval_s`` after its time.
+        A timer wakes on time, and an idle reaper makes one round trip per ``idle_s``, not per tick.
+        A due entry written after the tick for a time before the planned wake comes with a nudge,
+        which ends the sleep (:meth:`_sleep`); a lost nudge makes it at most ``idle_s`` late.
         """
-        if self._next_due_ms is None:
+        if self._wake_ms is None:
             return self.interval_s
         # One ms past the score's whole ms: the tick compares whole ms, and the clock truncates.
-        until_s = (math.floor(self._next_due_ms) + 1 - clock.now_ms()) / 1000
-        return min(self.interval_s, max(MIN_WAIT_S, until_s))
+        until_s = (math.floor(self._wake_ms) + 1 - clock.now_ms()) / 1000
+        # Another reaper's wake is when the lock would lapse: up to a tick past the holder's.
+        return min(self.idle_s + self.interval_s, max(MIN_WAIT_S, until_s))
 
     def _reachable(self) -> None:
         """Redis answered: close the outage window, if one was open, before anything is reaped."""
@@ -236,8 +300,14 @@ class Reaper:
             self.publish()
         if self.presence is not None:
             self.presence.maybe_beat()
-        self._next_due_ms = None
-        found = self.store.reaper_tick(self.owner, self.lock_ttl_ms)
+        self._wake_ms = None
+        found = self.store.reaper_tick(
+            self.owner,
+            self.lock_ttl_ms,
+            idle_ms=int(self.idle_s * 1000),
+            margin_ms=int(self.interval_s * 1000),
+        )
+        self._wake_ms = found.wake
         holding = self._hold_lock(found.lock)
         self._share(found.shards)
         # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
@@ -246,7 +316,6 @@ class Reaper:
         if not holding:
             return
         self._restarted(found.restart)
-        self._next_due_ms = found.next_due
         # A run reaped now is due now: read the due set again then, so it is sent this pass.
         recovered = self.reap(found.lapsed)
         self.dispatch_due(None if recovered else found.due)
@@ -255,11 +324,24 @@ class Reaper:
         pruned = self.store.prune(found=found.prunable)
         if pruned:
             log.debug("pruned %d index entries of expired runs", pruned)
+        self._sweep_payloads(now)
+
+    def _sweep_payloads(self, now: float) -> None:
+        """Now and then, delete the payload store's files no run refers to (store/payload_sweep.py)."""
+        if self.store.codec.blobs is None or now < self._next_sweep:
+            return
+        self._next_sweep = now + PAYLOAD_SWEEP_S
+        payload_sweep.sweep(self.store)
 
     def publish(self) -> None:
         """Publish the graphs' schemas, so clients validate inputs without the graphs' code."""
         settings = self.app.reflexr_settings
         written = schemas.publish(self.store, self.app.reflexr_registry.values(), settings.max_attempts)
+        actions = list(self.app.reflexr_registry.values())
+        entries = [
+            store_versions.entry_of(a.version, a.fingerprint, a.label, sorted(a.kinds)) for a in actions
+        ]
+        self.store.publish_versions(entries, [a.name for a in actions])
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
@@ -268,7 +350,9 @@ class Reaper:
         """Hand back the shards held beyond this reaper's part, for the other reapers to take; this
         pass still acts on them (a brief overlap is harmless: every change re-checks its run)."""
         self.shards = held
-        part = math.ceil(keys.SHARDS / max(1, self.store.live_worker_count()))
+        if len(held) <= 1:
+            return  # nothing to share (a standalone store has one shard): no count to read
+        part = math.ceil(self.store.shards.count / max(1, self.store.live_worker_count()))
         extra = held[part:]
         if extra:
             self.store.release_lock(self.owner, extra)
@@ -389,8 +473,11 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
         return
     # Started here, after the pool forked its children: they must not inherit a running thread.
     store = app.new_store()
-    info = presence.describe(sender, sorted(app.reflexr_registry))
-    reaper = Reaper(app, store, presence=presence.Presence(store, info))
+    graph_versions = {name: action.version for name, action in app.reflexr_registry.items()}
+    info = presence.describe(sender, sorted(app.reflexr_registry), graph_versions)
+    versions.VIEW.enable()
+    beat = presence.Presence(store, info, on_beat=lambda: _wake_held(app, store))
+    reaper = Reaper(app, store, presence=beat)
     _reapers[id(app)] = reaper
     try:
         # Before the worker reports ready, so a client told "ready" can enqueue at once.
@@ -401,6 +488,13 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     except StoreUnavailable:
         log.warning("Redis unreachable; the graphs' schemas are published once it is back")
     reaper.start()
+
+
+def _wake_held(app: FleetApp, store: RedisStore) -> None:
+    try:
+        versions.wake_held(app, store)
+    except Exception as exc:  # the beat goes on; the held runs are looked at again next beat
+        log.warning("taking back the runs held for this worker's versions failed (%s); trying again", exc)
 
 
 def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:

@@ -21,7 +21,7 @@ from reflexr_graph.core.driver import Finished
 from reflexr_graph.core.policy import NO_POLICY, failed_node, judge
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.core.tally import Tally
-from reflexr_graph.errors import CancelRequested, OperationRefused, OutputNotSerializable
+from reflexr_graph.errors import CancelRequested, OperationRefused, OutputNotSerializable, StoreUnavailable
 from reflexr_graph.fleet import observe, retry
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.attempt_port import Suspension
@@ -121,6 +121,7 @@ class Recorder:
         detail = f"run {ctx.run_id} attempt {ctx.attempt} failed ({how.reason}: {type(exc).__name__})"
         if outcome == "dead":
             return self._dead(exc, how, detail)
+        self._nudge_reaper()
         log.warning(
             "%s; %s in %.1fs from its last checkpoint",
             detail,
@@ -130,6 +131,17 @@ class Recorder:
             delay_ms / 1000,
         )
         return Delivered(Outcome.RETRYING, ctx.run_id, how.reason, detail)
+
+    def _nudge_reaper(self) -> None:
+        """The run is due soon (a retry, a timer, a release): wake the reaper, which may be sleeping
+        until a later due time. Best effort: without it the reaper comes at its next planned wake."""
+        try:
+            self.store.nudge_reaper()
+        except StoreUnavailable:
+            log.info(
+                "run %s: the reaper could not be woken (Redis unreachable); it sends the run later",
+                self.ctx.run_id,
+            )
 
     def _dead(self, exc: BaseException, how: Failure, detail: str) -> Delivered:
         ctx = self.ctx
@@ -207,6 +219,8 @@ class Recorder:
         else:
             what = f"signal {suspension.signal!r}" if suspension.signal else "a timer"
         wake = suspension.wake_at_ms
+        if wake is not None:
+            self._nudge_reaper()
         left_s = 0.0 if wake is None else max(0, wake - clock.now_ms()) / 1000
         timer = f" (it wakes by itself in {left_s:.1f}s)" if wake is not None else ""
         log.info(
@@ -248,6 +262,7 @@ class Recorder:
                 ctx.run_id,
             )
             return Delivered(Outcome.DEAD, ctx.run_id, Reason.MAX_INTERRUPTIONS.value)
+        self._nudge_reaper()
         log.warning(
             "run %s attempt %d: %s mid-attempt; lease released (not counted toward max_attempts), the run "
             "is due now and resumes on another worker from its last checkpoint",

@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import signals
 
-from reflexr_graph.config.dispatch import graph_queue
+from reflexr_graph.config.dispatch import graph_queue, version_queue
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +28,13 @@ def _add_graph_queues(sender: Any = None, **_: Any) -> None:
         return
     base = app.reflexr_settings.queue
     queues = app.amqp.queues
-    for graph in sorted(app.reflexr_registry):
+    for graph, action in sorted(app.reflexr_registry.items()):
         # Built as Celery builds the queue a producer names in send_task (an exchange and routing
         # key of that name, and on RabbitMQ the quorum type): a queue declared any other way
         # is refused by RabbitMQ as inequivalent to the one the other side declared.
         queues.select_add(queues.new_missing(graph_queue(base, graph)))
+        # Its version's queue: the runs pinned to this version, handed on by other versions' workers.
+        queues.select_add(queues.new_missing(version_queue(base, graph, action.version)))
 
 
 def install() -> None:

@@ -34,7 +34,7 @@ from reflexr_graph.errors import (
     RunDeadLettered,
     StoreUnavailable,
 )
-from reflexr_graph.fleet import attempt, observe, unserved
+from reflexr_graph.fleet import attempt, observe, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.message import (
     MAX_KEY_LENGTH,
@@ -104,7 +104,13 @@ def dead_letter_message(
 
 
 def claim_run(
-    app: FleetApp, store: RedisStore, run_id: str, msg: RunMessage, action: GraphAction, worker: str = ""
+    app: FleetApp,
+    store: RedisStore,
+    run_id: str,
+    msg: RunMessage,
+    action: GraphAction,
+    worker: str = "",
+    kwargs: dict[str, Any] | None = None,
 ) -> Claim | Delivered:
     """Claim the run under a fresh token, creating its record first for a message-only producer."""
     ttl_ms = app.reflexr_settings.lease_ttl_ms
@@ -118,6 +124,9 @@ def claim_run(
             graph=msg.graph,
             idempotency_key=msg.idempotency_key,
             worker=worker,
+            version=action.version,
+            # A run not started yet starts on the newest served version (a foreign producer's too).
+            newest=versions.VIEW.newest(store, msg.graph),
         )
 
     found = claim()
@@ -135,6 +144,8 @@ def claim_run(
         found = claim()
     if found.claimed:
         return found
+    if found.outcome is ClaimOutcome.VERSION:
+        return versions.route(app, store, found, kwargs or {"graph": msg.graph})
     if found.outcome is ClaimOutcome.DEAD:
         # Only an attempt that died with its worker leaves a run to be dead-lettered at a claim.
         observe.attempt_ended(found.graph, "abandoned")
@@ -189,12 +200,12 @@ def _deliver(
 ) -> Claim | Delivered:
     """Everything up to the claim: a Claim to run, or what became of the delivery instead."""
     try:
-        msg = parse_message(args, kwargs, app.reflexr_settings.max_payload_bytes)
+        msg = parse_message(args, kwargs, app.reflexr_settings.payload_limit)
         action = app.reflexr_registry.get(msg.graph)
         if action is None:
             return unserved.route(app, store, run_id, msg, kwargs)
         check_inputs(action, msg)
-        return claim_run(app, store, run_id, msg, action, worker)
+        return claim_run(app, store, run_id, msg, action, worker, kwargs)
     except BadMessage as bad:
         return dead_letter_message(store, run_id, bad, kwargs, keep_key=bad.keep_key)
     except IdempotencyConflict as conflict:

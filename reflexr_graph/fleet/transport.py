@@ -14,7 +14,9 @@ with kombu's own transport. On RabbitMQ there is no such list: every delivery is
 Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
 
 Both transports also keep their connection parameters after Celery drops a lost connection
-(:class:`_KeepsItsClient`), so a Redis restart with an attempt running does not stop the worker.
+(:class:`_KeepsItsClient`), so a Redis restart with an attempt running does not stop the worker,
+and hold the deliveries that only name a recorded run in memory, without kombu's unacked
+bookkeeping in Redis (fleet/acks.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import redis
 import redis.sentinel
 from kombu.transport import redis as kombu_redis
 
+from reflexr_graph.fleet import acks
 from reflexr_graph.fleet.envelope import envelope_problem
 from reflexr_graph.fleet.quarantine import move_aside
 
@@ -132,6 +135,8 @@ class _ScreeningChannel:
 class Channel(_ScreeningChannel, kombu_redis.Channel):
     """kombu's Redis channel, whose clients move bad items aside as they pop them."""
 
+    QoS = acks.QoS
+
 
 REFUSALS = ("NOREPLICAS", "MASTERDOWN")
 """Replies of a primary that cannot take writes for now: too few replicas (min-replicas-to-write),
@@ -162,6 +167,8 @@ class FailoverAwareConnection(redis.sentinel.SentinelManagedConnection):
 
 class SentinelChannel(_ScreeningChannel, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel (the primary found through Sentinel), screening as :class:`Channel`."""
+
+    QoS = acks.QoS
 
     connection_class = FailoverAwareConnection
 

@@ -8,14 +8,23 @@ BLOCK) waits on a socket of the event loop rather than in a thread.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import redis.asyncio
 from redis import exceptions as redis_errors
 
 from reflexr_graph.store import cluster, connect, connection_errors, sentinel
-from reflexr_graph.store.base import CLIENT_DEFAULTS, DEFAULT_DEAD_RETENTION_S, DEFAULT_RUN_RETENTION_S
-from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
+from reflexr_graph.store.base import (
+    CLIENT_DEFAULTS,
+    DEFAULT_DEAD_RETENTION_S,
+    DEFAULT_RUN_RETENTION_S,
+    decode_batch,
+    run_of_request,
+)
+from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, encode_args
+from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
 
@@ -37,23 +46,28 @@ class AsyncStore:
         *,
         run_retention_s: int = DEFAULT_RUN_RETENTION_S,
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+        codec: PayloadCodec = PLAIN,
     ) -> None:
         self._r = client
+        self.shards = cluster.shards(client)
+        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
+        self.codec = codec
         # redis.asyncio's register_script gives scripts whose call is awaited, with the same
         # keys/args and the same NOSCRIPT fallback as the blocking ones.
-        self._scripts = Scripts(client)
+        self._scripts = Scripts(client, codec)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
         """A store on a ``redis://``, ``rediss://`` or ``redis+sentinel://`` URL, with the blocking
         store's timeouts; ``options`` are the retention settings and redis.asyncio's client options."""
         retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
+        codec = options.pop("codec", PLAIN)
         client = connect.async_client(
             url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
-        return cls(client, **retention)
+        return cls(client, **retention, codec=codec)
 
     @property
     def client(self) -> redis.asyncio.Redis:
@@ -77,16 +91,34 @@ class AsyncStore:
             raise translated from exc
 
     async def _answer(self, request: Request) -> Any:
+        # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).
         if isinstance(request, Command):
-            return await getattr(self._r, request.method)(*request.args, **request.kwargs)
+            reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
+            return await self._decoded(reply, run_of_request(request))
         if isinstance(request, Eval):
-            return await self._scripts(request.name, request.keys, request.args)
+            args = await self._off_loop(encode_args, self.codec, request.name, request.args)
+            reply = await self._scripts.call_encoded(request.name, request.keys, args)
+            strict = self.codec.strict and request.name in STRICT_SCRIPTS
+            return await self._decoded(reply, run_of_request(request), strict)
+        if isinstance(request, Layout):
+            return self.shards
         if isinstance(request, Batch):
             async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:
                     getattr(pipe, command.method)(*command.args, **command.kwargs)
-                return await pipe.execute()
+                replies = await pipe.execute()
+            return await self._off_loop(decode_batch, self.codec, request, replies)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    async def _decoded(self, reply: Any, run_id: str, strict: bool = False) -> Any:
+        return await self._off_loop(lambda: decode_reply(self.codec, reply, run_id, strict=strict))
+
+    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, in a thread when a payload store is set: a read or write of an offloaded
+        payload (a file on a shared volume, an S3 object) must not block the event loop."""
+        if self.codec.blobs is None:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
 
     async def do(self, op: Op[T]) -> T:
         """Run an operation against this store."""

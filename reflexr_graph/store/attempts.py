@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.tags import Tags, tags_json
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
@@ -37,7 +39,7 @@ from reflexr_graph.store.contracts import (
     SucceedArgs,
     Succeeded,
 )
-from reflexr_graph.store.ops import IDEM_ROUNDS, Op, ScriptArg, per_run
+from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, layout, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     Claim,
@@ -48,7 +50,7 @@ from reflexr_graph.store.records import (
     text_map,
 )
 
-__all__ = ["AttemptWrites", "Lease", "NewRun", "create_args", "new_run"]
+__all__ = ["AttemptWrites", "Lease", "NewRun", "QueuedMessage", "create_args", "new_run"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class NewRun:
     """A fork's checkpoint and lineage: the run is created with them (``time_travel.py``)."""
     retention_s: int = DEFAULT_RUN_RETENTION_S
     """How long a run created finished (a fork of a finished checkpoint) is kept."""
+    tags: Tags = field(default_factory=dict)
+    """Checked tags (core/tags.py: check_tags): kept on the run and indexed, in the same script."""
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on its record; None for none."""
+    message: QueuedMessage | None = None
+    """The run's message, when the broker is the store's Redis; None: the caller sends it."""
 
 
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
@@ -90,6 +98,9 @@ def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "
         fork_state_edited=fork.state_edited if fork else False,
         fork_output=fork.output_json if fork else None,
         retention_s=run.retention_s,
+        tags=tags_json(run.tags),
+        priority=run.priority,
+        message=run.message.item if run.message else "",
     ).argv()
 
 
@@ -106,6 +117,10 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
     With ``fork``, the run is created with the fork's checkpoint as its latest, and its
     lineage; one forked from a finished checkpoint is created succeeded, with its output, and
     the caller sends no message. The idempotency key then compares the fork's digest.
+
+    With ``message``, the script pushes the run's Celery message too, only if it creates the run:
+    an existing run named by the key gets no second message, and a run is never recorded
+    without its message.
     """
     now = clock.now_ms()
     key = run.idempotency_key
@@ -117,14 +132,12 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
-        reply = yield from per_run(
-            "create_run",
-            run.run_id,
-            guess,
-            now,
-            args,
-            [owner_key, keys.events_template(keys.shard_of(run.run_id))],
-        )
+        shards = yield from layout()
+        extra = [owner_key, keys.events_template(shards.of(run.run_id))]
+        if run.message is not None:
+            extra.append(run.message.queue_key)
+        extra.extend(keys.tag_index(k, v, shards.of(run.run_id)) for k, v in run.tags.items())
+        reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:
             assert key is not None
@@ -204,25 +217,39 @@ class AttemptWrites(StoreBase):
         graph: str = "",
         idempotency_key: str | None = None,
         worker: str = "",
+        version: str = "",
+        newest: str = "",
     ) -> Claim:
         """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
 
         ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
         is dead-lettered here; the run's own key is used either way. ``worker`` names the
         claiming worker on the ``attempt_started`` event, so operators see where each
-        attempt ran.
+        attempt ran. ``version`` is the claiming worker's version of the graph: a run on another
+        one is not claimed (``ClaimOutcome.VERSION``, with the run's ``version``), nor is a run not
+        started yet when ``newest`` (the newest served version) is another; '' checks none.
         """
         now = clock.now_ms()
-        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker).argv()
+        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker, version, newest).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        if not keys.same_shard(run_id, guess):
+        if self.shards.count > 1 and not keys.same_shard(run_id, guess):
             # Only a foreign producer's id can be outside its key's shard: the claim then asks
             # with the run id, in one slot, and the script names the key if it needs it.
             guess = run_id
-        found, memo = ClaimReply.parse([text(v) for v in self.do(per_run("claim", run_id, guess, now, args))])
+        try:
+            reply = self.do(per_run("claim", run_id, guess, now, args))
+        except errors.PayloadUnreadable as exc:
+            # The claim took the run (only a claimed run's payloads are read back): the attempt
+            # owns it, and records the permanent failure that it cannot read them.
+            return Claim(ClaimOutcome.CLAIMED, run_id, token, graph=graph, unreadable=str(exc))
+        found, memo = ClaimReply.parse([text(v) for v in reply])
         outcome = ClaimOutcome(found.outcome)
         if outcome is ClaimOutcome.MISSING:
             return Claim(outcome, run_id, token)
+        if outcome is ClaimOutcome.VERSION:
+            return Claim(
+                outcome, run_id, token, graph=graph, version=found.status, pinned=found.attempt == "pinned"
+            )
         return Claim(
             outcome=outcome,
             run_id=run_id,
@@ -249,7 +276,7 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
         return Lease(
-            int(self._scripts("renew_lease", [keys.run(run_id), keys.leases(keys.shard_of(run_id))], args))
+            int(self._scripts("renew_lease", [keys.run(run_id), keys.leases(self.shards.of(run_id))], args))
         )
 
     @translate_errors
@@ -257,7 +284,7 @@ class AttemptWrites(StoreBase):
         """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
         latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
         data = None if latest is None else self._r.hget(keys.ckpt(run_id), latest)
-        return None if data is None else text(data)
+        return None if data is None else self.codec.decode(text(data), run_id)
 
     @translate_errors
     def save_checkpoint(
@@ -268,6 +295,7 @@ class AttemptWrites(StoreBase):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
+        returning: Sequence[tuple[str, str]] = (),
     ) -> bool:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
@@ -279,7 +307,8 @@ class AttemptWrites(StoreBase):
         last write, work it reused) are recorded in the same call, and the work recorded since
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
-        the history to ``checkpoint_history``.
+        the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
+        of the step that just ended, given back in the same script, fenced or not.
         """
         run_id = ctx.run_id
         script_keys = [
@@ -287,6 +316,7 @@ class AttemptWrites(StoreBase):
             keys.ckpt(run_id),
             keys.events(run_id),
             keys.memo(run_id),
+            *(keys.limit_slots(key) for key, _ in returning),
         ]
         args = SaveArgs(
             run_id=run_id,
@@ -298,23 +328,33 @@ class AttemptWrites(StoreBase):
             events_cap=EVENTS_MAXLEN,
             **_note_args(notes),
             history=self.checkpoint_history,
-        ).argv()
+        ).argv() + [member for _, member in returning]
         saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
         if saved is Saved.FENCED:
             raise _fenced(ctx, "checkpoint")
         return saved is Saved.CANCEL_REQUESTED
 
     @translate_errors
-    def save_record(self, ctx: AttemptContext, field: str, value: str) -> None:
-        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA."""
-        script_keys = [keys.run(ctx.run_id), keys.memo(ctx.run_id)]
-        if not self._scripts("record", script_keys, [ctx.token, field, value]):
+    def save_record(
+        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
+
+        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not.
+        """
+        script_keys = [
+            keys.run(ctx.run_id),
+            keys.memo(ctx.run_id),
+            *(keys.limit_slots(k) for k, _ in returning),
+        ]
+        if not self._scripts("record", script_keys, [ctx.token, field, value, *(m for _, m in returning)]):
             raise _fenced(ctx, "record")
 
     @translate_errors
     def load_records(self, run_id: str) -> dict[str, str]:
         """The work recorded since the run's latest checkpoint, field -> JSON."""
-        return text_map(self._r.hgetall(keys.memo(run_id)))
+        found = text_map(self._r.hgetall(keys.memo(run_id)))
+        return {name: self.codec.decode(value, run_id) for name, value in found.items()}
 
     @translate_errors
     def succeed(
@@ -418,7 +458,7 @@ class AttemptWrites(StoreBase):
             digest=_digest(inputs_json, state_json) if idempotency_key else "",
         ).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        template = [keys.events_template(keys.shard_of(run_id))]
+        template = [keys.events_template(self.shards.of(run_id))]
         outcome = DeadLettered(
             int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
         )

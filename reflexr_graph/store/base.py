@@ -20,7 +20,9 @@ from redis import exceptions as redis_errors
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
-from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
+from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
+from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
 
@@ -102,6 +104,22 @@ def _fenced(ctx: AttemptContext, what: str) -> errors.FencedOut:
     )
 
 
+def run_of_request(request: Command | Eval) -> str:
+    """The run a request reads (for the messages of payloads it cannot decode), '' for none."""
+    first = request.keys[0] if isinstance(request, Eval) and request.keys else None
+    if isinstance(request, Command):
+        first = request.args[0] if request.args else None
+    return keys.run_of(first) if first is not None else ""
+
+
+def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> list[Any]:
+    """A pipeline's replies with their payloads decoded, each as its own command's."""
+    return [
+        decode_reply(codec, reply, run_of_request(command))
+        for command, reply in zip(request.commands, replies, strict=True)
+    ]
+
+
 class StoreBase:
     """The client, the registered scripts and the per-run script call every part of the store uses.
 
@@ -117,14 +135,19 @@ class StoreBase:
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
         checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
+        codec: PayloadCodec = PLAIN,
     ) -> None:
         self._r = client
+        self.shards = cluster.shards(client)
+        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
         self.max_interruptions = int(max_interruptions)
         self.checkpoint_history = int(checkpoint_history)
         """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
-        self._scripts = Scripts(client)
+        self.codec = codec
+        """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded."""
+        self._scripts = Scripts(client, codec)
 
     @classmethod
     def from_url(
@@ -135,6 +158,7 @@ class StoreBase:
         dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
         max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
         checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
+        codec: PayloadCodec = PLAIN,
         **client_kw: Any,
     ) -> Self:
         """A store on a ``redis://``, ``rediss://`` (TLS) or ``redis+sentinel://`` URL (store/sentinel.py);
@@ -151,11 +175,17 @@ class StoreBase:
             dead_retention_s=dead_retention_s,
             max_interruptions=max_interruptions,
             checkpoint_history=checkpoint_history,
+            codec=codec,
         )
 
     @property
     def client(self) -> redis.Redis:
         return self._r
+
+    @property
+    def scripts(self) -> Scripts:
+        """The registered scripts (the attempt's hot path sends their EVALSHAs itself: store/hot_path.py)."""
+        return self._scripts
 
     def close(self) -> None:
         self._r.close()
@@ -176,16 +206,21 @@ class StoreBase:
     @translate_errors
     def handle(self, request: Request) -> Any:
         """Answer one request of an operation with this store's blocking client; Redis errors
-        arrive as StoreUnavailable."""
+        arrive as StoreUnavailable. Payloads in the reply come back decoded (store/payload_args.py)."""
         if isinstance(request, Command):
-            return getattr(self._r, request.method)(*request.args, **request.kwargs)
+            reply = getattr(self._r, request.method)(*request.args, **request.kwargs)
+            return decode_reply(self.codec, reply, run_of_request(request))
         if isinstance(request, Eval):
-            return self._scripts(request.name, request.keys, request.args)
+            reply = self._scripts(request.name, request.keys, request.args)
+            strict = self.codec.strict and request.name in STRICT_SCRIPTS
+            return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
+        if isinstance(request, Layout):
+            return self.shards
         if isinstance(request, Batch):
             pipe = self._r.pipeline(transaction=request.transaction)
             for command in request.commands:
                 getattr(pipe, command.method)(*command.args, **command.kwargs)
-            return pipe.execute()
+            return decode_batch(self.codec, request, pipe.execute())
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
 
     def do(self, op: Op[T]) -> T:

@@ -22,6 +22,7 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from reflexr_graph.errors import SettingsError
+from reflexr_graph.store import keys
 
 SCHEME = "redis+cluster"
 TLS_SCHEME = "rediss+cluster"
@@ -106,6 +107,15 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
 def is_cluster(client: object) -> bool:
     """Whether ``client`` is a cluster client (made by :func:`client` or :func:`async_client`)."""
     return isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster)
+
+
+def shards(client: object) -> keys.Shards:
+    """How a store on ``client`` shards its indexes: over :data:`keys.SHARDS` on a cluster, so each
+    primary holds its part; in one on a standalone or Sentinel-managed Redis, where one script may
+    touch any key, so a listing or a reaper pass costs what it would unsharded. The one place this
+    is decided: a client's kind follows its URL's (``store/connect.py``), so every process on one
+    store agrees."""
+    return keys.CLUSTER if is_cluster(client) else keys.STANDALONE
 
 
 def connection_kwargs(client: Any) -> dict[str, Any]:

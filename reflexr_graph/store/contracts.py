@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..19]."""
+    """create_run.lua, ARGV[4..22]."""
 
     graph: str
     inputs: str
@@ -63,6 +63,14 @@ class CreateArgs(Args):
     fork_output: str | None = None
     """The output when the fork's checkpoint is the finished one: the run is created succeeded."""
     retention_s: int = 0
+    tags: str = ""
+    """The run's tags as JSON (core/tags.py: tags_json), '' for none; their index keys follow
+    the script's other KEYS."""
+    priority: int | None = None
+    """The run's priority (config/dispatch.py: PRIORITIES), kept on the run; None for none given."""
+    message: str = ""
+    """The run's Celery message as kombu's Redis transport queues it, '' for none: the script
+    pushes it onto the broker list it is given, only when it creates the run."""
 
 
 class Created(StrEnum):
@@ -78,12 +86,16 @@ class Created(StrEnum):
 
 @dataclass(frozen=True)
 class ClaimArgs(Args):
-    """claim.lua, ARGV[4..7]."""
+    """claim.lua, ARGV[4..9]."""
 
     token: str
     lease_expiry_ms: int
     dead_retention_s: int
     worker: str
+    version: str = ""
+    """The claiming worker's version of the graph ('' checks none)."""
+    newest: str = ""
+    """The newest version a live worker serves, as the claiming worker last saw it."""
 
 
 @dataclass(frozen=True)
@@ -301,14 +313,68 @@ class WaitReply:
 
 
 @dataclass(frozen=True)
+class EmitArgs(Args):
+    """emit.lua (standalone), ARGV[1..5]; then :data:`EMIT_ITEM_ARGS` per item (:func:`emit_item`)."""
+
+    token: str
+    max_items: int
+    """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
+    attempt: int
+    """The attempt number every item of the batch carries."""
+    after: int
+    """The last offset the attempt knows the stream held, -1 before its first write: a stream past
+    it means this batch landed already (a write retried after a lost reply)."""
+    count: int
+    """How many items follow."""
+
+
+EMIT_ITEM_ARGS = 7
+"""ARGV per item of emit.lua, after EmitArgs: topic, node, branch, durable call, restart flag,
+value JSON, the memo field to set to the item's offset ('' for none)."""
+EMIT_ITEM_VALUE = 5
+"""Where an item's value JSON is among its EMIT_ITEM_ARGS (store/payload_args.py encodes it)."""
+
+
+def emit_item(
+    topic: str, node: str, branch: str, call: str, restart: bool, value: str, mark: str
+) -> list[ScriptArg]:
+    """One item's ARGV for emit.lua, in its order."""
+    return [topic, node, branch, call, _arg(restart), value, mark]
+
+
+class Emitted(IntEnum):
+    """emit.lua's outcome, the first item of ``{outcome, last offset}``."""
+
+    FENCED = 0
+    WRITTEN = 1
+    FULL = 2
+    """The stream holds REFLEXR_STREAM_MAX_ITEMS: the items that fit were written, the rest not."""
+
+
+@dataclass(frozen=True)
+class EmitReply:
+    """emit.lua's reply, by position: the outcome and the offset of the last item the stream holds."""
+
+    outcome: Emitted
+    last_offset: int = 0
+
+    @classmethod
+    def parse(cls, reply: list[int]) -> EmitReply:
+        return cls(Emitted(int(reply[0])), int(reply[1]))
+
+
+@dataclass(frozen=True)
 class SignalArgs(Args):
-    """signal.lua, ARGV[4..6]."""
+    """signal.lua, ARGV[4..7]."""
 
     name: str
     value: str
     """The value's JSON, validated by the caller."""
     due_ms: int
     """When the reaper sends the message if the caller's own send is lost."""
+    message: str = ""
+    """The run's Celery message, the item pushed onto KEYS[19] if the signal wakes the run; ''
+    when the caller sends it itself (the broker is not the store's Redis)."""
 
 
 class Signalled(StrEnum):
@@ -321,6 +387,8 @@ class Signalled(StrEnum):
     """One of that name is in the mailbox already: the detail is the run's status."""
     QUEUED = "queued"
     """The run waited for it and is queued: the detail is its graph, whose message to send."""
+    SENT = "sent"
+    """The run waited for it and is queued, its message pushed by the script: the detail is its graph."""
     KEPT = "kept"
     """Kept in the mailbox for a wait to come: the detail is the run's status."""
 
@@ -461,6 +529,43 @@ class Unserved(StrEnum):
 
 
 @dataclass(frozen=True)
+class HoldVersionArgs(Args):
+    """hold_version.lua, ARGV[4..6]."""
+
+    version: str
+    grace_ms: int
+    recheck_due_ms: int
+
+
+class VersionHold(StrEnum):
+    """hold_version.lua's answer."""
+
+    BEGAN = "began"
+    """The grace period just began: the run is looked at again soon."""
+    HELD = "held"
+    WAITING = "waiting"
+    """It waits (``waiting_for = version:<v>``) for a worker of its version to wake it."""
+    SKIP = "skip"
+    GONE = "gone"
+
+
+@dataclass(frozen=True)
+class WakeVersionArgs(Args):
+    """wake_version.lua, ARGV[4..5]."""
+
+    version: str
+    due_ms: int
+
+
+@dataclass(frozen=True)
+class UpgradeArgs(Args):
+    """upgrade.lua, ARGV[4..5]."""
+
+    from_version: str
+    to_version: str
+
+
+@dataclass(frozen=True)
 class TickArgs(Args):
     """reaper_tick.lua (standalone), ARGV[1..6]."""
 
@@ -470,6 +575,11 @@ class TickArgs(Args):
     limit: int
     run_retention_s: int
     dead_retention_s: int
+    idle_ms: int
+    """The longest the reaper may sleep: at most its lease TTL, so a lease taken meanwhile cannot
+    lapse before it wakes."""
+    margin_ms: int
+    """How long past the holder's planned wake the lock is kept: one tick."""
 
 
 class Lock(StrEnum):
@@ -497,8 +607,37 @@ class TickReply:
     restart: tuple[int, int] | None
     """The window (epoch ms) since the last reaper pass when Redis restarted or failed over in it."""
     next_due: float | None
-    """The due score (epoch ms) of the first due entry after ``due``, None when none falls within
-    the lock TTL from now (a later one cannot shorten the reaper's sleep): it sleeps until then."""
+    """The due score (epoch ms) of the first due entry after ``due``, None when none falls before
+    ``wake``."""
+    wake: float
+    """When the reaper wakes next (epoch ms): the holder at the first due entry after ``due``, the
+    first lease that could lapse, or its longest sleep; another reaper when the lock would lapse."""
     shards: tuple[int, ...] = ()
     """The shards whose lock the reaper holds after the pass (store/recovery.py merges the replies
     of every shard's tick into one)."""
+
+
+# -- schedules ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SchedulePutArgs(Args):
+    """schedule_put.lua, ARGV[1..4]."""
+
+    name: str
+    definition: str
+    next_ms: int | None
+    """None while paused: no fire is due."""
+    change: bool
+    """True to change an existing schedule, False to add a new one."""
+
+
+@dataclass(frozen=True)
+class ScheduleAdvanceArgs(Args):
+    """schedule_advance.lua, ARGV[1..5]."""
+
+    name: str
+    planned_ms: int
+    next_ms: int
+    last_fire_ms: int | None
+    last_run_id: str

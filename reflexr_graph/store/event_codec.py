@@ -41,6 +41,9 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "x": ("run_forked", ("from_run", "seq", "state_edited")),
     "l": ("limit_waited", ("node", "waited_ms", "key")),
     "z": ("cancel_requested", ()),
+    "v": ("waiting_for_version", ("version", "until")),
+    "b": ("run_woken", ("version",)),
+    "n": ("run_upgraded", ("from_version", "version")),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
 

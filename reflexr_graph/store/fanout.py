@@ -1,4 +1,4 @@
-"""Reading every shard's copy of an index at once, merged newest first (store/keys.py: SHARDS).
+"""Reading every shard's copy of an index at once, merged newest first (store/keys.py: Shards).
 
 A run's indexes (every run, a status, the dead letters, the leases, the due set) are kept per
 shard, so that each script touches one slot. A listing reads the same index of every shard in
@@ -14,8 +14,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from reflexr_graph.store import keys
-from reflexr_graph.store.ops import Op, batch, cmd
+from reflexr_graph.store import cluster, keys
+from reflexr_graph.store.ops import Op, batch, cmd, layout
 from reflexr_graph.store.records import text
 
 Row = tuple[str, float]
@@ -36,10 +36,14 @@ def after(rows: list[Row], position: Position | None) -> list[Row]:
     return [(m, s) for m, s in rows if s < score or (s == score and m < member)]
 
 
-def per_shard(want: int) -> int:
+def per_shard(want: int, shards: keys.Shards) -> int:
     """How many entries to read from each shard for ``want`` merged ones in one round, mostly:
-    the spread of the newest ``want`` over the shards, with a margin for the busiest shard."""
-    mean = math.ceil(want / keys.SHARDS)
+    the spread of the newest ``want`` over the shards, with a margin for the busiest shard. One
+    shard reads one more than ``want``: a read from a position starts at its score, so it meets
+    the position's own entry again."""
+    if shards.count == 1:
+        return want + 1
+    mean = math.ceil(want / shards.count)
     return mean + 2 * math.ceil(math.sqrt(mean)) + 4
 
 
@@ -65,13 +69,14 @@ def newest(
 ) -> Op[tuple[list[Row], bool]]:
     """The next entries of every shard's index ``index_of(shard)`` past ``position``, merged newest
     first (at least one unless none is left), and whether more may follow them."""
-    num = per_shard(want)
+    shards = yield from layout()
+    num = per_shard(want, shards)
     top: float | str = "+inf" if position is None else position[0]
     while True:
         pages = yield batch(
             [
                 cmd("zrevrangebyscore", index_of(n), top, "-inf", start=0, num=num, withscores=True)
-                for n in keys.SHARDS_RANGE
+                for n in shards.all
             ]
         )
         rows, more = _merge(pages, position, num)
@@ -83,13 +88,14 @@ def newest(
 
 def count(index_of: Callable[[int], str]) -> Op[int]:
     """How many entries every shard's index ``index_of(shard)`` holds together (one pipeline)."""
-    sizes = yield batch([cmd("zcard", index_of(n)) for n in keys.SHARDS_RANGE])
+    shards = yield from layout()
+    sizes = yield batch([cmd("zcard", index_of(n)) for n in shards.all])
     return sum(int(n) for n in sizes)
 
 
 def total(client: Any, index_of: Callable[[int], str]) -> int:
     """:func:`count` on a blocking redis-py client (tests, benchmarks, the demo)."""
     pipe = client.pipeline(transaction=False)
-    for n in keys.SHARDS_RANGE:
+    for n in cluster.shards(client).all:
         pipe.zcard(index_of(n))
     return sum(int(n) for n in pipe.execute())

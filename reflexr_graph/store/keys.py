@@ -7,9 +7,11 @@ the status sets, the dead letters, the leases, the due set, the reaper's lock an
 share the hash tag ``{s<n>}``: ``rg:{s7}:<run_id>:run``, ``rg:{s7}:due``. An idempotency key
 sits in the shard of its scope, and the clients give a keyed run an id in that shard
 (:func:`run_id_in`), so the key's lookup and the run's creation are one script. Graphs, schemas,
-worker presence and the quarantine are low-rate and sit in one control slot, ``{c}``.
+worker presence, versions, schedules and the quarantine are low-rate and sit in one control slot, ``{c}``.
 
-On a standalone Redis the same names serve: a hash tag is then only part of a name.
+On a standalone Redis a run's keys have the same names (a hash tag is then only part of a name),
+but its indexes are one shard's, shard 0 (:class:`Shards`): a listing or a reaper pass reads one
+index, as it would unsharded.
 
 The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua prelude
 (``lua/_lib.lua``) reads them by the same positions, so the two must change together.
@@ -19,20 +21,50 @@ from __future__ import annotations
 
 import uuid
 import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from reflexr_graph.model import Status
 
 PREFIX = "rg"
 
 SHARDS = 64
-"""How many shards the store has; fixed, since a run's shard is part of its keys' names. Each
-listing and each reaper pass reads every shard once, so this is their cost; 64 spreads a store
-evenly over up to some 20 primaries (a primary serves whole shards)."""
-SHARDS_RANGE = range(SHARDS)
+"""How many shards a store on a Redis Cluster has; fixed, since a run's shard is part of its
+keys' names. Each listing and each reaper pass reads every shard once, so this is their cost
+there; 64 spreads a store evenly over up to some 20 primaries (a primary serves whole shards).
+A standalone store keeps its indexes in one shard (:class:`Shards`)."""
+
+
+@dataclass(frozen=True)
+class Shards:
+    """How a store's indexes are sharded: :data:`STANDALONE` (one shard, 0) on a standalone or a
+    Sentinel-managed Redis, :data:`CLUSTER` (:data:`SHARDS`) on a Redis Cluster. A run's own keys
+    are named the same either way (tag ``{s<shard_of(run id)>}``); only which shard's indexes
+    list it differs, and a standalone Redis lets one script touch keys of any tag. The store's
+    kind decides it (``store/cluster.py: shards``), so every process on one store agrees."""
+
+    count: int
+
+    def of(self, run_id: str) -> int:
+        """The shard whose indexes list ``run_id``: its tag's on a cluster, 0 on a standalone store."""
+        return shard_of(run_id) if self.count > 1 else 0
+
+    @property
+    def all(self) -> range:
+        """Every shard of the store."""
+        return range(self.count)
+
+
+STANDALONE = Shards(1)
+CLUSTER = Shards(SHARDS)
 
 CONTROL = f"{PREFIX}:{{c}}"
-"""The control slot's prefix: graphs, schemas, worker presence, the quarantine."""
+"""The control slot's prefix: graphs, schemas, worker presence, the quarantine, schedules, limits."""
 
+REAPER_NUDGE = f"{PREFIX}:reaper:nudge"
+"""A pub/sub channel, not a key: a write that makes a run due soon (a retry, a timer, a release)
+publishes on it, so a reaper sleeping until its next known due time wakes now (on a cluster, a
+PUBLISH reaches every node's subscribers)."""
 GRAPHS = f"{CONTROL}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
 WORKERS = f"{CONTROL}:workers"
@@ -47,6 +79,12 @@ entries fall off the capped list."""
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
+SCHEDULES = f"{CONTROL}:schedules"
+"""Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
+SCHEDULE_NEXT = f"{CONTROL}:schedule:next"
+"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
+SCHEDULE_LAST = f"{CONTROL}:schedule:last"
+"""Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
 LIMITS = f"{CONTROL}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 
@@ -141,6 +179,39 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
+def stream(run_id: str) -> str:
+    """What the run's steps emitted (``reflexr_graph.emit``): a Redis stream whose entry ids are
+    ``0-<offset>``, offsets 1, 2, 3 ... in the order written, so a reader resumes after an offset.
+
+    Written by ``lua/emit.lua`` only; ``stream`` = ``1`` in the run hash says it exists, so a run's
+    end expires it, a replay persists it and a purge deletes it only then.
+    """
+    return _tagged(run_id, "stream")
+
+
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "stream")
+
+
+def run_of(key: object) -> str:
+    """The run a per-run key (``rg:{s<n>}:<run_id>:<suffix>``) belongs to, '' for any other key."""
+    name = key.decode() if isinstance(key, bytes) else str(key)
+    end = name.find("}:")
+    if not name.startswith(f"{PREFIX}:{{s") or end < 0:
+        return ""
+    run_id, _, suffix = name[end + 2 :].rpartition(":")
+    return run_id if suffix in _RUN_SUFFIXES and run_id and _tagged(run_id, suffix) == name else ""
+
+
+RUN_HASHES = ("run", "ckpt", "memo", "mailbox")
+"""The per-run hashes that may hold payloads (a payload store sweep reads them for references)."""
+
+
+def every_run_key() -> str:
+    """A SCAN pattern that matches every per-run key of every run (and the shards' indexes:
+    :func:`run_of` tells them apart)."""
+    return f"{PREFIX}:{{s*}}:*"
+
+
 def run_keys(run_id: str) -> tuple[str, ...]:
     """Every per-run key; retention expires and purge deletes those of them that exist."""
     return (
@@ -150,7 +221,20 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         tb(run_id),
         memo(run_id),
         mailbox(run_id),
+        stream(run_id),
     )
+
+
+def tag_index(key: str, value: str, shard: int) -> str:
+    """The shard's runs carrying tag ``key=value``, score = created ms: a listing by tag reads only
+    these. Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that
+    meets it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
+    return f"{_shard(shard)}:tag:{key}={value}"
+
+
+def is_tag_index(name: str) -> bool:
+    """True for a key :func:`tag_index` built."""
+    return name.startswith(f"{PREFIX}:{{s") and ":tag:" in name
 
 
 # -- a shard's indexes --------------------------------------------------------------------------
@@ -186,6 +270,15 @@ def reaper_pass(shard: int) -> str:
     run_id each time it starts (a promoted replica has its own), so the next pass can tell that the
     shard's primary restarted or failed over since then (store/recovery.py: mark_pass)."""
     return f"{_shard(shard)}:reaper:pass"
+
+
+def retries(shard: int) -> str:
+    """The shard's retries of the last hour, a rollup for the console's overview: member
+    ``<run_id>|<attempt>``, score = ms the run went retrying. ``lua/_lib.lua`` (to_retrying) adds
+    one and drops those older than an hour in the same script, so a run that never retries costs
+    nothing. It takes the place of the retrying status set in :func:`script_keys`, which no script
+    writes (:func:`status_set`)."""
+    return f"{_shard(shard)}:retries"
 
 
 def events_template(shard: int) -> str:
@@ -235,6 +328,22 @@ def served(graph: str) -> str:
     return f"{CONTROL}:served:{graph}"
 
 
+def served_version(graph: str, version: str) -> str:
+    """The live workers that run ``version`` of ``graph``, score = expiry ms of their last heartbeat
+    (a graph name holds no '@')."""
+    return f"{CONTROL}:served:{graph}@{version}"
+
+
+def versions(graph: str) -> str:
+    """Every version of ``graph`` a worker published: hash version -> JSON (first published, nodes)."""
+    return f"{CONTROL}:versions:{graph}"
+
+
+def version_held(graph: str, version: str, shard: int) -> str:
+    """The shard's runs of ``graph`` held waiting for a worker of ``version`` (a set of run ids)."""
+    return f"{_shard(shard)}:versions:{graph}:held:{version}"
+
+
 def _limit(key: str, suffix: str) -> str:
     # A limit's keys share the hash tag {<key>}, as a run's share {<run_id>}.
     return f"{PREFIX}:limit:{{{key}}}:{suffix}"
@@ -260,15 +369,18 @@ def limit_keys(run_id: str, key: str) -> list[str]:
     return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
 
 
-def script_keys(run_id: str, idem_guess: str) -> list[str]:
+def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[str] = ()) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects: the run's keys and
-    its shard's indexes, all of one slot (a keyed run's id is in its key's shard: :func:`run_id_in`).
+    the indexes of its shard in ``shards``, all of one slot on a cluster (a keyed run's id is in
+    its key's shard: :func:`run_id_in`).
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
-    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`,
-    17 memo, 18 mailbox.
+    run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
+    (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
+    keys (19 on), and last the run's stream: the prelude reads it as ``KEYS[#KEYS]``, so no
+    script's own positions move.
     """
-    shard = shard_of(run_id)
+    shard = shards.of(run_id)
     return [
         run(run_id),
         ckpt(run_id),
@@ -279,9 +391,11 @@ def script_keys(run_id: str, idem_guess: str) -> list[str]:
         dead(shard),
         leases(shard),
         due(shard),
-        *(status_set(s, shard) for s in STATUS_ORDER),
+        *(retries(shard) if s is Status.RETRYING else status_set(s, shard) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
+        *extra,
+        stream(run_id),
     ]
 
 
@@ -294,7 +408,8 @@ def broker_queue(queue: str, priority: int = 0) -> str:
     """The list kombu's Redis transport keeps a Celery queue's messages of ``priority`` in: the
     queue's own name for priority 0, ``<queue>\x06\x16<priority>`` for the others.
 
-    Only the async client writes it directly (``client/publish.py``); everything else goes
-    through kombu.
+    Only a client writes it directly (``client/publish.py``: a new run's message, which
+    ``create_run.lua`` pushes, a woken run's, which ``signal.lua`` pushes, and the async client's
+    later ones); everything else goes through kombu.
     """
     return f"{queue}{BROKER_PRIORITY_SEP}{priority}" if priority else queue

@@ -69,7 +69,35 @@ class Publish:
     """The broker priority of the message (config/dispatch.py: PRIORITIES), None for the default."""
 
 
-Request = Command | Eval | Batch | Publish
+@dataclass(frozen=True)
+class QueuedMessage:
+    """A run's Celery message as kombu's Redis transport queues it: the item, and the list it goes
+    onto (``keys.broker_queue``)."""
+
+    queue_key: str
+    item: str
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The Celery message of a run, built by the client (not the store): the reply is a
+    :class:`QueuedMessage`, or None when the broker is not the store's Redis and only
+    :class:`Publish` can send it. A script that records or queues the run (``create_run.lua``,
+    ``signal.lua``) pushes the item itself, so the message and the write that makes the run due
+    land together, in one round trip."""
+
+    run_id: str
+    graph: str
+    priority: int | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Asks the store how its indexes are sharded (the reply: a ``keys.Shards``); no Redis
+    command is sent, the store knows it from its kind (``store/cluster.py: shards``)."""
+
+
+Request = Command | Eval | Batch | Publish | Envelope | Layout
 Op = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -128,6 +156,12 @@ def not_found(run_id: str) -> errors.RunNotFound:
     return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
 
 
+def layout() -> Op[keys.Shards]:
+    """The store's sharding (:class:`Layout`)."""
+    found: keys.Shards = yield Layout()
+    return found
+
+
 def per_run(
     name: str,
     run_id: str,
@@ -137,8 +171,9 @@ def per_run(
     extra_keys: Sequence[str] = (),
 ) -> Op[Any]:
     """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
+    shards = yield from layout()
     for _ in range(IDEM_ROUNDS):
-        script_keys = [*keys.script_keys(run_id, idem_guess), *extra_keys]
+        script_keys = keys.script_keys(run_id, idem_guess, shards, extra_keys)
         reply = yield Eval(name, script_keys, [run_id, now, idem_guess, *args])
         if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
             return reply

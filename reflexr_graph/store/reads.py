@@ -6,16 +6,17 @@ run; :class:`Reads` is the blocking store's face of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph import clock, errors
+from reflexr_graph.core.tags import matches
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import cluster, fanout, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
-from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
+from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     RunEvent,
@@ -190,6 +191,10 @@ def listing(
             if not record:
                 # Its keys expired; drop the stale index entries while we are here.
                 yield from per_run("prune", run_id, run_id, clock.now_ms(), PruneArgs("").argv())
+                stale = index_of((yield from layout()).of(run_id))
+                if keys.is_tag_index(stale):
+                    # The prune knows no tags of a run that is gone; the listing that met it does.
+                    yield cmd("zrem", stale, run_id)
                 continue
             info = run_info(record)
             if keep(info):
@@ -209,16 +214,30 @@ def runs_listing(
     limit: int,
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
+    *,
+    tags: Mapping[str, str] | None = None,
+    matching: str | None = None,
 ) -> Op[RunPage]:
     """Runs newest first: by update time within a status (queued runs by due time, running ones by
-    lease expiry: keys.status_index), else by creation time."""
+    lease expiry: keys.status_index), else by creation time. With ``tags`` (checked, core/tags.py),
+    only runs carrying every one, read from the first tag's index (by creation time), so the
+    listing costs what that tag finds, not the size of the store. ``matching`` keeps the runs
+    whose id starts with it or whose graph's name holds it (ignoring case)."""
     wanted = Status(status) if status else None
+    needle = (matching or "").lower()
 
     def index(shard: int) -> str:
+        if tags:
+            return keys.tag_index(*next(iter(tags.items())), shard)
         return keys.status_index(status, shard) if status else keys.all_runs(shard)
 
     def keep(info: RunInfo) -> bool:
-        return (graph is None or info.graph == graph) and (wanted is None or info.status is wanted)
+        return (
+            (graph is None or info.graph == graph)
+            and (wanted is None or info.status is wanted)
+            and (not tags or matches(info.tags, tags))
+            and (not needle or info.run_id.lower().startswith(needle) or needle in info.graph.lower())
+        )
 
     return listing(index, limit, keep, cursor, scan)
 
@@ -229,13 +248,23 @@ def dead_listing(
     limit: int,
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
+    *,
+    tags: Mapping[str, str] | None = None,
 ) -> Op[RunPage]:
-    """Dead-lettered runs, most recently dead first."""
+    """Dead-lettered runs, most recently dead first; with ``tags``, the dead runs carrying every
+    one, newest first, read from the first tag's index (as :func:`runs_listing` reads it)."""
 
     def keep(info: RunInfo) -> bool:
-        return (graph is None or info.graph == graph) and (reason is None or info.reason == reason)
+        return (
+            (graph is None or info.graph == graph)
+            and (reason is None or info.reason == reason)
+            and (not tags or (info.status is Status.DEAD and matches(info.tags, tags)))
+        )
 
-    return listing(keys.dead, limit, keep, cursor, scan)
+    def index(shard: int) -> str:
+        return keys.tag_index(*next(iter(tags.items())), shard) if tags else keys.dead(shard)
+
+    return listing(index, limit, keep, cursor, scan)
 
 
 class Reads(StoreBase):

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.tags import tags_of
 from reflexr_graph.model import CheckpointInfo, RunInfo, Status
 from reflexr_graph.store import event_codec
 
@@ -32,6 +33,9 @@ class ClaimOutcome(StrEnum):
     """The run is retrying and its backoff has not passed; nothing changed (a stray duplicate message)."""
     WAITING = "waiting"
     """The run waits for a signal, or for a timer that has not fired; nothing changed (a stray message)."""
+    VERSION = "version"
+    """The run is on another version of the graph (``Claim.version``), or starts on the newest;
+    nothing changed: the message goes on to that version's queue (G9)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,13 @@ class Claim:
     """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
     records: dict[str, str] = field(default_factory=dict)
     """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
+    unreadable: str = ""
+    """Why the run's payloads cannot be read here (errors.PayloadUnreadable), '' when they can:
+    the claimed attempt then fails the run permanently, running nothing."""
+    version: str = ""
+    """With ``ClaimOutcome.VERSION``: the graph version the run is to run on."""
+    pinned: bool = False
+    """With ``ClaimOutcome.VERSION``: the run started on ``version`` (else it starts on it, the newest)."""
 
     @property
     def claimed(self) -> bool:
@@ -133,7 +144,10 @@ class WorkerInfo(BaseModel):
     pool: str = ""
     concurrency: int = 0
     version: str = ""
+    """The reflexr-graph package version."""
     started_at: float = 0.0
+    graph_versions: dict[str, str] = Field(default_factory=dict)
+    """Graph name -> the graph's version this worker runs (``GraphAction.version``)."""
 
 
 def request_digest(inputs: Any, state: Any) -> str:
@@ -209,11 +223,13 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         forked_from=record.get("forked_from") or None,
         forked_at_seq=int(record["forked_at_seq"]) if record.get("forked_at_seq") else None,
         waiting_for=record.get("waiting_for") or None,
+        version=record.get("version") or None,
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,
         priority=int(record.get("priority") or 0),
         cancel_requested=bool(record.get("cancel")) and record.get("status") == Status.RUNNING,
+        tags=tags_of(record.get("tags", "")),
     )
 
 

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
+import redis
+
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
@@ -54,7 +56,7 @@ def _tick_keys(shard: int) -> list[str]:
 
 
 def _tick_reply(reply: list[Any]) -> TickReply:
-    lock, lapsed, due, *finished, restart, next_due = reply
+    lock, lapsed, due, *finished, restart, next_due, wake = reply
     return TickReply(
         lock=Lock(text(lock)),
         lapsed=[text(m) for m in lapsed],
@@ -62,6 +64,7 @@ def _tick_reply(reply: list[Any]) -> TickReply:
         prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
         restart=_window(restart),
         next_due=float(next_due[1]) if next_due else None,
+        wake=float(wake),
     )
 
 
@@ -79,6 +82,8 @@ def _merge_ticks(replies: list[TickReply], shards: list[int]) -> TickReply:
         prunable={s.value: [m for r in mine for m in r.prunable[s.value]] for s in PRUNED},
         restart=_widest(r.restart for r in mine),
         next_due=min(next_due) if next_due else None,
+        # The soonest of every shard's: a held shard's next work, or another reaper's lock lapsing.
+        wake=min((r.wake for r in replies), default=0.0),
         shards=tuple(shard for shard, _ in held),
     )
 
@@ -95,19 +100,33 @@ class Recovery(StoreBase):
         lock_ttl_ms: int,
         now_ms: int | None = None,
         *,
-        shards: Iterable[int] = keys.SHARDS_RANGE,
+        shards: Iterable[int] | None = None,
+        idle_ms: int | None = None,
+        margin_ms: int | None = None,
     ) -> TickReply:
-        """One reaper pass's reads over ``shards``, in one pipeline: per shard, one script takes or
-        keeps the shard's lock for ``owner`` and, when it holds it, reads the lapsed leases, the due
-        runs, the finished runs past their retention and the due score of the first due entry after
-        the runs returned. The replies are merged into one (its ``shards``: the ones held).
+        """One reaper pass's reads over ``shards`` (default: every shard of the store), in one
+        pipeline: per shard, one script takes or keeps the shard's lock for ``owner`` and, when it
+        holds it, reads the lapsed leases, the due runs, the finished runs past their retention,
+        the due score of the first due entry after the runs returned, and when to wake next. The
+        replies are merged into one (its ``shards``: the ones held; its ``wake``: the soonest).
 
+        ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
+        how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
         It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
         each re-checking it in its own script.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        order = list(shards)
-        args = TickArgs(owner, lock_ttl_ms, now, TICK_BATCH, self.run_retention_s, self.dead_retention_s)
+        order = list(self.shards.all if shards is None else shards)
+        args = TickArgs(
+            owner,
+            lock_ttl_ms,
+            now,
+            TICK_BATCH,
+            self.run_retention_s,
+            self.dead_retention_s,
+            lock_ttl_ms if idle_ms is None else idle_ms,
+            0 if margin_ms is None else margin_ms,
+        )
         replies = self._scripts.run_many([("reaper_tick", _tick_keys(shard), args.argv()) for shard in order])
         return _merge_ticks([_tick_reply(reply) for reply in replies], order)
 
@@ -158,7 +177,7 @@ class Recovery(StoreBase):
         that saw them.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        calls = [("reaper_pass", [keys.reaper_pass(shard)], [now]) for shard in keys.SHARDS_RANGE]
+        calls = [("reaper_pass", [keys.reaper_pass(shard)], [now]) for shard in self.shards.all]
         return _widest([_window(reply) for reply in self._scripts.run_many(calls)])
 
     @translate_errors
@@ -170,7 +189,7 @@ class Recovery(StoreBase):
     def _lowest(self, index_of: Callable[[int], str], upto: int, limit: int) -> list[tuple[str, float]]:
         """The ``limit`` lowest entries scored at most ``upto`` of every shard's ``index_of(shard)``."""
         pipe = self._r.pipeline(transaction=False)
-        for shard in keys.SHARDS_RANGE:
+        for shard in self.shards.all:
             pipe.zrangebyscore(index_of(shard), "-inf", upto, start=0, num=limit, withscores=True)
         rows = [(text(m), float(s)) for page in pipe.execute() for m, s in page]
         return sorted(rows, key=lambda row: (row[1], row[0]))[:limit]
@@ -178,7 +197,7 @@ class Recovery(StoreBase):
     @translate_errors
     def ack_due(self, run_id: str, score: float) -> bool:
         """Drop the entry after its message was sent, unless it was rescheduled since."""
-        due_key = keys.due(keys.shard_of(run_id))
+        due_key = keys.due(self.shards.of(run_id))
         return bool(self._scripts("ack_due", [due_key], [run_id, repr(float(score))]))
 
     @translate_errors
@@ -191,13 +210,13 @@ class Recovery(StoreBase):
         ``cap_ms``), and the claim removes the entry and resets the count.
         """
         args: list[ScriptArg] = [run_id, score, clock.now_ms(), base_ms, cap_ms]
-        due_key = keys.due(keys.shard_of(run_id))
+        due_key = keys.due(self.shards.of(run_id))
         return int(self._scripts("reschedule_due", [due_key, keys.run(run_id)], args))
 
     @translate_errors
     def bump_due(self, run_id: str, delay_ms: int) -> bool:
         """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
-        due_key = keys.due(keys.shard_of(run_id))
+        due_key = keys.due(self.shards.of(run_id))
         changed = self._r.zadd(due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)
         return bool(changed)
 
@@ -235,7 +254,11 @@ class Recovery(StoreBase):
             return 0
         # prune.lua never answers {'idem', ...}: it touches no idempotency key.
         calls = [
-            ("prune", keys.script_keys(run_id, run_id), [run_id, now, run_id, *PruneArgs(status).argv()])
+            (
+                "prune",
+                keys.script_keys(run_id, run_id, self.shards),
+                [run_id, now, run_id, *PruneArgs(status).argv()],
+            )
             for status, run_id in queued
         ]
         return sum(int(done) for done in self._scripts.run_many(calls))
@@ -267,7 +290,21 @@ class Recovery(StoreBase):
         return bool(self._scripts("lock_extend", [keys.reaper_lock(shard)], [owner, ttl_ms]))
 
     @translate_errors
-    def release_lock(self, owner: str, shards: Iterable[int] = keys.SHARDS_RANGE) -> bool:
-        """Release the reaper locks of ``shards`` that ``owner`` still holds; True if it held any."""
-        calls = [("lock_release", [keys.reaper_lock(shard)], [owner]) for shard in shards]
+    def release_lock(self, owner: str, shards: Iterable[int] | None = None) -> bool:
+        """Release the reaper locks of ``shards`` (default: every shard) that ``owner`` still holds;
+        True if it held any."""
+        order = self.shards.all if shards is None else shards
+        calls = [("lock_release", [keys.reaper_lock(shard)], [owner]) for shard in order]
         return any(int(released) for released in self._scripts.run_many(calls))
+
+    @translate_errors
+    def nudge_reaper(self) -> None:
+        """Wake the reapers now: a run was just made due soon (one PUBLISH, no key written)."""
+        self._r.publish(keys.REAPER_NUDGE, b"")
+
+    @translate_errors
+    def reaper_nudges(self) -> redis.client.PubSub:
+        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now."""
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub.subscribe(keys.REAPER_NUDGE)
+        return pubsub

@@ -22,6 +22,8 @@ from reflexr_graph.store.interventions import Interventions
 from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
+from reflexr_graph.store.streams import Streams
+from reflexr_graph.store.versions import Versions
 from reflexr_graph.store.waits import Waits
 from reflexr_graph.store.workers import Workers
 
@@ -37,7 +39,9 @@ __all__ = [
 ]
 
 
-class RedisStore(AttemptWrites, Waits, Limits, Recovery, Interventions, Reads, History, Workers):
+class RedisStore(
+    AttemptWrites, Waits, Limits, Streams, Recovery, Interventions, Reads, History, Workers, Versions
+):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with

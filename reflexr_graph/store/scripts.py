@@ -21,6 +21,8 @@ import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
 from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.payload_args import encode_args
+from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 
 _LIB = "_lib"
 _HISTORY = "_history"
@@ -38,6 +40,9 @@ PER_RUN: tuple[str, ...] = (
     "purge",
     "prune",
     "hold_unserved",
+    "hold_version",
+    "wake_version",
+    "upgrade",
     "wait",
     "signal",
 )
@@ -51,6 +56,7 @@ STANDALONE: tuple[str, ...] = (
     "reschedule_due",
     "save_checkpoint",
     "record",
+    "emit",
     "read_checkpoint",
     "list_checkpoints",
     "worker_beat",
@@ -58,11 +64,22 @@ STANDALONE: tuple[str, ...] = (
     "limit_acquire",
     "reaper_tick",
     "reaper_pass",
+    "schedule_put",
+    "schedule_advance",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
 WITH_HISTORY: frozenset[str] = frozenset(
-    {"save_checkpoint", "succeed", "replay", "read_checkpoint", "list_checkpoints", "create_run", "claim"}
+    {
+        "save_checkpoint",
+        "succeed",
+        "replay",
+        "read_checkpoint",
+        "list_checkpoints",
+        "create_run",
+        "claim",
+        "upgrade",
+    }
 )
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 
@@ -101,16 +118,26 @@ class Scripts:
     """The registered scripts of one client; each call is one EVALSHA once the script is cached.
 
     The client may be blocking or a ``redis.asyncio`` one, whose scripts' calls are awaited.
+    Every payload among a call's arguments goes through ``codec`` (store/payload_args.py).
     """
 
-    def __init__(self, client: redis.Redis | redis.asyncio.Redis) -> None:
+    def __init__(self, client: redis.Redis | redis.asyncio.Redis, codec: PayloadCodec = PLAIN) -> None:
         self._client = client
+        self.codec = codec
         self._scripts: dict[str, Script | AsyncScript] = {
             name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
         }
 
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        return self.call_encoded(name, keys, encode_args(self.codec, name, args))
+
+    def call_encoded(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        """Call script ``name`` with arguments whose payloads are encoded already."""
         return self._scripts[name](keys=keys, args=args)
+
+    def sha(self, name: str) -> str:
+        """The SHA1 of script ``name``'s full text, as EVALSHA names it."""
+        return self._scripts[name].sha
 
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
@@ -123,14 +150,22 @@ class Scripts:
         """
         script = self._scripts[name]
         assert isinstance(script, Script)
+        encoded = encode_args(self.codec, name, args)
         if isinstance(pipe, redis.cluster.ClusterPipeline):
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *encoded)
         else:
-            script(keys=keys, args=args, client=pipe)
+            script(keys=keys, args=encoded, client=pipe)
 
     def run_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[ScriptArg]]]) -> list[Any]:
-        """Call each ``(name, keys, args)`` in one pipeline (blocking client); their replies in order."""
+        """Call each ``(name, keys, args)`` in one pipeline (blocking client); their replies in order.
+
+        One call is sent alone: a pipeline of scripts asks SCRIPT EXISTS first, a command more
+        (a standalone store's reaper pass is one shard's tick).
+        """
         assert isinstance(self._client, redis.Redis | redis.cluster.RedisCluster)
+        if len(calls) == 1:
+            name, keys, args = calls[0]
+            return [self(name, keys, args)]
         for tried in (False, True):
             pipe = self._client.pipeline(transaction=False)
             for name, keys, args in calls:

@@ -7,35 +7,65 @@ wait's wake time. No lease, no Celery message, no worker slot.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
+from reflexr_graph.model import Status
+from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
 from reflexr_graph.store.contracts import SignalArgs, Signalled, SignalReply, WaitArgs, Waited, WaitReply
-from reflexr_graph.store.ops import Op, not_found, per_run
+from reflexr_graph.store.ops import Op, QueuedMessage, cmd, not_found, per_run
 from reflexr_graph.store.records import text
+
+
+@dataclass(frozen=True)
+class SignalTarget:
+    """What a sender reads of a run before it signals it: enough to validate the value (the
+    graph's schema) and to build the message of the wake it will likely make."""
+
+    status: Status
+    graph: str
+    priority: int
+    waiting_for: str
+
+
+def signal_target(run_id: str) -> Op[SignalTarget]:
+    """Four fields of the run in one HMGET (not its whole record); RunNotFound for an unknown run."""
+    found = yield cmd("hmget", keys.run(run_id), "status", "graph", "priority", "waiting_for")
+    status, graph, priority, waiting_for = ("" if v is None else text(v) for v in found)
+    if not status:
+        raise not_found(run_id)
+    return SignalTarget(Status(status), graph, int(priority or 0), waiting_for)
 
 
 class SignalOutcome(StrEnum):
     QUEUED = "queued"
     """The run waited for this signal and is queued now: its message must be sent."""
+    SENT = "sent"
+    """The run waited for this signal and is queued now, its message pushed with the signal."""
     KEPT = "kept"
     """The run does not wait for it yet: the value waits in its mailbox for the wait to come."""
 
 
 def send_signal(
-    run_id: str, name: str, value_json: str, dispatch_grace_ms: int
+    run_id: str, name: str, value_json: str, dispatch_grace_ms: int, message: QueuedMessage | None = None
 ) -> Op[tuple[SignalOutcome, str]]:
     """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
 
-    Returns the outcome and the run's graph (for the message to send when QUEUED).
-    RunNotFound for an unknown run, OperationRefused for a finished one, SignalPending
-    when one of that name was sent and not taken yet.
+    ``message`` is the run's Celery message (ops.Envelope's reply) when the broker is the store's
+    Redis: if the signal wakes the run, the script pushes it (SENT). Returns the outcome and the
+    run's graph (for the message to send when QUEUED). RunNotFound for an unknown run,
+    OperationRefused for a finished one, SignalPending when one of that name was sent and not
+    taken yet.
     """
     now = clock.now_ms()
-    args = SignalArgs(name, value_json, now + dispatch_grace_ms).argv()
-    reply = SignalReply.parse([text(v) for v in (yield from per_run("signal", run_id, run_id, now, args))])
+    args = SignalArgs(name, value_json, now + dispatch_grace_ms, message.item if message else "").argv()
+    extra = [message.queue_key] if message else []
+    reply = SignalReply.parse(
+        [text(v) for v in (yield from per_run("signal", run_id, run_id, now, args, extra))]
+    )
     if reply.outcome is Signalled.MISSING:
         raise not_found(run_id)
     if reply.outcome is Signalled.REFUSED:
@@ -45,7 +75,8 @@ def send_signal(
         )
     if reply.outcome is Signalled.DUPLICATE:
         raise errors.SignalPending(run_id=run_id, signal=name, status=reply.detail)
-    return SignalOutcome(reply.outcome.value), reply.detail if reply.outcome is Signalled.QUEUED else ""
+    woke = reply.outcome in (Signalled.QUEUED, Signalled.SENT)
+    return SignalOutcome(reply.outcome.value), reply.detail if woke else ""
 
 
 class Waits(StoreBase):
@@ -75,7 +106,13 @@ class Waits(StoreBase):
         return WaitResult(record=None, wake_at_ms=int(reply.detail) if reply.detail else None)
 
     def signal(
-        self, run_id: str, name: str, value_json: str, *, dispatch_grace_ms: int
+        self,
+        run_id: str,
+        name: str,
+        value_json: str,
+        *,
+        dispatch_grace_ms: int,
+        message: QueuedMessage | None = None,
     ) -> tuple[SignalOutcome, str]:
         """See :func:`send_signal`."""
-        return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms))
+        return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms, message))

@@ -11,14 +11,14 @@ from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd
+from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
     WorkerInfo,
     run_event,
     text,
 )
 
-HEARTBEAT_TTL_S = 10.0
+HEARTBEAT_TTL_S = 30.0
 """A worker that stopped beating counts as gone this long after its last beat (fleet/presence.py
 beats with it): a heartbeat's expiry less this is when the worker last beat."""
 IN_FLIGHT_SCAN = 1000
@@ -69,9 +69,8 @@ def worker_statuses() -> Op[list[WorkerStatus]]:
         return []
     raw = yield cmd("mget", [keys.worker(n) for n in expiry])
     # Running runs have no status set of their own: they are the leases (keys.status_index).
-    leases = [
-        cmd("zrange", keys.status_index(Status.RUNNING, n), 0, IN_FLIGHT_SCAN - 1) for n in keys.SHARDS_RANGE
-    ]
+    shards = yield from layout()
+    leases = [cmd("zrange", keys.status_index(Status.RUNNING, n), 0, IN_FLIGHT_SCAN - 1) for n in shards.all]
     running = sorted(text(r) for page in (yield batch(leases)) for r in page)[:IN_FLIGHT_SCAN]
     recent = [cmd("xrevrange", keys.events(r), max="+", min="-", count=RECENT_EVENTS) for r in running]
     held: dict[str, list[str]] = {}
@@ -99,22 +98,38 @@ def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
     return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
 
 
+def _served_keys(info: WorkerInfo) -> list[str]:
+    # A graph's set and its version's: the script treats them alike (member = the worker's name).
+    versions = [keys.served_version(g, v) for g, v in sorted(info.graph_versions.items())]
+    return [*(keys.served(g) for g in info.graphs), *versions]
+
+
 class Workers(StoreBase):
     """Worker heartbeats, and who serves which graph."""
 
     # -- live workers ------------------------------------------------------------------------------
 
     @translate_errors
-    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int) -> None:
-        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip)."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
-        args: list[ScriptArg] = [info.name, clock.now_ms(), ttl_ms, info.model_dump_json()]
+    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int, full: bool = True) -> None:
+        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip).
+
+        ``full`` also trims the entries of workers that stopped beating and sets the served sets'
+        expiry; a beat without it only refreshes this worker's entries (``lua/worker_beat.lua``).
+        """
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
+        args: list[ScriptArg] = [
+            info.name,
+            clock.now_ms(),
+            ttl_ms,
+            info.model_dump_json(),
+            "1" if full else "0",
+        ]
         self._scripts("worker_beat", script_keys, args)
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:
         """Take a stopping worker out of the registry at once."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *(keys.served(g) for g in info.graphs)]
+        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         self._scripts("worker_leave", script_keys, [info.name])
 
     @translate_errors

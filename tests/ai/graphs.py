@@ -14,7 +14,9 @@ says so in ``ai:validating:<run_id>`` and waits there for the test to SIGKILL th
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import AsyncIterator
 from functools import cache
 from typing import Literal
 
@@ -30,7 +32,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, current_run
@@ -139,3 +141,52 @@ def _report() -> GraphAction:
 
 
 report = _report()
+
+
+# -- streaming: ``ai_talk`` streams a tool call, then the answer, to the run's topic "agent" -----
+
+ANSWER = ("The ", "answer ", "is ", "42")
+
+
+async def speak(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """The model, streamed: a tool call first, then ``ANSWER`` chunk by chunk. On attempt 1 it stops
+    after the first chunk of the answer, says so in ``ai:validating:<run_id>``, and waits to be killed."""
+    log("model")
+    if not any(isinstance(m, ModelResponse) for m in messages):
+        yield {0: DeltaToolCall(name="look", json_args='{"topic": "tea"}', tool_call_id="c1")}
+        return
+    run = current_run()
+    for i, chunk in enumerate(ANSWER):
+        if i == 1 and run.attempt == 1:
+            r().rpush(validating_key(run.run_id), b"1")
+            deadline = time.monotonic() + BLOCK_TIMEOUT_S
+            while time.monotonic() < deadline:  # the step's own wait for its kill, not a test wait
+                await asyncio.sleep(0.05)
+            raise TimeoutError("the test never killed the worker")
+        yield chunk
+
+
+talker = Agent(FunctionModel(write, stream_function=speak), name="talker", output_type=str)
+
+
+@talker.tool_plain
+def look(topic: str) -> Facts:
+    log("tool")
+    return Facts(topic=topic, facts=[f"{topic} is old"])
+
+
+durable_talker = durable_agent(talker, stream="agent")
+
+
+def _talk() -> GraphAction:
+    g = GraphBuilder(name="ai_talk", input_type=str, output_type=str)
+
+    @g.step
+    async def answer(ctx: StepContext[None, None, str]) -> str:
+        return (await durable_talker.run(ctx.inputs)).output
+
+    g.add(g.edge_from(g.start_node).to(answer), g.edge_from(answer).to(g.end_node))
+    return GraphAction(g.build(), max_attempts=3)
+
+
+talk = _talk()

@@ -17,7 +17,7 @@ import redis
 from pydantic_ai import Agent, FunctionToolset, ModelRetry, RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.toolsets import DynamicToolset
 from pydantic_graph import GraphBuilder, StepContext
 
@@ -25,6 +25,8 @@ from reflexr_graph import GraphAction, RunFailure
 from reflexr_graph.ai import StepDurability, durable_agent
 from reflexr_graph.errors import DurableAgentError
 from reflexr_graph.store import keys
+from reflexr_graph.store.ops import drive
+from reflexr_graph.store.streams import stream_page
 from tests.ai import graphs
 from tests.core.harness import Harness
 
@@ -299,3 +301,53 @@ def test_the_capability_given_to_the_agent_at_construction_records_the_same(
     assert recorded_names(redis_client, run_id) == ["built.model"]
     assert harness.attempt(action, run_id) == "answer 1"
     assert len(asked) == 1
+
+
+def test_a_durable_agent_streams_its_text_and_tool_calls_and_a_retry_repeats_no_recorded_request(
+    harness: Harness, redis_client: redis.Redis
+) -> None:
+    """``durable_agent(agent, stream="agent")``: the model's tool call and its text deltas reach the
+    run's stream while it streams. Attempt 1 fails mid-way through the second request's text; the
+    retry answers the first from its record (the model is not asked again, nothing is sent again)
+    and streams the second again after a restart item of that request."""
+    asked: list[int] = []
+    fail = [True]
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        asked.append(len(messages))
+        if len(messages) == 1:
+            yield {0: DeltaToolCall(name="lookup", json_args='{"topic": "tea"}', tool_call_id="c1")}
+            return
+        for i, chunk in enumerate(("The ", "answer ", "is 42")):
+            if i == 1 and fail and fail.pop():
+                raise RuntimeError("mid-stream, on purpose")
+            yield chunk
+
+    agent = Agent(FunctionModel(echo, stream_function=stream), name="talker")
+
+    @agent.tool_plain
+    def lookup(topic: str) -> str:
+        return f"{topic} facts"
+
+    durable = durable_agent(agent, stream="agent")
+
+    async def run(prompt: str) -> str:
+        return (await durable.run(prompt)).output
+
+    action = one_step("ai_talk", run)
+    run_id = harness.create(action, "hi")
+    with pytest.raises(RuntimeError, match="mid-stream"):
+        harness.attempt(action, run_id)
+    assert harness.attempt(action, run_id) == "The answer is 42"
+    assert asked == [1, 3, 3], "the first request was answered from its record"
+    items = drive(stream_page(run_id, 0, None, None), harness.store.handle).items
+    shown = [(i.call, ("restart", i.value["void_from"]) if i.restart else i.value) for i in items]
+    assert {i.topic for i in items if not i.restart} == {"agent"}
+    assert shown == [
+        ("talker.model.stream#0", {"tool_call": "lookup", "tool_call_id": "c1"}),
+        ("talker.model.stream#1", "The "),
+        ("talker.model.stream#1", ("restart", 2)),
+        ("talker.model.stream#1", "The "),
+        ("talker.model.stream#1", "answer "),
+        ("talker.model.stream#1", "is 42"),
+    ]

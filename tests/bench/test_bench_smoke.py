@@ -26,6 +26,8 @@ SECTIONS = (
     "## 8. Checkpoint history: Redis memory per checkpoint kept",
     "## 9. Limits",
     "## 10. The store at scale",
+    "## 11. Streaming",
+    "## 12. Payloads at rest",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -42,6 +44,8 @@ RATIO_LINES = (
     "| wall large / small |",
     "runs/s one Redis core sustains",
     "hot-loop PINGs",
+    "| emit to a blocked reader, median |",
+    "offloaded / as is Redis memory",
 )
 
 

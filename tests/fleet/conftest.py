@@ -213,13 +213,13 @@ def assert_consistent(r: redis.Redis, run_id: str) -> None:
     members = [
         s.value
         for s in keys.STATUS_ORDER
-        if r.zscore(keys.status_set(s, keys.shard_of(run_id)), run_id) is not None
+        if r.zscore(keys.status_set(s, keys.STANDALONE.of(run_id)), run_id) is not None
     ]
     assert members == ([] if status_s in ("queued", "retrying", "running") else [status_s])
-    assert r.zscore(keys.status_index(status_s, keys.shard_of(run_id)), run_id) is not None
+    assert r.zscore(keys.status_index(status_s, keys.STANDALONE.of(run_id)), run_id) is not None
     if status_s in ("succeeded", "dead", "cancelled"):
-        assert r.zscore(keys.leases(keys.shard_of(run_id)), run_id) is None
-        assert r.zscore(keys.due(keys.shard_of(run_id)), run_id) is None
+        assert r.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is None
+        assert r.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is None
     latest = r.hget(keys.run(run_id), LATEST_CHECKPOINT)
     ckpt = r.hget(keys.ckpt(run_id), latest) if latest else None
     if ckpt is not None:

@@ -382,6 +382,41 @@ def _napper() -> GraphAction:
     return GraphAction(g.build())
 
 
+class Bulk(BaseModel):
+    text: str = ""
+    done: list[int] = []
+    kill_at: int = Field(-1, description="SIGKILL the worker in this lap, on the first attempt")
+
+
+BULKY_LAPS = 20
+
+
+def _bulky() -> GraphAction:
+    """``lap`` runs 20 times over a state as large as the caller made it (a loop through a
+    decision, a checkpoint after each lap), then returns the laps done and the text's length."""
+    g = GraphBuilder(name="bulky", state_type=Bulk, input_type=int, output_type=list[int])
+
+    @g.step
+    async def lap(ctx: StepContext[Bulk, None, int]) -> int:
+        record(f"lap{ctx.inputs}")
+        if ctx.inputs == ctx.state.kill_at and current_run().attempt == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        ctx.state.done.append(ctx.inputs)
+        return ctx.inputs + 1
+
+    @g.step
+    async def finish(ctx: StepContext[Bulk, None, int]) -> list[int]:
+        return [*ctx.state.done, len(ctx.state.text)]
+
+    again = g.decision(node_id="again").branch(g.match(int, matches=lambda n: n < BULKY_LAPS).to(lap))
+    g.add(
+        g.edge_from(g.start_node).to(lap),
+        g.edge_from(lap).to(again.branch(g.match(int).to(finish))),
+        g.edge_from(finish).to(g.end_node),
+    )
+    return GraphAction(g.build())
+
+
 steps = _steps()
 always_fails = _failing("always_fails", "raise")
 permanent = _failing("permanent", "permanent")
@@ -390,6 +425,9 @@ fanout = _fanout()
 calls = _calls()
 approve = _approve()
 napper = _napper()
+bulky = _bulky()
 
 ALL = (steps, always_fails, permanent, kills_worker, fanout, calls, approve, napper)
 REFS = ",".join(f"tests.fleet.graphs:{a.name}" for a in ALL)
+BULKY_REFS = f"{REFS},tests.fleet.graphs:bulky"
+"""REFS and the large-state graph, which only the payload tests load."""

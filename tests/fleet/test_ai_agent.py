@@ -52,3 +52,31 @@ def test_a_worker_killed_after_the_second_model_request_costs_one_more_request(
     assert logged(redis_client, run_id) == ["model:1", "tool:1", "model:1", "model:2"]
     assert info.reused_calls == 3  # the two model requests and the tool call of attempt 1
     assert_consistent(redis_client, run_id)
+
+
+def test_a_worker_killed_mid_stream_restarts_the_request_in_flight_and_repeats_no_recorded_one(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """``durable_agent(agent, stream="agent")`` on a fleet: the model's tool call and the first
+    chunk of its answer reach a reader, the worker is SIGKILLed mid-answer, and another finishes
+    the run. The first request was recorded: the model is not asked for it again and its item
+    stands; the answer streams again after a restart item of its own request."""
+    first = fleet.start(REFLEXR_GRAPHS="tests.ai.graphs:talk")
+    client = client_for(fleet)
+    run_id = client.enqueue("ai_talk", "hi")
+    wait_for(lambda: redis_client.llen(graphs.validating_key(run_id)), 60, "the answer to be mid-stream")
+    seen = []
+    for item in client.stream(run_id, topic="agent", timeout=60):
+        seen.append(item)
+        if item.value == "The ":
+            break
+    first.kill_group()  # SIGKILL to the worker and its pool child, mid-stream
+    fleet.start(REFLEXR_GRAPHS="tests.ai.graphs:talk")
+    items = list(client.stream(run_id, topic="agent", timeout=90))
+    info = client.get(run_id)
+    assert info.status is Status.SUCCEEDED and info.output == "".join(graphs.ANSWER)
+    assert logged(redis_client, run_id) == ["model:1", "tool:1", "model:1", "model:2"]
+    shown = [("restart", i.value["void_from"]) if i.restart else i.value for i in items]
+    assert shown == [{"tool_call": "look", "tool_call_id": "c1"}, "The ", ("restart", 2), *graphs.ANSWER]
+    assert [i.value for i in seen] == shown[:2], "read live, before the crash"
+    assert [i.call for i in items] == ["talker.model.stream#0", *["talker.model.stream#1"] * 6]

@@ -103,7 +103,7 @@ def test_failed_step_retries_with_backoff_then_dead_letters(
     attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert (info.status, info.reason) == (Status.RETRYING, "step_failed")
-    assert store.client.zscore(keys.due(keys.shard_of(run_id)), run_id) is not None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is not None
     attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert (info.status, info.reason, info.attempts) == (Status.DEAD, "max_attempts", 2)
@@ -228,7 +228,9 @@ def test_store_unavailable_while_saving_a_checkpoint(
             1,
             "then",
         )
-        assert store.client.zscore(keys.leases(keys.shard_of(run_id)), run_id) is not None  # the reaper's cue
+        assert (
+            store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is not None
+        )  # the reaper's cue
     finally:
         store.close()
 
@@ -261,7 +263,7 @@ def test_unknown_graph_failure_gives_up_once_the_lease_would_lapse(
         server.start()
         info = store.get(run_id)
         assert (info.status, info.attempts) == (Status.RUNNING, 1)  # left to the reaper, as it was
-        assert store.client.zscore(keys.leases(keys.shard_of(run_id)), run_id) is not None
+        assert store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is not None
     finally:
         store.close()
 
@@ -299,12 +301,12 @@ def test_step_blocking_the_event_loop_keeps_its_lease(
 
     def block_until_renewed_twice(n: int) -> int:
         store: RedisStore = holder["store"]
-        first = store.client.zscore(keys.leases(keys.shard_of(holder["run_id"])), holder["run_id"])
+        first = store.client.zscore(keys.leases(keys.STANDALONE.of(holder["run_id"])), holder["run_id"])
         assert first is not None
         deadline = time.monotonic() + 30
         # Synchronous on purpose; returns once the lease was pushed a whole TTL past where it was.
         while (
-            store.client.zscore(keys.leases(keys.shard_of(holder["run_id"])), holder["run_id"]) or 0
+            store.client.zscore(keys.leases(keys.STANDALONE.of(holder["run_id"])), holder["run_id"]) or 0
         ) < first + 1000:
             assert time.monotonic() < deadline, "the lease was not renewed while the loop was blocked"
             time.sleep(0.05)  # a poll of the lease: the step blocks its loop on purpose
@@ -336,8 +338,8 @@ def test_shutdown_mid_attempt_releases_the_lease(
         attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert info.status is Status.RETRYING
-    assert store.client.zscore(keys.leases(keys.shard_of(run_id)), run_id) is None
-    assert store.client.zscore(keys.due(keys.shard_of(run_id)), run_id) is not None
+    assert store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is not None
     assert [e.fields.get("reason") for e in store.events(run_id) if e.type == "run_retrying"] == ["shutdown"]
 
 
@@ -369,7 +371,8 @@ def test_safe_message_and_traceback_rewrite_validation_errors() -> None:
 
 def test_an_attempt_costs_one_round_trip_per_saved_boundary_plus_one(redis_url: str) -> None:
     """Performance by design: the claim brings the checkpoint, and the finished checkpoint rides in
-    the success write; a three-step run makes two boundary saves and one succeed, nothing else."""
+    the success write; a three-step run makes two boundary saves and one succeed, nothing else.
+    The saves go on the attempt's held connection (store/hot_path.py), past redis-py's client."""
     from tests.core import graphs
 
     action = graphs.linear(name="budget")
@@ -384,12 +387,16 @@ def test_an_attempt_costs_one_round_trip_per_saved_boundary_plus_one(redis_url: 
         sent.append(str(args[0]))
         return original(*args, **kwargs)
 
+    store.preload_scripts()
+    store.client.config_resetstat()
     store.client.execute_command = counting  # type: ignore[method-assign]
     try:
         attempt.run_claimed(app, store, claimed)
     finally:
         store.client.execute_command = original  # type: ignore[method-assign]
-    assert sent == ["EVALSHA", "EVALSHA", "EVALSHA"], sent
+    assert sent == ["EVALSHA"], f"only the success goes through the client: {sent}"
+    evalshas = store.client.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert evalshas == 3, "two saves on the held connection, one succeed, nothing else"
     info = store.get(run_id)
     assert (info.status, info.checkpoints, info.output) == (Status.SUCCEEDED, 3, 4)
     ckpt = store.load_checkpoint(run_id)

@@ -9,7 +9,7 @@ import pytest
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.reaper import Reaper, lock_ttl_ms
+from reflexr_graph.fleet.reaper import IDLE_MAX_S, Reaper, lock_ttl_ms
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import WorkerInfo
@@ -65,7 +65,7 @@ def test_lapsed_lease_is_reaped_and_sent_again(app: FleetApp, fake: FakeClock) -
     assert message["kwargs"] == {"graph": "steps"}
     assert message["args"] == [] and message["eta"] is None and message["countdown"] is None
     # Kept as a safety net, two lease TTLs later, in case the message is lost before a claim.
-    assert store.client.zscore(keys.due(keys.shard_of(run_id)), run_id) == clock.now_ms() + 6000
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) == clock.now_ms() + 6000
 
 
 def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetApp, fake: FakeClock) -> None:
@@ -88,7 +88,9 @@ def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetA
         reaper.tick()
     assert [m["id"] for m in queued_messages(store, queue)] == [run_id]
     claim(app, store, run_id)
-    assert store.client.zscore(keys.due(keys.shard_of(run_id)), run_id) is None, "the claim ends the resends"
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is None, (
+        "the claim ends the resends"
+    )
 
 
 def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:
@@ -108,7 +110,8 @@ def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:
 
 def test_reaper_sleeps_until_the_next_due_time_not_a_whole_tick(app: FleetApp, fake: FakeClock) -> None:
     """A retry due before the next tick is sent at its time: the pass's tick names the next due
-    entry, and the loop sleeps until it (one ms past it), never longer than a tick."""
+    entry, and the loop sleeps until it (one ms past it). With nothing due soon and no lease to
+    lapse it sleeps ``idle_s`` (its lease TTL here); another reaper sleeps until the lock would lapse."""
     store = app.store()
     run_id = create_run(store, "steps", {})
     ctx = claim(app, store, run_id).context()
@@ -119,14 +122,16 @@ def test_reaper_sleeps_until_the_next_due_time_not_a_whole_tick(app: FleetApp, f
     reaper.tick()
     other.tick()
     assert reaper.next_wait_s() == pytest.approx(0.301)
-    assert other.next_wait_s() == other.interval_s  # it does not hold the lock: nothing to send
+    # It does not hold the lock: nothing to send until the holder's lock would lapse.
+    assert other.interval_s < other.next_wait_s() <= lock_ttl_ms() / 1000
     fake.advance(250)
     assert reaper.next_wait_s() == pytest.approx(0.051)
     fake.advance(51)
     reaper.tick()
     assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
-    # Its entry is kept as a safety net, seconds later: the reaper sleeps a whole tick again.
-    assert reaper.next_wait_s() == reaper.interval_s
+    # Its entry is kept as a safety net, seconds later, and no lease can lapse: the longest sleep.
+    assert reaper.next_wait_s() == pytest.approx(reaper.idle_s + 0.001)
+    assert reaper.idle_s == app.reflexr_settings.lease_ttl_s
 
 
 def test_running_reaper_sends_a_retry_due_before_its_next_tick(redis_url: str) -> None:
@@ -143,6 +148,31 @@ def test_running_reaper_sends_a_retry_due_before_its_next_tick(redis_url: str) -
     reaper.start()
     try:
         sent = wait_for(lambda: queued_messages(store, steps_queue(app)), 30, "the retry to be sent")
+        assert [m["id"] for m in sent] == [run_id]
+    finally:
+        reaper.stop()
+        store.close()
+        app.close()
+
+
+def test_a_nudge_wakes_a_reaper_sleeping_until_a_later_time(redis_url: str) -> None:
+    """An idle reaper sleeps up to its lease TTL (a minute here), not a tick: a retry written
+    meanwhile comes with a nudge (Recorder, on a retry, a timer or a release), which wakes it now
+    (real clock, real thread)."""
+    app = fleet_app(redis_url, graphs.steps, lease_ttl_s=60)
+    store = app.store()
+    store.worker_beat(WorkerInfo(name="w@test", graphs=("steps",)), ttl_ms=SERVING_TTL_MS)
+    reaper = Reaper(app, store)
+    assert reaper.idle_s == IDLE_MAX_S
+    reaper.start()
+    try:
+        wait_for(lambda: reaper.holding and reaper.next_wait_s() > IDLE_MAX_S / 2, 30, "the reaper to sleep")
+        run_id = create_run(store, "steps", {})
+        ctx = claim(app, store, run_id).context()
+        store.fail(ctx, error_type="E", message="m", traceback=None, reason="step_failed", permanent=False,
+                   retry_delay_ms=0)  # fmt: skip
+        store.nudge_reaper()
+        sent = wait_for(lambda: queued_messages(store, steps_queue(app)), IDLE_MAX_S / 2, "the nudged send")
         assert [m["id"] for m in sent] == [run_id]
     finally:
         reaper.stop()
@@ -167,9 +197,9 @@ def test_enqueued_run_whose_message_was_never_sent_is_sent_after_the_grace(
 def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
     """A due entry whose run record expired is removed instead of being sent every second forever."""
     store = app.store()
-    store.client.zadd(keys.due(keys.shard_of("ghost")), {"ghost": 0})
+    store.client.zadd(keys.due(keys.STANDALONE.of("ghost")), {"ghost": 0})
     Reaper(app, store).dispatch_due()
-    assert store.client.zscore(keys.due(keys.shard_of("ghost")), "ghost") is None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of("ghost")), "ghost") is None
     assert queued_messages(store, steps_queue(app)) == []
 
 
@@ -219,12 +249,12 @@ def test_due_run_of_a_graph_no_live_worker_serves_waits_then_is_dead(redis_url: 
     assert store.get(waits).status is Status.QUEUED
     fake.advance(30_000)
     reaper.tick()
-    store.client.zrem(keys.due(keys.shard_of(dies)), dies)  # let only one of them find a worker
+    store.client.zrem(keys.due(keys.STANDALONE.of(dies)), dies)  # let only one of them find a worker
     store.worker_beat(WorkerInfo(name="w@late", graphs=("steps",)), ttl_ms=5_000)
     fake.advance(5_000)
     reaper.tick()
     assert [m["id"] for m in queued_messages(store, queue)] == [waits]
-    store.client.zadd(keys.due(keys.shard_of(dies)), {dies: clock.now_ms()})
+    store.client.zadd(keys.due(keys.STANDALONE.of(dies)), {dies: clock.now_ms()})
     fake.advance(30_000)  # the late worker's beat has expired: nobody serves steps again
     reaper.tick()
     info = store.get(dies)

@@ -96,7 +96,7 @@ def test_a_durable_sleep_frees_the_worker_and_resumes_after_its_wake_time(
     wake_at = client.get(run_id).wake_at
     assert wake_at is not None and client.get(run_id).waiting_for is None
     holds_nothing(client, redis_client, fleet, "napper")
-    assert redis_client.zscore(keys.due(keys.shard_of(run_id)), run_id) == int(wake_at * 1000), (
+    assert redis_client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) == int(wake_at * 1000), (
         "the timer is the due entry"
     )
     other = client.wait(client.enqueue("steps", {}), timeout=30)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from reflexr_graph.client import Client
-from reflexr_graph.config.dispatch import graph_queue
+from reflexr_graph.config.dispatch import graph_queue, version_queue
 from reflexr_graph.errors import UnknownGraph
 from reflexr_graph.fleet.registry import describe
 from reflexr_graph.model import Status
@@ -109,8 +109,10 @@ def test_a_worker_without_l_says_at_start_which_graphs_and_queues_it_serves(
     line = next(line for line in worker.log().splitlines() if READY_LINE in line)
     assert "INFO" in line
     assert f"serves graphs {describe({a.name: a for a in graphs.ALL})};" in line
-    queues = sorted([fleet.queue, *(graph_queue(fleet.queue, a.name) for a in graphs.ALL)])
-    assert line.endswith(f"consumes queues {', '.join(queues)}"), "the base queue and one per graph"
+    per_graph = [graph_queue(fleet.queue, a.name) for a in graphs.ALL]
+    per_version = [version_queue(fleet.queue, a.name, a.version) for a in graphs.ALL]
+    queues = sorted([fleet.queue, *per_graph, *per_version])
+    assert line.endswith(f"consumes queues {', '.join(queues)}"), "the base queue, one per graph and version"
     assert "reaper" in worker.log() and " ready." not in worker.log(), "reflexr_graph INFO, not Celery's"
     client = client_for(fleet)
     run_id = client.enqueue("steps", {"value": 1})

@@ -31,6 +31,9 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "signal": contracts.SignalArgs,
     "hold_unserved": contracts.HoldArgs,
     "limit_acquire": contracts.LimitArgs,
+    "schedule_put": contracts.SchedulePutArgs,
+    "schedule_advance": contracts.ScheduleAdvanceArgs,
+    "emit": contracts.EmitArgs,
 }
 
 

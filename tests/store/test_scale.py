@@ -57,12 +57,12 @@ def test_per_tick_and_per_request_costs_do_not_grow_with_the_store(redis_url: st
     # What the store holds does not change them...
     for name in ("reaper tick", "`runs` (newest 50)", "`runs --status succeeded`", "`status RUN`"):
         assert large[name] == small[name], name
-    # One ZREVRANGEBYSCORE per shard (store/fanout.py merges them) and 50 HGETALLs, not 200.
-    assert large["`runs` (newest 50)"] <= keys.SHARDS + 55
-    assert large["reaper tick"] <= 11 * keys.SHARDS  # one script per shard, its lock held
+    # A standalone store's indexes are one shard (keys.Shards): as unsharded, so main's caps hold.
+    assert large["`runs` (newest 50)"] <= 55  # one ZREVRANGEBYSCORE and 50 HGETALLs, not 200
+    assert large["reaper tick"] <= 20
     # ...and where a limit bounds them, the limit does, not the 22,200 runs held.
-    assert large["`dlq list` (newest 1,000)"] <= 1000 + 10 * keys.SHARDS
-    assert large["API page, graph matching none"] <= SCAN_BUDGET + (SCAN_BUDGET // 200 + 2) * keys.SHARDS
+    assert large["`dlq list` (newest 1,000)"] <= 1000 + 10
+    assert large["API page, graph matching none"] <= SCAN_BUDGET + SCAN_BUDGET // 200 + 2
 
 
 def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -> None:
@@ -104,7 +104,9 @@ def test_a_bounded_page_goes_on_from_its_cursor(store: RedisStore, fake_clock: F
         run_id = f"other-{n}"
         run = NewRun(run_id, "other", "{}", None, None, max_attempts=3, dispatch_grace_ms=0)
         args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, *create_args(run, fake_clock.ms)]
-        store._scripts.queue(pipe, "create_run", [*keys.script_keys(run_id, run_id), keys.run(run_id)], args)
+        store._scripts.queue(
+            pipe, "create_run", keys.script_keys(run_id, run_id, store.shards, [keys.run(run_id)]), args
+        )
     pipe.execute()
     first = store.do(runs_listing(None, "demo", 50))
     assert first.runs == [] and first.cursor is not None

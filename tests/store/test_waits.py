@@ -12,6 +12,7 @@ import redis
 from reflexr_graph import errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.ops import QueuedMessage
 from reflexr_graph.store.records import ClaimOutcome
 from reflexr_graph.store.waits import SignalOutcome
 from tests.store.support import FakeClock, make_run, new_token, start
@@ -37,10 +38,10 @@ def test_a_wait_without_its_signal_suspends_the_run_holding_nothing_but_redis(
     assert (info.status, info.waiting_for, info.wake_at) == (Status.WAITING, "approval", None)
     assert info.attempts == 0, "a suspended attempt does not count toward max_attempts"
     assert (
-        raw.zscore(keys.leases(keys.shard_of("run-1")), "run-1") is None
-        and raw.zscore(keys.due(keys.shard_of("run-1")), "run-1") is None
+        raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
+        and raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
     )
-    assert raw.zscore(keys.status_set(Status.WAITING, keys.shard_of("run-1")), "run-1") is not None
+    assert raw.zscore(keys.status_set(Status.WAITING, keys.STANDALONE.of("run-1")), "run-1") is not None
     assert not store.renew_lease("run-1", ctx.token, lease_ttl_ms=30_000), "the attempt's lease is given back"
     with pytest.raises(errors.FencedOut):
         store.save_checkpoint(ctx, "{}", seq=1, next_node="x")
@@ -62,7 +63,7 @@ def test_the_signal_queues_the_waiting_run_and_its_wait_then_returns_the_value(
     assert (outcome, graph) == (SignalOutcome.QUEUED, "demo")
     info = store.get("run-1")
     assert (info.status, info.waiting_for) == (Status.QUEUED, None)
-    assert raw.zscore(keys.due(keys.shard_of("run-1")), "run-1") is not None, (
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is not None, (
         "the reaper sends it if the sender's message is lost"
     )
     ctx = start(store)
@@ -71,6 +72,25 @@ def test_the_signal_queues_the_waiting_run_and_its_wait_then_returns_the_value(
     assert not raw.exists(keys.mailbox("run-1")), "the signal moved into the step's record"
     assert store.load_records("run-1")[REC] == result.record
     assert [e.type for e in store.events("run-1")].count("signal_received") == 1
+
+
+def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
+    store: RedisStore, raw: redis.Redis
+) -> None:
+    """The run's message lands with the write that queued it (issue 18, change 7b), and only when
+    the signal wakes it: never for a signal kept, refused as pending, or for another wait."""
+    message = QueuedMessage("broker-list", '{"headers": {"id": "run-1"}}')
+    make_run(store)
+    suspend(store, signal="other")
+    kept, _ = store.signal("run-1", "approval", "1", dispatch_grace_ms=GRACE_MS, message=message)
+    assert kept is SignalOutcome.KEPT and raw.llen("broker-list") == 0, "it waits for another signal"
+    with pytest.raises(errors.SignalPending):
+        store.signal("run-1", "approval", "2", dispatch_grace_ms=GRACE_MS, message=message)
+    outcome, graph = store.signal("run-1", "other", "3", dispatch_grace_ms=GRACE_MS, message=message)
+    assert (outcome, graph) == (SignalOutcome.SENT, "demo")
+    assert raw.lrange("broker-list", 0, -1) == [message.item.encode()]
+    assert store.get("run-1").status is Status.QUEUED
+    assert raw.zscore(keys.due(0), "run-1") is not None, "the reaper still sends it if the message is lost"
 
 
 def test_a_signal_sent_first_is_kept_and_the_wait_takes_it_without_suspending(store: RedisStore) -> None:
@@ -135,7 +155,7 @@ def test_a_timer_wakes_the_run_through_the_due_set_and_is_never_restarted(
     suspend(store, wake_at_ms=wake, signal="")
     info = store.get("run-1")
     assert (info.status, info.waiting_for, info.wake_at) == (Status.WAITING, None, wake / 1000)
-    assert raw.zscore(keys.due(keys.shard_of("run-1")), "run-1") == wake, (
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == wake, (
         "the timer is the due entry, not a Celery countdown"
     )
     fake_clock.advance(30_000)
@@ -155,7 +175,7 @@ def test_a_wait_with_a_timeout_suspends_until_the_signal_or_the_timer(
     wake = fake_clock.ms + 10_000
     suspend(store, wake_at_ms=wake)
     assert store.get("run-1").waiting_for == "approval"
-    assert raw.zscore(keys.due(keys.shard_of("run-1")), "run-1") == wake
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == wake
     fake_clock.advance(10_000)
     ctx = start(store)
     result = store.wait(ctx, field=REC, signal="approval", wake_at_ms=None)
@@ -170,7 +190,7 @@ def test_cancel_ends_a_waiting_run_and_its_keys_then_expire(store: RedisStore, r
     suspend(store)
     info = store.cancel("run-1")
     assert info.status is Status.CANCELLED
-    assert raw.zscore(keys.status_set(Status.WAITING, keys.shard_of("run-1")), "run-1") is None
+    assert raw.zscore(keys.status_set(Status.WAITING, keys.STANDALONE.of("run-1")), "run-1") is None
     assert raw.ttl(keys.mailbox("run-1")) > 0, "the mailbox expires with the run"
     store.purge("run-1")
     assert not any(raw.exists(k) for k in keys.run_keys("run-1"))

@@ -10,6 +10,7 @@ and notes its name, and ``t6`` returns the total. While the flag ``rgtest:bad:<k
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction, RetryPolicy, RunFailure, wait_for_signal
+from reflexr_graph import GraphAction, RetryPolicy, RunFailure, emit, wait_for_signal
 
 
 class Job(BaseModel):
@@ -196,25 +197,56 @@ def _journey() -> GraphAction:
     return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3), signals={"go": Go})
 
 
+TALK = ("Hello", ", ", "world", "!")
+
+
+def _talker() -> GraphAction:
+    """One step, ``speak``, that streams ``TALK`` token by token: its first time it fails after two
+    tokens (a retry, with a short backoff, and a restart item), its second it stops after two tokens
+    until ``rgtest:release:<key>`` gets an item, then emits the rest."""
+    g = GraphBuilder(name="talker", input_type=str, output_type=str)
+
+    @g.step
+    async def speak(ctx: StepContext[None, None, str]) -> str:
+        r = _redis()
+        first = r.incr(count_key(ctx.inputs, "speak")) == 1
+        for i, token in enumerate(TALK):
+            if i == 2 and first:
+                raise RunFailure("speak fails its first time, mid-stream", reason="first_time")
+            if i == 2:
+                # Blocks the step's loop, as synchronous code does: the items before are written anyway.
+                deadline = time.monotonic() + 60
+                while not r.blpop([release_key(ctx.inputs)], timeout=1) and time.monotonic() < deadline:
+                    pass
+            await emit(token)
+        return "".join(TALK)
+
+    g.add(g.edge_from(g.start_node).to(speak), g.edge_from(speak).to(g.end_node))
+    return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
+
+
 counter = _counter()
 blocker = _blocker()
+talker = _talker()
 chain = _chain()
 approvals = _approvals()
 journey = _journey()
 ACTIONS = (counter, blocker, approvals)
-WORKER_ACTIONS = (*ACTIONS, chain, journey)
+WORKER_ACTIONS = (*ACTIONS, chain, journey, talker)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
-tests publish themselves, so graph listings elsewhere stay as they are, and ``journey`` (the console's
-timeline)."""
+tests publish themselves, so graph listings elsewhere stay as they are, ``journey`` (the console's
+timeline) and ``talker`` (streaming)."""
 
 
 class Order(BaseModel):
-    """Inputs whose fields have defaults, one a boolean that defaults to True (the console's form)."""
+    """Inputs whose fields have defaults, one a boolean that defaults to True, one an Optional[float]
+    (the console's form)."""
 
     item: str
     require_approval: bool = True
     rush: bool = False
     copies: int = 2
+    discount: float | None = None
 
 
 def _orders() -> GraphAction:

@@ -50,7 +50,8 @@ def test_every_route_is_in_the_openapi_document(api_server: ApiServer) -> None:
     assert routes == documented
     assert {"/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/events", "/api/dead-letters",
             "/api/dead-letters/replay", "/api/graphs", "/healthz", "/readyz", "/api/runs/{run_id}/fork",
-            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}", "/api/workers"} <= {
+            "/api/runs/{run_id}/checkpoints", "/api/runs/{run_id}/checkpoints/{seq}", "/api/workers",
+            "/api/overview"} <= {
         p for p, _ in routes
     }  # fmt: skip
     assert "HTTPBearer" in json.dumps(document["components"]["securitySchemes"])
@@ -60,7 +61,7 @@ def test_the_token_guards_every_api_route_and_nothing_else(api_server: ApiServer
     for token in (None, "wrong-token"):
         with api_server.http(token=token) as anon:
             for method, path in (("GET", "/api/runs"), ("GET", "/api/graphs"), ("GET", "/api/dead-letters"),
-                                 ("GET", "/api/workers"), ("POST", "/api/runs"),
+                                 ("GET", "/api/workers"), ("GET", "/api/overview"), ("POST", "/api/runs"),
                                  ("POST", "/api/runs/x/cancel")):  # fmt: skip
                 response = anon.request(method, path, json={})
                 _problem(response, 401)
@@ -298,7 +299,9 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey"}, "the worker's graphs"
+        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey", "talker"}, (
+            "the worker's graphs"
+        )
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )
@@ -306,6 +309,59 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
         assert counter["inputs"]["properties"]["n"]["type"] == "integer"
         assert counter["mermaid"].startswith("stateDiagram-v2") and "s1 --> s2" in counter["mermaid"]
         _problem(http.get("/api/graphs/nope"), 404)
+
+
+def test_runs_are_filtered_by_a_run_id_prefix_or_part_of_a_graph_name(api_server: ApiServer) -> None:
+    with api_server.http() as http:
+        counted = http.post("/api/runs", json={"graph": "counter", "inputs": {"key": "f", "n": 1}}).json()
+        blocked = http.post("/api/runs", json={"graph": "blocker", "inputs": "f"}).json()
+        by_graph = http.get("/api/runs", params={"q": "OUNT"}).json()["runs"]
+        assert [r["run_id"] for r in by_graph] == [counted["run_id"]]
+        prefix = blocked["run_id"][:8]
+        assert [r["run_id"] for r in http.get("/api/runs", params={"q": prefix}).json()["runs"]] == [
+            blocked["run_id"]
+        ]
+        assert http.get("/api/runs", params={"q": blocked["run_id"][4:]}).json()["runs"] == [], "a prefix"
+        _problem(http.get("/api/runs", params={"q": ""}), 422)
+        _problem(http.get("/api/runs", params={"q": "x" * 201}), 422)
+
+
+def test_the_overview_counts_the_last_hour_per_minute_and_refuses_a_bad_window(
+    api_server: ApiServer, worker: subprocess.Popen[bytes], redis_client: redis.Redis
+) -> None:
+    redis_client.set(ok_key("ov-ok"), 1)
+    with api_server.http() as http:
+        _dead_run(http, "ov")
+        ok = http.post("/api/runs", json={"graph": "counter", "inputs": {"key": "ov-ok", "n": 1}}).json()
+        wait_for(lambda: http.get(f"/api/runs/{ok['run_id']}").json()["status"] == "succeeded", what="ok")
+        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
+        held = http.post("/api/runs", json={"graph": "journey", "inputs": "ov-wait"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{held}").json()["status"] == "waiting", what="the wait")
+        body = http.get("/api/overview", params={"minutes": 5}).json()
+        activity, now = body["activity"], body["now"]
+        assert activity["minutes"] == 5 and len(activity["started"]) == 5
+        assert sum(activity["started"]) == 3 and sum(activity["dead"]) == 1
+        assert sum(activity["retried"]) == 1, "journey retries once before it waits; counter never"
+        assert sum(activity["dead_by_reason"]["max_attempts"]) == 1
+        assert activity["waiting"]["signal"] == 1
+        assert now["by_status"]["dead"] == 1 and now["dead_letters"] == 1
+        assert sum(activity["succeeded"]) == 1 and activity["durations"]["counter"]["runs"] == 1
+        assert set(now["queues"]) == set(), "nothing queued"
+        assert len(http.get("/api/overview").json()["activity"]["started"]) == 60, "an hour by default"
+        for minutes in (0, 61, "an hour"):
+            _problem(http.get("/api/overview", params={"minutes": minutes}), 422)
+
+
+def test_a_graphs_versions_are_listed_with_their_workers_and_nodes(
+    api_server: ApiServer, worker: subprocess.Popen[bytes]
+) -> None:
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/counter/versions").json(), what="the worker's version")
+        (version,) = http.get("/api/graphs/counter/versions").json()
+        assert version["version"] == version["fingerprint"] and version["label"] is None
+        assert len(version["workers"]) == 1 and {"s1", "s2"} <= set(version["nodes"])
+        assert version["first_published_at"] > 0
+        _problem(http.get("/api/graphs/nope/versions"), 404)
 
 
 def test_workers_are_listed_with_their_graphs_runs_in_flight_and_last_heartbeat(

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,12 +20,14 @@ import pytest
 import redis
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from reflexr_graph import schemas
 from reflexr_graph.store import keys
+from tests.fleet.graphs import fanout
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, serving
-from tests.surfaces.graphs import chain, ok_key, orders, release_key
+from tests.surfaces.graphs import chain, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -194,12 +197,17 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 5,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 6,
         "diagrams",
     )
     console.shot("graphs")
     # The budget each run gets, not "default", for a graph whose action sets none (issue 25).
     assert _text(browser, 'section[data-graph="blocker"] p.muted').endswith("max attempts 5")
+    # Each graph's versions (issue 20): the one this worker serves, with its nodes and the worker.
+    row = 'details[data-versions="counter"] tbody tr'
+    until(browser, lambda d: find(d, row), "the counter graph's versions")
+    shown = browser.find_element(By.CSS_SELECTOR, row).get_attribute("textContent") or ""
+    assert "s1, s2" in shown and "no live worker" not in shown, shown
     browser.find_element(By.ID, "enqueue-counter-key").send_keys("formed")
     browser.find_element(By.ID, "enqueue-counter-n").send_keys("5")
     browser.find_element(By.ID, "enqueue-counter").click()
@@ -263,6 +271,8 @@ def test_a_checkpoint_is_shown_and_forked_with_an_edited_state(
     until(browser, lambda d: find(d, "#forked-from") is not None, "the fork's page, with its lineage")
     assert _text(browser, "#forked-from") == source
     until(browser, lambda d: _text(d, "#run-output") == "115", "the fork's output: 100 + t4 + t5 + t6")
+    # What the fork ran, not what its source ran before the checkpoint it was forked from.
+    until(browser, lambda d: _marks(d) == {"t4": "done", "t5": "done", "t6": "done"}, "the fork's steps")
 
 
 def _shown(browser: webdriver.Chrome, graph: str, *names: str) -> list[object]:
@@ -457,3 +467,197 @@ def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
     console.redis.rpush(release_key("crash"), 1)
     until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
     console.shot("gantt-lapsed", at="#run-gantt")
+
+
+def _bars(browser: webdriver.Chrome, svg: str) -> dict[str, int]:
+    script = (
+        "return Object.fromEntries([...document.querySelectorAll(`${arguments[0]} g.bar`)]"
+        ".map((g) => [g.dataset.label, Number(g.dataset.count)]))"
+    )
+    return dict(browser.execute_script(script, svg))
+
+
+def _series(browser: webdriver.Chrome) -> dict[str, int]:
+    script = (
+        "return Object.fromEntries([...document.querySelectorAll('#chart-runs g.series')]"
+        ".map((g) => [g.dataset.series, Number(g.dataset.total)]))"
+    )
+    return dict(browser.execute_script(script))
+
+
+def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """Two runs succeed, one dies, ``journey`` retries and waits for a signal, and ``orders``
+    (which no worker serves) waits queued for a worker: the home page shows each, live."""
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    schemas.publish(redis_client, [orders])
+    for key in ("ov-1", "ov-2"):
+        redis_client.set(ok_key(key), 1)
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
+        _open(browser, api_server, "")
+        until(browser, lambda d: find(d, "#chart-runs"), "the overview")
+        assert "active" in str(browser.find_element(By.ID, "nav-overview").get_attribute("class"))
+        for body in (
+            {"graph": "counter", "inputs": {"key": "ov-1", "n": 1}},
+            {"graph": "counter", "inputs": {"key": "ov-2", "n": 2}},
+            {"graph": "counter", "inputs": {"key": "ov-dead", "n": 1}},
+            {"graph": "journey", "inputs": "ov-trip"},
+            {"graph": "orders", "inputs": {"item": "ov-ink"}},
+        ):
+            assert http.post("/api/runs", json=body).status_code == 201
+    until(
+        browser,
+        lambda d: _series(d) == {"started": 5, "succeeded": 2, "dead": 1, "retried": 1},
+        "the runs per minute, without a reload",
+    )
+    until(browser, lambda d: _bars(d, "#waiting-bars").get("signal") == 1, "journey waiting for go")
+    until(browser, lambda d: _bars(d, "#waiting-bars").get("worker") == 1, "orders waiting for a worker")
+    statuses = _bars(browser, "#status-bars")
+    assert (statuses["succeeded"], statuses["dead"], statuses["waiting"], statuses["queued"]) == (2, 1, 1, 1)
+    assert _text(browser, '#queues tr[data-graph="orders"] .depth') == "1"
+    assert re.fullmatch(r"\d+(ms|\.\ds)", _text(browser, '#durations tr[data-graph="counter"] .p95'))
+    assert find(browser, '#chart-dead a.reason[data-reason="max_attempts"] rect') is not None
+    console.shot("overview")
+    _click(browser, '#overview-dead .legend a[data-reason="max_attempts"]')  # to the filtered list
+    until(browser, lambda d: _text(d, "#dead-reason") == "max_attempts", "the dead letters of the reason")
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dead-body tr[data-run]")) == 1, "one")
+    browser.back()
+    until(browser, lambda d: find(d, '#status-bars a[href="#/runs/waiting"]'), "the overview again")
+    browser.execute_script(  # an SVG link has no click(): the event a click sends
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+        '#status-bars a[href="#/runs/waiting"]',
+    )
+    until(browser, lambda d: find(d, "#filter-status") is not None, "the runs list")
+    assert browser.find_element(By.ID, "filter-status").get_attribute("value") == "waiting"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-body tr[data-run]")) == 1, "journey")
+
+
+def test_the_runs_list_shows_created_and_duration_and_filters_by_text(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """A waiting run shows how long it has been going on, never what it "took"; run ids never wrap."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        waiting = http.post("/api/runs", json={"graph": "approvals", "inputs": "listed"}).json()["run_id"]
+        other = http.post("/api/runs", json={"graph": "blocker", "inputs": "listed"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{waiting}").json()["status"] == "waiting", what="the wait")
+    _open(browser, api_server, "runs")
+    until(browser, lambda d: find(d, f'tr[data-run="{other}"]'), "the runs")
+    browser.find_element(By.ID, "filter-text").send_keys("approv")
+    until(browser, lambda d: find(d, f'tr[data-run="{other}"]') is None, "the filter to hide blocker")
+    row = f'tr[data-run="{waiting}"]'
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", _text(browser, f"{row} .created"))
+    assert _text(browser, f"{row} .duration").endswith(" so far")
+    box = browser.find_element(By.ID, "filter-text")
+    box.clear()
+    box.send_keys(other[:8])
+    until(browser, lambda d: find(d, f'tr[data-run="{waiting}"]') is None, "the id prefix filter")
+    assert find(browser, f'tr[data-run="{other}"]') is not None
+    browser.set_window_size(700, 900)  # narrow: the ids still keep to one line
+    try:
+        height = browser.execute_script(
+            "const a = document.querySelector(arguments[0]); return [a.getClientRects().length,"
+            " getComputedStyle(a).whiteSpace]",
+            f'tr[data-run="{other}"] td.run-id a',
+        )
+        assert height == [1, "nowrap"]
+        console.shot("runs-filtered")
+        _open(browser, api_server, f"run/{waiting}")
+        until(browser, lambda d: find(d, '#run-summary [data-status="waiting"]'), "the waiting run")
+        summary = _text(browser, "#run-summary")
+        assert "took" not in summary and "so far" in summary
+        assert browser.execute_script(
+            "return getComputedStyle(document.querySelector('h1 .run-id')).whiteSpace"
+        ) == ("nowrap")
+    finally:
+        browser.set_window_size(1360, 960)
+
+
+def test_times_are_utc_until_the_switch_chooses_local_time_which_is_remembered(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    browser, api_server = console.browser, console.server
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    try:
+        with api_server.http() as http:
+            run_id = http.post("/api/runs", json={"graph": "approvals", "inputs": "zoned"}).json()["run_id"]
+            created = http.get(f"/api/runs/{run_id}").json()["created_at"]
+        _open(browser, api_server, f"run/{run_id}")
+        until(browser, lambda d: find(d, '#timeline tr[data-event="run_enqueued"]'), "the timeline")
+        utc = time.strftime("%H:%M:%S", time.gmtime(created))
+        assert browser.find_element(By.ID, "time-zone").get_attribute("value") == "utc"
+        assert utc in _text(browser, "#run-summary") and "time (UTC)" in _text(
+            browser, "#timeline-table thead"
+        )
+        Select(browser.find_element(By.ID, "time-zone")).select_by_value("local")
+        local = time.strftime("%H:%M:%S", time.gmtime(created + 5.5 * 3600))
+        until(browser, lambda d: local in _text(d, "#run-summary"), "the created time in Kolkata's time")
+        assert "time (UTC+05:30)" in _text(browser, "#timeline-table thead")
+        browser.refresh()
+        until(browser, lambda d: local in _text(d, "#run-summary"), "local time, remembered after a reload")
+        assert browser.find_element(By.ID, "time-zone").get_attribute("value") == "local"
+    finally:
+        browser.execute_script("localStorage.clear()")
+        browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_maps_and_joins_are_labelled_and_an_optional_float_is_a_number_with_its_label_above(
+    console: Console,
+) -> None:
+    browser, api_server = console.browser, console.server
+    schemas.publish(console.redis, [orders, fanout])
+    _open(browser, api_server, "graphs")
+    until(browser, lambda d: find(d, 'section[data-graph="fanout"] .diagram svg'), "the fanout diagram")
+    drawn = _text(browser, 'section[data-graph="fanout"] .diagram svg')
+    assert "map: map, fan out" in drawn and "reduce_list_append: join" in drawn
+    until(browser, lambda d: find(d, "#enqueue-orders-discount"), "the orders form")
+    field = browser.find_element(By.ID, "enqueue-orders-discount")
+    assert (field.tag_name, field.get_attribute("type")) == ("input", "number")
+    apart = browser.execute_script(
+        "return [...document.querySelectorAll('section[data-graph=\"orders\"] .field:not(.check)')]"
+        ".map((f) =>"
+        " f.querySelector('label').getBoundingClientRect().bottom <="
+        " f.querySelector('input, textarea').getBoundingClientRect().top)"
+    )
+    assert apart and all(apart), "each label sits above its input"
+    console.shot("forms", at='section[data-graph="orders"]')
+    browser.find_element(By.ID, "enqueue-orders-item").send_keys("ink")
+    field.send_keys("0.25")
+    browser.find_element(By.ID, "enqueue-orders").click()
+    assert _enqueued_inputs(console) == {
+        "item": "ink",
+        "require_approval": True,
+        "rush": False,
+        "copies": 2,
+        "discount": 0.25,
+    }
+
+
+def test_a_run_page_shows_the_stream_live_with_the_restart_marked(
+    console: Console, start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """``talker`` streams "Hello, world!": its first attempt fails after "Hello, ", its second stops
+    after "Hello, " until released. The page shows the first tokens struck through under a restart
+    line while the run still runs, then the whole text."""
+    browser, api_server, redis_client = console.browser, console.server, console.redis
+    schemas.publish(redis_client, [talker])
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "talker", "inputs": "console"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, "#run-stream"), "the stream panel")
+    start_worker()
+    until(browser, lambda d: find(d, "#run-stream .restart"), "the restart, marked")
+    tokens = "#run-stream .item"
+    until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, tokens)) == 4, "the new tokens")
+    voided = browser.execute_script(
+        "return [...document.querySelectorAll('#run-stream .item.void')].map(e => e.textContent)"
+    )
+    assert voided == ["Hello", ", "]
+    assert "step speak runs again (attempt 2)" in _text(browser, "#run-stream .restart")
+    assert _text(browser, "#run-summary .badge") == "running", "shown live, while the run runs"
+    console.shot("run-stream", at="#run-stream")
+    redis_client.rpush(release_key("console"), 1)
+    until(browser, lambda d: _text(d, "#run-summary .badge") == "succeeded", "the run to succeed")
+    until(browser, lambda d: _text(d, "#run-stream").endswith("Hello, world!"), "the whole text")

@@ -69,9 +69,11 @@ def test_misconfiguration_is_told_apart_from_an_outage(redis_url: str, dead_url:
 @pytest.mark.usefixtures("published")
 def test_broker_publish_failures_are_translated(redis_url: str, dead_url: str, queue: str) -> None:
     """send_run goes through kombu; its OperationalError comes out as StoreUnavailable. When the
-    run was already recorded, enqueue's error says a worker sends it anyway."""
+    run was already recorded, enqueue's error says a worker sends it anyway. (A broker that is the
+    store's Redis gets a new run's message from the script that records it, so only another
+    broker can be down while the store answers.)"""
     live_store = RedisStore.from_url(redis_url)
-    client = Client(load_settings(redis_url=dead_url, queue=queue), store=live_store)
+    client = Client(load_settings(redis_url=redis_url, broker_url=dead_url, queue=queue), store=live_store)
     try:
         with pytest.raises(errors.StoreUnavailable, match="connection refused") as direct:
             send_run(client.app, "run-x", "counter")

@@ -24,7 +24,7 @@ function h(tag, attrs = {}, ...children) {
 }
 
 function badge(status) { return h("span", { class: `badge s-${status}`, "data-status": status }, status); }
-function when(s) { return s ? new Date(s * 1000).toLocaleString() : "-"; }
+function when(s) { return s ? clockTime(s, true).slice(0, 19) : "-"; }  // in the zone the header's switch shows
 function json(v) { return JSON.stringify(v, null, 2); }
 function notice(text) {
   const el = document.getElementById("notice");
@@ -56,11 +56,11 @@ function confirmDialog(text) {
   });
 }
 
-function repeat(fn) {  // run fn now and every POLL_MS until the page changes
+function repeat(fn, every = POLL_MS) {  // run fn now and every `every` ms until the page changes
   let timer = null, stopped = false;
   const tick = async () => {
     try { await fn(); } catch (e) { notice(e.message); }
-    if (!stopped) timer = setTimeout(tick, POLL_MS);
+    if (!stopped) timer = setTimeout(tick, every);
   };
   tick();
   return () => { stopped = true; clearTimeout(timer); };
@@ -72,12 +72,13 @@ function repeat(fn) {  // run fn now and every POLL_MS until the page changes
 // from the last event seen, as an EventSource would, until the run ends or the page closes.
 const RECONNECT_MS = 1000;
 
-async function follow(runId, onEvent, signal) {
+// ``path`` is the run's events (/api/runs/<id>/events) or its emitted items (/api/runs/<id>/stream).
+async function follow(path, onEvent, signal) {
   let lastId = null;
   for (;;) {
     let ended = false;
     try {
-      lastId = await followOnce(runId, (type, data) => {
+      lastId = await followOnce(path, (type, data) => {
         if (type === "end") ended = true;
         return onEvent(type, data);
       }, signal, lastId);
@@ -89,10 +90,10 @@ async function follow(runId, onEvent, signal) {
   }
 }
 
-async function followOnce(runId, onEvent, signal, lastId) {
+async function followOnce(path, onEvent, signal, lastId) {
   const headers = { Accept: "text/event-stream" };
   if (lastId) headers["Last-Event-ID"] = lastId;
-  const res = await api(`/api/runs/${encodeURIComponent(runId)}/events`, { headers, signal, raw: true });
+  const res = await api(path, { headers, signal, raw: true });
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
@@ -127,8 +128,11 @@ function edgesOf(mermaidText) {
   return edges;
 }
 
-// Each node's mark from the run and its events: done, current, failed or waiting.
-function nodeMarks(mermaidText, run, events) {
+// Each node's mark from the run and its events: done, current, failed or waiting. A fork ran
+// only from `forkStart` (the next node of the checkpoint it was forked from; null when that
+// checkpoint was finished, undefined when it is no longer kept): the source run's steps before
+// it are never marked done in the fork.
+function nodeMarks(mermaidText, run, events, forkStart) {
   const edges = edgesOf(mermaidText);
   const preds = {}, succs = {};
   for (const [a, b] of edges) {
@@ -139,10 +143,13 @@ function nodeMarks(mermaidText, run, events) {
   const reached = events.filter((e) => e.type === "run_progressed").map((e) => e.fields.next_node).filter(Boolean);
   const at = run.next_node || (run.status === "succeeded" ? null : first);
   const marks = {};
+  const forked = Boolean(run.forked_from);
   const markBack = (node) => {  // a node with one way in was passed through that way
+    if (forked && (!forkStart || node === forkStart)) return;  // the fork did not pass through what came before
     let p = preds[node];
     while (p && p.length === 1 && p[0] !== "[*]" && !marks[p[0]]) {
       marks[p[0]] = "done";
+      if (forked && p[0] === forkStart) break;
       p = preds[p[0]];
     }
   };
@@ -189,8 +196,20 @@ function placeDiagram(container, id, svgText) {
   document.adoptedStyleSheets = [...diagramSheets.values()];
 }
 
+// Mermaid draws a map (<<fork>>) and a join (<<join>>) as bare bars: each becomes a box that
+// says what it is, in its own colour.
+function labelForksAndJoins(mermaidText) {
+  const named = [];
+  const text = mermaidText.replace(/^(\s*)state (\S+) <<(fork|join)>>\s*$/gm, (_, indent, id, kind) => {
+    named.push(id);
+    return `${indent}state "${kind === "fork" ? `${id}: map, fan out` : `${id}: join`}" as ${id}`;
+  });
+  if (!named.length) return text;
+  return `${text}\n  classDef mapjoin fill:#ede9fe,stroke:#7c3aed,stroke-dasharray:4 2\n${named.map((id) => `  class ${id} mapjoin`).join("\n")}`;
+}
+
 async function renderDiagram(container, mermaidText, marks = {}) {
-  let text = mermaidText;
+  let text = labelForksAndJoins(mermaidText);
   const lines = Object.entries(marks).map(([node, mark]) => `  class ${node} ${mark}`);
   if (lines.length) {
     text += "\n  classDef done fill:#d1fadf,stroke:#16a34a\n  classDef current fill:#dbeafe,stroke:#2563eb,stroke-width:3px";
@@ -215,6 +234,14 @@ function resolve(schema, root) {
   return schema || {};
 }
 
+// An Optional[X] (anyOf X and null, as pydantic writes it) is X that may be left empty.
+function unwrapOptional(prop, root) {
+  const options = Array.isArray(prop.anyOf) ? prop.anyOf.map((o) => resolve(o, root)) : null;
+  if (!options || options.length !== 2) return { prop, optional: false };
+  const other = options.filter((o) => o.type !== "null");
+  return other.length === 1 ? { prop: { ...other[0], default: prop.default }, optional: true } : { prop, optional: false };
+}
+
 // A form for an object schema's properties (strings, numbers, booleans; anything else as JSON),
 // or one JSON field for any other schema. Each field starts at its schema's default, so what it
 // shows is what is sent; read() gives the value, or throws naming the field.
@@ -224,25 +251,29 @@ function schemaForm(schema, idPrefix) {
   const fields = [];
   if (obj.type === "object" && obj.properties) {
     for (const [name, raw] of Object.entries(obj.properties)) {
-      const prop = resolve(raw, root);
+      const { prop, optional } = unwrapOptional(resolve(raw, root), root);
       const kind = ["string", "integer", "number", "boolean"].includes(prop.type) ? prop.type : "json";
       const id = `${idPrefix}-${name}`;
       const input = kind === "boolean" ? h("input", { type: "checkbox", id, name })
         : kind === "json" ? h("textarea", { id, name, rows: 3 })
         : h("input", { id, name, type: kind === "string" ? "text" : "number", step: kind === "integer" ? "1" : "any" });
       const fallback = "default" in raw ? raw.default : prop.default;  // a $ref'd property keeps its default beside the $ref
-      if (fallback !== undefined) {
+      if (fallback !== undefined && !(fallback === null && kind !== "json")) {  // None: the field starts empty
         if (kind === "boolean") input.checked = fallback === true;
         else input.value = kind === "json" ? JSON.stringify(fallback) : String(fallback);
         input.dataset.default = JSON.stringify(fallback);
       }
-      fields.push({ name, kind, input, required: (obj.required || []).includes(name) });
+      fields.push({ name, kind, input, optional, required: (obj.required || []).includes(name) });
     }
   } else {
     fields.push({ name: null, kind: "json", input: h("textarea", { id: `${idPrefix}-json`, rows: 4 }), required: true });
   }
-  const el = h("div", { class: "schema-form" }, fields.map((f) =>
-    h("label", {}, `${f.name || "value (JSON)"}${f.required ? " *" : ""}${f.kind === "json" && f.name ? " (JSON)" : ""}`, f.input)));
+  // Each label on its own line above its input (a checkbox beside its label), tied by for/id.
+  const el = h("div", { class: "schema-form" }, fields.map((f) => {
+    const hint = f.kind === "json" && f.name ? " (JSON)" : f.optional ? " (optional)" : "";
+    const label = h("label", { for: f.input.id }, f.name || "value (JSON)", f.required ? " *" : "", hint ? h("span", { class: "hint" }, hint) : "");
+    return h("div", { class: `field${f.kind === "boolean" ? " check" : ""}`, "data-field": f.name || "" }, label, f.input);
+  }));
   const read = () => {
     const parse = (f) => {
       const v = f.input.value;
@@ -275,24 +306,48 @@ function attemptText(r) {
   return `${r.attempt} (${r.attempts}/${r.max_attempts} counted toward max attempts${more})`;
 }
 
-async function runsPage(view) {
-  const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s }, s)));
+// How long a run took, or for one still going on, how long so far: a waiting run has not
+// "taken" the time since its last update.
+function runDuration(r, now = Date.now() / 1000) {
+  if (["succeeded", "dead", "cancelled"].includes(r.status)) return duration(Math.max(0, r.updated_at - r.created_at));
+  return `${duration(Math.max(0, now - r.created_at))} so far`;
+}
+
+const TEXT_FILTER_MS = 250;  // the list is read again once typing pauses this long
+
+// The runs, newest first (by creation; by update within a status), filtered by status, graph
+// and text (GET /api/runs?q=: a run id prefix or part of a graph's name). `preset` is a status
+// the overview links to (#/runs/<status>).
+async function runsPage(view, preset = "") {
+  const status = h("select", { id: "filter-status" }, h("option", { value: "" }, "any status"), STATUSES.map((s) => h("option", { value: s, selected: s === preset }, s)));
   const graph = h("select", { id: "filter-graph" }, h("option", { value: "" }, "any graph"));
+  const text = h("input", { id: "filter-text", type: "search", placeholder: "run id prefix or graph", autocomplete: "off" });
   const body = h("tbody", { id: "runs-body" });
+  const more = h("p", { class: "muted", id: "runs-more" });
   view.replaceChildren(h("h1", {}, "Runs"),
-    h("div", { class: "filters" }, h("label", {}, "Status ", status), h("label", {}, "Graph ", graph)),
-    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempt", "next node", "updated"].map((t) => h("th", {}, t)))), body));
+    h("div", { class: "filters" }, h("label", { for: "filter-status" }, "Status"), status, h("label", { for: "filter-graph" }, "Graph"), graph,
+      h("label", { for: "filter-text" }, "Search"), text),
+    h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "graph", "status", "attempt", "next node", "created", "duration"].map((t) => h("th", {}, t)))), body), more);
   api("/api/graphs").then((gs) => gs.forEach((g) => graph.append(h("option", { value: g.graph.name }, g.graph.name)))).catch(() => {});
+  let asked = 0;
   const refresh = async () => {
     const q = new URLSearchParams({ limit: "100" });
     if (status.value) q.set("status", status.value);
     if (graph.value) q.set("graph", graph.value);
+    if (text.value.trim()) q.set("q", text.value.trim());
+    const mine = ++asked;
     const page = await api(`/api/runs?${q}`);
+    if (mine !== asked) return;  // a newer filter's answer is on its way
+    const now = Date.now() / 1000;
     body.replaceChildren(...page.runs.map((r) => h("tr", { "data-run": r.run_id },
-      h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
-      h("td", { class: "attempt" }, attemptCell(r)), h("td", {}, r.next_node || "-"), h("td", {}, when(r.updated_at)))));
+      h("td", { class: "mono run-id" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)), h("td", {}, r.graph), h("td", {}, badge(r.status)),
+      h("td", { class: "attempt" }, attemptCell(r)), h("td", {}, r.next_node || "-"), h("td", { class: "created nowrap" }, when(r.created_at)),
+      h("td", { class: "duration nowrap" }, runDuration(r, now)))));
+    more.textContent = page.runs.length === 0 ? "No run matches." : page.cursor && q.has("q") ? "Only the newest runs were searched: narrow the search by status or graph." : "";
     notice("");
   };
+  let typing = null;
+  text.addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(refresh, TEXT_FILTER_MS); });
   status.addEventListener("change", refresh);
   graph.addEventListener("change", refresh);
   return repeat(refresh);
@@ -302,6 +357,7 @@ async function runPage(view, runId) {
   const controller = new AbortController();
   let run = await api(`/api/runs/${encodeURIComponent(runId)}`);
   const graph = await api(`/api/graphs/${encodeURIComponent(run.graph)}`).catch(() => null);
+  const forkStart = run.forked_from ? await forkStartOf(run) : undefined;
   const events = [];
   const summary = h("table", { class: "kv", id: "run-summary" });
   const result = h("div", { id: "run-result" });
@@ -310,22 +366,24 @@ async function runPage(view, runId) {
   const checkpoints = h("div", { id: "run-checkpoints" });
   const gantt = h("div", { class: "gantt", id: "run-gantt" });
   const signal = h("div", { id: "run-signal" });
+  const emitted = h("pre", { id: "run-stream", class: "stream" });
   const cancel = h("button", { id: "cancel", class: "danger" }, "Cancel");
   const replay = h("button", { id: "replay" }, "Replay");
   const fromStart = h("input", { type: "checkbox", id: "from-start" });
-  view.replaceChildren(h("h1", {}, "Run ", h("span", { class: "mono" }, runId)),
+  view.replaceChildren(h("h1", {}, "Run ", h("span", { class: "mono run-id" }, runId)),
     h("div", { class: "actions" }, cancel, replay, h("label", {}, fromStart, " from the start")),
     h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal),
       h("div", {}, h("h2", {}, "Graph"), diagram)),
+    h("h2", {}, "Stream"), emitted,
     h("h2", {}, "Attempts"), gantt,
-    h("h2", {}, "Timeline"), h("table", { id: "timeline-table" }, h("thead", {}, h("tr", {}, ["time (UTC)", "took", "event", "details"].map((t) => h("th", {}, t)))), timeline));
+    h("h2", {}, "Timeline"), h("table", { id: "timeline-table" }, h("thead", {}, h("tr", {}, [`time (${zoneLabel()})`, "took", "event", "details"].map((t) => h("th", {}, t)))), timeline));
 
   const render = async () => {
     summary.replaceChildren(...[
-      ["status", badge(run.status)], ["graph", run.graph], ["attempt", attemptText(run)],
+      ["status", badge(run.status)], ["graph", run.graph], ["version", h("span", { class: "mono", id: "run-version" }, run.version || "-")], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
-      ["took", `${Math.max(0, run.updated_at - run.created_at).toFixed(2)} s`], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
-      ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
+      [["succeeded", "dead", "cancelled"].includes(run.status) ? "took" : "age", runDuration(run)], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
+      ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono run-id", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
       ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
     const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
@@ -341,7 +399,7 @@ async function runPage(view, runId) {
     renderSignalForm(signal, run, graph);
     renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
     renderGantt(gantt, run, graph, events);
-    if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events));
+    if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events, forkStart));
   };
   const act = async (what, question, body) => {
     if (!(await confirmDialog(question))) return;
@@ -358,7 +416,7 @@ async function runPage(view, runId) {
     streaming = true;
     events.length = 0;
     timeline.replaceChildren();
-    follow(runId, async (type, data) => {
+    follow(`/api/runs/${encodeURIComponent(runId)}/events`, async (type, data) => {
       if (type === "end") { run = data; await render(); return; }
       events.push(data);
       timeline.append(timelineRow(events));
@@ -368,9 +426,43 @@ async function runPage(view, runId) {
   };
   await render();
   stream();
+  followItems(emitted, runId, controller.signal);
   // The step under way grows between events: its bar is drawn again each second while the run is on.
   const ticker = setInterval(() => { if (ACTIVE.includes(run.status)) renderGantt(gantt, run, graph, events); }, POLL_MS);
   return () => { controller.abort(); clearInterval(ticker); };
+}
+
+// Where a fork began: the next node of its copy of the checkpoint it was forked from.
+async function forkStartOf(run) {
+  const kept = await api(`/api/runs/${encodeURIComponent(run.run_id)}/checkpoints`).catch(() => []);
+  const seed = kept.find((c) => c.seq === run.forked_at_seq);
+  return seed ? (seed.finished ? null : seed.next_node) : undefined;
+}
+
+// What the run's steps emit (GET /api/runs/{id}/stream), appended as it comes: text runs on as a
+// chat shows it, other values as JSON lines. A restart item strikes through what that node, branch
+// and durable call emitted from its void_from offset on, and says on a line of its own that it runs again.
+function followItems(box, runId, signal) {
+  box.replaceChildren(h("span", { class: "muted", id: "stream-empty" }, "Nothing emitted yet."));
+  const spans = [];
+  follow(`/api/runs/${encodeURIComponent(runId)}/stream`, (type, item) => {
+    if (type === "end") return;
+    document.getElementById("stream-empty")?.remove();
+    if (item.restart) {
+      for (const s of spans) {
+        if (s.node === item.node && s.branch === item.branch && s.call === item.call && s.offset >= item.value.void_from) s.el.classList.add("void");
+      }
+      const where = item.branch ? ` [${item.branch}]` : "";
+      const what = item.call ? `call ${item.call} of step ${item.node}` : `step ${item.node}`;
+      box.append(h("span", { class: "restart", "data-offset": item.offset },
+        `\n↻ ${what}${where} runs again (attempt ${item.attempt}): what it emitted above is void\n`));
+      return;
+    }
+    const text = typeof item.value === "string" ? item.value : `${JSON.stringify(item.value)}\n`;
+    const el = h("span", { class: "item", "data-offset": item.offset, "data-node": item.node, title: `${item.topic} · ${item.node} · attempt ${item.attempt}` }, text);
+    spans.push({ el, node: item.node, branch: item.branch, call: item.call, offset: item.offset });
+    box.append(el);
+  }, signal).catch((e) => { if (!signal.aborted) notice(e.message); });
 }
 
 // The newest event's row, as the CLI's history shows it: a UTC time (with the date where the
@@ -378,8 +470,8 @@ async function runPage(view, runId) {
 function timelineRow(events) {
   const e = events[events.length - 1];
   const took = stepDurations(events)[events.length - 1];
-  const otherDay = events.length === 1 || utcTime(e.at, true).slice(0, 10) !== utcTime(events[0].at, true).slice(0, 10);
-  return h("tr", { "data-event": e.type }, h("td", { class: "mono nowrap" }, utcTime(e.at, otherDay)),
+  const otherDay = events.length === 1 || clockTime(e.at, true).slice(0, 10) !== clockTime(events[0].at, true).slice(0, 10);
+  return h("tr", { "data-event": e.type }, h("td", { class: "mono nowrap" }, clockTime(e.at, otherDay)),
     h("td", { class: "took" }, took === null ? "" : duration(took)), h("td", {}, e.type), h("td", { class: "details" }, eventDetails(e)));
 }
 
@@ -458,11 +550,13 @@ function renderSignalForm(container, run, graph) {
   container.replaceChildren(h("h2", {}, `Signal: ${run.waiting_for}`), form.el, send);
 }
 
-async function deadPage(view) {
+// The dead letters, all or those of one `reason` (#/dead/<reason>, as the overview links them).
+async function deadPage(view, reason = "") {
   const body = h("tbody", { id: "dead-body" });
   const replaySel = h("button", { id: "replay-selected" }, "Replay selected");
   const selected = new Set();
-  view.replaceChildren(h("h1", {}, "Dead letters"), h("div", { class: "actions" }, replaySel),
+  view.replaceChildren(h("h1", {}, "Dead letters", reason ? [" of reason ", h("span", { class: "mono", id: "dead-reason" }, reason), " ", h("a", { href: "#/dead" }, "(all)")] : []),
+    h("div", { class: "actions" }, replaySel),
     h("table", { id: "dead" }, h("thead", {}, h("tr", {}, ["", "run", "graph", "reason", "last error", "dead since"].map((t) => h("th", {}, t)))), body));
   replaySel.addEventListener("click", async () => {
     if (!selected.size || !(await confirmDialog(`Replay ${selected.size} dead run(s) from their checkpoints?`))) return;
@@ -473,15 +567,26 @@ async function deadPage(view) {
     } catch (e) { notice(e.message); }
   });
   return repeat(async () => {
-    const page = await api("/api/dead-letters?limit=200");
+    const q = new URLSearchParams({ limit: "200" });
+    if (reason) q.set("reason", reason);
+    const page = await api(`/api/dead-letters?${q}`);
     body.replaceChildren(...page.runs.map((r) => {
       const box = h("input", { type: "checkbox", "data-select": r.run_id, checked: selected.has(r.run_id) });
       box.addEventListener("change", () => (box.checked ? selected.add(r.run_id) : selected.delete(r.run_id)));
-      return h("tr", { "data-run": r.run_id }, h("td", {}, box), h("td", { class: "mono" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)),
+      return h("tr", { "data-run": r.run_id }, h("td", {}, box), h("td", { class: "mono run-id" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)),
         h("td", {}, r.graph), h("td", {}, r.reason || "-"), h("td", {}, h("span", { class: "mono" }, r.error || "-")), h("td", {}, when(r.updated_at)));
     }));
     replaySel.disabled = page.runs.length === 0;
   });
+}
+
+// A graph's versions, newest first (G9): runs stay on the version they started on.
+async function versionsTable(name) {
+  const versions = await api(`/api/graphs/${encodeURIComponent(name)}/versions`);
+  const rows = versions.map((v) => h("tr", {}, h("td", { class: "mono" }, v.label || v.version), h("td", {}, when(v.first_published_at)),
+    h("td", {}, v.workers.join(", ") || "no live worker"), h("td", {}, v.nodes.join(", "))));
+  return h("details", { class: "versions", "data-versions": name }, h("summary", {}, `Versions (${versions.length})`),
+    h("table", {}, h("thead", {}, h("tr", {}, ["version", "first published (UTC)", "live workers", "nodes"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
 }
 
 async function graphsPage(view) {
@@ -506,6 +611,7 @@ async function graphsPage(view) {
       h("div", { class: "grid" }, diagram, h("div", {}, h("h3", {}, "Enqueue"), form.el, key, " ", go)),
       h("details", {}, h("summary", {}, "Schemas: inputs, state, output"), h("pre", {}, json({ inputs: graph.inputs, state: graph.state, output: graph.output })))));
     renderDiagram(diagram, graph.mermaid);
+    view.querySelector(`section[data-graph="${CSS.escape(graph.name)}"]`).append(await versionsTable(graph.name));
   }
   return () => {};
 }
@@ -524,10 +630,66 @@ async function workersPage(view) {
         h("td", {}, info.pool || "-"), h("td", {}, String(info.concurrency || "-")),
         h("td", { class: "graphs" }, info.graphs.flatMap((g, i) => [i ? ", " : "", h("a", { href: "#/graphs", "data-graph": g }, g)])),
         h("td", { class: "in-flight" }, in_flight.length ? in_flight.map((id) => h("div", {}, h("a", { href: `#/run/${id}`, class: "mono nowrap" }, id))) : "none"),
-        h("td", { class: "beat nowrap", title: utcTime(last_beat_at, true) + " UTC" }, `${duration(Math.max(0, now - last_beat_at))} ago`),
+        h("td", { class: "beat nowrap", title: `${clockTime(last_beat_at, true)} ${zoneLabel()}` }, `${duration(Math.max(0, now - last_beat_at))} ago`),
         h("td", {}, info.version || "-"));
     }) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No live worker."))]));
   });
+}
+
+// The fleet at a glance (GET /api/overview), read again every few seconds: runs per minute over
+// the last hour, runs by status now, durations and queues per graph, waiting runs by reason,
+// dead letters by reason over the hour (overview.js draws the charts).
+const OVERVIEW_MS = 2000;
+const WAIT_COLOURS = { signal: "#ca8a04", timer: "#0891b2", limit: "#7c3aed", worker: "#dc2626" };
+const STATUS_COLOURS = { queued: "#6366f1", running: "#2563eb", retrying: "#ea580c", waiting: "#ca8a04", succeeded: "#16a34a", dead: "#dc2626", cancelled: "#94a3b8" };
+
+const WINDOW_KEY = "reflexr-overview-minutes";
+
+async function overviewPage(view) {
+  const minutes = h("select", { id: "overview-window" }, [15, 30, 60].map((m) => h("option", { value: m }, `the last ${m} minutes`)));
+  minutes.value = localStorage.getItem(WINDOW_KEY) || "60";
+  const parts = {
+    runs: h("div", { class: "chart", id: "overview-runs" }), status: h("div", { id: "overview-status" }),
+    dead: h("div", { class: "chart", id: "overview-dead" }), waiting: h("div", { id: "overview-waiting" }),
+    durations: h("tbody", { id: "durations" }), queues: h("tbody", { id: "queues" }),
+  };
+  const table = (id, heads, body) => h("table", { id }, h("thead", {}, h("tr", {}, heads.map((t) => h("th", {}, t)))), body);
+  view.replaceChildren(h("div", { class: "filters" }, h("h1", {}, "Overview"), h("label", { for: "overview-window" }, "Charts of"), minutes),
+    h("div", { class: "grid" },
+      h("section", {}, h("h2", {}, "Runs per minute"), parts.runs),
+      h("section", {}, h("h2", {}, "Runs by status now"), parts.status)),
+    h("div", { class: "grid" },
+      h("section", {}, h("h2", {}, "Dead letters per minute, by reason"), parts.dead),
+      h("section", {}, h("h2", {}, "Waiting now, by reason"), parts.waiting)),
+    h("div", { class: "grid" },
+      h("section", {}, h("h2", {}, "Run duration per graph (created to succeeded)"),
+        table("durations-table", ["graph", "runs", "p50", "p95"], parts.durations)),
+      h("section", {}, h("h2", {}, "Queues"), table("queues-table", ["graph", "queued", "oldest waits"], parts.queues))));
+  const refresh = async () => {
+    const { now, activity } = await api(`/api/overview?minutes=${encodeURIComponent(minutes.value)}`);
+    renderOverview(parts, now, activity);
+  };
+  minutes.addEventListener("change", () => { localStorage.setItem(WINDOW_KEY, minutes.value); refresh().catch((e) => notice(e.message)); });
+  return repeat(refresh, OVERVIEW_MS);
+}
+
+function renderOverview(parts, now, activity) {
+  parts.runs.replaceChildren(runsChart(activity), legend(SERIES));
+  parts.status.replaceChildren(barList("status-bars", STATUSES.map((s) => [s, now.by_status[s] || 0, STATUS_COLOURS[s], `#/runs/${s}`])),
+    ...(now.queued_scanned ? [] : [h("p", { class: "muted" }, "Live statuses count the first runs of the due set and the leases only.")]));
+  const dead = deadChart(activity);
+  parts.dead.replaceChildren(dead.svg, Object.keys(activity.dead_by_reason).length ? dead.legend : h("p", { class: "muted" }, "No run was dead-lettered in this window."),
+    h("p", {}, h("a", { href: "#/dead" }, `all ${now.dead_letters} dead letter(s)`)));
+  parts.waiting.replaceChildren(barList("waiting-bars", Object.entries(activity.waiting).map(([reason, n]) => [reason, n, WAIT_COLOURS[reason] || "#475569", `#/runs/waiting`])));
+  const durations = Object.entries(activity.durations);
+  parts.durations.replaceChildren(...(durations.length ? durations.map(([graph, d]) => h("tr", { "data-graph": graph },
+    h("td", {}, graph), h("td", {}, String(d.runs)), h("td", { class: "p50" }, duration(d.p50_s)), h("td", { class: "p95" }, duration(d.p95_s))))
+    : [h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No succeeded run yet."))]));
+  const queues = Object.entries(now.queues);
+  const at = Date.now() / 1000;
+  parts.queues.replaceChildren(...(queues.length ? queues.map(([graph, q]) => h("tr", { "data-graph": graph },
+    h("td", {}, graph), h("td", { class: "depth" }, String(q.queued)), h("td", { class: "oldest", title: `${clockTime(q.oldest_at, true)} ${zoneLabel()}` }, duration(Math.max(0, at - q.oldest_at)))))
+    : [h("tr", {}, h("td", { colspan: 3, class: "muted" }, "No run is queued."))]));
 }
 
 // -- routing --------------------------------------------------------------------------------
@@ -543,15 +705,17 @@ async function route() {
   // the newer page or a form the user has begun to fill in.
   const view = h("div", {});
   document.getElementById("view").replaceChildren(view);
-  const [, page, arg] = (location.hash || "#/runs").split("/");
-  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${page === "run" ? "runs" : page}`);
+  const [, page, arg] = (location.hash || "#/overview").split("/");
+  const shown = page === "run" ? "runs" : ["runs", "dead", "graphs", "workers"].includes(page) ? page : "overview";
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${shown}`);
   try {
     let stop;
     if (page === "run" && arg) stop = await runPage(view, decodeURIComponent(arg));
-    else if (page === "dead") stop = await deadPage(view);
+    else if (page === "dead") stop = await deadPage(view, arg ? decodeURIComponent(arg) : "");
     else if (page === "graphs") stop = await graphsPage(view);
     else if (page === "workers") stop = await workersPage(view);
-    else stop = await runsPage(view);
+    else if (page === "runs") stop = await runsPage(view, arg ? decodeURIComponent(arg) : "");
+    else stop = await overviewPage(view);
     if (seq === routes) stopPage = stop;
     else stop();
   } catch (e) { if (seq === routes) notice(e.message); }
@@ -570,6 +734,9 @@ document.addEventListener("DOMContentLoaded", () => {
     notice("");
     route();
   });
+  const zone = document.getElementById("time-zone");
+  zone.value = localZone() ? "local" : "utc";
+  zone.addEventListener("change", () => { localStorage.setItem(ZONE_KEY, zone.value); route(); });
   window.addEventListener("hashchange", route);
   route();
 });

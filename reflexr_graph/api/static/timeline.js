@@ -1,7 +1,8 @@
 // A run's events made readable, and drawn as a Gantt chart: one row per attempt.
 // The rules are the CLI's `history` (reflexr_graph/cli/history.py): the same field texts, the
 // same step durations, so the console and the terminal tell a run's story the same way.
-// Times are UTC, as the CLI shows them. Loaded before console.js, which uses what it defines.
+// Times are UTC, as the CLI shows them, or local time (the header's switch). Loaded before
+// console.js, which uses what it defines.
 "use strict";
 
 const MS_EPOCH_FLOOR = 1e11;  // an `*_at` value above this is epoch ms (1973 in ms); below, epoch s
@@ -16,9 +17,27 @@ function duration(seconds) {  // 850ms, 3.2s, 4m05s, 2h03m (as history.duration)
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, "0")}m`;
 }
 
-function utcTime(epochS, withDate = false) {  // 18:20:01.123, or 2026-12-01 18:20:01.123
-  const iso = new Date(epochS * 1000).toISOString();  // 2026-12-01T18:20:01.123Z
-  return withDate ? `${iso.slice(0, 10)} ${iso.slice(11, 23)}` : iso.slice(11, 23);
+// Times show in UTC, as the CLI shows them, unless the header's switch chose local time; the
+// choice is remembered in localStorage (console.js, the switch).
+const ZONE_KEY = "reflexr-time-zone";
+
+function localZone() { return localStorage.getItem(ZONE_KEY) === "local"; }
+
+function zoneLabel() {  // UTC, or the local offset: UTC+01:00
+  if (!localZone()) return "UTC";
+  const offset = -new Date().getTimezoneOffset(), abs = Math.abs(offset);
+  return `UTC${offset >= 0 ? "+" : "-"}${String(Math.floor(abs / 60)).padStart(2, "0")}:${String(abs % 60).padStart(2, "0")}`;
+}
+
+function clockTime(epochS, withDate = false) {  // 18:20:01.123, or 2026-12-01 18:20:01.123
+  const d = new Date(epochS * 1000);
+  if (!localZone()) {
+    const iso = d.toISOString();  // 2026-12-01T18:20:01.123Z
+    return withDate ? `${iso.slice(0, 10)} ${iso.slice(11, 23)}` : iso.slice(11, 23);
+  }
+  const p = (n, width = 2) => String(n).padStart(width, "0");
+  const time = `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+  return withDate ? `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${time}` : time;
 }
 
 function epochS(raw) {
@@ -31,7 +50,7 @@ function fieldText(key, value, eventAt) {
   const moment = key.endsWith("_at") ? epochS(value) : null;
   if (moment !== null) {
     const delta = moment - eventAt;
-    return `${key.slice(0, -3)} ${utcTime(moment)} (${delta >= 0 ? `in ${duration(delta)}` : `${duration(delta)} before`})`;
+    return `${key.slice(0, -3)} ${clockTime(moment)} (${delta >= 0 ? `in ${duration(delta)}` : `${duration(delta)} before`})`;
   }
   if (key === "until" && epochS(value) !== null) return fieldText("until_at", value, eventAt);
   if (key === "seq") return `checkpoint #${value}`;
@@ -148,7 +167,7 @@ function ganttSvg(rows, onStep, width = 1100) {
   const svg = svgEl("svg", { id: "gantt", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "font-size": 12, "font-family": "system-ui, sans-serif" },
     svgEl("defs", {}, svgEl("pattern", { id: "gantt-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
       svgEl("rect", { width: 6, height: 6, fill: "#fef9c3" }), svgEl("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#ca8a04", "stroke-width": 2 }))));
-  svg.append(svgEl("text", { x: LEFT, y: 14, fill: "#656d76" }, utcTime(t0, true) + " UTC"),
+  svg.append(svgEl("text", { x: LEFT, y: 14, fill: "#656d76" }, `${clockTime(t0, true)} ${zoneLabel()}`),
     svgEl("text", { x: width - 20, y: 14, fill: "#656d76", "text-anchor": "end" }, `+${duration(t1 - t0)}`));
   rows.forEach((r, i) => {
     const y = TOP + i * ROW;

@@ -8,11 +8,14 @@
 -- KEYS[4]  rg:{<run_id>}:tb      last traceback
 -- KEYS[5]  rg:idem:<graph>:<key> scoped idempotency key, built from ARGV[3]
 -- KEYS[6]  rg:all                KEYS[7] rg:dead   KEYS[8] rg:leases   KEYS[9] rg:due
--- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:status:retrying
+-- KEYS[10] rg:status:queued     KEYS[11] rg:status:running  KEYS[12] rg:retries (the rollup
+--   of retries in the last hour, in the place of the retrying status set, which is never written)
 -- KEYS[13] rg:status:succeeded  KEYS[14] rg:status:dead     KEYS[15] rg:status:cancelled
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
+-- then a script's own keys (KEYS[19] on, see its header), and last, KEYS[#KEYS]:
+--          rg:{<run_id>}:stream  what the run's steps emitted (emit.lua writes it)
 --
 -- ARGV[1]  run_id
 -- ARGV[2]  now, epoch ms (from clock.now_ms(): scripts never call TIME, so tests fake time)
@@ -30,13 +33,18 @@
 local K_RUN, K_CKPT, K_EVENTS, K_TB, K_IDEM = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_ALL, K_DEAD, K_LEASES, K_DUE = KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
+-- Where retrying's status set would be: retrying runs have none (UNLISTED), so set_status never
+-- writes this position, and to_retrying keeps the last hour's retries there (keys.RETRIES).
+local K_RETRIES = KEYS[12]
+local RETRIES_KEPT_MS = 3600000
+local K_STREAM = KEYS[#KEYS]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
   waiting = KEYS[16],
 }
 -- Every key of the run: purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX}
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_STREAM}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
@@ -54,7 +62,7 @@ local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
-local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb'}
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'stream'}
 local LAST_ERROR = {'reason', 'error_type', 'error'}
 local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
@@ -272,7 +280,8 @@ local EVENT_CODES = {
   work_reused = 'u', attempt_failed = 'f', run_dead_lettered = 'd', run_retrying = 'r',
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
-  cancel_requested = 'z',
+  cancel_requested = 'z', waiting_for_version = 'v', run_woken = 'b',
+  run_upgraded = 'n',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked
@@ -328,6 +337,7 @@ local function present_keys()
   if field('memo') == '1' then found[#found + 1] = K_MEMO end
   if field('mbox') == '1' then found[#found + 1] = K_MAILBOX end
   if field('tb') == '1' then found[#found + 1] = K_TB end
+  if field('stream') == '1' then found[#found + 1] = K_STREAM end
   return found
 end
 
@@ -441,6 +451,9 @@ local function to_retrying(due_at, reason)
   put('retry_at', due_at)
   redis.call('ZREM', K_LEASES, RUN_ID)
   redis.call('ZADD', K_DUE, due_at, RUN_ID)
+  -- The overview's retries per minute: counted where a retry happens, trimmed to the hour it shows.
+  redis.call('ZADD', K_RETRIES, NOW, RUN_ID .. '|' .. attempt_number())
+  redis.call('ZREMRANGEBYSCORE', K_RETRIES, '-inf', tonumber(NOW) - RETRIES_KEPT_MS)
   emit('run_retrying', 'attempt', attempt_number(), 'reason', reason, 'due_at', due_at)
 end
 

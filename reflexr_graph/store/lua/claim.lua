@@ -9,15 +9,18 @@
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
 -- ARGV[7] the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
 --   on the run too: one place, and the run hash stays smaller)
+-- ARGV[8] the claiming worker's version of the graph ('' checks none)
+-- ARGV[9] the newest version a live worker serves, as that worker last saw ('' when unknown)
 -- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
 --   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
 --   memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
---   or {'idem', key}
+--   or {'idem', key}, or {'version', v, 'pinned'|'newest'}: the run is on version v (pinned), or
+--   has not started and goes on the newest, v; v is not this worker's, and nothing changed
 
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints')
+  'error_type', 'checkpoints', 'version', 'held_since')
 
 local function reply(outcome)
   flush()
@@ -91,6 +94,16 @@ if status == 'running' then
   -- because the worker died (a counted attempt). It re-sends the run within a tick.
   return reply('busy')
 end
+-- G9: a run finishes on the graph version it started on; a run not started yet starts on the
+-- newest version a live worker serves. The worker holds the first for a worker of its version
+-- (hold_version.lua) and hands the second on to the newest version's queue.
+local mine, pinned = ARGV[8] or '', field('version')
+if mine ~= '' and pinned ~= '' and pinned ~= mine then
+  return {'version', pinned, 'pinned'}
+end
+if mine ~= '' and pinned == '' and (ARGV[9] or '') ~= '' and ARGV[9] ~= mine then
+  return {'version', ARGV[9], 'newest'}
+end
 -- Redis keeps no delivery count, so the run's own counter stops a message that kills its
 -- worker every time: the reaper counts each such attempt as abandoned.
 local exhausted, retry = out_of_attempts()
@@ -105,8 +118,12 @@ incr('attempts', 1)
 incr('resumes', 1)
 put('token', token)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
--- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends.
-drop('dispatches', 'unserved_since', 'waiting_for', 'wake_at')
+-- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends, as
+-- does the wait for one of its version (held_since, hold_version.lua).
+drop('dispatches', 'unserved_since', 'held_since', 'waiting_for', 'wake_at')
+if mine ~= '' and pinned == '' then
+  put('version', mine)
+end
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

@@ -6,6 +6,9 @@
 -- KEYS[19], after the prelude's: the run hash of ARGV[10]'s run (the idem key's owner the caller
 --   expects), else KEYS[1]
 -- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
+-- KEYS[21] the broker list ARGV[22]'s message goes to (keys.broker_queue), only with a message
+-- KEYS[21..] or, with a message, KEYS[22..], up to the prelude's last (the stream): the run's
+--   tag indexes (rg:tag:<key>=<value>), one per tag of ARGV[20]
 -- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
@@ -19,6 +22,11 @@
 -- ARGV[17] '1' when the fork replaced the checkpoint's state, else '0'
 -- ARGV[18] the output when that checkpoint is the finished one, else '': the run is created
 --   succeeded, and no attempt runs  ARGV[19] run retention s (for that case)
+-- ARGV[20] the run's tags as JSON, '' for none (nothing written then)
+-- ARGV[21] the run's priority, '' for none given
+-- ARGV[22] the run's Celery message as kombu's Redis transport queues it, '' for none: when the
+--   broker is this Redis, the client hands it over, so a run is recorded with its message, or
+--   not at all, in one round trip (client/publish.py)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner}
 
@@ -42,8 +50,18 @@ if exists() then
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
   digest, ARGV[8], KEYS[20])
+if ARGV[21] ~= '' then
+  put('priority', ARGV[21])
+end
 if ARGV[11] ~= '' then
   put('trace', ARGV[11])
+end
+if ARGV[20] ~= '' then
+  -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
+  put('tags', ARGV[20])
+  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - 1 do  -- KEYS[#KEYS]: the run's stream (_lib.lua)
+    redis.call('ZADD', KEYS[i], NOW, RUN_ID)
+  end
 end
 if key ~= '' then
   -- No TTL while the run is active; terminal transitions expire it with the run's keys.
@@ -72,6 +90,11 @@ if ARGV[18] ~= '' then
   return {'created', RUN_ID}
 end
 set_status('queued')
--- Safety net: if the enqueuer dies before sending the Celery message, the reaper sends it.
+-- Safety net: if the enqueuer dies before sending the Celery message, or the message is lost
+-- later, the reaper sends it.
 redis.call('ZADD', K_DUE, ARGV[9], RUN_ID)
+if ARGV[22] ~= '' then
+  -- kombu's Redis transport pushes with LPUSH and its consumer pops with BRPOP: the same here.
+  redis.call('LPUSH', KEYS[21], ARGV[22])
+end
 return {'created', RUN_ID}

@@ -8,49 +8,78 @@
 -- KEYS[4] rg:status:succeeded  KEYS[5] rg:status:dead  KEYS[6] rg:status:cancelled
 -- KEYS[7] rg:reaper:pass (the last pass's mark)
 -- ARGV: store/contracts.py TickArgs, in its field order:
--- ARGV[1] owner id  ARGV[2] lock TTL ms  ARGV[3] now ms  ARGV[4] at most this many of each kind
--- ARGV[5] run retention s (succeeded, cancelled)  ARGV[6] dead retention s
+-- ARGV[1] owner id  ARGV[2] lock TTL ms (the least it is kept for)  ARGV[3] now ms
+-- ARGV[4] at most this many of each kind  ARGV[5] run retention s (succeeded, cancelled)
+-- ARGV[6] dead retention s  ARGV[7] the longest the reaper may sleep ms (its lease TTL at most)
+-- ARGV[8] how long past its planned wake the lock outlives the holder ms (one tick)
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
---   next due {run id, due score} or {}} with
+--   next due {run id, due score} or {}, wake ms} with
 --   lock 'held' (kept) | 'taken' | 'other' (another reaper holds it; the lists are empty)
--- The next due entry is the first after the due runs returned, so the reaper sleeps until it
--- rather than a whole tick: a timer wakes on time. Only entries due before the lock would lapse
--- can matter (the holder ticks again before that), so one read up to then yields both.
+-- The reaper sleeps until 'wake': the first due entry after the due runs returned, the first
+-- lease that could lapse, or now + ARGV[7], whichever comes first. Nothing it must act on can
+-- fall earlier, except a due entry written meanwhile, whose writer nudges it (rg:reaper:nudge):
+-- a lease taken meanwhile lapses a lease TTL later. The holder keeps the lock until one tick
+-- past that wake; another reaper's wake is when the lock would lapse, so it takes over within a
+-- tick of a holder that died.
 
-local owner, ttl, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local owner, ttl, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local idle, margin = tonumber(ARGV[7]), tonumber(ARGV[8])
 local holder = redis.call('GET', KEYS[1])
 local lock
 if holder == owner then
-  redis.call('PEXPIRE', KEYS[1], ttl)
   lock = 'held'
 elseif not holder then
-  redis.call('SET', KEYS[1], owner, 'PX', ttl)
   lock = 'taken'
 else
-  return {'other', {}, {}, {}, {}, {}, {}, {}}
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    left = ttl
+  end
+  return {'other', {}, {}, {}, {}, {}, {}, {}, now + left}
 end
 local function older(key, before)
   return redis.call('ZRANGEBYSCORE', key, '-inf', before, 'LIMIT', 0, limit)
 end
 -- Whole milliseconds, written out: Lua would print a large number in exponent form.
+local function ms(value)
+  return string.format('%.0f', value)
+end
 local function ms_before(seconds)
-  return string.format('%.0f', now - tonumber(seconds) * 1000)
+  return ms(now - tonumber(seconds) * 1000)
 end
 local run_before = ms_before(ARGV[5])
 local restart = mark_pass(KEYS[7], ARGV[3])
--- Whole milliseconds, as ms_before.
-local soon = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('%.0f', now + tonumber(ttl)),
-  'WITHSCORES', 'LIMIT', 0, tonumber(limit) + 1)
+local wake = now + idle
+-- The first lease to lapse: read past it only when it has.
+local lapsed = {}
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #first > 0 then
+  if tonumber(first[2]) <= now then
+    -- The next lease after those may lapse any time: a tick from now.
+    lapsed = older(KEYS[2], ARGV[3])
+    wake = math.min(wake, now + margin)
+  else
+    wake = math.min(wake, tonumber(first[2]))
+  end
+end
+local soon = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ms(wake), 'WITHSCORES', 'LIMIT', 0, tonumber(limit) + 1)
 local due, next_due = {}, {}
 for i = 1, #soon, 2 do
   if #due < 2 * tonumber(limit) and tonumber(soon[i + 1]) <= now then
     due[#due + 1], due[#due + 2] = soon[i], soon[i + 1]
   else
     next_due = {soon[i], soon[i + 1]}
+    wake = math.min(wake, tonumber(soon[i + 1]))
     break
   end
 end
-return {lock, older(KEYS[2], ARGV[3]), due,
+local keep = ms(math.max(ttl, wake - now + margin))
+if lock == 'held' then
+  redis.call('PEXPIRE', KEYS[1], keep)
+else
+  redis.call('SET', KEYS[1], owner, 'PX', keep)
+end
+return {lock, lapsed, due,
   older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before), restart,
-  next_due}
+  next_due, ms(wake)}

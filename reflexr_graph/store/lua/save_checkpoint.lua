@@ -7,15 +7,21 @@
 -- KEYS[2] rg:{<run_id>}:ckpt    the checkpoints kept, seq -> JSON
 -- KEYS[3] rg:{<run_id>}:events  event stream
 -- KEYS[4] rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
+-- KEYS[5..] rg:limit:{<key>}:slots, one per limit slot given back, in ARGV[13..]'s order
 -- ARGV: store/contracts.py SaveArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] token  ARGV[4] checkpoint JSON  ARGV[5] seq
 -- ARGV[6] next node id or ''  ARGV[7] event stream cap
 -- ARGV[8] boundaries skipped since the attempt's last write  ARGV[9] their kinds (text)
 -- ARGV[10] branch steps and ARGV[11] durable calls answered from records since then
 -- ARGV[12] how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
+-- ARGV[13..] the members of the slots of the step that just ended (core/limits.py), given back here
 -- Returns store/contracts.py Saved: 1 saved, 2 saved and a cancel was asked (the attempt stops
 -- here: cancel.lua), 0 the token does not own the run (the caller raises FencedOut).
 
+-- Unfenced, as a release of its own was: a slot whose step ended is free whoever owns the run.
+for i = 13, #ARGV do
+  redis.call('ZREM', KEYS[i - 8], ARGV[i])
+end
 local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions', 'cancel',
   'ck_first', 'checkpoints', 'memo', 'skipped', 'reused_steps', 'reused_calls', 'ck_last')
 if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then

@@ -1,0 +1,33 @@
+"""``/api/overview``: the fleet now and over the last hour, for the console's home page."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel
+
+from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.store.activity import MAX_MINUTES, Activity
+from reflexr_graph.store.overview import Overview
+
+router = APIRouter(prefix="/overview", tags=["overview"])
+
+
+class OverviewOut(BaseModel):
+    """The fleet now (runs by status, queues per graph, workers, dead letters) and its activity
+    per minute over the window asked for."""
+
+    now: Overview
+    activity: Activity
+
+
+@router.get("", response_model=OverviewOut)
+async def get_overview(
+    client: ClientDep,
+    minutes: Annotated[int, Query(ge=1, le=MAX_MINUTES, description="The window, in minutes")] = 60,
+) -> OverviewOut:
+    """Runs by status now, queued runs per graph with their oldest, the live workers and the
+    dead letters; and per minute: runs started, succeeded, dead-lettered and retried, dead
+    letters by reason, p50/p95 durations per graph and the runs waiting by reason."""
+    return OverviewOut(now=await client.overview(), activity=await client.activity(minutes))

@@ -1,0 +1,206 @@
+"""One attempt's own connection for the writes it makes at every step: saves and records.
+
+A checkpoint save is one EVALSHA, but through redis-py's client it also paid the pool's
+checkout (a lock, a ``select`` on the socket to see it is clean, the release), the retry layer
+and the script wrapper: some 35 µs a call, a third of a round trip. An attempt makes its saves
+one after the other, so it holds one connection of the client's pool for its whole life and
+sends its EVALSHAs on it directly, with the script's hash, the keys, the run id and the token
+packed once, when the attempt starts.
+
+What the client's path gave stays: a connection error or timeout is reported as
+``StoreUnavailable`` (``connection_errors.translate``, as ``translate_errors`` does), which
+the attempt's fenced retry (fleet/fenced.py) retries while the lease holds; a stale socket is
+reconnected once at once, as redis-py's retry would; a script the server lost (a restart, a
+``SCRIPT FLUSH``) is loaded again. The connection comes from the client's pool, so a Sentinel
+pool's connection still finds the primary and drops itself on ``READONLY``. A Redis Cluster
+client has no one pool (a connection per node, and a moved slot follows a redirect), so an
+attempt on a cluster store has no hot path: :func:`for_attempt` gives None, and its saves go
+through the store's client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from redis import exceptions as redis_errors
+
+from reflexr_graph import clock
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.store import cluster, connection_errors, keys
+from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced
+from reflexr_graph.store.contracts import SaveArgs, Saved
+from reflexr_graph.store.scripts import source
+
+_SAVE_FIELDS = tuple(f.name for f in dataclasses.fields(SaveArgs))
+_INLINE_LIMIT = 16 * 1024
+"""Above this a value is sent as its own chunk rather than copied into the command's bytes."""
+
+
+def _bulk(data: bytes) -> bytes:
+    """One RESP bulk string: what redis-py's packer writes for an argument."""
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def _arg_bytes(value: object) -> bytes:
+    # As contracts._arg: Lua sees strings, a flag '1' / '0', a missing value ''.
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if value is None:
+        return b""
+    return str(value).encode()
+
+
+class _Call:
+    """One script's EVALSHA on the held connection: the command's head (the hash and the keys) and
+    the attempt's fixed arguments (run id, token...) packed once; only the others are packed per call."""
+
+    def __init__(
+        self,
+        name: str,
+        sha: str,
+        script_keys: Sequence[str],
+        fields: Sequence[str],
+        fixed: Mapping[str, bytes],
+    ) -> None:
+        self.name = name
+        head = [b"EVALSHA", sha.encode(), b"%d" % len(script_keys), *(k.encode() for k in script_keys)]
+        self._head = b"*%d\r\n" % (len(head) + len(fields)) + b"".join(_bulk(part) for part in head)
+        self._plan: list[bytes | str] = [_bulk(fixed[f]) if f in fixed else f for f in fields]
+
+    def pack(self, values: Mapping[str, object]) -> list[bytes]:
+        """The command as chunks to send: small values inline, a large payload in a chunk of its own."""
+        chunks: list[bytes] = []
+        buf = [self._head]
+        for part in self._plan:
+            if isinstance(part, bytes):
+                buf.append(part)
+                continue
+            data = _arg_bytes(values[part])
+            if len(data) > _INLINE_LIMIT:
+                buf.append(b"$%d\r\n" % len(data))
+                chunks.append(b"".join(buf))
+                chunks.append(data)
+                buf = [b"\r\n"]
+            else:
+                buf.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        chunks.append(b"".join(buf))
+        return chunks
+
+
+def for_attempt(store: StoreBase, ctx: AttemptContext) -> HotPath | None:
+    """The attempt's hot path, or None on a cluster store (its saves then take the store's path)."""
+    return None if cluster.is_cluster(store.client) else HotPath(store, ctx)
+
+
+class HotPath:
+    """The per-step writes of one attempt (a save, a record), each one EVALSHA on a held connection.
+
+    Use it as a context manager, or call :meth:`close`: the connection goes back to the pool.
+    Calls may come from several threads (sync steps run in threads); one at a time is sent.
+    """
+
+    def __init__(self, store: StoreBase, ctx: AttemptContext) -> None:
+        self._store = store
+        self._ctx = ctx
+        self._codec = store.scripts.codec
+        self._pool = store.client.connection_pool
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        run_id = ctx.run_id
+        scripts = store.scripts
+        fixed = {
+            "run_id": run_id.encode(),
+            "token": ctx.token.encode(),
+            "events_cap": b"%d" % EVENTS_MAXLEN,
+            "history": b"%d" % store.checkpoint_history,
+        }
+        self._save = _Call(
+            "save_checkpoint",
+            scripts.sha("save_checkpoint"),
+            [keys.run(run_id), keys.ckpt(run_id), keys.events(run_id), keys.memo(run_id)],
+            _SAVE_FIELDS,
+            fixed,
+        )
+        # record.lua's ARGV: token, field, value (no contract dataclass: store/attempts.py save_record).
+        self._record = _Call(
+            "record",
+            scripts.sha("record"),
+            [keys.run(run_id), keys.memo(run_id)],
+            ("token", "field", "value"),
+            fixed,
+        )
+
+    def __enter__(self) -> HotPath:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Give the connection back to the client's pool."""
+        with self._lock:
+            if self._conn is not None:
+                self._pool.release(self._conn)
+                self._conn = None
+
+    def save_checkpoint(
+        self, payload: str, *, seq: int, next_node: str | None, notes: Notes = NO_NOTES
+    ) -> bool:
+        """As ``AttemptWrites.save_checkpoint``: True when a cancel was asked; FencedOut when the
+        token lost the run."""
+        given: dict[str, object] = {
+            "now_ms": clock.now_ms(),
+            "payload": self._codec.encode(payload),  # as Scripts does (store/payload_args.py)
+            "seq": seq,
+            "next_node": next_node,
+            "skipped": notes.skipped,
+            "skip_kinds": notes.skip_kinds,
+            "reused_steps": notes.reused_steps,
+            "reused_calls": notes.reused_calls,
+        }
+        saved = Saved(int(self._call(self._save, given)))
+        if saved is Saved.FENCED:
+            raise _fenced(self._ctx, "checkpoint")
+        return saved is Saved.CANCEL_REQUESTED
+
+    def save_record(self, field: str, value: str) -> None:
+        """As ``AttemptWrites.save_record``: FencedOut when the token lost the run."""
+        if not self._call(self._record, {"field": field, "value": self._codec.encode(value)}):
+            raise _fenced(self._ctx, "record")
+
+    def _call(self, call: _Call, values: Mapping[str, object]) -> Any:
+        command = call.pack(values)
+        try:
+            with self._lock:
+                return self._send(call, command)
+        except redis_errors.RedisError as exc:
+            client = self._store.client
+            translated = connection_errors.translate(exc, connection_errors.endpoint_of(client), client)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def _send(self, call: _Call, command: list[bytes]) -> Any:
+        try:
+            return self._round_trip(command)
+        except redis_errors.NoScriptError:
+            # The server lost its scripts (restarted, flushed): load this one and send it again.
+            self._round_trip_of(lambda conn: conn.send_command("SCRIPT", "LOAD", source(call.name)))
+            return self._round_trip(command)
+        except redis_errors.ConnectionError:
+            # A socket that went stale while held (the server closed it): one new connection at
+            # once, as redis-py's retry would; a second failure is an outage, for the fenced retry.
+            return self._round_trip(command)
+
+    def _round_trip(self, command: list[bytes]) -> Any:
+        return self._round_trip_of(lambda conn: conn.send_packed_command(command))
+
+    def _round_trip_of(self, send: Callable[[Any], None]) -> Any:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._pool.get_connection()
+        send(conn)
+        return conn.read_response()

@@ -1,0 +1,60 @@
+"""Deleting payload store files that no run refers to any more (the reaper runs it).
+
+A file is written before the script that refers to it, so a young file without a reference may
+be one whose script is about to run: only files older than a grace period are candidates. Once a
+run's retention passes its keys expire, nothing refers to its files, and the next sweep deletes
+them. With no candidate the sweep reads nothing from Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reflexr_graph import clock
+from reflexr_graph.store import keys
+from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.payload_codec import PayloadCodec
+from reflexr_graph.store.records import text
+
+log = logging.getLogger(__name__)
+
+ORPHAN_GRACE_S = 3600.0
+"""How old an unreferenced file must be before a sweep deletes it: far longer than any write
+waits for the script that refers to it."""
+SCAN_COUNT = 1000
+
+
+def referenced(store: StoreBase, codec: PayloadCodec) -> set[str]:
+    """Every digest a run in Redis refers to (its run, checkpoint, memo and mailbox hashes)."""
+    found: set[str] = set()
+    suffixes = tuple(f":{name}" for name in keys.RUN_HASHES)
+    for key in store.client.scan_iter(match=keys.every_run_key(), count=SCAN_COUNT):
+        name = text(key)
+        if not name.endswith(suffixes) or not keys.run_of(name):
+            continue  # not a run's hash (a shard's index shares the pattern)
+        for value in store.client.hvals(name):
+            digest = codec.references(text(value))
+            if digest:
+                found.add(digest)
+    return found
+
+
+def sweep(store: StoreBase, *, grace_s: float = ORPHAN_GRACE_S) -> int:
+    """Delete the files of the store's payload store older than ``grace_s`` that no run refers
+    to; how many were deleted (0 without a payload store)."""
+    blobs = store.codec.blobs
+    if blobs is None:
+        return 0
+    cutoff = clock.now() - grace_s
+    candidates = [digest for digest, mtime in blobs.entries() if mtime <= cutoff]
+    if not candidates:
+        return 0
+    live = referenced(store, store.codec)
+    gone = [digest for digest in candidates if digest not in live]
+    for digest in gone:
+        # Writing the same bytes again renews a file's age: one written again since it was
+        # listed may have a new reference already.
+        blobs.delete_if_older(digest, cutoff)
+    if gone:
+        log.info("payload store: deleted %d files no run refers to; %d kept", len(gone), len(live))
+    return len(gone)

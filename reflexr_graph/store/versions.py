@@ -1,0 +1,209 @@
+"""Graph versions (G9): which versions of a graph were published, which live workers serve, and
+the runs held waiting for a worker of their version.
+
+A version is ``GraphAction.version``: the user's label, else the graph's fingerprint. Every
+worker publishes the versions it runs (``rg:versions:<graph>``, first publication kept) and
+beats into ``rg:served:<graph>@<version>`` beside its graph's set (store/workers.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from reflexr_graph import clock, errors
+from reflexr_graph.store import keys
+from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.contracts import HoldVersionArgs, UpgradeArgs, VersionHold, WakeVersionArgs
+from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
+from reflexr_graph.store.records import LATEST_CHECKPOINT, text
+
+
+class VersionEntry(BaseModel):
+    """One published version of a graph, as its first publisher wrote it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    fingerprint: str
+    label: str | None = None
+    first_published_at: float
+    """Epoch seconds: the newest version is the one first published last."""
+    nodes: tuple[str, ...] = ()
+
+
+def published_versions(graph: str) -> Op[list[VersionEntry]]:
+    """Every version of ``graph`` ever published, newest first (one round trip)."""
+    raw = yield cmd("hgetall", keys.versions(graph))
+    entries = [VersionEntry.model_validate_json(text(v)) for v in raw.values()]
+    return sorted(entries, key=lambda e: (e.first_published_at, e.version), reverse=True)
+
+
+class ServedVersion(VersionEntry):
+    """A published version with the live workers that serve it now."""
+
+    workers: tuple[str, ...] = ()
+
+
+def served_versions(graph: str) -> Op[list[ServedVersion]]:
+    """Every published version of ``graph``, newest first, with its live workers (two round trips)."""
+    entries = yield from published_versions(graph)
+    now = clock.now_ms()
+    commands = [cmd("zrangebyscore", keys.served_version(graph, e.version), now, "+inf") for e in entries]
+    replies = (yield batch(commands)) if commands else []
+    return [
+        ServedVersion(**e.model_dump(), workers=tuple(sorted(text(n) for n in names)))
+        for e, names in zip(entries, replies, strict=True)
+    ]
+
+
+def live_versions(graph: str) -> Op[dict[str, list[str]]]:
+    """Each published version of ``graph`` -> the live workers that serve it, newest first (two)."""
+    return {v.version: list(v.workers) for v in (yield from served_versions(graph))}
+
+
+def held_runs(graph: str, version: str) -> Op[list[str]]:
+    """The runs held for ``version`` of ``graph`` (waiting for it, or in their grace period)."""
+    shards = yield from layout()
+    found = yield batch([cmd("smembers", keys.version_held(graph, version, n)) for n in shards.all])
+    return sorted(text(r) for members in found for r in members)
+
+
+def upgrade_run(run_id: str, graph: str, from_version: str, to_version: str) -> Op[bool]:
+    """Move a run held for ``from_version`` to ``to_version``, from its first step (upgrade.lua);
+    False when it is no longer held for that version."""
+    now = clock.now_ms()
+    args = UpgradeArgs(from_version, to_version).argv()
+    held = [keys.version_held(graph, from_version, (yield from layout()).of(run_id))]
+    return text((yield from per_run("upgrade", run_id, run_id, now, args, held))) == "upgraded"
+
+
+class UpgradePlan(BaseModel):
+    """What ``upgrade`` moves: the runs held for ``from_version``, to the newest served version."""
+
+    graph: str
+    from_version: str
+    to_version: str
+    run_ids: list[str]
+    """Held for ``from_version`` (planned), or moved (done)."""
+
+
+def upgrade_plan(graph: str, from_version: str) -> Op[UpgradePlan]:
+    """The runs an upgrade would move and where to; OperationRefused when no newer version is served."""
+    live = [v.version for v in (yield from served_versions(graph)) if v.workers]
+    if not live:
+        raise errors.OperationRefused(
+            f"no live worker serves graph {graph!r}: start one of the new version first"
+        )
+    if live[0] == from_version:
+        raise errors.OperationRefused(
+            f"version {from_version} is the newest version of graph {graph!r} a live worker serves: "
+            "there is nothing newer to move its runs to"
+        )
+    runs = yield from held_runs(graph, from_version)
+    return UpgradePlan(graph=graph, from_version=from_version, to_version=live[0], run_ids=runs)
+
+
+def upgrade(graph: str, from_version: str) -> Op[UpgradePlan]:
+    """Move every run held for ``from_version`` to the newest served version, from its first step;
+    the plan's ``run_ids`` are those moved (a run claimed or cancelled meanwhile stays)."""
+    plan = yield from upgrade_plan(graph, from_version)
+    moved = []
+    for run_id in plan.run_ids:
+        if (yield from upgrade_run(run_id, graph, from_version, plan.to_version)):
+            moved.append(run_id)
+    return plan.model_copy(update={"run_ids": moved})
+
+
+class StoredCheckpoint(BaseModel):
+    """A live or held run's latest checkpoint, as ``export`` writes it and ``check-checkpoints`` reads it."""
+
+    run_id: str
+    status: str
+    version: str | None = None
+    checkpoint: str | None = None
+    """Its JSON; None before the run's first checkpoint."""
+    inputs: str | None = None
+    """The run's recorded inputs (JSON), which a checkpoint with ``inputs_ref`` resumes with."""
+
+
+class Versions(StoreBase):
+    """Published versions, who serves them, and runs held for one."""
+
+    @translate_errors
+    def publish_versions(self, entries: Iterable[VersionEntry], graphs: Iterable[str]) -> None:
+        """Record each version the first time it is published (HSETNX: a restart keeps the date)."""
+        pipe = self._r.pipeline(transaction=False)
+        for graph, entry in zip(graphs, entries, strict=True):
+            pipe.hsetnx(keys.versions(graph), entry.version, entry.model_dump_json())
+        pipe.execute()
+
+    @translate_errors
+    def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
+        """The latest checkpoint and inputs of each ``(run_id, status, version)``, in two round trips."""
+        pipe = self._r.pipeline(transaction=False)
+        for run_id, _, _ in runs:
+            pipe.hmget(keys.run(run_id), [LATEST_CHECKPOINT, "inputs"])
+        heads = pipe.execute() if runs else []
+        for (run_id, _, _), (latest, _) in zip(runs, heads, strict=True):
+            pipe.hget(keys.ckpt(run_id), text(latest or b"") or "-")
+        bodies = pipe.execute() if runs else []
+        return [
+            StoredCheckpoint(
+                run_id=run_id,
+                status=status,
+                version=version,
+                checkpoint=None if body is None else text(body),
+                inputs=None if inputs is None else text(inputs),
+            )
+            for (run_id, status, version), (_, inputs), body in zip(runs, heads, bodies, strict=True)
+        ]
+
+    def live_versions(self, graph: str) -> dict[str, list[str]]:
+        """See :func:`live_versions`."""
+        return self.do(live_versions(graph))
+
+    def published_versions(self, graph: str) -> list[VersionEntry]:
+        """See :func:`published_versions`."""
+        return self.do(published_versions(graph))
+
+    @translate_errors
+    def hold_version(
+        self, run_id: str, graph: str, version: str, *, grace_ms: int, recheck_ms: int
+    ) -> VersionHold:
+        """Keep a run of a version no live worker serves (hold_version.lua): looked at again within
+        ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry."""
+        now = clock.now_ms()
+        args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
+        held = [keys.version_held(graph, version, self.shards.of(run_id))]
+        return VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
+
+    @translate_errors
+    def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
+        """Up to ``limit`` runs held waiting for ``version`` of ``graph``."""
+        found = [
+            r
+            for n in self.shards.all
+            for r in self._r.srandmember(keys.version_held(graph, version, n), limit) or []
+        ]
+        return sorted(text(r) for r in found)[:limit]
+
+    @translate_errors
+    def wake_version(self, run_id: str, graph: str, version: str, *, due_ms: int) -> bool:
+        """Queue a run held for ``version`` again (wake_version.lua); False when it no longer waits."""
+        now = clock.now_ms()
+        args = WakeVersionArgs(version, now + due_ms).argv()
+        held = [keys.version_held(graph, version, self.shards.of(run_id))]
+        return text(self.do(per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
+
+
+def entry_of(version: str, fingerprint: str, label: str | None, nodes: Sequence[str]) -> VersionEntry:
+    """The entry a worker publishes for its version of a graph, dated now."""
+    return VersionEntry(
+        version=version,
+        fingerprint=fingerprint,
+        label=label,
+        first_published_at=clock.now(),
+        nodes=tuple(nodes),
+    )

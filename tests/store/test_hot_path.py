@@ -1,0 +1,96 @@
+"""An attempt's held connection for its saves and records (store/hot_path.py): the same writes as the
+store's client makes, fenced the same way, and it survives what a pooled connection survives."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from reflexr_graph import errors
+from reflexr_graph.core.port import Notes
+from reflexr_graph.store import RedisStore
+from reflexr_graph.store.hot_path import HotPath
+from tests.redis_server import RedisFactory
+from tests.store.support import FakeClock, make_run, start
+
+
+def _evalshas(raw: redis.Redis) -> int:
+    return int(raw.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_save_and_a_record_land_as_the_stores_own(store: RedisStore, raw: redis.Redis) -> None:
+    make_run(store)
+    ctx = start(store)
+    store.preload_scripts()  # as a worker does at start
+    raw.config_resetstat()
+    with HotPath(store, ctx) as hot:
+        hot.save_record("c|s|-|k|x|0", "1")
+        assert hot.save_checkpoint('{"a": 1}', seq=1, next_node="s2") is False
+        big = '{"a": "' + "x" * 100_000 + '"}'  # sent as a chunk of its own
+        hot.save_checkpoint(big, seq=2, next_node="s3", notes=Notes(1, "s2: state", 1, 0))
+        hot.save_record("c|s3|-|k|x|0", "2")
+    assert _evalshas(raw) == 4, "one EVALSHA each, nothing else"
+    info = store.get("run-1")
+    assert (info.checkpoints, info.next_node) == (2, "s3")
+    assert store.load_checkpoint("run-1") == big
+    assert store.load_records("run-1") == {"c|s3|-|k|x|0": "2"}, "the save dropped the records before it"
+    assert [c.seq for c in store.checkpoints("run-1")] == [1, 2], "the history keeps the first"
+    types = [e.type for e in store.events("run-1")]
+    assert types.count("run_progressed") == 2 and "boundaries_skipped" in types and "work_reused" in types
+
+
+def test_a_cancel_asked_comes_back_from_the_save(store: RedisStore) -> None:
+    make_run(store)
+    ctx = start(store)
+    store.cancel("run-1")
+    with HotPath(store, ctx) as hot:
+        assert hot.save_checkpoint("{}", seq=1, next_node="s2") is True
+
+
+def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_clock: FakeClock) -> None:
+    make_run(store)
+    stale = start(store, lease_ms=1_000)
+    fake_clock.advance(2_000)
+    store.reap()
+    start(store)
+    with HotPath(store, stale) as hot:
+        with pytest.raises(errors.FencedOut):
+            hot.save_checkpoint("{}", seq=1, next_node="s2")
+        with pytest.raises(errors.FencedOut):
+            hot.save_record("c|s|-|k|x|0", "1")
+    assert store.get("run-1").checkpoints == 0 and store.load_records("run-1") == {}
+
+
+def test_a_flushed_script_cache_and_a_killed_connection_cost_nothing(
+    store: RedisStore, raw: redis.Redis
+) -> None:
+    make_run(store)
+    ctx = start(store)
+    with HotPath(store, ctx) as hot:
+        hot.save_checkpoint("{}", seq=1, next_node="s2")
+        raw.script_flush()
+        hot.save_checkpoint("{}", seq=2, next_node="s3")  # NOSCRIPT: loaded again and sent again
+        held = [c for c in raw.client_list() if c["cmd"] == "evalsha"]
+        raw.client_kill_filter(_id=held[0]["id"])
+        hot.save_checkpoint("{}", seq=3, next_node="s4")  # the stale socket is replaced at once
+    assert store.get("run-1").checkpoints == 3
+
+
+def test_redis_down_is_store_unavailable_and_the_connection_comes_back(private_redis: RedisFactory) -> None:
+    server = private_redis(appendfsync="always")
+    store = RedisStore.from_url(server.url, socket_timeout=2.0, socket_connect_timeout=1.0)
+    try:
+        make_run(store)
+        ctx = start(store)
+        with HotPath(store, ctx) as hot:
+            hot.save_checkpoint("{}", seq=1, next_node="s2")
+            server.kill()
+            with pytest.raises(errors.StoreUnavailable):
+                hot.save_checkpoint("{}", seq=2, next_node="s3")
+            with pytest.raises(errors.StoreUnavailable):
+                hot.save_record("c|s|-|k|x|0", "1")
+            server.start()
+            hot.save_checkpoint("{}", seq=2, next_node="s3")
+        assert store.get("run-1").checkpoints == 2
+    finally:
+        store.close()

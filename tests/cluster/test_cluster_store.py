@@ -86,7 +86,7 @@ def test_reapers_share_the_shards_and_take_over_a_dead_ones(cluster_url: str, re
         a.tick()
         assert len(a.shards) == keys.SHARDS // 2, "it handed back what is beyond its part"
         b.tick()
-        assert sorted(a.shards + b.shards) == list(keys.SHARDS_RANGE), "every shard has one reaper"
+        assert sorted(a.shards + b.shards) == list(keys.CLUSTER.all), "every shard has one reaper"
         a.tick()
         assert len(a.shards) == keys.SHARDS // 2
         # a dies: it ticks no more, and its worker leaves the registry.

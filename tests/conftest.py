@@ -17,7 +17,7 @@ XDIST_GROUPS = {
     "tests/observability/test_graph_spans.py": "graph-spans",
     **{
         f"tests/cluster/test_cluster_{name}.py": "cluster"
-        for name in ("fixture", "url", "runs", "store", "surfaces")
+        for name in ("fixture", "url", "runs", "store", "surfaces", "features")
     },
 }
 """Modules whose tests share a costly session or module fixture (a RabbitMQ node, a Chromium, the

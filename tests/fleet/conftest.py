@@ -211,11 +211,7 @@ def assert_consistent(r: redis.Redis, run_id: str) -> None:
     assert status is not None
     status_s = status.decode()
     shard = cluster.shards(r).of(run_id)  # a standalone store's or a cluster's (tests/cluster)
-    members = [
-        s.value
-        for s in keys.STATUS_ORDER
-        if r.zscore(keys.status_set(s, shard), run_id) is not None
-    ]
+    members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s, shard), run_id) is not None]
     assert members == ([] if status_s in ("queued", "retrying", "running") else [status_s])
     assert r.zscore(keys.status_index(status_s, shard), run_id) is not None
     if status_s in ("succeeded", "dead", "cancelled"):

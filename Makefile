@@ -19,7 +19,7 @@ ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
 $(STAMP): FORCE
 endif
 
-.PHONY: help install redis rabbitmq sentinel browser tmux lint fmt test test-fast run serve bench clean FORCE
+.PHONY: help install redis rabbitmq sentinel browser tmux lint fmt test test-fast test-cluster run serve bench clean FORCE
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
@@ -81,6 +81,9 @@ test: install redis rabbitmq sentinel browser tmux lint ## Lint, then the full t
 
 test-fast: install redis rabbitmq sentinel browser tmux ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,$(XDIST) -m "not slow")
+
+test-cluster: install redis ## The store on a private 3-primary Redis Cluster (tests/cluster)
+	$(call run_pytest,tests/cluster)
 
 run: install redis ## The showcase: private Redis, two workers, a crash, a dead letter and a replay
 	$(BIN)/reflexr-graph demo

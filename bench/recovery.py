@@ -43,7 +43,8 @@ def _one(lab: Lab, client: Client, workers: dict[int, Worker]) -> dict[str, Any]
     if victim is None:
         raise BenchError(f"the step ran in an unknown worker (pid {first['worker']})")
     time.sleep(KILL_AFTER_S)
-    lock = client.store.client.get(keys.REAPER_LOCK) or b""
+    # The reaper that acts on the run's shard.
+    lock = client.store.client.get(keys.reaper_lock(client.store.shards.of(run_id))) or b""
     held_lock = f":{victim.pid}:" in lock.decode()
     t_kill = time.time()
     victim.kill()

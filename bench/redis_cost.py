@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
@@ -33,7 +34,7 @@ from bench.procs import Lab
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import fanout, keys
 
 QUEUE = "bench-cost"
 POLL_S = 0.02
@@ -110,15 +111,15 @@ def _poll(condition: Callable[[], bool]) -> int:
 def _durable(lab: Lab, r: redis.Redis, runs: int, reps: int) -> list[ServerCost]:
     worker = lab.start_worker("workers", QUEUE, 1)
     lab.wait_ready(worker)
-    done = keys.status_set(Status.SUCCEEDED)
+    done = partial(keys.status_set, Status.SUCCEEDED)
     try:
         with Client(load_settings(redis_url=lab.url, queue=QUEUE)) as client:
 
             def batch(n: int) -> int:
-                target = r.zcard(done) + n
+                target = fanout.total(r, done) + n
                 for i in range(n):
                     client.enqueue(baseline_app.five_steps.name, i)
-                return _poll(lambda: r.zcard(done) >= target)
+                return _poll(lambda: fanout.total(r, done) >= target)
 
             batch(max(5, runs // 10))  # warm up
             return [_measured(r, runs, lambda: batch(runs), "zcard") for _ in range(reps)]

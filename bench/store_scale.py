@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import redis
@@ -28,7 +29,7 @@ from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.local_store import Cost, Mix, counted, fill, operations
 from reflexr_graph.model import Status
-from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store import RedisStore, fanout, keys
 from reflexr_graph.store.recovery import PRUNE_BATCH
 
 SMALL = Mix(1000, 100, 10)
@@ -67,7 +68,7 @@ def _retention(url: str, r: redis.Redis, finished: int) -> dict[str, Any]:
     store = RedisStore.from_url(url, run_retention_s=1)
     ticks, t0 = 0, time.perf_counter()
     try:
-        while r.zcard(keys.status_set(Status.SUCCEEDED)) > 0:
+        while fanout.total(r, partial(keys.status_set, Status.SUCCEEDED)) > 0:
             store.prune()
             ticks += 1
     finally:
@@ -76,7 +77,7 @@ def _retention(url: str, r: redis.Redis, finished: int) -> dict[str, Any]:
         "ticks": ticks,
         "busy_s": time.perf_counter() - t0,
         "freed_mb": (used_before - int(r.info("memory")["used_memory"])) / 2**20,
-        "left_in_all": int(r.zcard(keys.ALL)),
+        "left_in_all": fanout.total(r, keys.all_runs),
     }
 
 

@@ -22,6 +22,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from celery import Celery
@@ -31,7 +32,7 @@ from bench.procs import Lab, wait_for
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import fanout, keys
 
 GRAPH = baseline_app.five_steps.name
 BATCH_TIMEOUT_S = 300.0
@@ -41,12 +42,12 @@ TARGET_VS_CHAIN = 2.0
 
 def _fleet_batch(client: Client, runs: int) -> float:
     r = client.store.client
-    done = keys.status_set(Status.SUCCEEDED)
-    target = r.zcard(done) + runs
+    done = partial(keys.status_set, Status.SUCCEEDED)
+    target = fanout.total(r, done) + runs
     t0 = time.perf_counter()
     for i in range(runs):
         client.enqueue(GRAPH, i)
-    wait_for(lambda: r.zcard(done) >= target, BATCH_TIMEOUT_S, f"{runs} durable runs")
+    wait_for(lambda: fanout.total(r, done) >= target, BATCH_TIMEOUT_S, f"{runs} durable runs")
     return time.perf_counter() - t0
 
 

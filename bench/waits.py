@@ -19,6 +19,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bench import fleet_graph
@@ -38,9 +39,14 @@ def _starts(client: Client, run_id: str) -> list[dict[str, float]]:
 
 
 def _waiting(client: Client, run_ids: list[str], what: str) -> None:
-    waiting = keys.status_set(Status.WAITING)
+    waiting = partial(keys.status_set, Status.WAITING)
     r = client.store.client
-    wait_for(lambda: all(r.zscore(waiting, x) is not None for x in run_ids), 300, what, 0.05)
+    wait_for(
+        lambda: all(r.zscore(waiting(client.store.shards.of(x)), x) is not None for x in run_ids),
+        300,
+        what,
+        0.05,
+    )
 
 
 def _memory(client: Client, n: int) -> dict[str, float]:

@@ -127,8 +127,9 @@ def _batch(store: RedisStore, kind: str, run_ids: list[str], start_ms: int) -> N
         pipe = store.client.pipeline(transaction=False)
         for i, run_id in enumerate(run_ids):
             # create_run's KEYS[19] and KEYS[20]: the idem owner's run hash, the events template
-            extra = [keys.run(run_id), keys.EVENTS_TEMPLATE] if name == "create_run" else []
-            script_keys = keys.script_keys(run_id, run_id, extra)
+            template = keys.events_template(store.shards.of(run_id))
+            extra = [keys.run(run_id), template] if name == "create_run" else []
+            script_keys = keys.script_keys(run_id, run_id, store.shards, extra)
             store._scripts.queue(pipe, name, script_keys, build(run_id, start_ms + i))
         replies = pipe.execute()
         bad = [reply for reply in replies if not ok(reply)]

@@ -15,6 +15,10 @@ XDIST_GROUPS = {
     "tests/fleet/test_rabbitmq.py": "rabbitmq",
     "tests/surfaces/test_console.py": "browser",
     "tests/observability/test_graph_spans.py": "graph-spans",
+    **{
+        f"tests/cluster/test_cluster_{name}.py": "cluster"
+        for name in ("fixture", "url", "runs", "store", "surfaces", "features")
+    },
 }
 """Modules whose tests share a costly session or module fixture (a RabbitMQ node, a Chromium, the
 probe's spans): under ``--dist loadgroup`` each runs on one xdist worker, which starts it once.

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from reflexr_graph.local_processes import environment, free_port
+from reflexr_graph.store import fanout, keys
 from tests.redis_server import NO_RETRY, RedisFactory
 from tests.waiting import wait_for
 
@@ -72,7 +73,7 @@ def test_demo_uses_the_redis_that_reflexr_redis_url_names(
     text = _demo(tmp_path, REFLEXR_REDIS_URL=server.url)
     assert "every run succeeded" in text and f"127.0.0.1:{server.port}" in text
     assert not (tmp_path / ".run" / "redis").exists()
-    assert server.client().zcard("rg:all") == 9, "the runs were recorded in the given Redis"
+    assert fanout.total(server.client(), keys.all_runs) == 9, "the runs were recorded in the given Redis"
 
 
 def _clients(url: str) -> list[str]:
@@ -93,7 +94,7 @@ def test_demo_keep_leaves_its_redis_running_with_the_runs(tmp_path: Path) -> Non
         assert f"export REFLEXR_REDIS_URL={url}" in text and f"kill {pid}" in text
         with redis.Redis.from_url(url, retry=NO_RETRY) as r:
             assert int(r.info("server")["process_id"]) == pid
-            assert r.zcard("rg:all") == 9, "the kept Redis holds the demo's runs"
+            assert fanout.total(r, keys.all_runs) == 9, "the kept Redis holds the demo's runs"
         # Every connection but this one has closed: the workers were stopped.
         wait_for(lambda: len(_clients(url)) == 1, 30, "only the test's own connection")
         refused = _demo(tmp_path, expect=1)

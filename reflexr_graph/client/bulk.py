@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from reflexr_graph import errors
 from reflexr_graph.client.core import BULK_LIMIT, Refused
@@ -67,10 +68,15 @@ def cancellable_runs(wanted: RunFilter, limit: int, now: bool = False) -> Op[lis
             and (not tags or matches(info.tags, tags))
         )
 
+    indexes: list[Callable[[int], str]]
     if tags:
-        indexes = [keys.tag_index(*next(iter(tags.items())))]
+        indexes = [partial(keys.tag_index, *next(iter(tags.items())))]
     else:
-        indexes = list(dict.fromkeys(keys.status_index(s) for s in statuses))
+        # Queued and retrying runs share one index (the due set): each index is listed once.
+        first: dict[str, Status] = {}
+        for status in statuses:
+            first.setdefault(keys.status_index(status, 0), status)
+        indexes = [partial(keys.status_index, status) for status in first.values()]
     found: dict[str, RunInfo] = {}
     for index in indexes:
         page = yield from listing(index, limit - len(found), keep, scan=None)

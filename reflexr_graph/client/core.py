@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +34,7 @@ from reflexr_graph.model import (
     Status,
 )
 from reflexr_graph.schemas import GraphSchema
+from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_run
@@ -173,7 +173,7 @@ class ClientCore:
         inputs, state = plain(inputs, "inputs"), None if state is None else plain(state, "state")
         schemas.validate(entry, inputs, state)
         limit = self.settings.payload_limit
-        run_id = str(uuid.uuid4())
+        run_id = keys.new_run_id(graph, idempotency_key)
         run = NewRun(
             run_id=run_id,
             graph=graph,
@@ -349,7 +349,7 @@ class ClientCore:
         saved, entry, seed = yield from self.fork_seed(run_id, change)
         if priority is None:
             priority = (yield from run_record(run_id)).priority
-        new_id = str(uuid.uuid4())
+        new_id = keys.new_run_id(saved.graph, idempotency_key)
         finished = seed.output_json is not None
         # A fork of the finished checkpoint is created succeeded: no message, no attempt.
         message = None if finished else (yield Envelope(new_id, saved.graph, priority or None))

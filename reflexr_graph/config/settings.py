@@ -20,12 +20,13 @@ from reflexr_graph.core import invalid
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
 from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.errors import SettingsError
-from reflexr_graph.store import payload_store, sentinel
+from reflexr_graph.store import cluster, payload_store, sentinel
 from reflexr_graph.store.payload_keys import KeyRing
 
 ENV_PREFIX = "REFLEXR_"
-REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel")
-BROKER_SCHEMES = (*REDIS_SCHEMES, "amqp", "amqps")
+BROKER_REDIS_SCHEMES = ("redis", "rediss", "redis+sentinel")
+REDIS_SCHEMES = (*BROKER_REDIS_SCHEMES, *cluster.SCHEMES)
+BROKER_SCHEMES = (*BROKER_REDIS_SCHEMES, "amqp", "amqps")
 LEASE_TO_VISIBILITY_FACTOR = 4
 """The lease TTL may be at most this fraction of the visibility timeout (see the validator)."""
 
@@ -106,17 +107,24 @@ class Settings(BaseSettings):
         if scheme not in REDIS_SCHEMES:
             # The URL may hold a password, so only its scheme is echoed.
             raise ValueError(
-                f"must start with redis://, rediss:// or redis+sentinel:// (got scheme {scheme!r}), "
-                "e.g. redis://:password@host:6379/0"
+                f"must start with one of {', '.join(s + '://' for s in REDIS_SCHEMES)} "
+                f"(got scheme {scheme!r}), e.g. redis://:password@host:6379/0"
             )
         if scheme == sentinel.SCHEME:
             sentinel.parse(value)  # its SentinelURLError says what to fix, without the password
+        if scheme in cluster.SCHEMES:
+            cluster.parse(value)
         return value
 
     @field_validator("broker_url")
     @classmethod
     def _check_broker_url(cls, value: str) -> str:
         scheme = urlsplit(value).scheme
+        if scheme in cluster.SCHEMES:
+            raise ValueError(
+                "cannot be a Redis Cluster (kombu has no cluster transport): name a standalone Redis, "
+                "a Sentinel-managed Redis or RabbitMQ, e.g. redis://broker:6379/0"
+            )
         if value and scheme not in BROKER_SCHEMES:
             raise ValueError(
                 f"must be empty (the broker is then REFLEXR_REDIS_URL) or start with one of "
@@ -151,6 +159,11 @@ class Settings(BaseSettings):
                 f"({self.visibility_timeout_s:g}): at most 1/{LEASE_TO_VISIBILITY_FACTOR} of it; "
                 f"lower {ENV_PREFIX}LEASE_TTL_S or raise {ENV_PREFIX}VISIBILITY_TIMEOUT_S"
             )
+        if cluster.is_cluster_url(self.redis_url) and not self.broker_url:
+            raise ValueError(
+                f"{ENV_PREFIX}REDIS_URL names a Redis Cluster, which cannot carry the Celery messages: "
+                f"set {ENV_PREFIX}BROKER_URL to a standalone Redis, a Sentinel-managed Redis or RabbitMQ"
+            )
         if self.retry_backoff_max_s < self.retry_backoff_s:
             raise ValueError(
                 f"retry_backoff_max_s ({self.retry_backoff_max_s:g}) must be at least retry_backoff_s "
@@ -166,7 +179,8 @@ class Settings(BaseSettings):
     @property
     def broker_is_store(self) -> bool:
         """True when the broker is the store's own Redis (the client's LPUSH fast path)."""
-        return self.broker == self.redis_url
+        # A cluster store's broker is always apart (kombu has no cluster transport).
+        return self.broker == self.redis_url and not cluster.is_cluster_url(self.redis_url)
 
     @property
     def payload_limit(self) -> int:

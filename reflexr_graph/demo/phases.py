@@ -20,7 +20,7 @@ from reflexr_graph.demo.view import live_view, step_counts
 from reflexr_graph.errors import Kind, ReflexrError
 from reflexr_graph.local_processes import Worker
 from reflexr_graph.model import TERMINAL, RunInfo, Status
-from reflexr_graph.store.keys import LEASES
+from reflexr_graph.store import keys
 
 PHASE_TIMEOUT_S = 90.0
 REPORT_STEPS = ("escalate", "file")
@@ -157,7 +157,10 @@ def wait_for_on_call(demo: Demo, console: Console) -> None:
     demo.specs.append(page)
     demo.wait("on-call: classifying, then paging on-call", lambda i: i[page.run_id].status is Status.WAITING)
     info = demo.client.get(page.run_id)
-    leased = demo.client.store.client.zscore(LEASES, page.run_id) is not None
+    leased = (
+        demo.client.store.client.zscore(keys.leases(demo.client.store.shards.of(page.run_id)), page.run_id)
+        is not None
+    )
     page.notes.append(f"waited for {info.waiting_for}")
     say(
         console,

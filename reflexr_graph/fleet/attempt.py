@@ -10,6 +10,7 @@ is fenced by the claim's token and retried while the lease holds (fleet/fenced.p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any
@@ -36,7 +37,7 @@ from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
 from reflexr_graph.fleet.watchdog import Watch
 from reflexr_graph.model import Reason
-from reflexr_graph.store.hot_path import HotPath
+from reflexr_graph.store import hot_path
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -88,7 +89,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
     recorder.lease_left_s = heartbeat.lease_left_s
-    hot = HotPath(store, ctx)
+    hot = hot_path.for_attempt(store, ctx)
     port = AttemptPort(
         store,
         claim.checkpoint,
@@ -101,7 +102,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.
-    with heartbeat, hot:
+    with heartbeat, hot if hot is not None else contextlib.nullcontext():
         try:
             drive = _drive(heartbeat, action, port, watch, _payload(claim), tally, settings.sibling_grace_s)
             finished = loops.run(drive)

@@ -15,6 +15,7 @@ from reflexr_graph import schemas
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.errors import Kind, ReflexrError, UnknownGraph
 from reflexr_graph.model import Reason
+from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.redis_store import RedisStore
 
 KWARGS = ("graph", "inputs", "state", "idempotency_key")
@@ -27,9 +28,11 @@ class BadMessage(ReflexrError):
 
     error_kind = Kind.INVALID
 
-    def __init__(self, reason: Reason, message: str) -> None:
+    def __init__(self, reason: Reason, message: str, *, keep_key: bool = True) -> None:
         super().__init__(message)
         self.reason = reason
+        self.keep_key = keep_key
+        """Whether the dead letter records the message's idempotency key."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,20 @@ def create_from_message(
             Reason.BAD_MESSAGE,
             "keyword argument 'inputs' is missing, and no run record exists for this id; a first "
             "message must carry the graph's inputs",
+        )
+    key = msg.idempotency_key
+    if (
+        key
+        and cluster.is_cluster(store.client)
+        and not keys.same_shard(run_id, keys.idem_scope(msg.graph, key))
+    ):
+        # The key and the run would be in two slots, which one script cannot touch.
+        raise BadMessage(
+            Reason.BAD_MESSAGE,
+            "on a Redis Cluster store, a message with an idempotency key needs a task id in the "
+            "key's shard: crc32(task id) mod 64 == crc32('<graph>:<key>') mod 64 (README: Enqueue "
+            "from another language)",
+            keep_key=False,
         )
     owner, _created = store.create_run(
         run_id,

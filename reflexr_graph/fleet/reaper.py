@@ -1,7 +1,10 @@
 """The reaper: re-enqueues runs whose lease lapsed and runs whose retry is due.
 
-Every worker runs one in its main process, but only the one holding the Redis lock acts,
-so the fleet sends each due message once. It is what makes recovery take about one lease
+Every worker runs one in its main process. The store is split in shards (store/keys.py), each
+with its own lock: a reaper acts on the shards whose lock it holds, so the fleet sends each due
+message once. The reapers share the shards: one holding more than its part (the shards over the
+live workers) hands the rest back, and the shards of a reaper that died are taken by the others
+once their locks lapse. It is what makes recovery take about one lease
 TTL (G5) instead of one broker visibility timeout: a worker that died leaves its message
 unacked for an hour, but its lease lapses in seconds, and the reaper then sends a new
 message. Retries wait in the store's due set rather than in a Celery countdown, which on
@@ -106,6 +109,8 @@ class Reaper:
         self.resend_base_ms = int(max(2 * settings.lease_ttl_s, MIN_RESEND_S) * 1000)
         self.resend_cap_ms = int(settings.visibility_timeout_s * 1000)
         self.holding = False
+        self.shards: tuple[int, ...] = ()
+        """The shards whose lock this reaper held after its last pass."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
@@ -307,6 +312,7 @@ class Reaper:
         )
         self._wake_ms = found.wake
         holding = self._hold_lock(found.lock)
+        self._share(found.shards)
         # Redis answers: the outage this reaper saw must be known before this pass reaps a lease
         # that lapsed in it.
         self._reachable()
@@ -342,6 +348,24 @@ class Reaper:
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
+
+    def _share(self, held: tuple[int, ...]) -> None:
+        """Hand back the shards held beyond this reaper's part, for the other reapers to take; this
+        pass still acts on them (a brief overlap is harmless: every change re-checks its run)."""
+        self.shards = held
+        if len(held) <= 1:
+            return  # nothing to share (a standalone store has one shard): no count to read
+        part = math.ceil(self.store.shards.count / max(1, self.store.live_worker_count()))
+        extra = held[part:]
+        if extra:
+            self.store.release_lock(self.owner, extra)
+            log.info(
+                "reaper %s holds %d shards, hands back %d for the other reapers",
+                self.owner,
+                len(held),
+                len(extra),
+            )
+            self.shards = held[:part]
 
     def _hold_lock(self, lock: Lock) -> bool:
         """Whether this reaper acts this pass, as the tick left the lock; says when that changed."""

@@ -207,7 +207,7 @@ def _deliver(
         check_inputs(action, msg)
         return claim_run(app, store, run_id, msg, action, worker, kwargs)
     except BadMessage as bad:
-        return dead_letter_message(store, run_id, bad, kwargs)
+        return dead_letter_message(store, run_id, bad, kwargs, keep_key=bad.keep_key)
     except IdempotencyConflict as conflict:
         refused = BadMessage(Reason.IDEMPOTENCY_CONFLICT, str(conflict))
         return dead_letter_message(store, run_id, refused, kwargs, keep_key=False)

@@ -3,7 +3,7 @@
 Nothing is written per run for it: runs started per minute are counted in ``rg:all`` (scored by
 creation), succeeded ones in their status set and dead ones in the dead-letter index (both
 scored by when they ended), each minute one ZCOUNT. Retries have no index of their own, so the
-script that makes a run retry adds it to a rollup trimmed to the hour (:data:`keys.RETRIES`):
+script that makes a run retry adds it to a rollup trimmed to the hour (:func:`keys.retries`):
 only a run that retries pays for it. Durations come from the latest succeeded runs, waiting
 runs by reason from the waiting set and the due set, dead letters by reason from the dead
 runs of the hour; each of these reads at most a fixed number of runs (:data:`SAMPLE`).
@@ -15,9 +15,10 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from reflexr_graph import errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.ops import Command, Op, batch, cmd
+from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import text
 
 MINUTE_MS = 60_000
@@ -112,16 +113,21 @@ def _dead_by_reason(
 
 def activity(now_ms: int, minutes: int = MAX_MINUTES) -> Op[Activity]:
     """The last ``minutes`` (at most :data:`MAX_MINUTES`) up to ``now_ms``, in two round trips."""
+    if (yield from layout()).count > 1:
+        raise errors.OperationRefused(
+            "the hour's activity reads one store's indexes per minute: not offered on a Redis Cluster store"
+        )
     minutes = max(1, min(minutes, MAX_MINUTES))
     start_ms = now_ms + 1 - minutes * MINUTE_MS  # the last minute ends with now, inclusive
-    indexes = (keys.ALL, keys.status_set(Status.SUCCEEDED), keys.DEAD, keys.RETRIES)
+    # One shard (0): a standalone store's (a cluster's would need each of its shards read).
+    indexes = (keys.all_runs(0), keys.status_set(Status.SUCCEEDED, 0), keys.dead(0), keys.retries(0))
     first = yield batch(
         [
             *(c for index in indexes for c in _per_minute(index, start_ms, minutes)),
-            cmd("zrevrange", keys.status_set(Status.SUCCEEDED), 0, SAMPLE - 1),
-            cmd("zrange", keys.status_set(Status.WAITING), 0, SAMPLE - 1),
-            cmd("zrange", keys.DUE, 0, SAMPLE - 1),
-            cmd("zrevrangebyscore", keys.DEAD, now_ms, start_ms, start=0, num=SAMPLE, withscores=True),
+            cmd("zrevrange", keys.status_set(Status.SUCCEEDED, 0), 0, SAMPLE - 1),
+            cmd("zrange", keys.status_set(Status.WAITING, 0), 0, SAMPLE - 1),
+            cmd("zrange", keys.due(0), 0, SAMPLE - 1),
+            cmd("zrevrangebyscore", keys.dead(0), now_ms, start_ms, start=0, num=SAMPLE, withscores=True),
         ]
     )
     counts = [[int(n) for n in first[i * minutes : (i + 1) * minutes]] for i in range(len(indexes))]

@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 import redis.asyncio
 from redis import exceptions as redis_errors
 
-from reflexr_graph.store import connect, connection_errors, sentinel
+from reflexr_graph.store import cluster, connect, connection_errors, sentinel
 from reflexr_graph.store.base import (
     CLIENT_DEFAULTS,
     DEFAULT_DEAD_RETENTION_S,
@@ -22,7 +22,7 @@ from reflexr_graph.store.base import (
     decode_batch,
     run_of_request,
 )
-from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive_async
+from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, encode_args
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
@@ -49,6 +49,8 @@ class AsyncStore:
         codec: PayloadCodec = PLAIN,
     ) -> None:
         self._r = client
+        self.shards = cluster.shards(client)
+        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
         self.codec = codec
@@ -73,7 +75,7 @@ class AsyncStore:
 
     @property
     def max_block_ms(self) -> int | None:
-        return max_block_ms(self._r.connection_pool.connection_kwargs)
+        return max_block_ms(cluster.connection_kwargs(self._r))
 
     async def handle(self, request: Request) -> Any:
         """Answer one request of an operation; Redis errors arrive as StoreUnavailable."""
@@ -98,6 +100,8 @@ class AsyncStore:
             reply = await self._scripts.call_encoded(request.name, request.keys, args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
             return await self._decoded(reply, run_of_request(request), strict)
+        if isinstance(request, Layout):
+            return self.shards
         if isinstance(request, Batch):
             async with self._r.pipeline(transaction=request.transaction) as pipe:
                 for command in request.commands:

@@ -39,7 +39,7 @@ from reflexr_graph.store.contracts import (
     SucceedArgs,
     Succeeded,
 )
-from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, per_run
+from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, layout, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     Claim,
@@ -132,10 +132,11 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         args = create_args(run, now, expected=expected, digest=digest)
         owner_key = keys.run(expected or run.run_id)
         guess = _idem_guess(run.graph, key, run.run_id)
-        extra = [owner_key, keys.EVENTS_TEMPLATE]
+        shards = yield from layout()
+        extra = [owner_key, keys.events_template(shards.of(run.run_id))]
         if run.message is not None:
             extra.append(run.message.queue_key)
-        extra.extend(keys.tag_index(k, v) for k, v in run.tags.items())
+        extra.extend(keys.tag_index(k, v, shards.of(run.run_id)) for k, v in run.tags.items())
         reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.CONFLICT:
@@ -231,6 +232,10 @@ class AttemptWrites(StoreBase):
         now = clock.now_ms()
         args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker, version, newest).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
+        if self.shards.count > 1 and not keys.same_shard(run_id, guess):
+            # Only a foreign producer's id can be outside its key's shard: the claim then asks
+            # with the run id, in one slot, and the script names the key if it needs it.
+            guess = run_id
         try:
             reply = self.do(per_run("claim", run_id, guess, now, args))
         except errors.PayloadUnreadable as exc:
@@ -271,7 +276,9 @@ class AttemptWrites(StoreBase):
         when it holds but the run is to stop at its next boundary."""
         now = clock.now_ms()
         args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
-        return Lease(int(self._scripts("renew_lease", [keys.run(run_id), keys.LEASES], args)))
+        return Lease(
+            int(self._scripts("renew_lease", [keys.run(run_id), keys.leases(self.shards.of(run_id))], args))
+        )
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -452,7 +459,7 @@ class AttemptWrites(StoreBase):
             digest=_digest(inputs_json, state_json) if idempotency_key else "",
         ).argv()
         guess = _idem_guess(graph, idempotency_key, run_id)
-        template = [keys.EVENTS_TEMPLATE]
+        template = [keys.events_template(self.shards.of(run_id))]
         outcome = DeadLettered(
             int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
         )

@@ -19,8 +19,8 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.store import connect, connection_errors, keys, sentinel
-from reflexr_graph.store.ops import Batch, Command, Eval, Op, Request, drive
+from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
+from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.records import request_digest
@@ -52,7 +52,7 @@ def _client_of(args: tuple[Any, ...]) -> redis.Redis | None:
     first = args[0] if args else None
     if isinstance(first, StoreBase):
         return first.client
-    return first if isinstance(first, redis.Redis) else None
+    return first if isinstance(first, redis.Redis) or cluster.is_cluster(first) else None
 
 
 def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -86,7 +86,10 @@ def _digest(inputs_json: str, state_json: str | None) -> str:
 
 
 def _guess(ctx: AttemptContext) -> str:
-    """The scoped idempotency key of the attempt's run (right for a keyed run; harmless otherwise)."""
+    """The scoped idempotency key of the attempt's run, or its id for a run without one (whose
+    ``idempotency_key`` is its id): the id keeps the call in the run's shard (store/keys.py)."""
+    if ctx.idempotency_key == ctx.run_id:
+        return ctx.run_id
     return keys.idem_scope(ctx.graph, ctx.idempotency_key)
 
 
@@ -135,6 +138,8 @@ class StoreBase:
         codec: PayloadCodec = PLAIN,
     ) -> None:
         self._r = client
+        self.shards = cluster.shards(client)
+        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
         self.run_retention_s = int(run_retention_s)
         self.dead_retention_s = int(dead_retention_s)
         self.max_interruptions = int(max_interruptions)
@@ -209,6 +214,8 @@ class StoreBase:
             reply = self._scripts(request.name, request.keys, request.args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
             return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
+        if isinstance(request, Layout):
+            return self.shards
         if isinstance(request, Batch):
             pipe = self._r.pipeline(transaction=request.transaction)
             for command in request.commands:

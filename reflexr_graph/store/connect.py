@@ -1,4 +1,5 @@
-"""Redis clients from a store URL: ``redis://``, ``rediss://`` (TLS) or ``redis+sentinel://``.
+"""Redis clients from a store URL: ``redis://``, ``rediss://`` (TLS), ``redis+sentinel://`` or
+``redis+cluster://`` (``rediss+cluster://``).
 
 The one place a URL becomes a client, so the store, the clients and the worker's own helpers
 all reach the same primary, and follow it through a Sentinel failover.
@@ -11,7 +12,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reflexr_graph.store import sentinel
+from reflexr_graph.store import cluster, sentinel
 from reflexr_graph.store.tls import HandshakeBoundSSLConnection
 
 
@@ -19,6 +20,8 @@ def blocking_client(url: str, **options: Any) -> redis.Redis:
     """A redis-py client of ``url``; a TLS handshake counts as connecting (``store/tls.py``)."""
     if sentinel.is_sentinel_url(url):
         return sentinel.client(url, **options)
+    if cluster.is_cluster_url(url):
+        return cluster.client(url, **options)
     if url.startswith("rediss://"):
         options.setdefault("connection_class", HandshakeBoundSSLConnection)
     return redis.Redis.from_url(url, **options)
@@ -28,4 +31,6 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     """A redis.asyncio client of ``url``."""
     if sentinel.is_sentinel_url(url):
         return sentinel.async_client(url, **options)
+    if cluster.is_cluster_url(url):
+        return cluster.async_client(url, **options)
     return redis.asyncio.Redis.from_url(url, **options)

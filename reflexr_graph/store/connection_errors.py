@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reflexr_graph import errors
+from reflexr_graph.store import cluster
 
 URL_SETTING = "REFLEXR_REDIS_URL"
 """The setting that holds the URL (fleet.settings; named here because the store sits below it)."""
@@ -57,6 +58,19 @@ class Endpoint:
 
     @classmethod
     def of_client(cls, client: redis.Redis | redis.asyncio.Redis) -> Endpoint:
+        if cluster.is_cluster(client):  # no one host: each slot's primary answers its keys
+            kw = cluster.connection_kwargs(client)
+            return cls(
+                host="the Redis Cluster",
+                tls=bool(kw.get("ssl"))
+                or issubclass(
+                    kw.get("connection_class", redis.Connection),
+                    (redis.SSLConnection, redis.asyncio.SSLConnection),
+                ),
+                has_password=bool(kw.get("password")),
+                connect_timeout_s=kw.get("socket_connect_timeout"),
+                read_timeout_s=kw.get("socket_timeout"),
+            )
         pool = client.connection_pool
         kw = pool.connection_kwargs
         service = getattr(pool, "service_name", None)
@@ -189,7 +203,7 @@ def _auth(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
 
 def _database_count(client: redis.Redis | None) -> int | None:
     """How many databases the server has (CONFIG GET on database 0), or None if it will not say."""
-    if client is None:
+    if client is None or cluster.is_cluster(client):  # a cluster has one database
         return None
     pool = client.connection_pool
     kwargs = {
@@ -269,6 +283,18 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             f"Redis at {at.where} refuses writes: too few replicas acknowledge it (min-replicas-to-write); "
             "during a failover this passes once clients follow the new primary, otherwise bring a "
             "replica back",
+        )
+    if (
+        _find(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError, redis_errors.MasterDownError))
+        is not None
+    ):
+        # A Redis Cluster without a primary for some slots (a failover under way) or moving them:
+        # redis-py has already followed its slot map as far as it could.
+        return _unavailable(
+            "cluster_down",
+            at,
+            f"{at.where} cannot serve some of its slots now ({type(exc).__name__}); during a failover "
+            "this passes once a replica is promoted, otherwise check the cluster's nodes",
         )
     if _find(exc, redis_errors.BusyLoadingError) is not None:
         return _unavailable(

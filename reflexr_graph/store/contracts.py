@@ -614,6 +614,9 @@ class TickReply:
     wake: float
     """When the reaper wakes next (epoch ms): the holder at the first due entry after ``due``, the
     first lease that could lapse, or its longest sleep; another reaper when the lock would lapse."""
+    shards: tuple[int, ...] = ()
+    """The shards whose lock the reaper holds after the pass (store/recovery.py merges the replies
+    of every shard's tick into one)."""
 
 
 # -- schedules ----------------------------------------------------------------------------------

@@ -12,7 +12,10 @@ What the client's path gave stays: a connection error or timeout is reported as
 the attempt's fenced retry (fleet/fenced.py) retries while the lease holds; a stale socket is
 reconnected once at once, as redis-py's retry would; a script the server lost (a restart, a
 ``SCRIPT FLUSH``) is loaded again. The connection comes from the client's pool, so a Sentinel
-pool's connection still finds the primary and drops itself on ``READONLY``.
+pool's connection still finds the primary and drops itself on ``READONLY``. A Redis Cluster
+client has no one pool (a connection per node, and a moved slot follows a redirect), so an
+attempt on a cluster store has no hot path: :func:`for_attempt` gives None, and its saves go
+through the store's client.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import clock
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
-from reflexr_graph.store import connection_errors, keys
+from reflexr_graph.store import cluster, connection_errors, keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced
 from reflexr_graph.store.contracts import SaveArgs, Saved
 from reflexr_graph.store.scripts import source
@@ -85,6 +88,11 @@ class _Call:
                 buf.append(b"$%d\r\n%s\r\n" % (len(data), data))
         chunks.append(b"".join(buf))
         return chunks
+
+
+def for_attempt(store: StoreBase, ctx: AttemptContext) -> HotPath | None:
+    """The attempt's hot path, or None on a cluster store (its saves then take the store's path)."""
+    return None if cluster.is_cluster(store.client) else HotPath(store, ctx)
 
 
 class HotPath:

@@ -1,11 +1,17 @@
 """Every Redis key name reflexr-graph uses is built here, and nowhere else.
 
-Per-run keys share the hash tag ``{run_id}`` (``rg:{<run_id>}:run`` ...), so in a Redis
-Cluster one run's keys would sit in one slot. The global indexes (``rg:all``, the status
-sets, ``rg:dead``, ``rg:leases``, ``rg:due``, ``rg:idem:*``, the worker registry) have fixed
-names without that
-tag, and the Lua scripts change a run and its indexes in one atomic step. Those scripts
-therefore require a single Redis primary (use Sentinel for high availability), not Cluster.
+The store is split into :data:`SHARDS` shards, so that a Redis Cluster can spread it over its
+primaries while every script still touches the keys of one slot (docs/design.md#the-store-on-a-redis-cluster).
+A run belongs to the shard :func:`shard_of` its id; its keys and its shard's indexes (every run,
+the status sets, the dead letters, the leases, the due set, the reaper's lock and pass mark)
+share the hash tag ``{s<n>}``: ``rg:{s7}:<run_id>:run``, ``rg:{s7}:due``. An idempotency key
+sits in the shard of its scope, and the clients give a keyed run an id in that shard
+(:func:`run_id_in`), so the key's lookup and the run's creation are one script. Graphs, schemas,
+worker presence, versions, schedules and the quarantine are low-rate and sit in one control slot, ``{c}``.
+
+On a standalone Redis a run's keys have the same names (a hash tag is then only part of a name),
+but its indexes are one shard's, shard 0 (:class:`Shards`): a listing or a reaper pass reads one
+index, as it would unsharded.
 
 The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua prelude
 (``lua/_lib.lua``) reads them by the same positions, so the two must change together.
@@ -13,59 +19,73 @@ The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua 
 
 from __future__ import annotations
 
+import uuid
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from reflexr_graph.model import Status
 
 PREFIX = "rg"
 
-ALL = f"{PREFIX}:all"
-"""Every run, score = created ms."""
-DEAD = f"{PREFIX}:dead"
-"""Dead-letter index, score = dead-lettered ms."""
-LEASES = f"{PREFIX}:leases"
-"""Running runs, score = lease expiry ms; the reaper scans it for lapsed leases."""
-DUE = f"{PREFIX}:due"
-"""Runs that need a Celery message sent, score = due ms."""
-REAPER_LOCK = f"{PREFIX}:reaper:lock"
-"""Held by the one reaper that may act at a time."""
+SHARDS = 64
+"""How many shards a store on a Redis Cluster has; fixed, since a run's shard is part of its
+keys' names. Each listing and each reaper pass reads every shard once, so this is their cost
+there; 64 spreads a store evenly over up to some 20 primaries (a primary serves whole shards).
+A standalone store keeps its indexes in one shard (:class:`Shards`)."""
+
+
+@dataclass(frozen=True)
+class Shards:
+    """How a store's indexes are sharded: :data:`STANDALONE` (one shard, 0) on a standalone or a
+    Sentinel-managed Redis, :data:`CLUSTER` (:data:`SHARDS`) on a Redis Cluster. A run's own keys
+    are named the same either way (tag ``{s<shard_of(run id)>}``); only which shard's indexes
+    list it differs, and a standalone Redis lets one script touch keys of any tag. The store's
+    kind decides it (``store/cluster.py: shards``), so every process on one store agrees."""
+
+    count: int
+
+    def of(self, run_id: str) -> int:
+        """The shard whose indexes list ``run_id``: its tag's on a cluster, 0 on a standalone store."""
+        return shard_of(run_id) if self.count > 1 else 0
+
+    @property
+    def all(self) -> range:
+        """Every shard of the store."""
+        return range(self.count)
+
+
+STANDALONE = Shards(1)
+CLUSTER = Shards(SHARDS)
+
+CONTROL = f"{PREFIX}:{{c}}"
+"""The control slot's prefix: graphs, schemas, worker presence, the quarantine, schedules, limits."""
+
 REAPER_NUDGE = f"{PREFIX}:reaper:nudge"
 """A pub/sub channel, not a key: a write that makes a run due soon (a retry, a timer, a release)
-publishes on it, so a reaper sleeping until its next known due time wakes now."""
-REAPER_PASS = f"{PREFIX}:reaper:pass"
-"""The last pass of the reaper holding the lock: "<epoch ms> <run_id of the Redis server>". A server
-has a new run_id each time it starts (a promoted replica has its own), so the next pass can tell
-that Redis restarted or failed over since then (store/recovery.py: mark_pass)."""
-GRAPHS = f"{PREFIX}:graphs"
+publishes on it, so a reaper sleeping until its next known due time wakes now (on a cluster, a
+PUBLISH reaches every node's subscribers)."""
+GRAPHS = f"{CONTROL}:graphs"
 """Published graphs: name -> JSON entry (fingerprint, JSON Schemas, Mermaid), written by workers."""
-WORKERS = f"{PREFIX}:workers"
+WORKERS = f"{CONTROL}:workers"
 """Live workers, score = expiry ms of their last heartbeat; member = the worker's node name."""
-QUARANTINE = f"{PREFIX}:quarantine"
+QUARANTINE = f"{CONTROL}:quarantine"
 """Queue items no worker could run, moved aside: a list of JSON entries, newest first, capped
 (store/quarantine.py)."""
-QUARANTINE_COUNTS = f"{PREFIX}:quarantine:counts"
+QUARANTINE_COUNTS = f"{CONTROL}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
 
-EVENTS_TEMPLATE = f"{PREFIX}:events:template"
-"""A stream holding one marker entry (id 0-1): each new run's event stream starts as a COPY of it,
-which is sized to what it holds, where a new stream's first node takes 4 KB (``lua/_lib.lua``)."""
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
-SCHEDULES = f"{PREFIX}:schedules"
+SCHEDULES = f"{CONTROL}:schedules"
 """Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
-SCHEDULE_NEXT = f"{PREFIX}:schedule:next"
+SCHEDULE_NEXT = f"{CONTROL}:schedule:next"
 """The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
-SCHEDULE_LAST = f"{PREFIX}:schedule:last"
+SCHEDULE_LAST = f"{CONTROL}:schedule:last"
 """Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
-RETRIES = f"{PREFIX}:retries"
-"""The retries of the last hour, a rollup for the console's overview: member ``<run_id>|<attempt>``,
-score = ms the run went retrying. ``lua/_lib.lua`` (to_retrying) adds one and drops those older
-than an hour in the same script, so a run that never retries costs nothing. It takes the place
-of the retrying status set in :func:`script_keys`, which no script writes (:func:`status_set`)."""
-
-LIMITS = f"{PREFIX}:limits"
+LIMITS = f"{CONTROL}:limits"
 """Every limit key a step has used: key -> its configuration as JSON (store/limits.py)."""
 
 STATUS_ORDER: tuple[Status, ...] = (
@@ -80,8 +100,45 @@ STATUS_ORDER: tuple[Status, ...] = (
 """Order of the status sets in :func:`script_keys`; ``_lib.lua`` mirrors it."""
 
 
+def shard_of(name: str) -> int:
+    """The shard of a run id, or of an idempotency key's scope (:func:`idem_scope`)."""
+    return zlib.crc32(name.encode()) % SHARDS
+
+
+def same_shard(run_id: str, scope: str) -> bool:
+    """Whether a run and an idempotency key's scope are in one shard (and so one cluster slot)."""
+    return shard_of(run_id) == shard_of(scope)
+
+
+def _shard(shard: int) -> str:
+    return f"{PREFIX}:{{s{shard}}}"
+
+
+def run_id_in(shard: int) -> str:
+    """A new random run id (a uuid4) whose shard is ``shard``: a keyed run's id, in its key's shard.
+
+    The last three hex digits, random in a uuid4 anyway, are chosen among the 4,096 values; a uuid
+    for which none of them lands in the shard is drawn again (with 64 shards, about never).
+    """
+    while True:
+        head = str(uuid.uuid4())[:-3]
+        seed = zlib.crc32(head.encode())
+        for tail in range(4096):
+            digits = f"{tail:03x}"
+            if zlib.crc32(digits.encode(), seed) % SHARDS == shard:
+                return head + digits
+
+
+def new_run_id(graph: str, idempotency_key: str | None) -> str:
+    """The id a producer gives a new run: in the shard of its idempotency key's scope when it has
+    one (so the key and the run are in one slot), else any uuid4."""
+    if idempotency_key:
+        return run_id_in(shard_of(idem_scope(graph, idempotency_key)))
+    return str(uuid.uuid4())
+
+
 def _tagged(run_id: str, suffix: str) -> str:
-    return f"{PREFIX}:{{{run_id}}}:{suffix}"
+    return f"{_shard(shard_of(run_id))}:{run_id}:{suffix}"
 
 
 def run(run_id: str) -> str:
@@ -132,12 +189,17 @@ def stream(run_id: str) -> str:
     return _tagged(run_id, "stream")
 
 
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "stream")
+
+
 def run_of(key: object) -> str:
-    """The run a per-run key belongs to (its hash tag), '' for any other key."""
+    """The run a per-run key (``rg:{s<n>}:<run_id>:<suffix>``) belongs to, '' for any other key."""
     name = key.decode() if isinstance(key, bytes) else str(key)
-    start = name.find("{")
-    end = name.find("}", start + 1)
-    return name[start + 1 : end] if name.startswith(f"{PREFIX}:{{") and end > start else ""
+    end = name.find("}:")
+    if not name.startswith(f"{PREFIX}:{{s") or end < 0:
+        return ""
+    run_id, _, suffix = name[end + 2 :].rpartition(":")
+    return run_id if suffix in _RUN_SUFFIXES and run_id and _tagged(run_id, suffix) == name else ""
 
 
 RUN_HASHES = ("run", "ckpt", "memo", "mailbox")
@@ -145,8 +207,9 @@ RUN_HASHES = ("run", "ckpt", "memo", "mailbox")
 
 
 def every_run_key() -> str:
-    """A SCAN pattern that matches every per-run key of every run."""
-    return f"{PREFIX}:{{*}}:*"
+    """A SCAN pattern that matches every per-run key of every run (and the shards' indexes:
+    :func:`run_of` tells them apart)."""
+    return f"{PREFIX}:{{s*}}:*"
 
 
 def run_keys(run_id: str) -> tuple[str, ...]:
@@ -162,35 +225,87 @@ def run_keys(run_id: str) -> tuple[str, ...]:
     )
 
 
-def tag_index(key: str, value: str) -> str:
-    """Runs carrying tag ``key=value``, score = created ms: a listing by tag reads only these.
-    Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that meets
-    it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
-    return f"{PREFIX}:tag:{key}={value}"
+def tag_index(key: str, value: str, shard: int) -> str:
+    """The shard's runs carrying tag ``key=value``, score = created ms: a listing by tag reads only
+    these. Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that
+    meets it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
+    return f"{_shard(shard)}:tag:{key}={value}"
 
 
 def is_tag_index(name: str) -> bool:
     """True for a key :func:`tag_index` built."""
-    return name.startswith(f"{PREFIX}:tag:")
+    return name.startswith(f"{PREFIX}:{{s") and ":tag:" in name
 
 
-def status_set(status: Status | str) -> str:
-    """Runs in one status, score = updated ms; not written for queued, retrying and running runs
-    (see :func:`status_index`), whose positions in :func:`script_keys` stay so the others hold theirs."""
-    return f"{PREFIX}:status:{Status(status).value}"
+# -- a shard's indexes --------------------------------------------------------------------------
 
 
-def status_index(status: Status | str) -> str:
-    """Where the runs of one status are listed: queued and retrying runs from :data:`DUE` (every
-    such run is due: its retry, or the safety net of its message), running runs from
-    :data:`LEASES`, the others from their status set. The due set and the leases hold other
+def all_runs(shard: int) -> str:
+    """Every run of the shard, score = created ms."""
+    return f"{_shard(shard)}:all"
+
+
+def dead(shard: int) -> str:
+    """The shard's dead-letter index, score = dead-lettered ms."""
+    return f"{_shard(shard)}:dead"
+
+
+def leases(shard: int) -> str:
+    """The shard's running runs, score = lease expiry ms; the reaper scans it for lapsed leases."""
+    return f"{_shard(shard)}:leases"
+
+
+def due(shard: int) -> str:
+    """The shard's runs that need a Celery message sent, score = due ms."""
+    return f"{_shard(shard)}:due"
+
+
+def reaper_lock(shard: int) -> str:
+    """Held by the one reaper that acts on the shard now: its lease on the shard (fleet/reaper.py)."""
+    return f"{_shard(shard)}:reaper:lock"
+
+
+def reaper_pass(shard: int) -> str:
+    """The shard's last reaper pass: "<epoch ms> <run_id of the Redis server>". A server has a new
+    run_id each time it starts (a promoted replica has its own), so the next pass can tell that the
+    shard's primary restarted or failed over since then (store/recovery.py: mark_pass)."""
+    return f"{_shard(shard)}:reaper:pass"
+
+
+def retries(shard: int) -> str:
+    """The shard's retries of the last hour, a rollup for the console's overview: member
+    ``<run_id>|<attempt>``, score = ms the run went retrying. ``lua/_lib.lua`` (to_retrying) adds
+    one and drops those older than an hour in the same script, so a run that never retries costs
+    nothing. It takes the place of the retrying status set in :func:`script_keys`, which no script
+    writes (:func:`status_set`)."""
+    return f"{_shard(shard)}:retries"
+
+
+def events_template(shard: int) -> str:
+    """A stream holding one marker entry (id 0-1): each new run's event stream in the shard starts as
+    a COPY of it (COPY stays in one slot), which is sized to what it holds, where a new stream's
+    first node takes 4 KB (``lua/_lib.lua``)."""
+    return f"{_shard(shard)}:events:template"
+
+
+def status_set(status: Status | str, shard: int) -> str:
+    """The shard's runs in one status, score = updated ms; not written for queued, retrying and
+    running runs (see :func:`status_index`), whose positions in :func:`script_keys` stay so the
+    others hold theirs."""
+    return f"{_shard(shard)}:status:{Status(status).value}"
+
+
+def status_index(status: Status | str, shard: int) -> str:
+    """Where the shard's runs of one status are listed: queued and retrying runs from :func:`due`
+    (every such run is due: its retry, or the safety net of its message), running runs from
+    :func:`leases`, the others from their status set. The due set and the leases hold other
     statuses too, so a listing checks each."""
     found = Status(status)
     if found in (Status.QUEUED, Status.RETRYING):
-        return DUE
+        return due(shard)
     if found is Status.RUNNING:
-        return LEASES
-    return status_set(found)
+        return leases(shard)
+    return status_set(found, shard)
 
 
 def idem_scope(graph: str, idempotency_key: str) -> str:
@@ -199,34 +314,34 @@ def idem_scope(graph: str, idempotency_key: str) -> str:
 
 
 def idem(scope: str) -> str:
-    """Maps a scoped idempotency key (:func:`idem_scope`) to the run it created."""
-    return f"{PREFIX}:idem:{scope}"
+    """Maps a scoped idempotency key (:func:`idem_scope`) to the run it created, in the scope's shard."""
+    return f"{_shard(shard_of(scope))}:idem:{scope}"
 
 
 def worker(name: str) -> str:
     """One live worker's description (JSON), expiring with its heartbeat."""
-    return f"{PREFIX}:worker:{name}"
+    return f"{CONTROL}:worker:{name}"
 
 
 def served(graph: str) -> str:
     """The live workers that run ``graph``, score = expiry ms of their last heartbeat."""
-    return f"{PREFIX}:served:{graph}"
+    return f"{CONTROL}:served:{graph}"
 
 
 def served_version(graph: str, version: str) -> str:
     """The live workers that run ``version`` of ``graph``, score = expiry ms of their last heartbeat
     (a graph name holds no '@')."""
-    return f"{PREFIX}:served:{graph}@{version}"
+    return f"{CONTROL}:served:{graph}@{version}"
 
 
 def versions(graph: str) -> str:
     """Every version of ``graph`` a worker published: hash version -> JSON (first published, nodes)."""
-    return f"{PREFIX}:versions:{graph}"
+    return f"{CONTROL}:versions:{graph}"
 
 
-def version_held(graph: str, version: str) -> str:
-    """Runs of ``graph`` held waiting for a worker of ``version`` (a set of run ids)."""
-    return f"{PREFIX}:versions:{graph}:held:{version}"
+def version_held(graph: str, version: str, shard: int) -> str:
+    """The shard's runs of ``graph`` held waiting for a worker of ``version`` (a set of run ids)."""
+    return f"{_shard(shard)}:versions:{graph}:held:{version}"
 
 
 def _limit(key: str, suffix: str) -> str:
@@ -254,26 +369,29 @@ def limit_keys(run_id: str, key: str) -> list[str]:
     return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
 
 
-def script_keys(run_id: str, idem_guess: str, extra: Sequence[str] = ()) -> list[str]:
-    """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects.
+def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[str] = ()) -> list[str]:
+    """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects: the run's keys and
+    the indexes of its shard in ``shards``, all of one slot on a cluster (a keyed run's id is in
+    its key's shard: :func:`run_id_in`).
 
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
-    (12, retrying's, is :data:`RETRIES`), 17 memo, 18 mailbox, then the script's own ``extra``
+    (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
     keys (19 on), and last the run's stream: the prelude reads it as ``KEYS[#KEYS]``, so no
     script's own positions move.
     """
+    shard = shards.of(run_id)
     return [
         run(run_id),
         ckpt(run_id),
         events(run_id),
         tb(run_id),
         idem(idem_guess),
-        ALL,
-        DEAD,
-        LEASES,
-        DUE,
-        *(RETRIES if s is Status.RETRYING else status_set(s) for s in STATUS_ORDER),
+        all_runs(shard),
+        dead(shard),
+        leases(shard),
+        due(shard),
+        *(retries(shard) if s is Status.RETRYING else status_set(s, shard) for s in STATUS_ORDER),
         memo(run_id),
         mailbox(run_id),
         *extra,

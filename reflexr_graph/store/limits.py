@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from reflexr_graph import clock
+from reflexr_graph import clock, errors
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import keys
@@ -94,6 +94,9 @@ class Limits(StoreBase):
         """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
         ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
         the attempt no longer owns the run."""
+        if self.shards.count > 1:
+            # A grant writes the run's keys and the limit's in one script: two slots on a cluster.
+            raise errors.OperationRefused("step limits are not offered on a Redis Cluster store yet")
         now = clock.now_ms()
         args = LimitArgs(
             token=ctx.token,

@@ -91,7 +91,13 @@ class Envelope:
     priority: int | None = None
 
 
-Request = Command | Eval | Batch | Publish | Envelope
+@dataclass(frozen=True)
+class Layout:
+    """Asks the store how its indexes are sharded (the reply: a ``keys.Shards``); no Redis
+    command is sent, the store knows it from its kind (``store/cluster.py: shards``)."""
+
+
+Request = Command | Eval | Batch | Publish | Envelope | Layout
 Op = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -150,6 +156,12 @@ def not_found(run_id: str) -> errors.RunNotFound:
     return errors.RunNotFound(f"no run {run_id}: it never existed, or its retention has passed")
 
 
+def layout() -> Op[keys.Shards]:
+    """The store's sharding (:class:`Layout`)."""
+    found: keys.Shards = yield Layout()
+    return found
+
+
 def per_run(
     name: str,
     run_id: str,
@@ -159,8 +171,9 @@ def per_run(
     extra_keys: Sequence[str] = (),
 ) -> Op[Any]:
     """Call a per-run script; if it names the run's real idempotency key, call it again with that."""
+    shards = yield from layout()
     for _ in range(IDEM_ROUNDS):
-        script_keys = keys.script_keys(run_id, idem_guess, extra_keys)
+        script_keys = keys.script_keys(run_id, idem_guess, shards, extra_keys)
         reply = yield Eval(name, script_keys, [run_id, now, idem_guess, *args])
         if not (isinstance(reply, list) and len(reply) == 2 and text(reply[0]) == "idem"):
             return reply

@@ -8,11 +8,14 @@ dead letters are the size of the dead-letter index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.ops import Op, batch, cmd
+from reflexr_graph.store.ops import Op, batch, cmd, layout
 from reflexr_graph.store.records import text
 from reflexr_graph.store.workers import WorkerStatus, worker_statuses
 
@@ -63,19 +66,25 @@ def _queues(live: list[tuple[str, str, str]]) -> dict[str, GraphQueue]:
 def _live_runs() -> Op[tuple[list[tuple[str, str, str]], bool]]:
     """(status, graph, updated_at ms) of the runs in the due set and the leases, and whether all
     of them were read."""
-    indexes = sorted({keys.status_index(s) for s in LIVE})
+    # Every shard's due set and leases, each read up to its part of QUEUED_SCAN.
+    shards = yield from layout()
+    per_shard = -(-QUEUED_SCAN // shards.count)
+    indexes = sorted({keys.status_index(s, shard) for s in LIVE for shard in shards.all})
     sizes = yield batch([cmd("zcard", index) for index in indexes])
-    pages = yield batch([cmd("zrange", index, 0, QUEUED_SCAN - 1) for index in indexes])
+    pages = yield batch([cmd("zrange", index, 0, per_shard - 1) for index in indexes])
     run_ids = sorted({text(member) for page in pages for member in page})
     fields = yield batch([cmd("hmget", keys.run(r), "status", "graph", "updated_at") for r in run_ids])
     live = [(text(st), text(gr) or "?", text(up)) for st, gr, up in fields if st is not None]
-    return live, all(int(n) <= QUEUED_SCAN for n in sizes)
+    return live, all(int(n) <= per_shard for n in sizes)
 
 
 def overview() -> Op[Overview]:
     """The fleet now, in five round trips plus the workers' three."""
     kept = [s for s in Status if s not in LIVE]
-    sizes = yield batch([*(cmd("zcard", keys.status_set(s)) for s in kept), cmd("zcard", keys.DEAD)])
+    counted: list[Callable[[int], str]] = [*(partial(keys.status_set, s) for s in kept), keys.dead]
+    shards = (yield from layout()).count
+    found = yield batch([cmd("zcard", index(shard)) for index in counted for shard in range(shards)])
+    sizes = [sum(int(n) for n in found[i * shards : (i + 1) * shards]) for i in range(len(counted))]
     live, complete = yield from _live_runs()
     by_status = {s.value: int(n) for s, n in zip(kept, sizes[:-1], strict=True)}
     for status in LIVE:

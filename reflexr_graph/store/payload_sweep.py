@@ -30,8 +30,8 @@ def referenced(store: StoreBase, codec: PayloadCodec) -> set[str]:
     suffixes = tuple(f":{name}" for name in keys.RUN_HASHES)
     for key in store.client.scan_iter(match=keys.every_run_key(), count=SCAN_COUNT):
         name = text(key)
-        if not name.endswith(suffixes):
-            continue
+        if not name.endswith(suffixes) or not keys.run_of(name):
+            continue  # not a run's hash (a shard's index shares the pattern)
         for value in store.client.hvals(name):
             digest = codec.references(text(value))
             if digest:

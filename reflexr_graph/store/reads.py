@@ -13,10 +13,10 @@ from typing import Any
 from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
 from reflexr_graph.model import RunInfo, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import cluster, fanout, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
-from reflexr_graph.store.ops import Op, batch, cmd, not_found, per_run
+from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     RunEvent,
@@ -155,64 +155,56 @@ def _parse_cursor(cursor: str) -> tuple[float, str]:
         ) from None
 
 
-def _after(rows: list[tuple[str, float]], cursor: tuple[float, str] | None) -> list[tuple[str, float]]:
-    """Rows past the cursor: equal scores are ordered by run id, descending, as ZREVRANGE does."""
-    if cursor is None:
-        return rows
-    score, run_id = cursor
-    return [(m, s) for m, s in rows if s < score or m < run_id]
-
-
 def listing(
-    index: str,
+    index_of: Callable[[int], str],
     limit: int,
     keep: Callable[[RunInfo], bool],
     cursor: str | None = None,
     scan: int | None = SCAN_BUDGET,
 ) -> Op[RunPage]:
-    """Runs of ``index`` that ``keep`` accepts, highest score first, from ``cursor`` on.
+    """Runs of the shards' index ``index_of(shard)`` that ``keep`` accepts, highest score first,
+    from ``cursor`` on (store/fanout.py merges the shards).
 
     With ``scan``, one call examines at most that many index entries (at least ``limit``): a
     filter that few runs match returns a short page whose cursor goes on from the last entry
     examined, rather than reading the whole index in one request. ``scan=None`` reads on until
     ``limit`` runs are found or the index ends (the blocking lists, the CLI).
     """
-    after = None if cursor is None else _parse_cursor(cursor)
-    top: float | str = "+inf" if after is None else after[0]
+    position = None if cursor is None else _parse_cursor(cursor)
     budget = None if scan is None else max(scan, limit)
     found: list[RunInfo] = []
-    offset = examined = 0
+    examined = 0
     while len(found) < limit:
         # The first read asks for what is still missing: a listing without a filter reads exactly
         # ``limit`` records. A filter that rejected some reads on in pages of _LIST_PAGE.
-        num = _LIST_PAGE if examined else min(_LIST_PAGE, limit)
+        want = _LIST_PAGE if examined else min(_LIST_PAGE, limit)
         if budget is not None:
-            num = min(num, budget - examined)
-        page = yield cmd("zrevrangebyscore", index, top, "-inf", start=offset, num=num, withscores=True)
-        if not page:
+            want = min(want, budget - examined)
+        rows, more = yield from fanout.newest(index_of, position, want)
+        more, rows = more or len(rows) > want, rows[:want]
+        if not rows:
             return RunPage(found, None)
-        offset += len(page)
-        examined += len(page)
-        rows = _after([(text(m), float(s)) for m, s in page], after)
-        records = (yield batch([cmd("hgetall", keys.run(m)) for m, _ in rows])) if rows else []
+        records = yield batch([cmd("hgetall", keys.run(m)) for m, _ in rows])
         for (run_id, score), raw in zip(rows, records, strict=True):
+            position, examined = (score, run_id), examined + 1
             record = text_map(raw)
             if not record:
                 # Its keys expired; drop the stale index entries while we are here.
                 yield from per_run("prune", run_id, run_id, clock.now_ms(), PruneArgs("").argv())
-                if keys.is_tag_index(index):
+                stale = index_of((yield from layout()).of(run_id))
+                if keys.is_tag_index(stale):
                     # The prune knows no tags of a run that is gone; the listing that met it does.
-                    yield cmd("zrem", index, run_id)
-                offset -= 1
+                    yield cmd("zrem", stale, run_id)
                 continue
             info = run_info(record)
             if keep(info):
                 found.append(info)
                 if len(found) == limit:
                     return RunPage(found, f"{int(score)}:{run_id}")
-        if budget is not None and examined >= budget:
-            last, last_score = text(page[-1][0]), float(page[-1][1])
-            return RunPage(found, f"{int(last_score)}:{last}")
+        if budget is not None and examined >= budget and position is not None:
+            return RunPage(found, f"{int(position[0])}:{position[1]}")
+        if not more:
+            return RunPage(found, None)
     return RunPage(found, None)
 
 
@@ -231,11 +223,13 @@ def runs_listing(
     only runs carrying every one, read from the first tag's index (by creation time), so the
     listing costs what that tag finds, not the size of the store. ``matching`` keeps the runs
     whose id starts with it or whose graph's name holds it (ignoring case)."""
-    index = keys.status_index(status) if status else keys.ALL
-    if tags:
-        index = keys.tag_index(*next(iter(tags.items())))
     wanted = Status(status) if status else None
     needle = (matching or "").lower()
+
+    def index(shard: int) -> str:
+        if tags:
+            return keys.tag_index(*next(iter(tags.items())), shard)
+        return keys.status_index(status, shard) if status else keys.all_runs(shard)
 
     def keep(info: RunInfo) -> bool:
         return (
@@ -267,7 +261,9 @@ def dead_listing(
             and (not tags or (info.status is Status.DEAD and matches(info.tags, tags)))
         )
 
-    index = keys.tag_index(*next(iter(tags.items()))) if tags else keys.DEAD
+    def index(shard: int) -> str:
+        return keys.tag_index(*next(iter(tags.items())), shard) if tags else keys.dead(shard)
+
     return listing(index, limit, keep, cursor, scan)
 
 
@@ -335,4 +331,4 @@ class Reads(StoreBase):
 
     @property
     def max_block_ms(self) -> int | None:
-        return max_block_ms(self._r.connection_pool.connection_kwargs)
+        return max_block_ms(cluster.connection_kwargs(self._r))

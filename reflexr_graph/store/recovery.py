@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 import redis
@@ -36,6 +38,56 @@ def _window(reply: list[Any]) -> tuple[int, int] | None:
     return (int(reply[0]), int(reply[1])) if reply else None
 
 
+def _widest(windows: Iterable[tuple[int, int] | None]) -> tuple[int, int] | None:
+    """One window spanning every shard's (each shard's primary restarts or fails over on its own)."""
+    found = [w for w in windows if w is not None]
+    return (min(w[0] for w in found), max(w[1] for w in found)) if found else None
+
+
+def _tick_keys(shard: int) -> list[str]:
+    """reaper_tick.lua's KEYS for one shard: its lock, leases, due set, pruned status sets, pass mark."""
+    return [
+        keys.reaper_lock(shard),
+        keys.leases(shard),
+        keys.due(shard),
+        *(keys.status_set(s, shard) for s in PRUNED),
+        keys.reaper_pass(shard),
+    ]
+
+
+def _tick_reply(reply: list[Any]) -> TickReply:
+    lock, lapsed, due, *finished, restart, next_due, wake = reply
+    return TickReply(
+        lock=Lock(text(lock)),
+        lapsed=[text(m) for m in lapsed],
+        due=[(text(due[i]), float(due[i + 1])) for i in range(0, len(due), 2)],
+        prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
+        restart=_window(restart),
+        next_due=float(next_due[1]) if next_due else None,
+        wake=float(wake),
+    )
+
+
+def _merge_ticks(replies: list[TickReply], shards: list[int]) -> TickReply:
+    """One reply for the pass: the held shards' finds together; the lock TAKEN when any shard was
+    taken, HELD when some were held, OTHER when this reaper holds none."""
+    held = [(shard, r) for shard, r in zip(shards, replies, strict=True) if r.lock is not Lock.OTHER]
+    mine = [r for _, r in held]
+    lock = Lock.OTHER if not mine else Lock.TAKEN if any(r.lock is Lock.TAKEN for r in mine) else Lock.HELD
+    next_due = [r.next_due for r in mine if r.next_due is not None]
+    return TickReply(
+        lock=lock,
+        lapsed=[m for r in mine for m in r.lapsed],
+        due=sorted((row for r in mine for row in r.due), key=lambda row: (row[1], row[0])),
+        prunable={s.value: [m for r in mine for m in r.prunable[s.value]] for s in PRUNED},
+        restart=_widest(r.restart for r in mine),
+        next_due=min(next_due) if next_due else None,
+        # The soonest of every shard's: a held shard's next work, or another reaper's lock lapsing.
+        wake=min((r.wake for r in replies), default=0.0),
+        shards=tuple(shard for shard, _ in held),
+    )
+
+
 class Recovery(StoreBase):
     """Recovering runs: reaping lapsed leases, due messages, unserved graphs, pruning, the reaper lock."""
 
@@ -48,12 +100,15 @@ class Recovery(StoreBase):
         lock_ttl_ms: int,
         now_ms: int | None = None,
         *,
+        shards: Iterable[int] | None = None,
         idle_ms: int | None = None,
         margin_ms: int | None = None,
     ) -> TickReply:
-        """One reaper pass's reads in one round trip: take or keep the lock for ``owner``, and, when
-        it holds it, the lapsed leases, the due runs, the finished runs past their retention and
-        the due score of the first due entry after the runs returned, and when to wake next.
+        """One reaper pass's reads over ``shards`` (default: every shard of the store), in one
+        pipeline: per shard, one script takes or keeps the shard's lock for ``owner`` and, when it
+        holds it, reads the lapsed leases, the due runs, the finished runs past their retention,
+        the due score of the first due entry after the runs returned, and when to wake next. The
+        replies are merged into one (its ``shards``: the ones held; its ``wake``: the soonest).
 
         ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
         how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
@@ -61,13 +116,7 @@ class Recovery(StoreBase):
         each re-checking it in its own script.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        script_keys = [
-            keys.REAPER_LOCK,
-            keys.LEASES,
-            keys.DUE,
-            *(keys.status_set(s) for s in PRUNED),
-            keys.REAPER_PASS,
-        ]
+        order = list(self.shards.all if shards is None else shards)
         args = TickArgs(
             owner,
             lock_ttl_ms,
@@ -78,17 +127,8 @@ class Recovery(StoreBase):
             lock_ttl_ms if idle_ms is None else idle_ms,
             0 if margin_ms is None else margin_ms,
         )
-        reply = self._scripts("reaper_tick", script_keys, args.argv())
-        lock, lapsed, due, *finished, restart, next_due, wake = reply
-        return TickReply(
-            lock=Lock(text(lock)),
-            lapsed=[text(m) for m in lapsed],
-            due=[(text(due[i]), float(due[i + 1])) for i in range(0, len(due), 2)],
-            prunable={s.value: [text(m) for m in found] for s, found in zip(PRUNED, finished, strict=True)},
-            restart=_window(restart),
-            next_due=float(next_due[1]) if next_due else None,
-            wake=float(wake),
-        )
+        replies = self._scripts.run_many([("reaper_tick", _tick_keys(shard), args.argv()) for shard in order])
+        return _merge_ticks([_tick_reply(reply) for reply in replies], order)
 
     @translate_errors
     def reap(
@@ -110,7 +150,7 @@ class Recovery(StoreBase):
         """
         now = clock.now_ms() if now_ms is None else now_ms
         if lapsed is None:
-            lapsed = [text(m) for m in self._r.zrangebyscore(keys.LEASES, "-inf", now, start=0, num=limit)]
+            lapsed = [m for m, _ in self._lowest(keys.leases, now, limit)]
         args = ReapArgs(
             dead_retention_s=self.dead_retention_s,
             outage_from_ms=outage[0] if outage else None,
@@ -137,19 +177,28 @@ class Recovery(StoreBase):
         that saw them.
         """
         now = clock.now_ms() if now_ms is None else now_ms
-        return _window(self._scripts("reaper_pass", [keys.REAPER_PASS], [now]))
+        calls = [("reaper_pass", [keys.reaper_pass(shard)], [now]) for shard in self.shards.all]
+        return _widest([_window(reply) for reply in self._scripts.run_many(calls)])
 
     @translate_errors
     def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:
         """Runs that need a Celery message sent: ``(run_id, due score)``, earliest first."""
         now = clock.now_ms() if now_ms is None else now_ms
-        rows: list[Any] = self._r.zrangebyscore(keys.DUE, "-inf", now, start=0, num=limit, withscores=True)
-        return [(text(member), float(score)) for member, score in rows]
+        return self._lowest(keys.due, now, limit)
+
+    def _lowest(self, index_of: Callable[[int], str], upto: int, limit: int) -> list[tuple[str, float]]:
+        """The ``limit`` lowest entries scored at most ``upto`` of every shard's ``index_of(shard)``."""
+        pipe = self._r.pipeline(transaction=False)
+        for shard in self.shards.all:
+            pipe.zrangebyscore(index_of(shard), "-inf", upto, start=0, num=limit, withscores=True)
+        rows = [(text(m), float(s)) for page in pipe.execute() for m, s in page]
+        return sorted(rows, key=lambda row: (row[1], row[0]))[:limit]
 
     @translate_errors
     def ack_due(self, run_id: str, score: float) -> bool:
         """Drop the entry after its message was sent, unless it was rescheduled since."""
-        return bool(self._scripts("ack_due", [keys.DUE], [run_id, repr(float(score))]))
+        due_key = keys.due(self.shards.of(run_id))
+        return bool(self._scripts("ack_due", [due_key], [run_id, repr(float(score))]))
 
     @translate_errors
     def reschedule_due(self, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> int:
@@ -161,12 +210,14 @@ class Recovery(StoreBase):
         ``cap_ms``), and the claim removes the entry and resets the count.
         """
         args: list[ScriptArg] = [run_id, score, clock.now_ms(), base_ms, cap_ms]
-        return int(self._scripts("reschedule_due", [keys.DUE, keys.run(run_id)], args))
+        due_key = keys.due(self.shards.of(run_id))
+        return int(self._scripts("reschedule_due", [due_key, keys.run(run_id)], args))
 
     @translate_errors
     def bump_due(self, run_id: str, delay_ms: int) -> bool:
         """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
-        changed = self._r.zadd(keys.DUE, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)
+        due_key = keys.due(self.shards.of(run_id))
+        changed = self._r.zadd(due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)
         return bool(changed)
 
     @translate_errors
@@ -194,22 +245,23 @@ class Recovery(StoreBase):
             retention_s[Status.DEAD] = self.dead_retention_s
             found = {
                 status.value: [
-                    text(m)
-                    for m in self._r.zrangebyscore(
-                        keys.status_set(status), "-inf", now - seconds * 1000, 0, limit
-                    )
+                    m for m, _ in self._lowest(partial(keys.status_set, status), now - seconds * 1000, limit)
                 ]
                 for status, seconds in retention_s.items()
             }
         queued = [(status, run_id) for status, run_ids in found.items() for run_id in run_ids]
         if not queued:
             return 0
-        pipe = self._r.pipeline(transaction=False)
-        for status, run_id in queued:
-            # prune.lua never answers {'idem', ...}: it touches no idempotency key.
-            args: list[ScriptArg] = [run_id, now, run_id, *PruneArgs(status).argv()]
-            self._scripts.queue(pipe, "prune", keys.script_keys(run_id, run_id), args)
-        return sum(int(done) for done in pipe.execute())
+        # prune.lua never answers {'idem', ...}: it touches no idempotency key.
+        calls = [
+            (
+                "prune",
+                keys.script_keys(run_id, run_id, self.shards),
+                [run_id, now, run_id, *PruneArgs(status).argv()],
+            )
+            for status, run_id in queued
+        ]
+        return sum(int(done) for done in self._scripts.run_many(calls))
 
     # -- graphs without a live worker -----------------------------------------------------------
 
@@ -228,19 +280,22 @@ class Recovery(StoreBase):
     # -- reaper lock -----------------------------------------------------------------------------
 
     @translate_errors
-    def acquire_lock(self, owner: str, ttl_ms: int) -> bool:
-        """Take the reaper lock for ``ttl_ms`` if nobody holds it."""
-        return bool(self._r.set(keys.REAPER_LOCK, owner, nx=True, px=ttl_ms))
+    def acquire_lock(self, owner: str, ttl_ms: int, shard: int = 0) -> bool:
+        """Take a shard's reaper lock for ``ttl_ms`` if nobody holds it."""
+        return bool(self._r.set(keys.reaper_lock(shard), owner, nx=True, px=ttl_ms))
 
     @translate_errors
-    def extend_lock(self, owner: str, ttl_ms: int) -> bool:
-        """Extend the reaper lock; False when ``owner`` no longer holds it."""
-        return bool(self._scripts("lock_extend", [keys.REAPER_LOCK], [owner, ttl_ms]))
+    def extend_lock(self, owner: str, ttl_ms: int, shard: int = 0) -> bool:
+        """Extend a shard's reaper lock; False when ``owner`` no longer holds it."""
+        return bool(self._scripts("lock_extend", [keys.reaper_lock(shard)], [owner, ttl_ms]))
 
     @translate_errors
-    def release_lock(self, owner: str) -> bool:
-        """Release the reaper lock, only if ``owner`` still holds it."""
-        return bool(self._scripts("lock_release", [keys.REAPER_LOCK], [owner]))
+    def release_lock(self, owner: str, shards: Iterable[int] | None = None) -> bool:
+        """Release the reaper locks of ``shards`` (default: every shard) that ``owner`` still holds;
+        True if it held any."""
+        order = self.shards.all if shards is None else shards
+        calls = [("lock_release", [keys.reaper_lock(shard)], [owner]) for shard in order]
+        return any(int(released) for released in self._scripts.run_many(calls))
 
     @translate_errors
     def nudge_reaper(self) -> None:

@@ -9,7 +9,6 @@ so two schedulers that make the same fire get the same run, and the one whose
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -144,13 +143,15 @@ def fire_run(
     """Create the run of one fire, tagged ``schedule=<name>`` with the fire's idempotency key;
     ``(run_id, created)``, created False when another scheduler (or a trigger) made it first. The
     caller sends its message when created."""
+    key = fire_key(schedule.name, fire_ms)
     run = NewRun(
-        run_id=str(uuid.uuid4()),
+        # In the key's shard, so the run and its key are one slot on a cluster (keys.run_id_in).
+        run_id=keys.new_run_id(schedule.graph, key),
         graph=schedule.graph,
         # Validated as JSON when the schedule was added (the client's schema check).
         inputs_json=json.dumps(schedule.inputs, separators=(",", ":")),
         state_json=None,
-        idempotency_key=fire_key(schedule.name, fire_ms),
+        idempotency_key=key,
         max_attempts=max_attempts,
         dispatch_grace_ms=dispatch_grace_ms,
         trace_context=current_trace_context(),

@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
 from reflexr_graph.store.ops import ScriptArg
@@ -141,13 +142,44 @@ class Scripts:
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
     ) -> None:
-        """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed."""
+        """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed.
+
+        A cluster pipeline refuses a script object's call (redis-py does not load scripts on its
+        nodes), so it gets the plain EVALSHA, routed by its keys' slot: :meth:`run_many` loads the
+        scripts and sends them again if a node did not know one.
+        """
         script = self._scripts[name]
         assert isinstance(script, Script)
-        script(keys=keys, args=encode_args(self.codec, name, args), client=pipe)
+        encoded = encode_args(self.codec, name, args)
+        if isinstance(pipe, redis.cluster.ClusterPipeline):
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *encoded)
+        else:
+            script(keys=keys, args=encoded, client=pipe)
+
+    def run_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[ScriptArg]]]) -> list[Any]:
+        """Call each ``(name, keys, args)`` in one pipeline (blocking client); their replies in order.
+
+        One call is sent alone: a pipeline of scripts asks SCRIPT EXISTS first, a command more
+        (a standalone store's reaper pass is one shard's tick).
+        """
+        assert isinstance(self._client, redis.Redis | redis.cluster.RedisCluster)
+        if len(calls) == 1:
+            name, keys, args = calls[0]
+            return [self(name, keys, args)]
+        for tried in (False, True):
+            pipe = self._client.pipeline(transaction=False)
+            for name, keys, args in calls:
+                self.queue(pipe, name, keys, args)
+            try:
+                return list(pipe.execute())
+            except redis.exceptions.NoScriptError:
+                if tried:
+                    raise
+                self.preload()  # a node that restarted, or a replica promoted, lacks them
+        raise AssertionError("unreachable")
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""
-        assert isinstance(self._client, redis.Redis)
+        assert not isinstance(self._client, redis.asyncio.Redis)
         for script in self._scripts.values():
             script.sha = self._client.script_load(script.script)

@@ -145,7 +145,7 @@ def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
 def _sentinel_clients(client: Any) -> list[Any]:
     # A Sentinel-managed pool keeps the Sentinel that found its primary, and that keeps one
     # client per sentinel: closing the primary's client closes neither.
-    manager = getattr(client.connection_pool, "sentinel_manager", None)
+    manager = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
     return list(getattr(manager, "sentinels", ()))
 
 

@@ -16,7 +16,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, UpgradeArgs, VersionHold, WakeVersionArgs
-from reflexr_graph.store.ops import Op, batch, cmd, per_run
+from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import LATEST_CHECKPOINT, text
 
 
@@ -65,7 +65,9 @@ def live_versions(graph: str) -> Op[dict[str, list[str]]]:
 
 def held_runs(graph: str, version: str) -> Op[list[str]]:
     """The runs held for ``version`` of ``graph`` (waiting for it, or in their grace period)."""
-    return sorted(text(r) for r in (yield cmd("smembers", keys.version_held(graph, version))))
+    shards = yield from layout()
+    found = yield batch([cmd("smembers", keys.version_held(graph, version, n)) for n in shards.all])
+    return sorted(text(r) for members in found for r in members)
 
 
 def upgrade_run(run_id: str, graph: str, from_version: str, to_version: str) -> Op[bool]:
@@ -73,7 +75,7 @@ def upgrade_run(run_id: str, graph: str, from_version: str, to_version: str) -> 
     False when it is no longer held for that version."""
     now = clock.now_ms()
     args = UpgradeArgs(from_version, to_version).argv()
-    held = [keys.version_held(graph, from_version)]
+    held = [keys.version_held(graph, from_version, (yield from layout()).of(run_id))]
     return text((yield from per_run("upgrade", run_id, run_id, now, args, held))) == "upgraded"
 
 
@@ -174,21 +176,25 @@ class Versions(StoreBase):
         ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry."""
         now = clock.now_ms()
         args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
-        held = [keys.version_held(graph, version)]
+        held = [keys.version_held(graph, version, self.shards.of(run_id))]
         return VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
 
     @translate_errors
     def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
         """Up to ``limit`` runs held waiting for ``version`` of ``graph``."""
-        found = self._r.srandmember(keys.version_held(graph, version), limit) or []
-        return sorted(text(r) for r in found)
+        found = [
+            r
+            for n in self.shards.all
+            for r in self._r.srandmember(keys.version_held(graph, version, n), limit) or []
+        ]
+        return sorted(text(r) for r in found)[:limit]
 
     @translate_errors
     def wake_version(self, run_id: str, graph: str, version: str, *, due_ms: int) -> bool:
         """Queue a run held for ``version`` again (wake_version.lua); False when it no longer waits."""
         now = clock.now_ms()
         args = WakeVersionArgs(version, now + due_ms).argv()
-        held = [keys.version_held(graph, version)]
+        held = [keys.version_held(graph, version, self.shards.of(run_id))]
         return text(self.do(per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
 
 

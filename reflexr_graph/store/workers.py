@@ -11,7 +11,7 @@ from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd
+from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
     WorkerInfo,
     run_event,
@@ -69,9 +69,9 @@ def worker_statuses() -> Op[list[WorkerStatus]]:
         return []
     raw = yield cmd("mget", [keys.worker(n) for n in expiry])
     # Running runs have no status set of their own: they are the leases (keys.status_index).
-    running = [
-        text(r) for r in (yield cmd("zrange", keys.status_index(Status.RUNNING), 0, IN_FLIGHT_SCAN - 1))
-    ]
+    shards = yield from layout()
+    leases = [cmd("zrange", keys.status_index(Status.RUNNING, n), 0, IN_FLIGHT_SCAN - 1) for n in shards.all]
+    running = sorted(text(r) for page in (yield batch(leases)) for r in page)[:IN_FLIGHT_SCAN]
     recent = [cmd("xrevrange", keys.events(r), max="+", min="-", count=RECENT_EVENTS) for r in running]
     held: dict[str, list[str]] = {}
     for run_id, entries in zip(running, (yield batch(recent)) if running else [], strict=True):
@@ -131,6 +131,11 @@ class Workers(StoreBase):
         """Take a stopping worker out of the registry at once."""
         script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         self._scripts("worker_leave", script_keys, [info.name])
+
+    @translate_errors
+    def live_worker_count(self) -> int:
+        """How many workers' heartbeats have not expired (one ZCOUNT)."""
+        return int(self._r.zcount(keys.WORKERS, clock.now_ms(), "+inf"))
 
     def live_workers(self) -> list[WorkerInfo]:
         """Every worker whose heartbeat has not expired, by name."""

@@ -13,6 +13,7 @@ from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, ReflexrError, RunFailure, current_run, durable_call
 from reflexr_graph.core.tracing import ATTR_REUSED, EVENT_STEP_REUSED
+from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
 from tests.core.graphs import CALLS, FAIL, SEEN, Boom, hit
 from tests.core.harness import Harness
@@ -120,7 +121,7 @@ def test_records_are_used_only_for_the_same_items(harness: Harness) -> None:
     records = harness.store.load_records(run_id)
     assert records, "the finished branches were recorded"
     # Start over as a changed plan would: drop the checkpoint before the fork, shift the items.
-    harness.store.client.delete(f"rg:{{{run_id}}}:ckpt")
+    harness.store.client.delete(keys.ckpt(run_id))
     shift[0] = 100
     assert harness.attempt(action, run_id) == [1000, 1010, 1020, 1030]
     assert harness.store.get(run_id).reused_steps == 0

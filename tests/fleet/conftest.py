@@ -24,7 +24,7 @@ import redis
 from reflexr_graph import local_processes
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import Settings, load_settings
-from reflexr_graph.store import keys
+from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
@@ -210,12 +210,13 @@ def assert_consistent(r: redis.Redis, run_id: str) -> None:
     status = r.hget(keys.run(run_id), "status")
     assert status is not None
     status_s = status.decode()
-    members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s), run_id) is not None]
+    shard = cluster.shards(r).of(run_id)  # a standalone store's or a cluster's (tests/cluster)
+    members = [s.value for s in keys.STATUS_ORDER if r.zscore(keys.status_set(s, shard), run_id) is not None]
     assert members == ([] if status_s in ("queued", "retrying", "running") else [status_s])
-    assert r.zscore(keys.status_index(status_s), run_id) is not None
+    assert r.zscore(keys.status_index(status_s, shard), run_id) is not None
     if status_s in ("succeeded", "dead", "cancelled"):
-        assert r.zscore(keys.LEASES, run_id) is None
-        assert r.zscore(keys.DUE, run_id) is None
+        assert r.zscore(keys.leases(shard), run_id) is None
+        assert r.zscore(keys.due(shard), run_id) is None
     latest = r.hget(keys.run(run_id), LATEST_CHECKPOINT)
     ckpt = r.hget(keys.ckpt(run_id), latest) if latest else None
     if ckpt is not None:

@@ -103,7 +103,7 @@ def test_failed_step_retries_with_backoff_then_dead_letters(
     attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert (info.status, info.reason) == (Status.RETRYING, "step_failed")
-    assert store.client.zscore(keys.DUE, run_id) is not None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is not None
     attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert (info.status, info.reason, info.attempts) == (Status.DEAD, "max_attempts", 2)
@@ -228,7 +228,9 @@ def test_store_unavailable_while_saving_a_checkpoint(
             1,
             "then",
         )
-        assert store.client.zscore(keys.LEASES, run_id) is not None  # the reaper's cue
+        assert (
+            store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is not None
+        )  # the reaper's cue
     finally:
         store.close()
 
@@ -261,7 +263,7 @@ def test_unknown_graph_failure_gives_up_once_the_lease_would_lapse(
         server.start()
         info = store.get(run_id)
         assert (info.status, info.attempts) == (Status.RUNNING, 1)  # left to the reaper, as it was
-        assert store.client.zscore(keys.LEASES, run_id) is not None
+        assert store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is not None
     finally:
         store.close()
 
@@ -299,11 +301,13 @@ def test_step_blocking_the_event_loop_keeps_its_lease(
 
     def block_until_renewed_twice(n: int) -> int:
         store: RedisStore = holder["store"]
-        first = store.client.zscore(keys.LEASES, holder["run_id"])
+        first = store.client.zscore(keys.leases(keys.STANDALONE.of(holder["run_id"])), holder["run_id"])
         assert first is not None
         deadline = time.monotonic() + 30
         # Synchronous on purpose; returns once the lease was pushed a whole TTL past where it was.
-        while (store.client.zscore(keys.LEASES, holder["run_id"]) or 0) < first + 1000:
+        while (
+            store.client.zscore(keys.leases(keys.STANDALONE.of(holder["run_id"])), holder["run_id"]) or 0
+        ) < first + 1000:
             assert time.monotonic() < deadline, "the lease was not renewed while the loop was blocked"
             time.sleep(0.05)  # a poll of the lease: the step blocks its loop on purpose
         return n
@@ -334,8 +338,8 @@ def test_shutdown_mid_attempt_releases_the_lease(
         attempt.run_claimed(app, store, claim(app, store, run_id))
     info = store.get(run_id)
     assert info.status is Status.RETRYING
-    assert store.client.zscore(keys.LEASES, run_id) is None
-    assert store.client.zscore(keys.DUE, run_id) is not None
+    assert store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is not None
     assert [e.fields.get("reason") for e in store.events(run_id) if e.type == "run_retrying"] == ["shutdown"]
 
 

@@ -85,7 +85,7 @@ def test_a_five_step_durable_run_stays_within_its_command_budget(private_redis: 
         assert sum(calls.values()) <= BUDGET, calls
         # Nothing copies a payload, or dumps and restores a stream.
         assert not {"cmdstat_dump", "cmdstat_restore", "cmdstat_hgetall"} & set(calls), calls
-        assert r.exists(keys.EVENTS_TEMPLATE)
+        assert r.exists(keys.events_template(0))
     finally:
         r.close()
         store.close()

@@ -32,16 +32,21 @@ def test_renews_the_lease_until_stopped(redis_url: str) -> None:
     store = app.store()
     run_id = create_run(store, "g", 1)
     ctx = claim(app, store, run_id).context()
-    first = store.client.zscore(keys.LEASES, run_id)
+    first = store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id)
     assert first is not None
     with Heartbeat(store, ctx, lease_ttl_s=TTL_S) as hb:
         wait_for(
-            lambda: (store.client.zscore(keys.LEASES, run_id) or 0) > first + 2 * TTL_S * 1000, 20, "renewals"
+            lambda: (
+                (store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) or 0)
+                > first + 2 * TTL_S * 1000
+            ),
+            20,
+            "renewals",
         )
     assert hb.lost is None
-    stopped = store.client.zscore(keys.LEASES, run_id)
+    stopped = store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id)
     assert hb not in heartbeat._beater()._due, "a stopped heartbeat is no longer renewed"
-    assert store.client.zscore(keys.LEASES, run_id) == stopped
+    assert store.client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) == stopped
     store.close()
 
 
@@ -101,13 +106,14 @@ def test_one_thread_renews_every_attempt_of_a_process(redis_url: str) -> None:
     app = fleet_app(redis_url, lease_ttl_s=TTL_S)
     store = app.store()
     ctxs = [claim(app, store, create_run(store, "g", i)).context() for i in range(2)]
-    firsts = [store.client.zscore(keys.LEASES, c.run_id) or 0 for c in ctxs]
+    firsts = [store.client.zscore(keys.leases(keys.STANDALONE.of(c.run_id)), c.run_id) or 0 for c in ctxs]
     before = {t.name for t in threading.enumerate()}
     with Heartbeat(store, ctxs[0], lease_ttl_s=TTL_S), Heartbeat(store, ctxs[1], lease_ttl_s=TTL_S):
         for ctx, first in zip(ctxs, firsts, strict=True):
             wait_for(
                 lambda c=ctx, f=first: (
-                    (store.client.zscore(keys.LEASES, c.run_id) or 0) > f + 2 * TTL_S * 1000
+                    (store.client.zscore(keys.leases(keys.STANDALONE.of(c.run_id)), c.run_id) or 0)
+                    > f + 2 * TTL_S * 1000
                 ),
                 20,
                 "renewals of both leases",

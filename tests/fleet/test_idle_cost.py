@@ -51,7 +51,7 @@ def test_an_idle_worker_sends_a_few_commands_per_idle_wake_not_every_tick(fleet:
     fleet.start(REFLEXR_LEASE_TTL_S="30")
     r = redis.Redis.from_url(fleet.redis_url)
     try:
-        wait_for(lambda: r.exists(keys.REAPER_LOCK), 20, "the reaper's first pass")
+        wait_for(lambda: r.exists(keys.reaper_lock(0)), 20, "the reaper's first pass")
         names: Any = wait_for(lambda: r.zrange(keys.WORKERS, 0, -1), 20, "the worker's first beat")
         graphs = len(json.loads(r.get(keys.worker(names[0].decode())) or "{}")["graphs"])
         seen: list[str] = []

@@ -145,8 +145,12 @@ def test_a_long_wait_releases_the_run_and_its_worker_until_its_token_is_due(
     wait_for(lambda: client.get(second).status is Status.WAITING, 30, "the second run to be released")
     info = client.get(second)
     assert info.waiting_for == "limit:trickle:tr" and info.wake_at is not None and info.attempts == 0
-    assert redis_client.zscore(keys.LEASES, second) is None, "it holds no lease while it waits"
-    assert redis_client.zscore(keys.DUE, second) is not None, "its wake time is on the due set"
+    assert redis_client.zscore(keys.leases(keys.STANDALONE.of(second)), second) is None, (
+        "it holds no lease while it waits"
+    )
+    assert redis_client.zscore(keys.due(keys.STANDALONE.of(second)), second) is not None, (
+        "its wake time is on the due set"
+    )
     # The worker's one process is free meanwhile: a run of another graph does not wait behind it.
     other = client.enqueue("conc", {"items": 1}, state={"tag": "other"})
     assert client.wait(other, timeout=30).status is Status.SUCCEEDED

@@ -65,7 +65,7 @@ def test_lapsed_lease_is_reaped_and_sent_again(app: FleetApp, fake: FakeClock) -
     assert message["kwargs"] == {"graph": "steps"}
     assert message["args"] == [] and message["eta"] is None and message["countdown"] is None
     # Kept as a safety net, two lease TTLs later, in case the message is lost before a claim.
-    assert store.client.zscore(keys.DUE, run_id) == clock.now_ms() + 6000
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) == clock.now_ms() + 6000
 
 
 def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetApp, fake: FakeClock) -> None:
@@ -88,7 +88,9 @@ def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetA
         reaper.tick()
     assert [m["id"] for m in queued_messages(store, queue)] == [run_id]
     claim(app, store, run_id)
-    assert store.client.zscore(keys.DUE, run_id) is None, "the claim ends the resends"
+    assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) is None, (
+        "the claim ends the resends"
+    )
 
 
 def test_retry_is_sent_only_when_due(app: FleetApp, fake: FakeClock) -> None:
@@ -195,9 +197,9 @@ def test_enqueued_run_whose_message_was_never_sent_is_sent_after_the_grace(
 def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
     """A due entry whose run record expired is removed instead of being sent every second forever."""
     store = app.store()
-    store.client.zadd(keys.DUE, {"ghost": 0})
+    store.client.zadd(keys.due(keys.STANDALONE.of("ghost")), {"ghost": 0})
     Reaper(app, store).dispatch_due()
-    assert store.client.zscore(keys.DUE, "ghost") is None
+    assert store.client.zscore(keys.due(keys.STANDALONE.of("ghost")), "ghost") is None
     assert queued_messages(store, steps_queue(app)) == []
 
 
@@ -247,12 +249,12 @@ def test_due_run_of_a_graph_no_live_worker_serves_waits_then_is_dead(redis_url: 
     assert store.get(waits).status is Status.QUEUED
     fake.advance(30_000)
     reaper.tick()
-    store.client.zrem(keys.DUE, dies)  # let only one of them find a worker
+    store.client.zrem(keys.due(keys.STANDALONE.of(dies)), dies)  # let only one of them find a worker
     store.worker_beat(WorkerInfo(name="w@late", graphs=("steps",)), ttl_ms=5_000)
     fake.advance(5_000)
     reaper.tick()
     assert [m["id"] for m in queued_messages(store, queue)] == [waits]
-    store.client.zadd(keys.DUE, {dies: clock.now_ms()})
+    store.client.zadd(keys.due(keys.STANDALONE.of(dies)), {dies: clock.now_ms()})
     fake.advance(30_000)  # the late worker's beat has expired: nobody serves steps again
     reaper.tick()
     info = store.get(dies)

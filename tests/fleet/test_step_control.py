@@ -35,7 +35,7 @@ def test_a_step_past_its_timeout_is_cancelled_retried_then_dead_lettered_naming_
     failed = events(client.store, run_id, "attempt_failed")
     assert [e.fields["reason"] for e in failed] == ["step_timeout", "step_timeout"]
     assert_consistent(redis_client, run_id)
-    assert redis_client.zscore(keys.LEASES, run_id) is None
+    assert redis_client.zscore(keys.leases(keys.STANDALONE.of(run_id)), run_id) is None
     if how == "sync":
         # The loop never came back: the heartbeat thread ended the attempt, and the pool replaced
         # the child that ran it, twice.

@@ -151,7 +151,7 @@ def test_message_for_a_graph_nobody_serves_waits_for_a_worker(app: FleetApp) -> 
     info = app.store().get("foreign-nope")
     assert (info.status, info.graph) == (Status.QUEUED, "nope")
     assert [e.type for e in app.store().events("foreign-nope")][-1] == "waiting_for_worker"
-    assert app.store().client.zscore(keys.DUE, "foreign-nope") is not None
+    assert app.store().client.zscore(keys.due(keys.STANDALONE.of("foreign-nope")), "foreign-nope") is not None
 
 
 def test_message_for_a_graph_another_worker_serves_is_forwarded(app: FleetApp) -> None:

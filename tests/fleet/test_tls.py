@@ -11,6 +11,7 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
+from reflexr_graph.store import keys
 from tests.fleet.conftest import Fleet
 from tests.redis_server import RedisFactory
 from tests.tls import tls_redis
@@ -35,6 +36,6 @@ def test_a_run_succeeds_over_tls_with_a_password(
     finally:
         fleet.close()
     plain = redis.Redis(port=server.port, password="s3cret")
-    assert plain.exists(f"rg:{{{run_id}}}:run") == 1, "the run was recorded in that Redis"
+    assert plain.exists(keys.run(run_id)) == 1, "the run was recorded in that Redis"
     with pytest.raises(redis.AuthenticationError):
         redis.Redis(port=server.port).ping()

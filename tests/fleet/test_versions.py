@@ -91,7 +91,7 @@ def test_a_run_finishes_on_its_version_and_is_held_not_restarted_when_that_versi
         wait_for(lambda run_id=run_id: _status(client, run_id) is Status.WAITING, 60, f"run {run_id} held")
         info = client.get(run_id)
         assert (info.waiting_for, info.version) == (f"version:{V1}", V1)
-        assert r.zscore(keys.DUE, run_id) is None and r.zscore(keys.LEASES, run_id) is None
+        assert r.zscore(keys.due(0), run_id) is None and r.zscore(keys.leases(0), run_id) is None
         # A copy of its delivery put back at the stop may still be on the graph's queue: a live
         # worker takes it and drops it (the run waits). None stays where no worker would take it.
         wait_for(
@@ -200,7 +200,7 @@ def test_a_run_sent_to_another_version_waits_for_its_own_and_is_counted(redis_ur
         assert delivered.outcome is Outcome.HELD
         info = store.get(run_id)
         assert (info.status, info.waiting_for, info.attempts) == (Status.WAITING, f"version:{V1}", 0)
-        assert r.sismember(keys.version_held(GRAPH, V1), run_id)
+        assert r.sismember(keys.version_held(GRAPH, V1, 0), run_id)
         assert otel.metric_total("reflexr.runs.held_for_version", reflexr__graph__version=V1) - before == 1
     finally:
         r.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 
 import pytest
 import redis
@@ -13,7 +14,7 @@ from reflexr_graph import errors
 from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import fanout, keys
 from tests.fleet.conftest import Fleet, assert_consistent, count, events
 from tests.waiting import wait_for
 
@@ -28,7 +29,7 @@ def waiting(client: Client, run_id: str, timeout: float = 60) -> None:
 
 def holds_nothing(client: Client, r: redis.Redis, fleet: Fleet, graph: str) -> None:
     """No lease, no queued message, and no worker running a task."""
-    assert r.zcard(keys.LEASES) == 0
+    assert fanout.total(r, keys.leases) == 0
     assert r.llen(fleet.queue) == 0 and r.llen(graph_queue(fleet.queue, graph)) == 0
 
     # The suspension is written before the task returns, so the last one may still be finishing:
@@ -95,7 +96,9 @@ def test_a_durable_sleep_frees_the_worker_and_resumes_after_its_wake_time(
     wake_at = client.get(run_id).wake_at
     assert wake_at is not None and client.get(run_id).waiting_for is None
     holds_nothing(client, redis_client, fleet, "napper")
-    assert redis_client.zscore(keys.DUE, run_id) == int(wake_at * 1000), "the timer is the due entry"
+    assert redis_client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) == int(wake_at * 1000), (
+        "the timer is the due entry"
+    )
     other = client.wait(client.enqueue("steps", {}), timeout=30)
     assert other.status is Status.SUCCEEDED
     done = client.wait(run_id, timeout=60)
@@ -172,15 +175,15 @@ def test_a_thousand_waiting_runs_hold_no_worker(
     fleet.start(concurrency=2)
     client = client_for(fleet)
     run_ids = [client.enqueue("approve", {"ticket": f"t-{i}"}) for i in range(1000)]
-    waiting_set = keys.status_set(Status.WAITING)
-    wait_for(lambda: redis_client.zcard(waiting_set) == 1000, 300, "1,000 waiting runs", poll_s=0.5)
+    waiting_set = partial(keys.status_set, Status.WAITING)
+    wait_for(lambda: fanout.total(redis_client, waiting_set) == 1000, 300, "1,000 waiting runs", poll_s=0.5)
     holds_nothing(client, redis_client, fleet, "approve")
     assert client.wait(client.enqueue("steps", {}), timeout=30).status is Status.SUCCEEDED
     for run_id in run_ids:
         assert client.signal(run_id, "approval", APPROVED) is True
-    succeeded = keys.status_set(Status.SUCCEEDED)
-    wait_for(lambda: redis_client.zcard(succeeded) == 1001, 300, "all 1,000 to finish", poll_s=0.5)
-    assert redis_client.zcard(waiting_set) == 0
+    succeeded = partial(keys.status_set, Status.SUCCEEDED)
+    wait_for(lambda: fanout.total(redis_client, succeeded) == 1001, 300, "all 1,000 to finish", poll_s=0.5)
+    assert fanout.total(redis_client, waiting_set) == 0
     assert {client.get(r).output for r in run_ids[:5]} == {
         f"summary of t-{i}: approved by ana" for i in range(5)
     }

@@ -47,14 +47,14 @@ def test_the_retries_rollup_keeps_an_hour_and_costs_a_run_that_never_retries_not
 ) -> None:
     make_run(store, "first")
     fail_once(store, start(store, "first"))
-    assert raw.zcard(keys.RETRIES) == 1
+    assert raw.zcard(keys.retries(0)) == 1
     fake_clock.advance(61 * MINUTE_MS)
     make_run(store, "later")
     fail_once(store, start(store, "later"))
-    assert [m.decode() for m in raw.zrange(keys.RETRIES, 0, -1)] == ["later|1"], "the older one dropped"
+    assert [m.decode() for m in raw.zrange(keys.retries(0), 0, -1)] == ["later|1"], "the older one dropped"
     make_run(store, "clean")
     store.succeed(start(store, "clean"), '"ok"')
-    assert raw.zcard(keys.RETRIES) == 1
+    assert raw.zcard(keys.retries(0)) == 1
     claim = store.claim("later", new_token(), lease_ttl_ms=30_000)
     assert claim.claimed
 

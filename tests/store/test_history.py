@@ -232,7 +232,9 @@ def test_a_fork_of_the_finished_checkpoint_is_created_succeeded(store: RedisStor
     _create_fork(store, "fork-1", _seed(output_json='{"answer": 42}'))
     info = store.get("fork-1")
     assert (info.status, info.output, info.attempts) == (Status.SUCCEEDED, {"answer": 42}, 0)
-    assert raw.zscore(keys.DUE, "fork-1") is None, "no message is due: no attempt runs"
+    assert raw.zscore(keys.due(keys.STANDALONE.of("fork-1")), "fork-1") is None, (
+        "no message is due: no attempt runs"
+    )
     assert 0 < raw.ttl(keys.run("fork-1")) <= RUN_RETENTION_S
     assert [e.type for e in store.events("fork-1")] == ["run_enqueued", "run_forked", "run_succeeded"]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+import redis
 from redis.crc import key_slot
 
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys, scripts
+from reflexr_graph.store import RedisStore, cluster, keys, scripts
 
 LUA_DIR = resources.files("reflexr_graph.store") / "lua"
 
@@ -17,19 +18,67 @@ def _lua_files() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in LUA_DIR.iterdir() if p.name.endswith(".lua")}
 
 
-def test_per_run_keys_share_one_hash_tag() -> None:
-    """Every key of a run carries the tag {run_id}, so they hash to one cluster slot."""
+def test_a_runs_keys_and_its_shards_indexes_share_one_hash_tag() -> None:
+    """On a cluster, every key of a run and every index of its shard carry the tag {s<shard>}: one
+    cluster slot; so do the run's tag indexes, the shard's retries rollup and its held runs."""
+    shard = keys.CLUSTER.of("0b7e-42")
+    assert shard == keys.shard_of("0b7e-42")
     run_keys = keys.run_keys("0b7e-42")
-    assert run_keys == (
-        "rg:{0b7e-42}:run", "rg:{0b7e-42}:ckpt", "rg:{0b7e-42}:events", "rg:{0b7e-42}:tb",
-        "rg:{0b7e-42}:memo", "rg:{0b7e-42}:mailbox", "rg:{0b7e-42}:stream",
-    )  # fmt: skip
-    assert len({key_slot(k.encode()) for k in run_keys}) == 1
-    assert {keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, keys.REAPER_LOCK} == {
-        "rg:all", "rg:dead", "rg:leases", "rg:due", "rg:reaper:lock",
-    }  # fmt: skip
-    assert keys.idem("order-1") == "rg:idem:order-1"
-    assert keys.status_set(Status.DEAD) == "rg:status:dead"
+    tag = f"rg:{{s{shard}}}"
+    names = ("run", "ckpt", "events", "tb", "memo", "mailbox", "stream")
+    assert run_keys == tuple(f"{tag}:0b7e-42:{k}" for k in names)
+    indexes = [
+        keys.all_runs(shard),
+        keys.dead(shard),
+        keys.leases(shard),
+        keys.due(shard),
+        keys.reaper_lock(shard),
+    ]
+    assert indexes == [f"{tag}:{name}" for name in ("all", "dead", "leases", "due", "reaper:lock")]
+    assert keys.status_set(Status.DEAD, shard) == f"{tag}:status:dead"
+    script_keys = keys.script_keys("0b7e-42", "0b7e-42", keys.CLUSTER)
+    own = [
+        keys.events_template(shard),
+        keys.tag_index("team", "a", shard),
+        keys.version_held("g", "v2", shard),
+    ]
+    assert len({key_slot(k.encode()) for k in [*script_keys, *own]}) == 1
+    assert keys.retries(shard) in script_keys
+    assert keys.idem("order-1") == f"rg:{{s{keys.shard_of('order-1')}}}:idem:order-1"
+
+
+def test_a_standalone_store_keeps_its_indexes_in_one_shard() -> None:
+    """A standalone store's per-run scripts name the same run keys, but shard 0's indexes: a
+    listing or a reaper pass reads one index, as unsharded (its costs stay those of one Redis)."""
+    assert keys.STANDALONE.all == range(1)
+    assert {keys.STANDALONE.of(r) for r in ("a", "b", "0b7e-42", "order-9")} == {0}
+    sample = keys.script_keys("0b7e-42", "0b7e-42", keys.STANDALONE)
+    assert sample[0] == keys.run("0b7e-42")
+    assert sample[5:9] == [keys.all_runs(0), keys.dead(0), keys.leases(0), keys.due(0)]
+
+
+def test_the_store_kind_decides_the_shards(redis_client: redis.Redis) -> None:
+    """One place decides it, from the client's kind (which follows the URL's)."""
+    assert cluster.shards(redis_client) is keys.STANDALONE
+    assert RedisStore(redis_client).shards is keys.STANDALONE
+
+
+def test_a_keyed_runs_id_lands_in_its_keys_shard() -> None:
+    """A producer's run id for an idempotency key is in the key's shard, so the per-run scripts,
+    which check and expire the key, touch one slot on a cluster."""
+    for n in range(20):
+        run_id = keys.new_run_id("demo", f"order-{n}")
+        scope = keys.idem_scope("demo", f"order-{n}")
+        assert keys.shard_of(run_id) == keys.shard_of(scope)
+        assert len({key_slot(k.encode()) for k in keys.script_keys(run_id, scope, keys.CLUSTER)}) == 1
+    assert keys.shard_of(keys.new_run_id("demo", None)) in keys.CLUSTER.all
+
+
+def test_the_control_slot_holds_graphs_presence_versions_schedules_and_the_quarantine() -> None:
+    control = [keys.GRAPHS, keys.WORKERS, keys.worker("w1"), keys.served("demo"), keys.QUARANTINE]
+    control += [keys.served_version("demo", "v1"), keys.versions("demo"), keys.LIMITS]
+    control += [keys.SCHEDULES, keys.SCHEDULE_NEXT, keys.SCHEDULE_LAST]
+    assert len({key_slot(k.encode()) for k in [*control, keys.QUARANTINE_COUNTS]}) == 1
 
 
 def test_every_lua_file_starts_with_its_keys_and_argv_map() -> None:
@@ -62,14 +111,16 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     lib = (LUA_DIR / "_lib.lua").read_text(encoding="utf-8")
     positions = {status: int(idx) for status, idx in re.findall(r"\b([a-z]+) = KEYS\[(\d+)\]", lib)}
     assert positions == {status.value: 10 + i for i, status in enumerate(keys.STATUS_ORDER)}
-    sample = keys.script_keys("r", "k")
+    sample = keys.script_keys("r", "k", keys.CLUSTER)
     run, ckpt, events, tb, memo, mailbox, stream = keys.run_keys("r")
-    assert sample[:9] == [run, ckpt, events, tb, "rg:idem:k", "rg:all", "rg:dead", "rg:leases", "rg:due"]
+    shard = keys.CLUSTER.of("r")
+    indexes = [keys.all_runs(shard), keys.dead(shard), keys.leases(shard), keys.due(shard)]
+    assert sample[:9] == [run, ckpt, events, tb, keys.idem("k"), *indexes]
     assert sample[9:16] == [
-        keys.RETRIES if s is Status.RETRYING else keys.status_set(s) for s in keys.STATUS_ORDER
+        keys.retries(shard) if s is Status.RETRYING else keys.status_set(s, shard) for s in keys.STATUS_ORDER
     ]
     assert re.search(r"local K_RETRIES = KEYS\[12\]", lib), "retrying's unwritten set holds the rollup"
     assert set(keys.STATUS_ORDER) == set(Status), "every status has its set"
     assert sample[16:] == [memo, mailbox, stream]
-    assert keys.script_keys("r", "k", ["x"])[16:] == [memo, mailbox, "x", stream]
+    assert keys.script_keys("r", "k", keys.CLUSTER, ["x"])[16:] == [memo, mailbox, "x", stream]
     assert re.search(r"local K_MEMO, K_MAILBOX = KEYS\[17\], KEYS\[18\]", lib)

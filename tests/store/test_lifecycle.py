@@ -10,7 +10,7 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import CheckpointPort, Emission
 from reflexr_graph.model import Status
-from reflexr_graph.store import ClaimOutcome, RedisStore, keys
+from reflexr_graph.store import ClaimOutcome, RedisStore, fanout, keys
 from reflexr_graph.store.attempts import Lease
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
@@ -26,7 +26,7 @@ def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redi
     make_run(store)
     info = store.get("run-1")
     assert (info.status, info.attempts, info.max_attempts, info.checkpoints) == (Status.QUEUED, 0, 3, 0)
-    assert raw.zscore(keys.status_index(Status.QUEUED), "run-1") is not None
+    assert raw.zscore(keys.status_index(Status.QUEUED, keys.STANDALONE.of("run-1")), "run-1") is not None
 
     claim = store.claim("run-1", "tok-a", lease_ttl_ms=LEASE_MS)
     assert claim.outcome is ClaimOutcome.CLAIMED
@@ -51,10 +51,10 @@ def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redi
     assert (info.output, info.error, info.attempts, info.checkpoints, info.next_node) == (
         {"answer": 42}, None, 1, 1, "step_b",
     )  # fmt: skip
-    assert raw.zscore(keys.LEASES, "run-1") is None
-    assert raw.zscore(keys.DUE, "run-1") is None
-    assert raw.zscore(keys.status_set(Status.QUEUED), "run-1") is None
-    assert raw.zscore(keys.status_set(Status.SUCCEEDED), "run-1") is not None
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
+    assert raw.zscore(keys.status_set(Status.QUEUED, keys.STANDALONE.of("run-1")), "run-1") is None
+    assert raw.zscore(keys.status_set(Status.SUCCEEDED, keys.STANDALONE.of("run-1")), "run-1") is not None
     types = [e.type for e in store.events("run-1")]
     assert types == ["run_enqueued", "attempt_started", "run_progressed", "run_succeeded"]
 
@@ -63,10 +63,12 @@ def test_create_puts_run_in_due_after_dispatch_grace(store: RedisStore, raw: red
     """create_run adds a due entry at now + dispatch_grace_ms: the safety net for a lost enqueue."""
     now = clock.now_ms()
     make_run(store, dispatch_grace_ms=15_000)
-    assert raw.zscore(keys.DUE, "run-1") == now + 15_000
-    assert raw.zscore(keys.ALL, "run-1") == now
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == now + 15_000
+    assert raw.zscore(keys.all_runs(keys.STANDALONE.of("run-1")), "run-1") == now
     store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS)
-    assert raw.zscore(keys.DUE, "run-1") is None  # the claim means the message arrived
+    assert (
+        raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
+    )  # the claim means the message arrived
 
 
 def test_create_existing_run_id_changes_nothing(store: RedisStore) -> None:
@@ -107,7 +109,7 @@ def test_idempotent_create_from_two_threads_makes_one_run(store: RedisStore, raw
     assert len(results) == 40
     assert sum(created for _, created in results) == 1
     assert len({run_id for run_id, _ in results}) == 1
-    assert raw.zcard(keys.ALL) == 1
+    assert fanout.total(raw, keys.all_runs) == 1
     winner = results[0][0]
     assert raw.get(keys.idem(keys.idem_scope("demo", "order-17"))) == winner.encode()
     assert store.get(winner).status is Status.QUEUED
@@ -156,7 +158,7 @@ def test_renew_lease_extends_only_for_the_owner(
     ctx = start(store, lease_ms=1_000)
     fake_clock.advance(500)
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=10_000) is Lease.HELD
-    assert raw.zscore(keys.LEASES, "run-1") == clock.now_ms() + 10_000
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") == clock.now_ms() + 10_000
     assert store.renew_lease("run-1", "someone-else", lease_ttl_ms=10_000) is Lease.LOST
     assert store.renew_lease("run-1", "", lease_ttl_ms=10_000) is Lease.LOST
     assert store.renew_lease("missing", ctx.token, lease_ttl_ms=10_000) is Lease.LOST
@@ -173,8 +175,8 @@ def test_fail_schedules_retry_at_now_plus_delay(store: RedisStore, raw: redis.Re
         "step_failed",
         "ValueError: step broke",
     )
-    assert raw.zscore(keys.DUE, "run-1") == clock.now_ms() + 7_500
-    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == clock.now_ms() + 7_500
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
     assert store.traceback("run-1") is not None and "ValueError: step broke" in str(store.traceback("run-1"))
     assert "step broke" not in str(raw.hgetall(keys.run("run-1")).get(b"traceback", b""))
     failed = [e for e in store.events("run-1") if e.type == "attempt_failed"]
@@ -195,8 +197,11 @@ def test_permanent_fail_dead_letters_at_once(store: RedisStore, raw: redis.Redis
     assert fail_once(store, ctx, permanent=True) == "dead"
     info = store.get("run-1")
     assert (info.status, info.attempts, info.reason) == (Status.DEAD, 1, "step_failed")
-    assert raw.zscore(keys.DEAD, "run-1") is not None
-    assert raw.zscore(keys.DUE, "run-1") is None and raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.dead(keys.STANDALONE.of("run-1")), "run-1") is not None
+    assert (
+        raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
+        and raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
+    )
     ttls = _ttls(raw, "run-1")
     assert all(RUN_RETENTION_S < ttl <= DEAD_RETENTION_S for ttl in ttls.values()), ttls
     assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-p"))) <= DEAD_RETENTION_S

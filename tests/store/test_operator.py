@@ -32,8 +32,11 @@ def test_cancel_now_fences_out_the_running_attempt(store: RedisStore, raw: redis
         store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
     with pytest.raises(errors.FencedOut):
         store.succeed(ctx, "1")
-    assert raw.zscore(keys.LEASES, "run-1") is None and raw.zscore(keys.DUE, "run-1") is None
-    assert raw.zscore(keys.status_set(Status.CANCELLED), "run-1") is not None
+    assert (
+        raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
+        and raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
+    )
+    assert raw.zscore(keys.status_set(Status.CANCELLED, keys.STANDALONE.of("run-1")), "run-1") is not None
     assert all(0 < raw.ttl(k) <= RUN_RETENTION_S for k in keys.run_keys("run-1") if raw.exists(k))
     assert 0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-c"))) <= RUN_RETENTION_S
     assert store.events("run-1")[-1].type == "run_cancelled"
@@ -56,7 +59,7 @@ def test_cancel_of_a_running_run_waits_for_its_boundary(store: RedisStore, raw: 
     assert store.load_checkpoint("run-1") == '{"at": "b"}'
     ended = [e.type for e in store.events("run-1")][-3:]
     assert ended == ["cancel_requested", "run_progressed", "run_cancelled"]
-    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
     assert all(0 < raw.ttl(k) <= RUN_RETENTION_S for k in keys.run_keys("run-1") if raw.exists(k))
 
 
@@ -127,8 +130,8 @@ def test_replay_resets_attempts_keeps_checkpoint_and_removes_ttl(store: RedisSto
     assert (info.checkpoints, info.next_node) == (1, "b")
     assert store.load_checkpoint("run-1") == '{"at": "b"}'
     assert raw.hget(keys.run("run-1"), "prev_error") == b"ValueError: step broke"
-    assert raw.zscore(keys.DEAD, "run-1") is None
-    assert raw.zscore(keys.DUE, "run-1") == clock.now_ms()
+    assert raw.zscore(keys.dead(keys.STANDALONE.of("run-1")), "run-1") is None
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == clock.now_ms()
     for key in keys.run_keys("run-1")[:4]:  # not the memo: the run recorded no work
         assert raw.ttl(key) == -1, key  # -1: exists without expiry
     assert raw.ttl(keys.idem(keys.idem_scope("demo", "idem-r"))) == -1
@@ -162,7 +165,9 @@ def test_purge_deletes_keys_and_index_entries(store: RedisStore, raw: redis.Redi
     assert store.purge("run-1") is True
     for key in [*keys.run_keys("run-1"), keys.idem(keys.idem_scope("demo", "idem-purge"))]:
         assert not raw.exists(key), key
-    for index in [keys.ALL, keys.DEAD, keys.LEASES, keys.DUE, *map(keys.status_set, keys.STATUS_ORDER)]:
+    shard = keys.STANDALONE.of("run-1")
+    indexes = [keys.all_runs, keys.dead, keys.leases, keys.due]
+    for index in [*(i(shard) for i in indexes), *(keys.status_set(s, shard) for s in keys.STATUS_ORDER)]:
         assert raw.zscore(index, "run-1") is None, index
     assert store.purge("run-1") is False
     with pytest.raises(errors.RunNotFound):
@@ -212,7 +217,10 @@ def test_listings_drop_runs_whose_keys_expired(store: RedisStore, raw: redis.Red
     raw.delete(*keys.run_keys("old"))  # as if the dead retention had passed
     assert store.dead_letters() == []
     assert store.list_runs() == []
-    assert raw.zscore(keys.ALL, "old") is None and raw.zscore(keys.DEAD, "old") is None
+    assert (
+        raw.zscore(keys.all_runs(keys.STANDALONE.of("old")), "old") is None
+        and raw.zscore(keys.dead(keys.STANDALONE.of("old")), "old") is None
+    )
 
 
 def test_prune_drops_expired_terminal_runs_from_indexes(
@@ -227,6 +235,6 @@ def test_prune_drops_expired_terminal_runs_from_indexes(
     assert store.prune() == 0  # retention not passed yet: not even looked at
     fake_clock.advance(RUN_RETENTION_S * 1000 + 1)
     assert store.prune() == 1
-    assert raw.zscore(keys.ALL, "gone") is None
-    assert raw.zscore(keys.status_set(Status.SUCCEEDED), "gone") is None
-    assert raw.zscore(keys.ALL, "kept") is not None
+    assert raw.zscore(keys.all_runs(keys.STANDALONE.of("gone")), "gone") is None
+    assert raw.zscore(keys.status_set(Status.SUCCEEDED, keys.STANDALONE.of("gone")), "gone") is None
+    assert raw.zscore(keys.all_runs(keys.STANDALONE.of("kept")), "kept") is not None

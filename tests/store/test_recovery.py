@@ -64,8 +64,8 @@ def test_reaping_the_last_attempt_dead_letters(
     assert (claim.outcome, claim.status, claim.attempt) == (ClaimOutcome.FINISHED, "dead", 2)
     info = store.get("run-1")
     assert (info.status, info.reason, info.error) == (Status.DEAD, "abandoned", "ValueError: step broke")
-    assert raw.zscore(keys.DEAD, "run-1") is not None
-    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.dead(keys.STANDALONE.of("run-1")), "run-1") is not None
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
     assert 0 < raw.ttl(keys.run("run-1")) <= DEAD_RETENTION_S
     assert (
         0 < raw.ttl(keys.idem(keys.idem_scope("demo", "idem-x"))) <= DEAD_RETENTION_S
@@ -97,7 +97,7 @@ def test_reap_recovers_lapsed_leases_only(store: RedisStore, raw: redis.Redis, f
     assert sorted(store.reap()) == ["lapsed", "last"]
     lapsed = store.get("lapsed")
     assert (lapsed.status, lapsed.reason, lapsed.attempts) == (Status.RETRYING, "abandoned", 1)
-    assert raw.zscore(keys.DUE, "lapsed") == now
+    assert raw.zscore(keys.due(keys.STANDALONE.of("lapsed")), "lapsed") == now
     assert store.get("last").status is Status.DEAD
     assert store.get("last").reason == "abandoned"
     assert store.get("live").status is Status.RUNNING
@@ -154,7 +154,7 @@ def test_due_and_ack_due(store: RedisStore, raw: redis.Redis, fake_clock: FakeCl
 
     assert store.bump_due("a", 3_000) is True  # rescheduled after the read: the ack must not drop it
     assert store.ack_due(run_id, score) is False
-    assert raw.zscore(keys.DUE, "a") == clock.now_ms() + 3_000
+    assert raw.zscore(keys.due(keys.STANDALONE.of("a")), "a") == clock.now_ms() + 3_000
 
     fake_clock.advance(5_000)
     rows = dict(store.due())
@@ -163,7 +163,7 @@ def test_due_and_ack_due(store: RedisStore, raw: redis.Redis, fake_clock: FakeCl
     assert store.ack_due("a", rows["a"]) is False  # already gone
     assert [r for r, _ in store.due()] == ["b"]
     assert store.bump_due("gone", 1_000) is False  # only existing entries move
-    assert raw.zscore(keys.DUE, "gone") is None
+    assert raw.zscore(keys.due(keys.STANDALONE.of("gone")), "gone") is None
 
 
 def test_due_limit(store: RedisStore, fake_clock: FakeClock) -> None:
@@ -186,15 +186,17 @@ def test_reaper_tick_names_the_first_due_time_after_the_runs_it_returns(
     assert found.next_due == clock.now_ms() + 300
     assert store.reaper_tick("reaper-b", 3_000).next_due is None  # not the lock holder
     # A backlog larger than one pass: the next due entry is already due.
-    raw.zadd(keys.DUE, {f"r{i}": clock.now_ms() - 1000 + i for i in range(TICK_BATCH + 1)})
+    raw.zadd(
+        keys.due(keys.STANDALONE.of("a")), {f"r{i}": clock.now_ms() - 1000 + i for i in range(TICK_BATCH + 1)}
+    )
     found = store.reaper_tick("reaper-a", 3_000)
     assert len(found.due) == TICK_BATCH
     assert found.next_due == clock.now_ms() - 1000 + TICK_BATCH
     # Only what falls due before the lock would lapse can shorten the reaper's sleep.
-    raw.delete(keys.DUE)
-    raw.zadd(keys.DUE, {"later": clock.now_ms() + 3_001})
+    raw.delete(keys.due(0))
+    raw.zadd(keys.due(keys.STANDALONE.of("later")), {"later": clock.now_ms() + 3_001})
     assert store.reaper_tick("reaper-a", 3_000).next_due is None
-    raw.zadd(keys.DUE, {"sooner": clock.now_ms() + 3_000})
+    raw.zadd(keys.due(keys.STANDALONE.of("sooner")), {"sooner": clock.now_ms() + 3_000})
     assert store.reaper_tick("reaper-a", 3_000).next_due == clock.now_ms() + 3_000
 
 
@@ -206,8 +208,8 @@ def test_release_makes_run_due_now_as_an_interruption(store: RedisStore, raw: re
     assert store.release(ctx) == "released"
     info = store.get("run-1")
     assert (info.status, info.attempts, info.interruptions) == (Status.RETRYING, 0, 1)
-    assert raw.zscore(keys.DUE, "run-1") == clock.now_ms()
-    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == clock.now_ms()
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
     last = store.events("run-1")[-1]
     assert (last.type, last.fields["reason"]) == ("run_retrying", "shutdown")
     assert store.claim("run-1", new_token(), lease_ttl_ms=LEASE_MS).attempt == 2
@@ -231,7 +233,7 @@ def test_dead_letter_creates_missing_record(store: RedisStore, raw: redis.Redis)
     )  # fmt: skip
     assert info.error == "UnknownGraph: no worker has published graph 'nope'"
     assert raw.hget(keys.run("foreign-1"), "inputs") == b'{"x": 1}'
-    assert raw.zscore(keys.DEAD, "foreign-1") is not None
+    assert raw.zscore(keys.dead(keys.STANDALONE.of("foreign-1")), "foreign-1") is not None
     assert raw.get(keys.idem(keys.idem_scope("nope", "ext-7"))) == b"foreign-1"
     assert 0 < raw.ttl(keys.idem(keys.idem_scope("nope", "ext-7"))) <= DEAD_RETENTION_S
     assert [e.type for e in store.events("foreign-1")] == ["run_enqueued", "run_dead_lettered"]
@@ -244,7 +246,7 @@ def test_dead_letter_updates_active_run_and_refuses_terminal(store: RedisStore, 
     assert store.dead_letter("run-1", reason="invalid_inputs", error_type="InvalidInputs", message="bad")
     info = store.get("run-1")
     assert (info.status, info.reason, info.error) == (Status.DEAD, "invalid_inputs", "InvalidInputs: bad")
-    assert raw.zscore(keys.LEASES, "run-1") is None
+    assert raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     assert (
         raw.ttl(keys.idem(keys.idem_scope("demo", "idem-d"))) > 0
@@ -259,9 +261,9 @@ def test_reaper_lock_belongs_to_its_owner(store: RedisStore, raw: redis.Redis) -
     assert store.acquire_lock("reaper-b", 30_000) is False
     assert store.extend_lock("reaper-b", 60_000) is False
     assert store.release_lock("reaper-b") is False
-    assert raw.get(keys.REAPER_LOCK) == b"reaper-a"
+    assert raw.get(keys.reaper_lock(0)) == b"reaper-a"
     assert store.extend_lock("reaper-a", 60_000) is True
-    assert 30_000 < raw.pttl(keys.REAPER_LOCK) <= 60_000
+    assert 30_000 < raw.pttl(keys.reaper_lock(0)) <= 60_000
     assert store.release_lock("reaper-a") is True
     assert store.acquire_lock("reaper-b", 30_000) is True
 
@@ -359,14 +361,14 @@ def test_reaper_tick_wakes_at_the_first_lease_that_could_lapse_and_keeps_the_loc
     now = clock.now_ms()
     idle = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
     assert idle.wake == now + 10_000
-    assert 10_000 < raw.pttl(keys.REAPER_LOCK) <= 11_000
+    assert 10_000 < raw.pttl(keys.reaper_lock(0)) <= 11_000
     other = store.reaper_tick("reaper-b", 3_000, idle_ms=10_000, margin_ms=1_000)
     assert other.lock is Lock.OTHER and now + 10_000 < other.wake <= now + 11_000
     make_run(store, "r", dispatch_grace_ms=60_000)
     start(store, "r", lease_ms=4_000)
     found = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
     assert found.wake == now + 4_000, "the lease could lapse then"
-    assert 3_000 < raw.pttl(keys.REAPER_LOCK) <= 5_000
+    assert 3_000 < raw.pttl(keys.reaper_lock(0)) <= 5_000
     fake_clock.advance(4_001)
     found = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
     assert found.lapsed == ["r"] and found.wake == clock.now_ms() + 1_000, "another may lapse next"

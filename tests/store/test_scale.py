@@ -8,6 +8,8 @@ The store is filled through its own scripts, and the operations are counted, by
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import redis
 
@@ -18,7 +20,7 @@ from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.local_store import Mix, counted, fill, operations
 from reflexr_graph.model import Status
-from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store import RedisStore, fanout, keys
 from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.reads import SCAN_BUDGET, runs_listing
@@ -55,6 +57,7 @@ def test_per_tick_and_per_request_costs_do_not_grow_with_the_store(redis_url: st
     # What the store holds does not change them...
     for name in ("reaper tick", "`runs` (newest 50)", "`runs --status succeeded`", "`status RUN`"):
         assert large[name] == small[name], name
+    # A standalone store's indexes are one shard (keys.Shards): as unsharded, so main's caps hold.
     assert large["`runs` (newest 50)"] <= 55  # one ZREVRANGEBYSCORE and 50 HGETALLs, not 200
     assert large["reaper tick"] <= 20
     # ...and where a limit bounds them, the limit does, not the 22,200 runs held.
@@ -76,17 +79,16 @@ def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -
             for key in keys.run_keys(f"s-finished-{n}"):
                 pipe.pexpire(key, 1)
         pipe.execute()
-        done = keys.status_set(Status.SUCCEEDED)
         # Retention is 1 s past each run's finish, on the store's clock.
         passes = []
         now = clock.now_ms() + 2000
-        while r.zcard(done):
+        while fanout.total(r, partial(keys.status_set, Status.SUCCEEDED)):
             passes.append(store.prune(now))
             assert len(passes) <= mix.finished // PRUNE_BATCH + 1
         assert max(passes) <= PRUNE_BATCH
         assert sum(passes) == mix.finished
-        assert r.zcard(keys.ALL) == mix.dead + mix.waiting
-        assert list(r.scan_iter("rg:{s-finished-*", count=1000)) == []  # prune deleted what was left
+        assert fanout.total(r, keys.all_runs) == mix.dead + mix.waiting
+        assert list(r.scan_iter("rg:{s*}:s-finished-*", count=1000)) == []  # prune deleted what was left
         assert r.exists(keys.run("s-dead-0"), keys.run("s-waiting-0")) == 2
     finally:
         store.close()
@@ -102,7 +104,9 @@ def test_a_bounded_page_goes_on_from_its_cursor(store: RedisStore, fake_clock: F
         run_id = f"other-{n}"
         run = NewRun(run_id, "other", "{}", None, None, max_attempts=3, dispatch_grace_ms=0)
         args: list[ScriptArg] = [run_id, fake_clock.ms, run_id, *create_args(run, fake_clock.ms)]
-        store._scripts.queue(pipe, "create_run", keys.script_keys(run_id, run_id, [keys.run(run_id)]), args)
+        store._scripts.queue(
+            pipe, "create_run", keys.script_keys(run_id, run_id, store.shards, [keys.run(run_id)]), args
+        )
     pipe.execute()
     first = store.do(runs_listing(None, "demo", 50))
     assert first.runs == [] and first.cursor is not None

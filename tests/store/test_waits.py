@@ -37,8 +37,11 @@ def test_a_wait_without_its_signal_suspends_the_run_holding_nothing_but_redis(
     info = store.get("run-1")
     assert (info.status, info.waiting_for, info.wake_at) == (Status.WAITING, "approval", None)
     assert info.attempts == 0, "a suspended attempt does not count toward max_attempts"
-    assert raw.zscore(keys.LEASES, "run-1") is None and raw.zscore(keys.DUE, "run-1") is None
-    assert raw.zscore(keys.status_set(Status.WAITING), "run-1") is not None
+    assert (
+        raw.zscore(keys.leases(keys.STANDALONE.of("run-1")), "run-1") is None
+        and raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is None
+    )
+    assert raw.zscore(keys.status_set(Status.WAITING, keys.STANDALONE.of("run-1")), "run-1") is not None
     assert not store.renew_lease("run-1", ctx.token, lease_ttl_ms=30_000), "the attempt's lease is given back"
     with pytest.raises(errors.FencedOut):
         store.save_checkpoint(ctx, "{}", seq=1, next_node="x")
@@ -60,7 +63,9 @@ def test_the_signal_queues_the_waiting_run_and_its_wait_then_returns_the_value(
     assert (outcome, graph) == (SignalOutcome.QUEUED, "demo")
     info = store.get("run-1")
     assert (info.status, info.waiting_for) == (Status.QUEUED, None)
-    assert raw.zscore(keys.DUE, "run-1") is not None, "the reaper sends it if the sender's message is lost"
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") is not None, (
+        "the reaper sends it if the sender's message is lost"
+    )
     ctx = start(store)
     result = store.wait(ctx, field=REC, signal="approval", wake_at_ms=None)
     assert json.loads(result.record or "") == {"signal": {"ok": True}}
@@ -85,7 +90,7 @@ def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
     assert (outcome, graph) == (SignalOutcome.SENT, "demo")
     assert raw.lrange("broker-list", 0, -1) == [message.item.encode()]
     assert store.get("run-1").status is Status.QUEUED
-    assert raw.zscore(keys.DUE, "run-1") is not None, "the reaper still sends it if the message is lost"
+    assert raw.zscore(keys.due(0), "run-1") is not None, "the reaper still sends it if the message is lost"
 
 
 def test_a_signal_sent_first_is_kept_and_the_wait_takes_it_without_suspending(store: RedisStore) -> None:
@@ -150,7 +155,9 @@ def test_a_timer_wakes_the_run_through_the_due_set_and_is_never_restarted(
     suspend(store, wake_at_ms=wake, signal="")
     info = store.get("run-1")
     assert (info.status, info.waiting_for, info.wake_at) == (Status.WAITING, None, wake / 1000)
-    assert raw.zscore(keys.DUE, "run-1") == wake, "the timer is the due entry, not a Celery countdown"
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == wake, (
+        "the timer is the due entry, not a Celery countdown"
+    )
     fake_clock.advance(30_000)
     assert store.claim("run-1", new_token(), lease_ttl_ms=30_000).outcome is ClaimOutcome.WAITING
     fake_clock.advance(30_000)
@@ -168,7 +175,7 @@ def test_a_wait_with_a_timeout_suspends_until_the_signal_or_the_timer(
     wake = fake_clock.ms + 10_000
     suspend(store, wake_at_ms=wake)
     assert store.get("run-1").waiting_for == "approval"
-    assert raw.zscore(keys.DUE, "run-1") == wake
+    assert raw.zscore(keys.due(keys.STANDALONE.of("run-1")), "run-1") == wake
     fake_clock.advance(10_000)
     ctx = start(store)
     result = store.wait(ctx, field=REC, signal="approval", wake_at_ms=None)
@@ -183,7 +190,7 @@ def test_cancel_ends_a_waiting_run_and_its_keys_then_expire(store: RedisStore, r
     suspend(store)
     info = store.cancel("run-1")
     assert info.status is Status.CANCELLED
-    assert raw.zscore(keys.status_set(Status.WAITING), "run-1") is None
+    assert raw.zscore(keys.status_set(Status.WAITING, keys.STANDALONE.of("run-1")), "run-1") is None
     assert raw.ttl(keys.mailbox("run-1")) > 0, "the mailbox expires with the run"
     store.purge("run-1")
     assert not any(raw.exists(k) for k in keys.run_keys("run-1"))

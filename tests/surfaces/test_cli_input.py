@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.store import keys
+from reflexr_graph.store import fanout, keys
 from tests.surfaces.conftest import Cli
 
 SECRET = "hunter2-private-value"
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("published")
 
 
 def nothing_queued(r: redis.Redis, queue: str) -> bool:
-    return int(r.llen(queue)) == 0 and int(r.zcard(keys.ALL)) == 0
+    return int(r.llen(queue)) == 0 and fanout.total(r, keys.all_runs) == 0
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
+from reflexr_graph.store import keys
 from tests.surfaces.conftest import ROOT, Cli
 from tests.surfaces.graphs import count_key, ok_key, release_key
 from tests.waiting import wait_for
@@ -126,7 +127,7 @@ def test_enqueue_from_a_process_that_imports_only_celery(
     subprocess.run(
         [sys.executable, "-c", FOREIGN_PRODUCER, redis_url, queue, run_id], cwd=ROOT, check=True, timeout=60
     )
-    wait_for(lambda: redis_client.exists(f"rg:{{{run_id}}}:run"), what="the worker to create the run")
+    wait_for(lambda: redis_client.exists(keys.run(run_id)), what="the worker to create the run")
     info = client.wait(run_id, timeout=60)
     assert (info.status, info.output) == (Status.SUCCEEDED, 4)
     assert client.get(run_id).graph == "counter"

@@ -16,6 +16,7 @@ from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.core.port import Notes
 from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph, WaitTimeout
+from reflexr_graph.store import keys
 from reflexr_graph.store.records import WorkerInfo
 from tests.fleet.inproc import queued_messages
 from tests.surfaces.conftest import Cli
@@ -40,7 +41,7 @@ def test_idempotency_keys_belong_to_one_graph_and_refuse_other_inputs(client: Cl
 def test_models_and_dataclasses_are_accepted_as_inputs(client: Client) -> None:
     """The graph's own pydantic model (and a dataclass) are dumped, not refused as "not an object"."""
     run_id = client.enqueue("counter", Job(key="m", n=3))
-    assert json.loads(client.store.client.hget(f"rg:{{{run_id}}}:run", "inputs")) == {"key": "m", "n": 3}
+    assert json.loads(client.store.client.hget(keys.run(run_id), "inputs")) == {"key": "m", "n": 3}
 
     @dataclass
     class Plain:

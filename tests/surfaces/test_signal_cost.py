@@ -74,7 +74,7 @@ def test_a_signal_that_wakes_a_run_is_one_read_and_one_script(client: Client, se
     assert len(messages) == 1, "the script pushed the run's message itself"
     message = json.loads(messages[0])
     assert message["headers"]["id"] == run_id and message["headers"]["task"] == "reflexr_graph.run"
-    assert client.store.client.zscore(keys.DUE, run_id) is not None, "the reaper's safety net stays"
+    assert client.store.client.zscore(keys.due(0), run_id) is not None, "the reaper's safety net stays"
 
 
 def test_a_signal_kept_for_a_wait_to_come_pushes_no_message(client: Client, server_url: str) -> None:

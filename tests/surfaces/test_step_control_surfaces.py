@@ -17,7 +17,7 @@ from reflexr_graph import InvalidInputs
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.core.limits import LimitRequest, parse_rate
-from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store import RedisStore, fanout, keys
 from tests.surfaces.conftest import ApiServer, Cli
 
 pytestmark = pytest.mark.timeout(60)
@@ -63,7 +63,7 @@ def test_a_priority_out_of_range_is_refused_before_anything_is_queued(
 ) -> None:
     with pytest.raises(InvalidInputs, match="priority must be an integer from 0"):
         client.enqueue("counter", {"key": "p", "n": 1}, priority=priority)  # type: ignore[arg-type]
-    assert redis_client.zcard(keys.ALL) == 0
+    assert fanout.total(redis_client, keys.all_runs) == 0
 
 
 def test_the_cli_and_the_http_api_take_a_priority(

@@ -35,8 +35,8 @@ def _usage(client: Client, run_id: str) -> dict[str, int]:
     r = client.store.client
     # SAMPLES 0: count every element of the hash and stream, not an estimate from a sample.
     sizes = {key: r.memory_usage(key, samples=0) for key in keys.run_keys(run_id)}
-    # rg:{id}:ckpt -> "ckpt": the part after the run's hash tag names the key.
-    found = {key.split("}:", 1)[-1]: size for key, size in sizes.items() if size is not None}
+    # rg:{s<n>}:<id>:ckpt -> "ckpt": the last part names the key (store/keys.py).
+    found = {key.rsplit(":", 1)[-1]: size for key, size in sizes.items() if size is not None}
     # The checkpoints before the latest are its history, which the targets leave out (section 8
     # prices it): their payloads in the ckpt hash and their entries in the run hash.
     for name, key, fields in _history_fields(r, run_id):

@@ -73,6 +73,21 @@ class BulkCancelResult(BaseModel):
     refused: list[Refusal]
 
 
+class BulkPurgeRequest(BaseModel):
+    """Runs to delete for good: the ``run_ids`` given, or the finished runs matching ``status``
+    (succeeded, dead or cancelled), ``graph`` and ``tags``."""
+
+    run_ids: list[str] | None = Field(None, max_length=1000)
+    status: Status | None = None
+    graph: str | None = None
+    tags: dict[str, str] | None = None
+
+
+class BulkPurgeResult(BaseModel):
+    purged: list[str]
+    refused: list[Refusal]
+
+
 class RunPageOut(BaseModel):
     """One page of runs, newest first; pass ``cursor`` back to get the next (null: no more)."""
 

@@ -13,6 +13,8 @@ from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
 from reflexr_graph.api.models import (
     BulkCancelRequest,
     BulkCancelResult,
+    BulkPurgeRequest,
+    BulkPurgeResult,
     EnqueueRequest,
     EventOut,
     ReplayRequest,
@@ -99,6 +101,15 @@ async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelR
         body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now
     )
     return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
+
+
+@router.post("/purge", response_model=BulkPurgeResult, responses={422: {"model": Problem}})
+async def purge_many(body: BulkPurgeRequest, client: ClientDep) -> BulkPurgeResult:
+    """Delete for good the runs named by ``run_ids``, or the finished runs matching ``status``,
+    ``graph`` and/or ``tags`` (at most 1000 per call: a purged run is gone, so call again until
+    ``purged`` is empty). Runs not finished, or not there, are listed with why."""
+    done = await client.purge_many(body.run_ids, status=body.status, graph=body.graph, tags=body.tags)
+    return BulkPurgeResult(purged=done.purged, refused=refusals(done.refused))
 
 
 @router.get("/{run_id}", response_model=RunInfo, responses=NOT_FOUND)

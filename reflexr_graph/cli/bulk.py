@@ -1,16 +1,20 @@
-"""``cancel --all``: cancel every run a filter of status, graph and tags matches, in pages.
+"""``cancel --all`` and ``purge --all``: cancel or delete every run a filter of status, graph
+and tags matches, in pages.
 
 The count is shown before the question. Each page is the runs still matching, so an interrupted
-bulk cancel is resumed by giving the same command again.
+bulk operation is resumed by giving the same command again.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from reflexr_graph.cli.app import confirm
 from reflexr_graph.cli.dlq import report_bulk, run_progress
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.client import BULK_LIMIT, Client, Refused
 from reflexr_graph.client.bulk import RunFilter
+from reflexr_graph.model import RunInfo
 
 
 def _described(wanted: RunFilter) -> str:
@@ -20,32 +24,73 @@ def _described(wanted: RunFilter) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _in_pages(
+    label: str,
+    find: Callable[[], list[RunInfo]],
+    act: Callable[[list[str], Callable[[str], None]], tuple[list[str], list[Refused]]],
+) -> None:
+    """Act on the runs ``find`` gives, a page at a time, until it gives none; then report them."""
+    done, refused = 0, list[Refused]()
+    page = find()
+    while page:
+        ids = [info.run_id for info in page]
+        with run_progress(label, len(ids)) as advance:
+            changed, failed = act(ids, advance)
+        done += len(ids)
+        refused += failed
+        if not changed:
+            break  # nothing changed: the next page would be this one again
+        page = find()
+    report_bulk(label, done, refused)
+
+
+def _count(page: list[RunInfo]) -> str:
+    return f"at least {len(page)}" if len(page) >= BULK_LIMIT else str(len(page))
+
+
+def _one_or_all(run_id: object, every: bool, verb: str) -> None:
+    if run_id:
+        raise BadInput("give a run id or --all, not both")
+    if not every:
+        raise BadInput(f"name the run (RUN) to {verb} or pass --all (optionally with --status/--graph/--tag)")
+
+
 def cancel_all(
     client: Client, run_id: str | None, every: bool, wanted: RunFilter, now: bool, yes: bool
 ) -> None:
     """Count the matching runs, ask, then cancel them a page (BULK_LIMIT) at a time until none is left."""
-    if run_id is not None:
-        raise BadInput("give a run id or --all, not both")
-    if not every:
-        raise BadInput("name the run (RUN) or pass --all (optionally with --status/--graph/--tag)")
-    page = client.cancellable(
-        status=wanted.status, graph=wanted.graph, tags=wanted.tags, limit=BULK_LIMIT, now=now
-    )
-    if not page:
-        raise BadInput(f"--all matched no cancellable runs{_described(wanted)}; see `runs`")
-    count = f"at least {len(page)}" if len(page) >= BULK_LIMIT else str(len(page))
-    how = ", interrupting running steps" if now else ""
-    confirm(f"cancel {count} run(s){_described(wanted)}{how}?", yes)
-    done, refused = 0, list[Refused]()
-    while page:
-        ids = [info.run_id for info in page]
-        with run_progress("cancelled", len(ids)) as advance:
-            result = client.cancel_many(ids, now=now, progress=advance)
-        done += len(ids)
-        refused += result.refused
-        if not result.cancelled:
-            break  # nothing changed: the next page would be this one again
-        page = client.cancellable(
+    _one_or_all(run_id, every, "cancel")
+
+    def find() -> list[RunInfo]:
+        return client.cancellable(
             status=wanted.status, graph=wanted.graph, tags=wanted.tags, limit=BULK_LIMIT, now=now
         )
-    report_bulk("cancelled", done, refused)
+
+    def act(ids: list[str], advance: Callable[[str], None]) -> tuple[list[str], list[Refused]]:
+        result = client.cancel_many(ids, now=now, progress=advance)
+        return result.cancelled, result.refused
+
+    page = find()
+    if not page:
+        raise BadInput(f"--all matched no cancellable runs{_described(wanted)}; see `runs`")
+    how = ", interrupting running steps" if now else ""
+    confirm(f"cancel {_count(page)} run(s){_described(wanted)}{how}?", yes)
+    _in_pages("cancelled", find, act)
+
+
+def purge_all(client: Client, run_ids: list[str] | None, every: bool, wanted: RunFilter, yes: bool) -> None:
+    """Count the finished runs that match, ask, then delete them a page at a time until none is left."""
+    _one_or_all(run_ids, every, "purge")
+
+    def find() -> list[RunInfo]:
+        return client.purgeable(status=wanted.status, graph=wanted.graph, tags=wanted.tags, limit=BULK_LIMIT)
+
+    def act(ids: list[str], advance: Callable[[str], None]) -> tuple[list[str], list[Refused]]:
+        result = client.purge_many(ids, progress=advance)
+        return result.purged, result.refused
+
+    page = find()
+    if not page:
+        raise BadInput(f"--all matched no finished runs{_described(wanted)}; see `runs`")
+    confirm(f"delete {_count(page)} finished run(s){_described(wanted)} and their checkpoints for good?", yes)
+    _in_pages("purged", find, act)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from reflexr_graph.cli import bulk, render
+from reflexr_graph.cli import bulk, dlq, render
 from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, TagOpt, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.failures import BadInput
@@ -177,6 +177,41 @@ def cancel(
         )
     else:
         render.out.print(f"cancelled {run_id}")
+
+
+@app.command()
+def purge(
+    ctx: typer.Context,
+    run_ids: Annotated[
+        list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Every finished run (narrowed by --status/--graph/--tag).")
+    ] = False,
+    status_: Annotated[
+        Status | None,
+        typer.Option("--status", "-s", metavar="STATUS", help="With --all: succeeded, dead or cancelled."),
+    ] = None,
+    graph: GraphOpt = None,
+    tag: TagOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """Delete finished runs (succeeded, dead or cancelled) for good, with their checkpoints.
+
+    --all shows how many runs match before asking, then goes 1,000 at a time; given again, an
+    interrupted purge goes on with the runs left. A run that has not finished is refused: cancel it
+    first.
+    """
+    client = client_of(ctx)
+    if every or not run_ids:
+        bulk.purge_all(client, run_ids, every, RunFilter(status_, graph, parse_tag_options(tag)), yes)
+        return
+    if status_ or graph or tag:
+        raise BadInput("--status, --graph and --tag only narrow --all; drop them or use --all")
+    confirm(f"delete {len(run_ids)} run(s) and their checkpoints for good?", yes)
+    with dlq.run_progress("purged", len(run_ids)) as advance:
+        result = client.purge_many(run_ids, progress=advance)
+    dlq.report_bulk("purged", len(run_ids), result.refused)
 
 
 @app.command()

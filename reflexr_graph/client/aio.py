@@ -14,7 +14,15 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import clock, schemas
-from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.bulk import (
+    BulkCancel,
+    BulkPurge,
+    RunFilter,
+    cancel_many,
+    cancellable_runs,
+    purge_many,
+    purgeable_runs,
+)
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
@@ -348,6 +356,31 @@ class AsyncClient(ClientBase):
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
         return await self._do(purge_run(run_id))
+
+    async def purgeable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+    ) -> list[RunInfo]:
+        """See :meth:`Client.purgeable`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(purgeable_runs(wanted, limit))
+
+    async def purge_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkPurge:
+        """See :meth:`Client.purge_many`."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return await self._do(purge_many(run_ids, wanted, progress))
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
-"""Operations on runs chosen by a filter of status, graph and tags (``cancel --all``).
+"""Operations on runs chosen by a filter of status, graph and tags (``cancel --all``, ``purge --all``).
 
 A bulk operation lists the runs that match, then changes each with its own script, which
-re-checks it. A run it changed no longer matches (a cancelled run is not cancellable), so a bulk
-operation that was interrupted is resumed by running it again with the same filter: it finds
-only the runs still to do.
+re-checks it. A run it changed no longer matches (a cancelled run is not cancellable, a purged
+one is gone), so a bulk operation that was interrupted is resumed by running it again with the
+same filter: it finds only the runs still to do.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from functools import partial
 from reflexr_graph import errors
 from reflexr_graph.client.core import BULK_LIMIT, Refused
 from reflexr_graph.core.tags import check_tags, matches
-from reflexr_graph.model import CANCELLABLE, RunInfo, Status
+from reflexr_graph.model import CANCELLABLE, TERMINAL, RunInfo, Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.interventions import cancel_run
+from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.ops import Op
 from reflexr_graph.store.reads import listing
 
@@ -31,6 +31,14 @@ class BulkCancel:
 
 
 @dataclass(frozen=True)
+class BulkPurge:
+    """What a bulk purge did: the runs deleted for good, and those refused (not finished, gone)."""
+
+    purged: list[str]
+    refused: list[Refused]
+
+
+@dataclass(frozen=True)
 class RunFilter:
     """Which runs a bulk operation takes: of ``status`` (any it allows when None), of ``graph``,
     carrying every tag of ``tags``."""
@@ -40,30 +48,31 @@ class RunFilter:
     tags: Mapping[str, str] | None = None
 
 
-def _cancellable(wanted: RunFilter) -> frozenset[Status]:
+def _statuses(wanted: RunFilter, allowed: frozenset[Status], what: str) -> frozenset[Status]:
     if wanted.status is None:
-        return CANCELLABLE
+        return allowed
     status = Status(wanted.status)
-    if status not in CANCELLABLE:
+    if status not in allowed:
+        names = ", ".join(sorted(s.value for s in allowed))
         raise errors.InvalidInputs(
-            "only queued, running, retrying or waiting runs can be cancelled; pick one of those statuses",
-            [{"loc": ["status"], "msg": "is not a cancellable status", "type": "status"}],
+            f"only {names} runs can be {what}; pick one of those statuses",
+            [{"loc": ["status"], "msg": f"is not a status that can be {what}", "type": "status"}],
         )
     return frozenset({status})
 
 
-def cancellable_runs(wanted: RunFilter, limit: int, now: bool = False) -> Op[list[RunInfo]]:
-    """Up to ``limit`` runs that ``wanted`` matches and a cancel would change, read only from the
-    indexes that hold them: the first tag's index, else those of the statuses asked for
-    (keys.status_index), never the index of every run. A running run already asked to stop is
-    left out unless ``now`` (a cancel would not change it)."""
-    statuses = _cancellable(wanted)
+def matching_runs(
+    wanted: RunFilter, statuses: frozenset[Status], limit: int, also: Callable[[RunInfo], bool]
+) -> Op[list[RunInfo]]:
+    """Up to ``limit`` runs of ``statuses`` that ``wanted`` matches and ``also`` keeps, read only
+    from the indexes that hold them: the first tag's index, else those of the statuses
+    (keys.status_index), never the index of every run."""
     tags = check_tags(wanted.tags)
 
     def keep(info: RunInfo) -> bool:
         return (
             info.status in statuses
-            and (now or not info.cancel_requested)
+            and also(info)
             and (wanted.graph is None or info.graph == wanted.graph)
             and (not tags or matches(info.tags, tags))
         )
@@ -87,6 +96,27 @@ def cancellable_runs(wanted: RunFilter, limit: int, now: bool = False) -> Op[lis
     return list(found.values())
 
 
+def cancellable_runs(wanted: RunFilter, limit: int, now: bool = False) -> Op[list[RunInfo]]:
+    """Up to ``limit`` runs that ``wanted`` matches and a cancel would change (:func:`matching_runs`).
+    A running run already asked to stop is left out unless ``now`` (a cancel would not change it)."""
+    statuses = _statuses(wanted, CANCELLABLE, "cancelled")
+    return (yield from matching_runs(wanted, statuses, limit, lambda info: now or not info.cancel_requested))
+
+
+def purgeable_runs(wanted: RunFilter, limit: int) -> Op[list[RunInfo]]:
+    """Up to ``limit`` finished runs (succeeded, dead or cancelled) that ``wanted`` matches."""
+    statuses = _statuses(wanted, TERMINAL, "purged")
+    return (yield from matching_runs(wanted, statuses, limit, lambda _info: True))
+
+
+def _chosen(run_ids: Sequence[str] | None, wanted: RunFilter) -> None:
+    if run_ids is not None and wanted != RunFilter():
+        raise errors.InvalidInputs(
+            "give run ids or a filter (status, graph, tags), not both",
+            [{"loc": ["run_ids"], "msg": "cannot be combined with a filter", "type": "exclusive"}],
+        )
+
+
 def cancel_many(
     run_ids: Sequence[str] | None,
     wanted: RunFilter,
@@ -98,11 +128,7 @@ def cancel_many(
     ``wanted`` matches (at most BULK_LIMIT: call again for more, it finds only those left). A run
     that cannot be cancelled is listed with why, and the others go on. ``progress`` is told each
     run id once it is done."""
-    if run_ids is not None and wanted != RunFilter():
-        raise errors.InvalidInputs(
-            "give run ids or a filter (status, graph, tags), not both",
-            [{"loc": ["run_ids"], "msg": "cannot be combined with a filter", "type": "exclusive"}],
-        )
+    _chosen(run_ids, wanted)
     if run_ids is None:
         run_ids = [info.run_id for info in (yield from cancellable_runs(wanted, BULK_LIMIT, now))]
     cancelled: list[str] = []
@@ -117,3 +143,28 @@ def cancel_many(
         if progress is not None:
             progress(run_id)
     return BulkCancel(cancelled, refused)
+
+
+def purge_many(
+    run_ids: Sequence[str] | None, wanted: RunFilter, progress: Callable[[str], None] | None = None
+) -> Op[BulkPurge]:
+    """Delete each of ``run_ids`` for good, as ``purge`` does, or, without them, the finished runs
+    ``wanted`` matches (at most BULK_LIMIT: call again for more; a purged run is gone, so it
+    finds only those left). A run that is not finished or not there is listed with why, and the
+    others go on. ``progress`` is told each run id once it is done."""
+    _chosen(run_ids, wanted)
+    if run_ids is None:
+        run_ids = [info.run_id for info in (yield from purgeable_runs(wanted, BULK_LIMIT))]
+    purged: list[str] = []
+    refused: list[Refused] = []
+    for run_id in run_ids:
+        try:
+            if not (yield from purge_run(run_id)):
+                raise errors.RunNotFound(f"no run {run_id}; check the id (see `runs`)")
+        except (errors.RunNotFound, errors.OperationRefused) as exc:
+            refused.append(Refused(run_id, exc))
+        else:
+            purged.append(run_id)
+        if progress is not None:
+            progress(run_id)
+    return BulkPurge(purged, refused)

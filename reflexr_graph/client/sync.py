@@ -13,7 +13,15 @@ from typing import Any, Self, TypeVar
 from celery import Celery
 
 from reflexr_graph import clock, schemas
-from reflexr_graph.client.bulk import BulkCancel, RunFilter, cancel_many, cancellable_runs
+from reflexr_graph.client.bulk import (
+    BulkCancel,
+    BulkPurge,
+    RunFilter,
+    cancel_many,
+    cancellable_runs,
+    purge_many,
+    purgeable_runs,
+)
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
 from reflexr_graph.client.publish import queued_message
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
@@ -494,8 +502,41 @@ class Client(ClientBase):
         return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
 
     def purge(self, run_id: str) -> bool:
-        """Delete a dead or cancelled run; False if there was no such run."""
+        """Delete a finished run (succeeded, dead or cancelled) for good; False if there was no such
+        run. OperationRefused for a run that has not finished: cancel it first."""
         return self._do(purge_run(run_id))
+
+    def purgeable(
+        self,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        limit: int = BULK_LIMIT,
+    ) -> list[RunInfo]:
+        """Up to ``limit`` finished runs (of ``status``, one of succeeded, dead and cancelled, when
+        given) of ``graph`` and carrying every tag of ``tags``: what :meth:`purge_many` with the
+        same filter would delete."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(purgeable_runs(wanted, limit))
+
+    def purge_many(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        status: Status | str | None = None,
+        graph: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> BulkPurge:
+        """Delete each of ``run_ids`` for good as :meth:`purge` does, or, without them, the finished
+        runs the filter matches (see :meth:`purgeable`; at most ``BULK_LIMIT`` per call: a purged
+        run is gone, so calling again goes on with the rest, and an interrupted bulk purge resumes
+        that way). A run not finished, or not there, is listed in ``refused`` with its error, and
+        the others go on. InvalidInputs when both ``run_ids`` and a filter are given, or a status
+        that is not a finished one."""
+        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        return self._do(purge_many(run_ids, wanted, progress))
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -42,13 +42,16 @@ def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op
 
 
 def purge_run(run_id: str) -> Op[bool]:
-    """Delete a dead or cancelled run and its index entries; False when there is no such run."""
+    """Delete a finished run (succeeded, dead or cancelled) and its index entries; False when there
+    is no such run."""
     reply = yield from per_run("purge", run_id, run_id, clock.now_ms(), [])
     outcome = text(reply[0])
     if outcome == "refused":
         status = text(reply[1])
         raise errors.OperationRefused(
-            f"run {run_id} is {status}; only dead or cancelled runs can be purged", status=status
+            f"run {run_id} is {status}; only finished runs (succeeded, dead or cancelled) can be "
+            "purged: cancel it first",
+            status=status,
         )
     return outcome == "ok"
 

@@ -179,6 +179,19 @@ def test_purge_deletes_keys_and_index_entries(store: RedisStore, raw: redis.Redi
     assert store.get("active").status is Status.QUEUED
 
 
+def test_a_succeeded_run_can_be_purged_too(store: RedisStore, raw: redis.Redis) -> None:
+    """Every finished run, not only a dead or cancelled one, is purged with its keys and index entries."""
+    make_run(store, "done")
+    ctx = start(store, "done")
+    store.succeed(ctx, output_json="1")
+    assert store.get("done").status is Status.SUCCEEDED
+    assert store.purge("done") is True
+    assert not any(raw.exists(key) for key in keys.run_keys("done"))
+    shard = keys.STANDALONE.of("done")
+    assert raw.zscore(keys.status_set(Status.SUCCEEDED, shard), "done") is None
+    assert raw.zscore(keys.all_runs(shard), "done") is None
+
+
 def test_list_runs_newest_first_with_filters(store: RedisStore, fake_clock: FakeClock) -> None:
     """list_runs() returns newest first, by status set or rg:all, filtered by graph, capped by limit."""
     for i in range(5):

@@ -151,3 +151,54 @@ def test_cancel_all_of_running_runs_asks_each_once_and_ends(
     assert client.cancellable(status="running") == []
     redis_client.rpush(release_key("b1"), "go")
     wait_for(lambda: client.get(run_id).status is Status.CANCELLED, timeout=60, what="the run to stop")
+
+
+def test_a_bulk_purge_by_tag_deletes_only_the_finished_runs_that_match(client: Client) -> None:
+    acme, globex = _tagged(client, "acme", 3), _tagged(client, "globex", 1)
+    client.cancel_many([*acme[:2], *globex])
+    assert client.purgeable(tags={"tenant": "acme"}) and {
+        r.run_id for r in client.purgeable(tags={"tenant": "acme"})
+    } == set(acme[:2])
+    done = client.purge_many(tags={"tenant": "acme"})
+    assert sorted(done.purged) == sorted(acme[:2]) and done.refused == []
+    assert {r.run_id for r in client.runs(tags={"tenant": "acme"})} == {acme[2]}, "the queued one stays"
+    assert _statuses(client, globex) == {Status.CANCELLED}, "another tenant's stays"
+    refused = client.purge_many([acme[2], acme[0]])
+    assert [r.run_id for r in refused.refused] == [acme[2], acme[0]], "not finished; gone"
+    with pytest.raises(InvalidInputs, match="succeeded"):
+        client.purge_many(status="queued")
+    with pytest.raises(InvalidInputs, match="not both"):
+        client.purge_many([acme[2]], tags={"tenant": "acme"})
+
+
+def test_purge_all_shows_the_count_asks_first_and_goes_page_after_page(
+    client: Client, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_bulk, "BULK_LIMIT", 2)
+    acme = _tagged(client, "acme", 5)
+    client.cancel_many(acme)
+    declined = cli("purge", "--all", "--tag", "tenant=acme", stdin="n\n")
+    assert declined.returncode == 1
+    assert "delete at least 2 finished run(s) (tag tenant=acme)" in declined.stdout
+    assert _statuses(client, acme) == {Status.CANCELLED}
+    done = cli("purge", "--all", "--status", "cancelled", "--tag", "tenant=acme", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "purged: 5 of 5 run(s)" in done.stdout
+    assert client.runs(tags={"tenant": "acme"}) == []
+    for args in (("purge",), ("purge", acme[0], "--all"), ("purge", acme[0], "--graph", "counter")):
+        result = cli(*args, "--yes")
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+    assert cli("purge", "--all", "--status", "queued", "--yes").returncode == 2
+
+
+def test_the_api_purges_by_filter(client: Client, api_server: ApiServer) -> None:
+    acme, globex = _tagged(client, "acme", 2), _tagged(client, "globex", 1)
+    client.cancel_many(acme)
+    with api_server.http() as http:
+        done = http.post("/api/runs/purge", json={"tags": {"tenant": "acme"}})
+        assert done.status_code == 200, done.text
+        assert sorted(done.json()["purged"]) == sorted(acme) and done.json()["refused"] == []
+        refused = http.post("/api/runs/purge", json={"run_ids": globex}).json()["refused"]
+        assert [(r["run_id"], r["status"]) for r in refused] == [(globex[0], 409)]
+        assert http.post("/api/runs/purge", json={"status": "running"}).status_code == 422
+    assert _statuses(client, globex) == {Status.QUEUED}

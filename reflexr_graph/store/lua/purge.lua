@@ -1,4 +1,5 @@
--- purge.lua: delete every key of a dead or cancelled run and drop it from every index.
+-- purge.lua: delete every key of a finished run (succeeded, dead or cancelled) and drop it from
+-- every index.
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
 -- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6..9] rg:all/dead/leases/due
 -- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox
@@ -6,7 +7,7 @@
 -- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
 
 want(OPTIONAL_KEYS)
-local refused, status = refusal(REPLAYABLE)
+local refused, status = refusal(TERMINAL)
 if refused then
   return refused
 end

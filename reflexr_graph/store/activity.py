@@ -16,7 +16,7 @@ import math
 from pydantic import BaseModel, ConfigDict, Field
 
 from reflexr_graph import errors
-from reflexr_graph.model import Status
+from reflexr_graph.model import VERSION_WAIT_PREFIX, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import text
@@ -27,8 +27,9 @@ MAX_MINUTES = 60
 SAMPLE = 1000
 """At most this many runs are read for durations, for waiting runs and for the hour's dead letters."""
 LIMIT_PREFIX = "limit:"
-WAIT_REASONS = ("signal", "timer", "limit", "worker")
-"""Why a run waits: a signal, a durable sleep, a limit's token or slot, a live worker for its graph."""
+WAIT_REASONS = ("signal", "timer", "limit", "worker", "version")
+"""Why a run waits: a signal, a durable sleep, a limit's token or slot, a live worker for its graph,
+a live worker of the graph version it is pinned to (``waiting_for = version:<v>``)."""
 
 
 class GraphDurations(BaseModel):
@@ -58,7 +59,9 @@ class Activity(BaseModel):
     durations: dict[str, GraphDurations] = Field(
         description="Per graph, from the latest SAMPLE succeeded runs of all graphs"
     )
-    waiting: dict[str, int] = Field(description="Runs waiting now, by reason (signal, timer, limit, worker)")
+    waiting: dict[str, int] = Field(
+        description="Runs waiting now, by reason (signal, timer, limit, worker, version)"
+    )
 
 
 def _per_minute(index: str, start_ms: int, minutes: int) -> list[Command]:
@@ -97,6 +100,8 @@ def _wait_reason(status: str, waiting_for: str, unserved_since: str) -> str | No
         return None
     if waiting_for.startswith(LIMIT_PREFIX):
         return "limit"
+    if waiting_for.startswith(VERSION_WAIT_PREFIX):
+        return "version"
     return "signal" if waiting_for else "timer"
 
 

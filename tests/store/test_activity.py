@@ -6,7 +6,7 @@ import redis
 
 from reflexr_graph import clock
 from reflexr_graph.store import RedisStore, keys
-from reflexr_graph.store.activity import activity, percentile
+from reflexr_graph.store.activity import _wait_reason, activity, percentile
 from tests.store.support import FakeClock, fail_once, make_run, new_token, start
 
 MINUTE_MS = 60_000
@@ -39,7 +39,15 @@ def test_the_hour_counts_runs_started_succeeded_dead_and_retried_per_minute(
     assert seen.dead == [0, 0, 0, 0, 1]
     assert seen.dead_by_reason == {"step_failed": [0, 0, 0, 0, 1]}
     assert seen.durations["demo"].runs == 1 and seen.durations["demo"].p50_s == 5.0
-    assert seen.waiting == {"signal": 1, "timer": 1, "limit": 0, "worker": 0}
+    assert seen.waiting == {"signal": 1, "timer": 1, "limit": 0, "worker": 0, "version": 0}
+
+
+def test_a_run_held_for_its_graph_version_waits_for_a_version_not_a_signal() -> None:
+    assert _wait_reason("waiting", "version:v1", "") == "version"
+    assert _wait_reason("waiting", "limit:conc:k", "") == "limit"
+    assert _wait_reason("waiting", "approval", "") == "signal"
+    assert _wait_reason("waiting", "", "") == "timer"
+    assert _wait_reason("queued", "", "1796000000000") == "worker"
 
 
 def test_the_retries_rollup_keeps_an_hour_and_costs_a_run_that_never_retries_nothing(

@@ -131,18 +131,11 @@ def cancel_many(
     _chosen(run_ids, wanted)
     if run_ids is None:
         run_ids = [info.run_id for info in (yield from cancellable_runs(wanted, BULK_LIMIT, now))]
-    cancelled: list[str] = []
-    refused: list[Refused] = []
-    for run_id in run_ids:
-        try:
-            yield from cancel_run(run_id, run_retention_s, now)
-        except (errors.RunNotFound, errors.OperationRefused) as exc:
-            refused.append(Refused(run_id, exc))
-        else:
-            cancelled.append(run_id)
-        if progress is not None:
-            progress(run_id)
-    return BulkCancel(cancelled, refused)
+
+    def cancel(run_id: str) -> Op[object]:
+        return (yield from cancel_run(run_id, run_retention_s, now))
+
+    return BulkCancel(*(yield from _one_by_one(run_ids, cancel, progress)))
 
 
 def purge_many(
@@ -155,16 +148,29 @@ def purge_many(
     _chosen(run_ids, wanted)
     if run_ids is None:
         run_ids = [info.run_id for info in (yield from purgeable_runs(wanted, BULK_LIMIT))]
-    purged: list[str] = []
+
+    def purge(run_id: str) -> Op[object]:
+        if not (yield from purge_run(run_id)):
+            raise errors.RunNotFound(f"no run {run_id}; check the id (see `runs`)")
+        return None
+
+    return BulkPurge(*(yield from _one_by_one(run_ids, purge, progress)))
+
+
+def _one_by_one(
+    run_ids: Sequence[str], act: Callable[[str], Op[object]], progress: Callable[[str], None] | None
+) -> Op[tuple[list[str], list[Refused]]]:
+    """``act`` on each run in turn: those it did, and those it refused with why (the others go on);
+    ``progress`` is told each run id once it is done."""
+    done: list[str] = []
     refused: list[Refused] = []
     for run_id in run_ids:
         try:
-            if not (yield from purge_run(run_id)):
-                raise errors.RunNotFound(f"no run {run_id}; check the id (see `runs`)")
+            yield from act(run_id)
         except (errors.RunNotFound, errors.OperationRefused) as exc:
             refused.append(Refused(run_id, exc))
         else:
-            purged.append(run_id)
+            done.append(run_id)
         if progress is not None:
             progress(run_id)
-    return BulkPurge(purged, refused)
+    return done, refused

@@ -131,19 +131,16 @@ class AttemptPort:
         returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
         hot = self.hot
-        if hot is None or returning:
-            return self._write(
-                ctx,
-                f"checkpoint {seq}",
+        op = (
+            (
                 lambda: self.store.save_checkpoint(
                     ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
-                ),
+                )
             )
-        return self._write(
-            ctx,
-            f"checkpoint {seq}",
-            lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes),
+            if hot is None or returning
+            else (lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes))
         )
+        return self._write(ctx, f"checkpoint {seq}", op)
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:
         """One fenced write of the running graph: raised as the driver expects when it cannot land."""

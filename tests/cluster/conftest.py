@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
+from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.conftest import Fleet, closing_fleet
 from tests.fleet.conftest import pytest_runtest_makereport as pytest_runtest_makereport
 from tests.fleet.graphs import EXECUTIONS_URL_ENV
@@ -34,6 +35,16 @@ def cluster_url(redis_cluster: RedisCluster) -> str:
     """The ``redis+cluster://`` URL of the session cluster, emptied first."""
     redis_cluster.flush()
     return redis_cluster.url
+
+
+@pytest.fixture
+def store(cluster_url: str) -> Iterator[RedisStore]:
+    """A store on the session cluster."""
+    s = RedisStore.from_url(cluster_url)
+    try:
+        yield s
+    finally:
+        s.close()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ run's shard or the control slot (one slot per script), or refuses in one line.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -22,15 +20,6 @@ from reflexr_graph.store.schedules import fire_run, list_schedules, put_schedule
 from reflexr_graph.store.streams import stream_page
 from reflexr_graph.store.versions import held_runs
 from tests.store.support import fail_once, make_run, start
-
-
-@pytest.fixture
-def store(cluster_url: str) -> Iterator[RedisStore]:
-    s = RedisStore.from_url(cluster_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def _tagged_run(store: RedisStore, run_id: str, team: str) -> str:

@@ -4,10 +4,8 @@ taken over."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 
 from reflexr_graph.config.settings import Settings
@@ -24,15 +22,6 @@ from tests.fleet.test_command_budget import _five_steps
 from tests.redis_cluster import RedisCluster
 from tests.store.support import make_run
 from tests.waiting import wait_for
-
-
-@pytest.fixture
-def store(cluster_url: str) -> Iterator[RedisStore]:
-    s = RedisStore.from_url(cluster_url)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def test_listings_merge_every_shard_newest_first_and_page_with_a_cursor(store: RedisStore) -> None:

@@ -68,6 +68,7 @@ STANDALONE: tuple[str, ...] = (
     "reaper_pass",
     "schedule_put",
     "schedule_advance",
+    "activity_counts",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

@@ -1,18 +1,22 @@
 """The CLI and the HTTP API (on the AsyncClient) with the store on a real Redis Cluster: their
-listings merge every shard, and the API's pages go on from their cursors."""
+listings merge every shard, and the API's pages go on from their cursors; the overview adds up
+every shard's counts."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+import redis
 
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.activity import percentile
 from tests.fleet.conftest import Fleet
 from tests.surfaces.cli_runner import run_cli
 from tests.surfaces.conftest import serving
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -49,3 +53,57 @@ def test_the_cli_and_the_api_list_runs_of_every_shard(
         assert sorted(seen) == sorted(dead + done) and len(seen) == 12
         letters = http.get("/api/dead-letters").json()["runs"]
         assert {r["status"] for r in letters} == {Status.DEAD.value} and len(letters) == 6
+
+
+def test_the_overview_adds_every_shards_counts_and_merges_their_samples(
+    cluster_fleet: Fleet,
+    cluster_client_for: Client,
+    cluster_client: redis.RedisCluster,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GET /api/overview (and `top`) on a cluster: per-minute counts, the retries rollup and the waits
+    are the shards' added, the durations' percentiles those of every shard's runs together."""
+    worker = cluster_fleet.start(concurrency=2)
+    client = cluster_client_for
+    done = [client.enqueue("steps", {"value": n}) for n in range(6)]
+    dead = [client.enqueue("permanent", {"value": n}) for n in range(3)]
+    retried = [client.enqueue("always_fails", {"value": n}) for n in range(2)]
+    waiting = [client.enqueue("approve", {"ticket": f"t-{n}"}) for n in range(2)]
+    assert len({keys.shard_of(r) for r in done}) > 3
+    for run_id in done + dead + retried:
+        client.wait(run_id, timeout=60)
+    for run_id in waiting:
+        wait_for(
+            lambda r=run_id: client.get(r).status is Status.WAITING, 30, "the run to wait for its signal"
+        )
+    worker.kill_group()  # what is enqueued now stays queued
+    queued = [client.enqueue("steps", {"value": n}) for n in range(3)]
+    taken = sorted(
+        (int(u) - int(c)) / 1000
+        for c, u in (cluster_client.hmget(keys.run(r), "created_at", "updated_at") for r in done)
+    )
+    env = {
+        "REFLEXR_REDIS_URL": cluster_fleet.redis_url,
+        "REFLEXR_BROKER_URL": cluster_fleet.env["REFLEXR_BROKER_URL"],
+        "REFLEXR_QUEUE": cluster_fleet.queue,
+    }
+    with serving(env) as server, server.http() as http:
+        answer = http.get("/api/overview", params={"minutes": 5})
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+    activity, now = body["activity"], body["now"]
+    assert sum(activity["started"]) == len(done + dead + retried + waiting + queued)
+    assert (sum(activity["succeeded"]), sum(activity["dead"])) == (6, 5)
+    assert sum(activity["retried"]) == 2 * 2, "each always_fails run retried twice (3 attempts)"
+    assert {k: sum(v) for k, v in activity["dead_by_reason"].items()} == {
+        "bad_document": 3,
+        "max_attempts": 2,
+    }
+    assert activity["waiting"]["signal"] == 2
+    assert activity["durations"]["steps"] == {
+        "runs": 6, "p50_s": percentile(taken, 0.5), "p95_s": percentile(taken, 0.95),
+    }  # fmt: skip
+    assert now["queues"]["steps"]["queued"] == 3 and now["by_status"]["queued"] == 3
+    assert (now["by_status"]["succeeded"], now["dead_letters"]) == (6, 5)
+    top = run_cli(["top"], env, monkeypatch)
+    assert top.returncode == 0, top.stderr

@@ -143,16 +143,22 @@ def test_the_slots_of_a_killed_holder_are_freed_within_a_lease_ttl(
     client = cluster_client_for
     holder = client.enqueue("slots2", {"items": 2, "gated": True}, state={"tag": "k2"})
     wait_for(lambda: live_slots(cluster_client, "conc:k2") == 2, 30, "the holder to take both slots")
+    slots_key, ttl = keys.limit_slots("conc:k2"), cluster_fleet.settings().lease_ttl_s
+    taken = dict(cluster_client.zrange(slots_key, 0, -1, withscores=True))
+
+    def renewed() -> bool:
+        return all((cluster_client.zscore(slots_key, m) or 0) > score for m, score in taken.items())
+
+    wait_for(renewed, 2 * ttl, "the heartbeat to renew the 2 slots it holds (a pipeline over the slots)")
     waiter = client.enqueue("slots2", {"items": 1}, state={"tag": "k2"})
     wait_for(lambda: stats(cluster_client, "conc:k2").get("denied", 0) > 0, 30, "the waiter to be refused")
-    taken = [m for m, _ in cluster_client.zrange(keys.limit_slots("conc:k2"), 0, -1, withscores=True)]
     os.kill(int(redis_client.lindex("pids:conc:k2", 0) or 0), signal.SIGKILL)  # the holder's pool child
 
     def lapsed() -> bool:
         now = clock.now_ms()
-        return all((cluster_client.zscore(keys.limit_slots("conc:k2"), m) or 0) <= now for m in taken)
+        return all((cluster_client.zscore(slots_key, m) or 0) <= now for m in taken)
 
-    wait_for(lapsed, 2 * cluster_fleet.settings().lease_ttl_s, "the dead holder's 2 slots to lapse")
+    wait_for(lapsed, 2 * ttl, "the dead holder's 2 slots to lapse")
     # The holder's run is recovered as its lease lapses too: its gate opens now, as in tests/fleet.
     redis_client.set(gate_key(holder), 1)
     assert client.wait(waiter, timeout=60).status is Status.SUCCEEDED, "the waiter took a freed slot"

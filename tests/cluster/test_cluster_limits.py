@@ -102,6 +102,23 @@ def test_a_wait_is_counted_on_the_run_and_the_limit_once(
     assert stats(cluster_client, "crm")["waited_ms"] == 1_500
 
 
+def test_a_wait_through_a_release_is_counted_from_its_start_on_the_run_and_the_limit(
+    store: RedisStore, cluster_client: redis.RedisCluster, fake_clock: FakeClock
+) -> None:
+    """The run's half knows when the wait began (the run's hash); the limit's half adds the rest."""
+    run_id = make_run(store, "lim-6")
+    released = store.wait(
+        start(store, run_id), field="l|work|r0|1000", signal="limit:crm", wake_at_ms=fake_clock.ms + 3_000,
+        waited_ms=1_000,
+    )  # fmt: skip
+    assert released.record is None, "released as waiting"
+    fake_clock.advance(3_000)
+    assert store.acquire_limit(start(store, run_id), slots("m"), slot_ttl_ms=SLOT_TTL_MS).ok
+    info = store.get(run_id)
+    assert (info.limit_waits, info.limit_wait_s) == (1, 4.0), "1 s in place, then 3 s released"
+    assert stats(cluster_client, "crm")["waited_ms"] == 4_000
+
+
 GRAPHS = {"REFLEXR_GRAPHS": limit_graphs.REFS}
 
 

@@ -2,22 +2,27 @@
 
 Nothing is written per run for it: runs started per minute are counted in ``rg:all`` (scored by
 creation), succeeded ones in their status set and dead ones in the dead-letter index (both
-scored by when they ended), each minute one ZCOUNT. Retries have no index of their own, so the
-script that makes a run retry adds it to a rollup trimmed to the hour (:func:`keys.retries`):
+scored by when they ended), each minute one ZCOUNT, a shard's all in one script
+(``lua/activity_counts.lua``). Retries have no index of their own, so the script that makes a
+run retry adds it to a rollup trimmed to the hour (:func:`keys.retries`):
 only a run that retries pays for it. Durations come from the latest succeeded runs, waiting
 runs by reason from the waiting set and the due set, dead letters by reason from the dead
 runs of the hour; each of these reads at most a fixed number of runs (:data:`SAMPLE`).
+
+Each index is kept per shard (store/keys.py: Shards), so every read goes to every shard's copy
+in the same round trip: a minute's count is the shards' counts added, a sample is the shards'
+newest merged, and a percentile is taken over the merged sample's values (never averaged).
 """
 
 from __future__ import annotations
 
 import math
+from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reflexr_graph import errors
 from reflexr_graph.model import VERSION_WAIT_PREFIX, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import fanout, keys, scripts
 from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import text
 
@@ -64,11 +69,12 @@ class Activity(BaseModel):
     )
 
 
-def _per_minute(index: str, start_ms: int, minutes: int) -> list[Command]:
-    return [
-        cmd("zcount", index, start_ms + i * MINUTE_MS, f"({start_ms + (i + 1) * MINUTE_MS}")
-        for i in range(minutes)
-    ]
+def _per_minute(shard_indexes: list[str], start_ms: int, minutes: int) -> Command:
+    """One shard's counts per minute of its four indexes: one EVAL (``lua/activity_counts.lua``)."""
+    # As a plain command: a cluster pipeline has no eval() of its own, and scripts are not loaded on
+    # its nodes (store/scripts.py: queue); Redis caches the script by its hash after the first.
+    source = scripts.source("activity_counts")
+    return cmd("execute_command", "EVAL", source, 4, *shard_indexes, start_ms, minutes, MINUTE_MS)
 
 
 def percentile(sorted_values: list[float], share: float) -> float:
@@ -116,31 +122,56 @@ def _dead_by_reason(
     return dict(sorted(found.items()))
 
 
+def _newest(pages: list[list[tuple[bytes, float]]]) -> list[tuple[bytes, float]]:
+    """The shards' pages of (member, score) merged newest first, at most :data:`SAMPLE` of them."""
+    rows = [row for page in pages for row in page]
+    rows.sort(key=lambda row: (row[1], row[0]), reverse=True)
+    return rows[:SAMPLE]
+
+
+def _newest_of(index: str, top: float | str, bottom: float | str, num: int) -> Command:
+    return cmd("zrevrangebyscore", index, top, bottom, start=0, num=num, withscores=True)
+
+
+def _first_reads(shards: keys.Shards, now_ms: int, start_ms: int, minutes: int) -> list[Command]:
+    """Every shard's per-minute counts of its four indexes, then its part of each sample."""
+    counted = (keys.all_runs, partial(keys.status_set, Status.SUCCEEDED), keys.dead, keys.retries)
+    # Each shard's newest, for the newest SAMPLE of all (a margin for the busiest shard); a
+    # standalone store's one shard gives exactly SAMPLE, as one index would.
+    newest = SAMPLE if shards.count == 1 else fanout.per_shard(SAMPLE, shards)
+    part = -(-SAMPLE // shards.count)
+    return [
+        *(_per_minute([index_of(n) for index_of in counted], start_ms, minutes) for n in shards.all),
+        *(_newest_of(keys.status_set(Status.SUCCEEDED, n), "+inf", "-inf", newest) for n in shards.all),
+        *(cmd("zrange", keys.status_set(Status.WAITING, n), 0, part - 1) for n in shards.all),
+        *(cmd("zrange", keys.due(n), 0, part - 1) for n in shards.all),
+        *(_newest_of(keys.dead(n), now_ms, start_ms, newest) for n in shards.all),
+    ]
+
+
+def _counts(replies: list[list[int]], minutes: int) -> list[list[int]]:
+    """Per index, the minutes' counts summed over the shards' replies."""
+    return [
+        [sum(int(counts[i * minutes + m]) for counts in replies) for m in range(minutes)] for i in range(4)
+    ]
+
+
 def activity(now_ms: int, minutes: int = MAX_MINUTES) -> Op[Activity]:
-    """The last ``minutes`` (at most :data:`MAX_MINUTES`) up to ``now_ms``, in two round trips."""
-    if (yield from layout()).count > 1:
-        raise errors.OperationRefused(
-            "the hour's activity reads one store's indexes per minute: not offered on a Redis Cluster store"
-        )
+    """The last ``minutes`` (at most :data:`MAX_MINUTES`) up to ``now_ms``, in two round trips,
+    each over every shard: counts add up, the samples merge newest first, and the durations'
+    percentiles are taken over the merged sample's runs."""
+    shards = yield from layout()
     minutes = max(1, min(minutes, MAX_MINUTES))
     start_ms = now_ms + 1 - minutes * MINUTE_MS  # the last minute ends with now, inclusive
-    # One shard (0): a standalone store's (a cluster's would need each of its shards read).
-    indexes = (keys.all_runs(0), keys.status_set(Status.SUCCEEDED, 0), keys.dead(0), keys.retries(0))
-    first = yield batch(
-        [
-            *(c for index in indexes for c in _per_minute(index, start_ms, minutes)),
-            cmd("zrevrange", keys.status_set(Status.SUCCEEDED, 0), 0, SAMPLE - 1),
-            cmd("zrange", keys.status_set(Status.WAITING, 0), 0, SAMPLE - 1),
-            cmd("zrange", keys.due(0), 0, SAMPLE - 1),
-            cmd("zrevrangebyscore", keys.dead(0), now_ms, start_ms, start=0, num=SAMPLE, withscores=True),
-        ]
-    )
-    counts = [[int(n) for n in first[i * minutes : (i + 1) * minutes]] for i in range(len(indexes))]
-    succeeded, waiting, due, dead = first[len(indexes) * minutes :]
-    held = sorted({text(m) for m in [*waiting, *due]})
+    first = yield batch(_first_reads(shards, now_ms, start_ms, minutes))
+    per = shards.count
+    counts = _counts(first[:per], minutes)
+    pages = [first[per + i * per : per + (i + 1) * per] for i in range(4)]
+    succeeded, dead = _newest(pages[0]), _newest(pages[3])
+    held = sorted({text(m) for page in pages[1] + pages[2] for m in page})
     second = yield batch(
         [
-            *(cmd("hmget", keys.run(text(r)), "graph", "created_at", "updated_at") for r in succeeded),
+            *(cmd("hmget", keys.run(text(r)), "graph", "created_at", "updated_at") for r, _ in succeeded),
             *(cmd("hmget", keys.run(r), "status", "waiting_for", "unserved_since") for r in held),
             *(cmd("hget", keys.run(text(m)), "reason") for m, _ in dead),
         ]

@@ -9,7 +9,7 @@ from typing import TypedDict
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
-from reflexr_graph.store import keys
+from reflexr_graph.store import keys, limits
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
@@ -309,8 +309,14 @@ class AttemptWrites(StoreBase):
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
         the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
-        of the step that just ended, given back in the same script, fenced or not.
+        of the step that just ended, given back in the same script, fenced or not (on a cluster
+        store, in their limits' slots right after it).
         """
+        if returning and self.shards.count > 1:
+            try:
+                return self.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes)
+            finally:
+                limits.give_back(self._r, returning)  # in the limits' slots, not the run's
         run_id = ctx.run_id
         script_keys = [
             keys.run(run_id),
@@ -341,8 +347,14 @@ class AttemptWrites(StoreBase):
     ) -> None:
         """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
 
-        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not.
+        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not
+        (on a cluster store, in their limits' slots right after it).
         """
+        if returning and self.shards.count > 1:
+            try:
+                return self.save_record(ctx, field, value)
+            finally:
+                limits.give_back(self._r, returning)  # in the limits' slots, not the run's
         script_keys = [
             keys.run(ctx.run_id),
             keys.memo(ctx.run_id),

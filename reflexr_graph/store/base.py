@@ -148,6 +148,8 @@ class StoreBase:
         self.codec = codec
         """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded."""
         self._scripts = Scripts(client, codec)
+        self._indexed_limits: dict[str, str] = {}
+        """Limit key -> configuration this process wrote to the control slot's index (store/limits.py)."""
 
     @classmethod
     def from_url(

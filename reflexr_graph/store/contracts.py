@@ -432,8 +432,43 @@ class LimitArgs(Args):
     """The longest rate wait to reserve a token for."""
 
 
+@dataclass(frozen=True)
+class TakeArgs(Args):
+    """limit_take.lua (a cluster store's limit half of a grant), ARGV[1..8]."""
+
+    now_ms: int
+    emission_ms: float
+    """0: no rate."""
+    burst: int
+    concurrency: int
+    """0: none."""
+    member: str
+    """The slot's member in the slots set; names the acquisition's grant."""
+    slot_expiry_ms: int
+    max_reserve_ms: int
+    """The longest rate wait to reserve a token for."""
+    waited_ms: int
+    """How long the step waited in place so far."""
+
+
+@dataclass(frozen=True)
+class GrantedArgs(Args):
+    """limit_granted.lua (a cluster store's run half of a grant), ARGV[1..8]."""
+
+    token: str
+    now_ms: int
+    key: str
+    node: str
+    waited_ms: int
+    """How long the step waited in place so far."""
+    wait_ms: int
+    """How long the grant said to wait before starting (a reserved rate token)."""
+    member: str
+    events_cap: int
+
+
 class Acquired(StrEnum):
-    """limit_acquire.lua's outcome."""
+    """limit_acquire.lua's, limit_take.lua's and limit_granted.lua's outcome."""
 
     FENCED = "fenced"
     OK = "ok"
@@ -442,7 +477,7 @@ class Acquired(StrEnum):
 
 @dataclass(frozen=True)
 class LimitReply:
-    """limit_acquire.lua's reply, by position: ``{outcome, slots in use, wait ms}``.
+    """limit_acquire.lua's and limit_take.lua's reply, by position: ``{outcome, slots in use, wait ms}``.
 
     The wait is, granted, the ms before the step starts (a reserved rate token); denied, the ms
     until the rate allows (0: a slot is missing, poll).

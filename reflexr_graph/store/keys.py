@@ -369,6 +369,22 @@ def limit_keys(run_id: str, key: str) -> list[str]:
     return [run(run_id), events(run_id), LIMITS, limit_tat(key), limit_slots(key), limit_stats(key)]
 
 
+def limit_grant(key: str, member: str) -> str:
+    """One acquisition's grant on a cluster store: its start, epoch ms; expires with its slot's
+    first lease (``lua/limit_take.lua``), so a retried call takes no second token or slot."""
+    return _limit(key, f"grant:{member}")
+
+
+def limit_take_keys(key: str, member: str) -> list[str]:
+    """KEYS of ``lua/limit_take.lua`` (the limit's slot): 1 tat, 2 slots, 3 stats, 4 the grant."""
+    return [limit_tat(key), limit_slots(key), limit_stats(key), limit_grant(key, member)]
+
+
+def limit_granted_keys(run_id: str) -> list[str]:
+    """KEYS of ``lua/limit_granted.lua`` (the run's slot): 1 run, 2 events."""
+    return [run(run_id), events(run_id)]
+
+
 def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[str] = ()) -> list[str]:
     """KEYS for the per-run scripts, in the positions ``lua/_lib.lua`` expects: the run's keys and
     the indexes of its shard in ``shards``, all of one slot on a cluster (a keyed run's id is in

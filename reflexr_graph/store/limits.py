@@ -3,21 +3,30 @@
 Taking both is one EVALSHA (``lua/limit_acquire.lua``), fenced by the attempt's token; giving a
 slot back is one ZREM. Slots expire one lease TTL after their last renewal, so a killed
 worker's slots come back on their own (the heartbeat renews the slots an attempt holds).
+
+On a Redis Cluster a limit's keys are in its own slot, not the run's, so a grant is two scripts:
+``lua/limit_take.lua`` on the limit's slot takes the token and the slot, then
+``lua/limit_granted.lua`` on the run's checks the attempt still owns the run (else the slot goes
+back at once) and counts the wait. A crash between the two leaves a slot that no heartbeat
+renews, which lapses within a lease TTL; a retried call of the same acquisition (a lost reply)
+is given its grant again, not a second token or slot. The index of limit keys is in the control
+slot, written once per key and configuration by each process.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from reflexr_graph import clock, errors
+from reflexr_graph import clock
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
-from reflexr_graph.store.contracts import Acquired, LimitArgs, LimitReply
+from reflexr_graph.store.contracts import Acquired, GrantedArgs, LimitArgs, LimitReply, TakeArgs
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
 
@@ -79,6 +88,20 @@ def limit_usage() -> Op[list[LimitUsage]]:
     return found
 
 
+INDEXED_LIMITS = 10_000
+"""The most limit keys a cluster store's process remembers having indexed (``_index_limit``)."""
+
+
+def give_back(client: Any, returning: Sequence[tuple[str, str]]) -> None:
+    """Give the slots ``returning`` (limit key, member) back in one pipeline, each a ZREM in its
+    limit's slot: a cluster store's step end, whose save or record cannot carry them (its run's
+    slot is another)."""
+    pipe = client.pipeline(transaction=False)
+    for key, member in returning:
+        pipe.zrem(keys.limit_slots(key), member)
+    pipe.execute()
+
+
 def config_json(request: LimitRequest) -> str:
     return json.dumps(
         {"rate": request.rate, "burst": request.burst, "concurrency": request.concurrency or None},
@@ -95,8 +118,7 @@ class Limits(StoreBase):
         ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
         the attempt no longer owns the run."""
         if self.shards.count > 1:
-            # A grant writes the run's keys and the limit's in one script: two slots on a cluster.
-            raise errors.OperationRefused("step limits are not offered on a Redis Cluster store yet")
+            return self._acquire_in_two_slots(ctx, request, slot_ttl_ms)
         now = clock.now_ms()
         args = LimitArgs(
             token=ctx.token,
@@ -120,6 +142,54 @@ class Limits(StoreBase):
         if reply.outcome is Acquired.OK:
             return Grant(True, wait_ms=reply.wait_ms)
         return Grant(False, retry_after_ms=reply.wait_ms)
+
+    def _acquire_in_two_slots(self, ctx: AttemptContext, request: LimitRequest, slot_ttl_ms: int) -> Grant:
+        """A cluster store's grant: the limit's script, then the run's (see the module's docstring)."""
+        self._index_limit(request)
+        now = clock.now_ms()
+        taken = TakeArgs(
+            now_ms=now,
+            emission_ms=request.emission_ms,
+            burst=request.burst,
+            concurrency=request.concurrency,
+            member=request.member,
+            slot_expiry_ms=now + slot_ttl_ms,
+            max_reserve_ms=request.max_reserve_ms,
+            waited_ms=request.waited_ms,
+        ).argv()
+        found = self._scripts("limit_take", keys.limit_take_keys(request.key, request.member), taken)
+        reply = LimitReply.parse([text(v) for v in found])
+        if reply.outcome is not Acquired.OK:
+            return Grant(False, retry_after_ms=reply.wait_ms)
+        granted = GrantedArgs(
+            token=ctx.token,
+            now_ms=clock.now_ms(),
+            key=request.key,
+            node=request.node,
+            waited_ms=request.waited_ms,
+            wait_ms=reply.wait_ms,
+            member=request.member,
+            events_cap=EVENTS_MAXLEN,
+        ).argv()
+        script_keys = keys.limit_granted_keys(ctx.run_id)
+        counted = [text(v) for v in self._scripts("limit_granted", script_keys, granted)]
+        if Acquired(counted[0]) is Acquired.FENCED:
+            self._r.zrem(keys.limit_slots(request.key), request.member)
+            raise _fenced(ctx, "limit acquisition")
+        if int(counted[1]) > 0:  # the run waited for the key before this attempt too
+            self._r.hincrby(keys.limit_stats(request.key), "waited_ms", int(counted[1]))
+        return Grant(True, wait_ms=reply.wait_ms)
+
+    def _index_limit(self, request: LimitRequest) -> None:
+        """Name the key and its configuration in the control slot's index (``limit_usage``), once
+        per process: a write per grant would make the control slot's primary the busiest."""
+        config = config_json(request)
+        if self._indexed_limits.get(request.key) == config:
+            return
+        self._r.hset(keys.LIMITS, request.key, config)
+        if len(self._indexed_limits) >= INDEXED_LIMITS:
+            self._indexed_limits.clear()  # keys computed per tenant: keep the memory bounded
+        self._indexed_limits[request.key] = config
 
     @translate_errors
     def release_slot(self, key: str, member: str) -> None:

@@ -62,10 +62,13 @@ STANDALONE: tuple[str, ...] = (
     "worker_beat",
     "worker_leave",
     "limit_acquire",
+    "limit_take",
+    "limit_granted",
     "reaper_tick",
     "reaper_pass",
     "schedule_put",
     "schedule_advance",
+    "activity_counts",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
@@ -88,6 +91,10 @@ WITH_PASS: frozenset[str] = frozenset({"reaper_tick", "reaper_pass"})
 """Scripts that get the reaper's pass mark (``lua/_pass.lua``)."""
 
 
+WITH_LIMIT: frozenset[str] = frozenset({"limit_acquire", "limit_take", "limit_granted"})
+"""Scripts that get the two halves of a limit's grant (``lua/_limit.lua``)."""
+
+
 def _read(name: str) -> str:
     # importlib.resources rather than a path next to __file__: works from a zipped wheel too.
     return (resources.files("reflexr_graph.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
@@ -106,6 +113,8 @@ def source(name: str) -> str:
         parts.append(_HISTORY)
     if name in WITH_PASS:
         parts.append("_pass")
+    if name in WITH_LIMIT:
+        parts.append("_limit")
     body = _read(name)
     if name in PER_RUN:
         # A function, so that every return of the body comes back here and the run hash's

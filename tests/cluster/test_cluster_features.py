@@ -1,17 +1,14 @@
 """Main's features whose keys span runs, on a real 3-primary Redis Cluster: each is placed in the
-run's shard or the control slot (one slot per script), or refuses in one line."""
+run's shard or the control slot (one slot per script)."""
 
 from __future__ import annotations
 
-import pytest
 import redis
 
-from reflexr_graph import clock, errors
-from reflexr_graph.core.limits import LimitRequest
+from reflexr_graph import clock
 from reflexr_graph.core.port import Emission
 from reflexr_graph.core.schedules import Schedule
 from reflexr_graph.store import hot_path, keys
-from reflexr_graph.store.activity import activity
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.contracts import VersionHold
 from reflexr_graph.store.reads import runs_listing
@@ -89,15 +86,5 @@ def test_a_runs_stream_is_in_its_slot(store: RedisStore) -> None:
     assert [item.value for item in page.items] == ["hi"]
 
 
-def test_limits_and_the_hour_of_activity_refuse_in_one_line_and_attempts_take_no_hot_path(
-    store: RedisStore,
-) -> None:
-    ctx = start(store, make_run(store, "limited-1"))
-    request = LimitRequest("k", emission_ms=100.0, burst=1, concurrency=0, member="m", node="n", waited_ms=0)
-    with pytest.raises(
-        errors.OperationRefused, match=r"^step limits are not offered on a Redis Cluster store"
-    ):
-        store.acquire_limit(ctx, request, slot_ttl_ms=10_000)
-    with pytest.raises(errors.OperationRefused, match=r"not offered on a Redis Cluster store$"):
-        store.do(activity(clock.now_ms()))
-    assert hot_path.for_attempt(store, ctx) is None
+def test_attempts_on_a_cluster_take_no_hot_path(store: RedisStore) -> None:
+    assert hot_path.for_attempt(store, start(store, make_run(store, "attempt-1"))) is None

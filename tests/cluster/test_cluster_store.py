@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
 from reflexr_graph.config.settings import Settings
@@ -21,6 +22,7 @@ from tests.fleet.inproc import fleet_app
 from tests.fleet.test_command_budget import _five_steps
 from tests.redis_cluster import RedisCluster
 from tests.store.support import make_run
+from tests.surfaces.cli_runner import run_cli
 from tests.waiting import wait_for
 
 
@@ -51,6 +53,23 @@ def test_dead_letters_and_bulk_replay_go_over_every_shard(store: RedisStore) -> 
     assert store.dead_letters() == []
     assert {i.status.value for i in store.list_runs(status="queued", limit=100)} == {"queued"}
     assert len(store.list_runs(status="queued", limit=100)) == 12
+
+
+def test_the_cli_replays_dead_letters_in_bulk_by_reason_shard_by_shard(
+    store: RedisStore, cluster_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dlq replay --all --reason``: its listing and its replays go over every shard, and the runs of
+    another reason stay dead."""
+    run_ids = [make_run(store, f"bulk-{n}") for n in range(12)]
+    assert len({keys.shard_of(r) for r in run_ids}) > 3
+    for n, run_id in enumerate(run_ids):
+        store.dead_letter(run_id, reason="bad_message" if n % 3 else "other", error_type="X", message="no")
+    env = {"REFLEXR_REDIS_URL": cluster_url, "REFLEXR_BROKER_URL": redis_url, "REFLEXR_QUEUE": "bulk-replay"}
+    replayed = run_cli(["dlq", "replay", "--all", "--reason", "bad_message", "--yes"], env, monkeypatch)
+    assert replayed.returncode == 0, replayed.stderr
+    assert sorted(i.run_id for i in store.dead_letters()) == run_ids[::3], "the other reason stays dead"
+    queued = {i.run_id for i in store.list_runs(status="queued", limit=100)}
+    assert queued == set(run_ids) - set(run_ids[::3])
 
 
 def test_each_primary_holds_its_part_of_the_runs(store: RedisStore, redis_cluster: RedisCluster) -> None:

@@ -169,9 +169,10 @@ def _trickle() -> GraphAction:
 conc = _mapped("conc", Limit(key=conc_key, concurrency=5))
 rated = _mapped("rated", Limit(key=rate_key, rate="20/s"), starts=True)
 slots3 = _mapped("slots3", Limit(key=conc_key, concurrency=3))
+slots2 = _mapped("slots2", Limit(key=conc_key, concurrency=2))
 slow = _slow()
 flaky = _flaky()
 trickle = _trickle()
 
-ALL = (conc, rated, slots3, slow, flaky, trickle)
+ALL = (conc, rated, slots3, slots2, slow, flaky, trickle)
 REFS = ",".join(f"tests.fleet.limit_graphs:{a.name}" for a in ALL)

@@ -31,6 +31,8 @@ DESCRIBED: dict[str, type[contracts.Args]] = {
     "signal": contracts.SignalArgs,
     "hold_unserved": contracts.HoldArgs,
     "limit_acquire": contracts.LimitArgs,
+    "limit_take": contracts.TakeArgs,
+    "limit_granted": contracts.GrantedArgs,
     "schedule_put": contracts.SchedulePutArgs,
     "schedule_advance": contracts.ScheduleAdvanceArgs,
     "emit": contracts.EmitArgs,

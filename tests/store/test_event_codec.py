@@ -63,7 +63,7 @@ def test_every_emit_writes_its_schema_fields_in_order() -> None:
     """Each emit's field names are its type's schema (or a prefix of it), in the same order."""
     emits = _emits()
     # Every type of the codec is written somewhere: the parse found them all (limit_waited is
-    # written by limit_acquire.lua itself, checked below).
+    # written by _limit.lua's count_wait, checked below).
     assert {kind for _, kind, _ in emits} | {"limit_waited"} == set(event_codec.CODES)
     for script, kind, names in emits:
         code = event_codec.CODES.get(kind)
@@ -89,8 +89,8 @@ def test_save_checkpoint_writes_the_codec_codes() -> None:
     assert set(by_code) == {"k", "u", "p"}
 
 
-def test_limit_acquire_writes_the_codec_form() -> None:
-    source = _lua_sources()["limit_acquire.lua"]
+def test_a_limit_grant_writes_the_codec_form() -> None:
+    source = _lua_sources()["_limit.lua"]
     written = re.search(r"'e',\s*table\.concat\(\{'(\w)', ([^}]*)\}, '\\31'\)", source)
     assert written is not None
     code, values = written.group(1), written.group(2).split(", ")

@@ -85,7 +85,8 @@ def test_every_lua_file_starts_with_its_keys_and_argv_map() -> None:
     """Each .lua file begins with a comment block naming the KEYS[i] and ARGV[i] it uses."""
     files = _lua_files()
     assert set(files) == {
-        "_lib.lua", "_history.lua", "_pass.lua", *(f"{n}.lua" for n in scripts.PER_RUN + scripts.STANDALONE),
+        "_lib.lua", "_history.lua", "_pass.lua", "_limit.lua",
+        *(f"{n}.lua" for n in scripts.PER_RUN + scripts.STANDALONE),
     }  # fmt: skip
     for name, text in files.items():
         lines = text.splitlines()

@@ -18,6 +18,7 @@ from types import FrameType
 
 from bench import (
     checkpoint_cost,
+    cluster_cost,
     enqueue,
     history_cost,
     journal_cost,
@@ -34,6 +35,7 @@ from bench import (
     waits,
 )
 from bench.procs import Lab, lab
+from reflexr_graph.local_store import Mix
 
 NAMES = (
     "checkpoint",
@@ -50,6 +52,7 @@ NAMES = (
     "redis",
     "stream",
     "payloads",
+    "cluster",
 )
 LOCAL = ("checkpoint", "journal", "history", "limits", "scale", "stream", "payloads")
 """Benchmarks that need no fleet: they run against a private Redis in this process."""
@@ -59,6 +62,7 @@ FULL = {
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
     "stream_reps": 3,
     "payload_reps": 5,
+    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
@@ -66,6 +70,7 @@ QUICK = {
     "limit_n": 10, "limit_steps": 20, "limit_reps": 1, "scale_runs": 2000, "cost_runs": 10,
     "stream_reps": 1,
     "payload_reps": 1,
+    "cluster_runs": 5, "cluster_idle_ms": 200, "cluster_list_runs": 100,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -83,6 +88,7 @@ TITLES = {
     "scale": "10. The store at scale: the reaper and the CLI with many runs held, memory, retention",
     "stream": "11. Streaming: what emit costs a step, and how soon a blocked reader gets an item",
     "payloads": "12. Payloads at rest: compression, encryption and offload per save, and Redis memory",
+    "cluster": "13. Redis Cluster: work per primary with 1 and 3 primaries, and a fanned-out listing",
 }
 
 
@@ -101,6 +107,7 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
         "redis": lambda: out.update(
             redis=redis_cost.render(redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say))
         ),
+        "cluster": lambda: out.update(cluster=_cluster(the_lab, p)),
         "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
         # Last: their runs are never consumed, so the reaper keeps re-sending them once their
         # dispatch grace passes, which would slow the reaper the recovery phase times.
@@ -120,6 +127,14 @@ def _throughput(the_lab: Lab, p: dict[str, int], out: dict[str, str]) -> None:
     result = throughput.run(the_lab, p["runs"], p["tp_reps"], _say)
     out["throughput"] = throughput.render(result)
     out["scaling"] = throughput.render_scaling(result, os.cpu_count())
+
+
+def _cluster(the_lab: Lab, p: dict[str, int]) -> str:
+    n = p["cluster_list_runs"]
+    mix = Mix(n, n // 10, n // 100)
+    return cluster_cost.render(
+        cluster_cost.run(the_lab, p["cluster_runs"], p["cluster_idle_ms"] / 1000, mix, _say)
+    )
 
 
 def _sigterm(signum: int, frame: FrameType | None) -> None:

@@ -28,6 +28,7 @@ SECTIONS = (
     "## 10. The store at scale",
     "## 11. Streaming",
     "## 12. Payloads at rest",
+    "## 13. Redis Cluster",
 )
 RATIO_LINES = (
     "durable / plain throughput:",
@@ -46,6 +47,8 @@ RATIO_LINES = (
     "hot-loop PINGs",
     "| emit to a blocked reader, median |",
     "offloaded / as is Redis memory",
+    "busiest primary's share of the commands with 3 primaries",
+    "fanned-out / single-store `runs` wall",
 )
 
 

@@ -200,7 +200,7 @@ def events(store: RedisStore, run_id: str, kind: str | None = None) -> list[RunE
 
 
 def open_gate(r: redis.Redis, run_id: str, attempt: int | None = None) -> None:
-    r.rpush(f"gate:{run_id}" if attempt is None else f"gate:{run_id}:{attempt}", b"open")
+    r.rpush(graphs.gate_key(run_id, attempt), b"open")
 
 
 def assert_consistent(r: redis.Redis, run_id: str) -> None:

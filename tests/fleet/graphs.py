@@ -8,8 +8,8 @@ own process, or fail.
 ``shutdown_redis`` names a step that, on the first attempt, shuts the Redis server down
 just before it returns, so the checkpoint save that follows is what finds Redis gone.
 
-Gates: a gated step records its execution, then waits until the list ``gate:<run_id>``
-or ``gate:<run_id>:<attempt>`` gets an item (a test opens attempt 2's gate up front to
+Gates: a gated step records its execution, then waits until the list ``gate:{<run_id>}``
+or ``gate:{<run_id>}:<attempt>`` gets an item (a test opens attempt 2's gate up front to
 let only the resumed attempt through), or until the file ``file_gate`` exists (for
 tests that take Redis down while the step waits).
 """
@@ -75,8 +75,15 @@ def exec_key(run_id: str) -> str:
     return f"exec:{run_id}"
 
 
+def gate_key(run_id: str, attempt: int | None = None) -> str:
+    """The gate of every attempt of the run, or of one attempt. Its hash tag is the run id, so the
+    two gates a step waits on with one BLPOP lie in one slot when the records are on a Redis Cluster
+    (tests/cluster/test_cluster_crash.py)."""
+    return f"gate:{{{run_id}}}" if attempt is None else f"gate:{{{run_id}}}:{attempt}"
+
+
 def gate_keys(run_id: str, attempt: int) -> list[str]:
-    return [f"gate:{run_id}", f"gate:{run_id}:{attempt}"]
+    return [gate_key(run_id), gate_key(run_id, attempt)]
 
 
 def record(node: str) -> None:

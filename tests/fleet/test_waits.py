@@ -15,7 +15,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.model import Status
 from reflexr_graph.store import fanout, keys
-from tests.fleet.conftest import Fleet, assert_consistent, count, events
+from tests.fleet.conftest import Fleet, assert_consistent, count, events, open_gate
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -77,7 +77,7 @@ def test_a_signal_that_arrives_first_means_no_suspension(
     wait_for(lambda: count(redis_client, blocker, "s1") == 1, 30, "the blocker to hold the slot")
     run_id = client.enqueue("approve", {"ticket": "t-8"})
     assert client.signal(run_id, "approval", {"approved": False, "by": "bo"}) is False
-    redis_client.rpush(f"gate:{blocker}", b"open")
+    open_gate(redis_client, blocker)
     done = client.wait(run_id, timeout=60)
     assert done.output == "summary of t-8: rejected by bo"
     assert count(redis_client, run_id, "review") == 1

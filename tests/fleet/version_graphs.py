@@ -23,16 +23,18 @@ class Owned(Tally):
     owner: str
 
 
-def _versioned(tag: str, *, extra_step: bool, state_type: type[Tally] = Tally) -> GraphAction:
+def _versioned(
+    tag: str, *, extra_step: bool, state_type: type[Tally] = Tally, second: str = "s2"
+) -> GraphAction:
     g = GraphBuilder(name=NAME, state_type=state_type, input_type=Knobs, output_type=dict[str, object])
 
     @g.step
     async def s1(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
         return await visit(f"s1@{tag}", ctx)
 
-    @g.step
+    @g.step(node_id=second)
     async def s2(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
-        return await visit(f"s2@{tag}", ctx)
+        return await visit(f"{second}@{tag}", ctx)
 
     @g.step
     async def s3(ctx: StepContext[Tally, None, Knobs]) -> dict[str, object]:
@@ -57,3 +59,5 @@ v1 = _versioned("v1", extra_step=False)
 v2 = _versioned("v2", extra_step=True)
 v3 = _versioned("v3", extra_step=False, state_type=Owned)
 """Incompatible with v1's checkpoints: its state type requires ``owner``."""
+v4 = _versioned("v4", extra_step=True, second="s2x")
+"""Incompatible with v2's checkpoints at s2: that step is ``s2x`` now."""

@@ -10,6 +10,7 @@ A running run marked by ``--include-running`` keeps its attempt and moves once i
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Callable
 
@@ -20,7 +21,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests import otel
 from tests.fleet import version_graphs
-from tests.fleet.conftest import Fleet, executions
+from tests.fleet.conftest import Fleet, executions, open_gate
 from tests.surfaces.cli_runner import run_cli
 from tests.waiting import wait_for
 
@@ -121,3 +122,45 @@ def test_held_runs_resume_on_a_compatible_version_and_start_over_on_an_incompati
     assert (info.status, info.version) == (Status.SUCCEEDED, V4)
     assert _ran(r, later) == ["s1@v2", "s2@v2", "s1@v4", "s2x@v4", "s2b@v4", "s3@v4"], "started over"
 
+
+def test_include_running_moves_a_live_run_once_its_attempt_ends_not_mid_step(
+    fleet: Fleet,
+    client_for: Callable[[Fleet], Client],
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two runs in a slow s2 on v1, v2 up: `upgrade --include-running --resume-compatible` says they
+    move once their attempt ends, and cuts neither. The one whose attempt finishes it finishes on v1;
+    the other's attempt ends when its worker stops: no attempt of it starts on v1 again (another v1
+    worker is live), and it resumes on v2 at s2."""
+    r = redis_client
+    old = fleet.start(concurrency=2, REFLEXR_GRAPHS=REFS[V1], **GRACE)
+    client = client_for(fleet)
+    finishing, stopped = (client.enqueue(GRAPH, {"value": n, "gate": "s2@v1"}) for n in range(2))
+    for run_id in (finishing, stopped):
+        wait_for(_entered(r, run_id, "s2@v1"), 30, f"run {run_id} at s2 on v1")
+    fleet.start(REFLEXR_GRAPHS=REFS[V2], **GRACE)
+    wait_for(lambda: _newest(client) == V2, 30, "a live worker of v2, the newest")
+
+    args = ("--from", V1, "--include-running", "--resume-compatible")
+    declined = _cli(fleet, monkeypatch, V2, *args, stdin="n\n")
+    assert f"2 running run(s) would move once their attempt ends, each judged then by a worker of {V2}" in (
+        declined.stderr
+    )
+    done = _cli(fleet, monkeypatch, V2, *args, "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    assert sorted(json.loads(done.stdout)["running"]) == sorted([finishing, stopped])
+    for run_id in (finishing, stopped):
+        assert client.get(run_id).status is Status.RUNNING, "not cut mid-step"
+
+    open_gate(r, finishing)
+    info = client.wait(finishing, timeout=60)
+    assert (info.status, info.output["ran_on"]) == (Status.SUCCEEDED, "v1")  # type: ignore[index]
+    assert _ran(r, finishing) == ["s1@v1", "s2@v1", "s3@v1"], "its attempt went on, on v1"
+
+    fleet.start(REFLEXR_GRAPHS=REFS[V1], **GRACE)  # a live v1 worker, which must not take it
+    old.signal(signal.SIGTERM)  # the attempt ends: the soft shutdown (1 s) cuts it short
+    old.wait_exit()
+    info = client.wait(stopped, timeout=60)
+    assert (info.status, info.version) == (Status.SUCCEEDED, V2)
+    assert _ran(r, stopped) == ["s1@v1", "s2@v1", "s2@v2", "s2b@v2", "s3@v2"], "resumed on v2 at s2"

@@ -182,13 +182,6 @@ def read_mark(mark: str) -> tuple[bool, str]:
     return flag == "1", from_version
 
 
-def marked_runs(graph: str, version: str) -> Op[dict[str, str]]:
-    """The runs marked to move to ``version`` of ``graph`` once their attempt ends -> their mark."""
-    shards = yield from layout()
-    found = yield batch([cmd("hgetall", keys.version_moving(graph, version, n)) for n in shards.all])
-    return {text(r): text(m) for marks in found for r, m in marks.items()}
-
-
 def move_runs(
     graph: str, versions: tuple[str, str], run_ids: list[str], code: GraphAction | None
 ) -> Op[list[Move]]:

@@ -9,6 +9,7 @@ A running run marked by ``--include-running`` keeps its attempt and moves once i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from reflexr_graph.client import Client
+from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.model import Status
 from tests import otel
 from tests.fleet import version_graphs
@@ -39,6 +40,11 @@ def _ran(r: redis.Redis, run_id: str) -> list[str]:
     return [e.rsplit(":", 1)[0] for e in executions(r, run_id)]
 
 
+def _calls(r: redis.Redis, run_id: str) -> list[str]:
+    """The durable calls of the run's s2 that were made, not read from their record."""
+    return [c.decode() for c in r.lrange(version_graphs.calls_key(run_id), 0, -1)]
+
+
 def _entered(r: redis.Redis, run_id: str, node: str) -> Callable[[], bool]:
     return lambda: node in _ran(r, run_id)
 
@@ -49,6 +55,13 @@ def _held(client: Client, run_id: str, version: str) -> None:
 
 def _newest(client: Client) -> str | None:
     return next((v.version for v in client.versions(GRAPH) if v.workers), None)
+
+
+async def _async_plan(fleet: Fleet) -> tuple[list[str], list[str]]:
+    """What the async client plans for the runs held for v1, judged by v2's GraphAction given."""
+    async with AsyncClient(fleet.settings()) as client:
+        plan = await client.upgrade_plan(GRAPH, V1, resume_compatible=True, code=version_graphs.v2)
+    return sorted(plan.resumed), plan.restarted
 
 
 def _cli(
@@ -83,6 +96,7 @@ def test_held_runs_resume_on_a_compatible_version_and_start_over_on_an_incompati
     for run_id in runs:
         _held(client, run_id, V1)
 
+    assert asyncio.run(_async_plan(fleet)) == (sorted(runs), [])
     declined = _cli(fleet, monkeypatch, V2, "--from", V1, "--resume-compatible", stdin="n\n")
     assert declined.returncode == 1
     assert f"2 run(s) held for version {V1} would move to {V2}: 2 would resume, 0 would start over" in (
@@ -103,6 +117,7 @@ def test_held_runs_resume_on_a_compatible_version_and_start_over_on_an_incompati
         # s1 finished on v1 (its checkpoint holds it); s2 was cut short there, and runs on v2.
         assert _ran(r, run_id) == ["s1@v1", "s2@v1", "s2@v2", "s2b@v2", "s3@v2"], "resumed at s2"
         assert info.output == {"ran_on": "v2", "steps": ["s1@v1", "s2@v2", "s2b@v2", "s3@v2"]}
+        assert _calls(r, run_id) == ["s2@v1"], "s2's durable call, made on v1, was found on v2"
 
     fleet.start(REFLEXR_GRAPHS=REFS[V4], **GRACE)
     wait_for(lambda: _newest(client) == V4, 30, "a live worker of v4, the newest")
@@ -121,6 +136,7 @@ def test_held_runs_resume_on_a_compatible_version_and_start_over_on_an_incompati
     info = client.wait(later, timeout=60)
     assert (info.status, info.version) == (Status.SUCCEEDED, V4)
     assert _ran(r, later) == ["s1@v2", "s2@v2", "s1@v4", "s2x@v4", "s2b@v4", "s3@v4"], "started over"
+    assert _calls(r, later) == ["s2@v2", "s2x@v4"]
 
 
 def test_include_running_moves_a_live_run_once_its_attempt_ends_not_mid_step(
@@ -164,3 +180,4 @@ def test_include_running_moves_a_live_run_once_its_attempt_ends_not_mid_step(
     info = client.wait(stopped, timeout=60)
     assert (info.status, info.version) == (Status.SUCCEEDED, V2)
     assert _ran(r, stopped) == ["s1@v1", "s2@v1", "s2@v2", "s2b@v2", "s3@v2"], "resumed on v2 at s2"
+    assert _calls(r, stopped) == ["s2@v1"], "with the record of its durable call"

@@ -4,17 +4,29 @@ with ``REFLEXR_GRAPHS=tests.fleet.version_graphs:v1`` (or ``:v2``).
 v2 has one more step than v1, so its fingerprint (its version) differs. Each step records its
 execution as ``<node>@<version>:<attempt>`` (tests.fleet.graphs.record), so a test counts what
 ran where, across processes; ``Knobs.gate`` names the step that waits for its gate, as it records
-itself (``s2@v1``).
+itself (``s2@v1``). The second step makes a durable call first (:func:`lookup`), so a test sees
+whether a resumed run found its record.
 """
 
 from __future__ import annotations
 
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction
+from reflexr_graph import GraphAction, current_run, durable_call
+from tests.fleet import graphs
 from tests.fleet.graphs import Knobs, Tally, visit
 
 NAME = "versioned"
+
+
+def calls_key(run_id: str) -> str:
+    """Where ``lookup``, the durable call of the second step, records each time it is made."""
+    return f"calls:{run_id}"
+
+
+def lookup(node: str) -> str:
+    graphs.r().rpush(calls_key(current_run().run_id), node)
+    return node
 
 
 class Owned(Tally):
@@ -34,6 +46,7 @@ def _versioned(
 
     @g.step(node_id=second)
     async def s2(ctx: StepContext[Tally, None, Knobs]) -> Knobs:
+        await durable_call("lookup", lookup, f"{second}@{tag}")  # recorded before the step's gate
         return await visit(f"{second}@{tag}", ctx)
 
     @g.step

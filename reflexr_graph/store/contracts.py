@@ -565,10 +565,11 @@ class UpgradeArgs(Args):
 
     from_version: str
     to_version: str
-    resume_with: str = ""
-    """The run's latest checkpoint written over to ``to_version`` (compat.rebase); '' starts it over."""
+    checkpoint: str = ""
+    """The run's latest checkpoint written over to ``to_version`` (compat.rebase), to resume from
+    (a payload: store/payload_args.py encodes it); '' starts the run over."""
     replaces_seq: str = ""
-    """The seq of the latest checkpoint ``resume_with`` replaces: another one now means 'skip'."""
+    """The seq of the latest checkpoint ``checkpoint`` replaces: another one now means 'skip'."""
     mark: str = ""
     """Only mark the run to move once its attempt ends, with this mark (store/upgrades.py)."""
 

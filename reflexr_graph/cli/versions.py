@@ -180,8 +180,8 @@ RunningOpt = Annotated[
     bool,
     typer.Option(
         "--include-running",
-        help="Move the version's live runs too: queued and retrying ones now, running ones once "
-        "their attempt ends (never cut mid-step).",
+        help="Move the version's live runs too: queued, retrying and waiting ones now, running "
+        "ones once their attempt ends (never cut mid-step).",
     ),
 ]
 
@@ -224,7 +224,7 @@ def upgrade(
 
 
 def _say_plan(plan: UpgradePlan, include_running: bool) -> None:
-    which = "held, queued or retrying" if include_running else "held"
+    which = "held, queued, retrying or waiting" if include_running else "held"
     render.err.print(
         f"{len(plan.run_ids)} run(s) {which} for version {plan.from_version} would move to "
         f"{plan.to_version}: {len(plan.resumed)} would resume, {len(plan.restarted)} would start over",

@@ -168,7 +168,7 @@ class Client(ClientBase):
         it, with the records of the work finished since it; ``code`` is the new version's
         GraphAction, by default the graph as this process's REFLEXR_GRAPHS defines it.
 
-        With ``include_running``, the version's live runs move too: queued and retrying ones now,
+        With ``include_running``, the version's live runs move too: queued, retrying and waiting ones now,
         running ones once their attempt ends (``running`` lists them; a worker of the new version
         moves each, judging its checkpoint then), never cut mid-step."""
         op = self._core.upgrade(

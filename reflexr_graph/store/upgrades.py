@@ -1,7 +1,7 @@
 """Upgrades (G9): move the runs of a graph version to the newest version a live worker serves.
 
 A run held for its version (no live worker serves it) moves at once; with ``include_running``, a
-live run of the version moves too: a queued or retrying one at once, a running one once its
+live run of the version moves too: a queued, retrying or waiting one at once, a running one once its
 attempt ends (upgrade.lua marks it; claim.lua refuses its next attempt on any other version, and
 a worker of the new version moves it at its beat, fleet/versions.py). Without ``code`` (the new
 version's GraphAction) every run starts over from its first step, the seed's rule for a changed
@@ -31,8 +31,9 @@ from reflexr_graph.store.versions import held_runs, served_versions
 
 NO_RESUME = "--resume-compatible not given: it starts over from its first step"
 NO_CHECKPOINT = "no checkpoint yet: it starts from its first step either way"
-ENDED = (Status.QUEUED, Status.RETRYING)
-"""Live runs with no attempt running: they move at once, as held ones do."""
+ENDED = (Status.QUEUED, Status.RETRYING, Status.WAITING)
+"""Live runs with no attempt running: they move at once, as held ones do (one waiting for a signal
+or a timer goes on waiting, on the new version, if it resumes)."""
 LIVE_SCAN = 10_000
 """At most this many live runs of each status are looked at."""
 
@@ -54,8 +55,8 @@ class UpgradePlan(BaseModel):
     from_version: str
     to_version: str
     run_ids: list[str]
-    """Held for ``from_version`` (and with ``include_running`` its queued and retrying runs), which
-    move at once: planned, or moved (done)."""
+    """Held for ``from_version`` (and with ``include_running`` its queued, retrying and waiting
+    runs), which move at once: planned, or moved (done)."""
     moves: list[Move] = []
     """What each of ``run_ids`` does on the new version."""
     running: list[str] = []

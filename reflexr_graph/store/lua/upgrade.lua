@@ -14,7 +14,8 @@
 -- ARGV[6] the latest checkpoint as the new version's ('' starts the run over)
 -- ARGV[7] the seq of the checkpoint ARGV[6] replaces (another latest one: 'skip', judge again)
 -- ARGV[8] '1': only mark the run (upgrade_to; claim.lua refuses its next attempt on any other
---   version), with ARGV[9] as its mark in KEYS[20]
+--   version), with ARGV[9] as its mark in KEYS[20]. A marked run waiting for a signal or a timer
+--   moves like a queued one, and if it resumes it goes on waiting.
 -- Returns 'upgraded' | 'resumed' | 'marked' | 'running' (its attempt goes on: it stays held or
 --   marked) | 'skip' (not of that version, finished, neither held nor marked, or its checkpoint
 --   changed) | 'gone'
@@ -41,14 +42,24 @@ if status == 'running' then
 end
 local ended = status == 'queued' or status == 'retrying'
 local waits = status == 'waiting' and field('waiting_for') == 'version:' .. from
+-- Waiting for a signal or a timer: its attempt ended when it suspended.
+local suspended = status == 'waiting' and not waits
 local in_grace = ended and field('held_since') ~= ''
-if not (waits or in_grace or (ended and field('upgrade_to') == to)) then
+if not (waits or in_grace or ((ended or suspended) and field('upgrade_to') == to)) then
   return 'skip'
 end
 if resume_with ~= '' and field('ck_last') ~= ARGV[7] then
   return 'skip'
 end
 redis.call('HDEL', KEYS[20], RUN_ID)
+if suspended and resume_with ~= '' then
+  -- It goes on waiting, on the new version: its signal or timer queues it there.
+  redis.call('HSET', K_CKPT, ARGV[7], resume_with)
+  drop('upgrade_to')
+  put('version', to)
+  emit('run_upgraded', 'from_version', from, 'version', to)
+  return 'resumed'
+end
 if resume_with == '' then
   -- As a replay from the start: the checkpoints and the work recorded since go, numbered from 1 again.
   ckpt_forget_all(K_CKPT, K_MEMO)

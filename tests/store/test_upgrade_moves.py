@@ -83,3 +83,15 @@ class _Code:
 
     name = "demo"
     version = "v2"
+
+
+def test_a_marked_run_that_finished_on_its_version_loses_its_mark(
+    store: RedisStore, redis_client: redis.Redis
+) -> None:
+    """Its attempt finished it on v1: nothing moves, and a replay of it is claimed where it is."""
+    ctx = _on_v1(store, redis_client, "done-1")
+    assert _mark(store, "done-1") == "marked"
+    store.succeed(ctx, "{}")
+    assert store.do(upgrade_run("done-1", "demo", VERSIONS)) == "skip"
+    assert redis_client.hget(keys.run("done-1"), "upgrade_to") is None
+    assert not redis_client.hlen(keys.version_moving("demo", "v2", 0))

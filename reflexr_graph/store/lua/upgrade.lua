@@ -29,7 +29,9 @@ if not exists() then
 end
 local status = field('status')
 if field('version') ~= from or TERMINAL[status] then
+  -- No longer a run to move: its mark goes (so a replay of it is claimed where it is).
   redis.call('HDEL', KEYS[20], RUN_ID)
+  drop('upgrade_to')
   return 'skip'
 end
 if ARGV[8] == '1' then

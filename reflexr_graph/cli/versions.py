@@ -25,6 +25,7 @@ from reflexr_graph.core.compat import judge
 from reflexr_graph.errors import InvalidInputs
 from reflexr_graph.fleet.registry import resolve
 from reflexr_graph.model import Status
+from reflexr_graph.store.upgrades import UpgradePlan
 from reflexr_graph.store.versions import StoredCheckpoint
 
 LIVE = (Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.WAITING)
@@ -167,6 +168,24 @@ def _versions_of(client: Client, graph: str) -> dict[str, Any]:
     return {"graph": graph, "versions": entries, "runs_not_started": dict(by_version.get(None, {}))}
 
 
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume-compatible",
+        help="Resume each run from its checkpoint when the new graph reads it (as check-checkpoints "
+        "judges, with the graph REFLEXR_GRAPHS names here); else it starts over.",
+    ),
+]
+RunningOpt = Annotated[
+    bool,
+    typer.Option(
+        "--include-running",
+        help="Move the version's live runs too: queued, retrying and waiting ones now, running "
+        "ones once their attempt ends (never cut mid-step).",
+    ),
+]
+
+
 @app.command("upgrade")
 def upgrade(
     ctx: typer.Context,
@@ -175,24 +194,58 @@ def upgrade(
         str,
         typer.Option("--from", metavar="VERSION", help="The version whose held runs move (see `versions`)."),
     ],
+    resume_compatible: ResumeOpt = False,
+    include_running: RunningOpt = False,
     yes: YesOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Move the runs held for VERSION of GRAPH (waiting for a worker of it) to the newest version a
-    live worker serves; they start over from their first step."""
+    live worker serves: from their first step, or with --resume-compatible from their checkpoint
+    where the new graph reads it. Says first how many would resume and start over, and why."""
     client = client_of(ctx)
-    plan = client.upgrade_plan(graph, from_version)
+    plan = client.upgrade_plan(
+        graph, from_version, resume_compatible=resume_compatible, include_running=include_running
+    )
     if not as_json:
-        render.err.print(
-            f"{len(plan.run_ids)} run(s) held for version {from_version} would move to {plan.to_version}: "
-            f"0 would resume, {len(plan.run_ids)} would start over (resuming from a checkpoint of "
-            "another version is not supported yet)"
-        )
-    confirm(f"start {len(plan.run_ids)} run(s) over on version {plan.to_version}?", yes or not plan.run_ids)
-    done = client.upgrade(graph, from_version)
+        _say_plan(plan, include_running)
+    moving = len(plan.run_ids) + len(plan.running)
+    confirm(f"move {moving} run(s) to version {plan.to_version}?", yes or not moving)
+    done = client.upgrade(
+        graph, from_version, resume_compatible=resume_compatible, include_running=include_running
+    )
     if as_json:
-        render.print_json({**done.model_dump(), "restarted": len(done.run_ids), "resumed": 0})
-    else:
-        render.out.print(
-            f"moved {len(done.run_ids)} run(s) to version {done.to_version}, from their first step"
+        render.print_json(_plan_json(done))
+        return
+    render.out.print(
+        f"moved {len(done.run_ids)} run(s) to version {done.to_version}: {len(done.resumed)} resumed "
+        f"from their checkpoint, {len(done.restarted)} started over from their first step"
+        + (f"; {len(done.running)} running run(s) move once their attempt ends" if include_running else "")
+    )
+
+
+def _say_plan(plan: UpgradePlan, include_running: bool) -> None:
+    which = "held, queued, retrying or waiting" if include_running else "held"
+    render.err.print(
+        f"{len(plan.run_ids)} run(s) {which} for version {plan.from_version} would move to "
+        f"{plan.to_version}: {len(plan.resumed)} would resume, {len(plan.restarted)} would start over",
+        markup=False,
+    )
+    for resumes, reason, runs in plan.reasons():
+        render.err.print(f"  {runs} would {'resume' if resumes else 'start over'}: {reason}", markup=False)
+    if include_running:
+        render.err.print(
+            f"{len(plan.running)} running run(s) would move once their attempt ends, each judged then "
+            f"by a worker of {plan.to_version}",
+            markup=False,
         )
+
+
+def _plan_json(plan: UpgradePlan) -> dict[str, Any]:
+    reasons = [{"resumes": r, "reason": why, "runs": n} for r, why, n in plan.reasons()]
+    return {
+        **plan.model_dump(),
+        "resumed": len(plan.resumed),
+        "restarted": len(plan.restarted),
+        "marked": len(plan.running),
+        "reasons": reasons,
+    }

@@ -54,7 +54,8 @@ from reflexr_graph.store.reads import (
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
-from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
+from reflexr_graph.store.upgrades import UpgradePlan
+from reflexr_graph.store.versions import ServedVersion, served_versions
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -110,13 +111,37 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.publish`."""
         return await self._do(self._core.publish(actions))
 
-    async def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
+    async def upgrade_plan(
+        self,
+        graph: str,
+        from_version: str,
+        *,
+        resume_compatible: bool = False,
+        include_running: bool = False,
+        code: GraphAction | None = None,
+    ) -> UpgradePlan:
         """See :meth:`Client.upgrade_plan`."""
-        return await self._do(upgrade_plan(graph, from_version))
+        op = self._core.upgrade(
+            graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
+            code=code, dry_run=True,
+        )  # fmt: skip
+        return await self._do(op)
 
-    async def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+    async def upgrade(
+        self,
+        graph: str,
+        from_version: str,
+        *,
+        resume_compatible: bool = False,
+        include_running: bool = False,
+        code: GraphAction | None = None,
+    ) -> UpgradePlan:
         """See :meth:`Client.upgrade`."""
-        return await self._do(upgrade(graph, from_version))
+        op = self._core.upgrade(
+            graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
+            code=code,
+        )  # fmt: skip
+        return await self._do(op)
 
     async def versions(self, graph: str) -> list[ServedVersion]:
         """See :meth:`Client.versions`."""

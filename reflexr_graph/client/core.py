@@ -41,6 +41,7 @@ from reflexr_graph.store.interventions import replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
+from reflexr_graph.store.upgrades import UpgradePlan, upgrade, upgrade_plan
 from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
@@ -246,6 +247,35 @@ class ClientCore:
         for name in written:
             self._schemas.pop(name, None)
         return written
+
+    def upgrade(
+        self,
+        graph: str,
+        from_version: str,
+        *,
+        resume_compatible: bool,
+        include_running: bool,
+        code: GraphAction | None,
+        dry_run: bool = False,
+    ) -> Op[UpgradePlan]:
+        """Plan (``dry_run``) or make an upgrade; with ``resume_compatible``, judged by ``code``, else
+        by the graph as this process's REFLEXR_GRAPHS defines it (the new version's workers' code)."""
+        action = self._new_code(graph, code) if resume_compatible else None
+        step = upgrade_plan if dry_run else upgrade
+        return (yield from step(graph, from_version, code=action, include_running=include_running))
+
+    def _new_code(self, graph: str, code: GraphAction | None) -> GraphAction:
+        if code is not None:
+            return code
+        from reflexr_graph.fleet.registry import build_registry  # imports graph code: only asked here
+
+        found = build_registry(self.settings.graphs).get(graph)
+        if found is None:
+            raise errors.OperationRefused(
+                f"--resume-compatible judges each checkpoint with the new version's code, and "
+                f"REFLEXR_GRAPHS names no graph {graph!r} here: set it as the new version's workers have it"
+            )
+        return found
 
     def runs(
         self,

@@ -55,7 +55,8 @@ from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
-from reflexr_graph.store.versions import ServedVersion, UpgradePlan, served_versions, upgrade, upgrade_plan
+from reflexr_graph.store.upgrades import UpgradePlan
+from reflexr_graph.store.versions import ServedVersion, served_versions
 from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
 
 T = TypeVar("T")
@@ -133,16 +134,48 @@ class Client(ClientBase):
         """
         return self._do(self._core.publish(actions))
 
-    def upgrade_plan(self, graph: str, from_version: str) -> UpgradePlan:
-        """The runs held for ``from_version`` of ``graph`` and the newest served version they would
-        move to; OperationRefused when no newer version is served."""
-        return self._do(upgrade_plan(graph, from_version))
+    def upgrade_plan(
+        self,
+        graph: str,
+        from_version: str,
+        *,
+        resume_compatible: bool = False,
+        include_running: bool = False,
+        code: GraphAction | None = None,
+    ) -> UpgradePlan:
+        """What :meth:`upgrade` would do, changing nothing: the runs that would move, the newest
+        served version they would move to, and whether each would resume or start over, and why.
+        OperationRefused when no newer version is served."""
+        op = self._core.upgrade(
+            graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
+            code=code, dry_run=True,
+        )  # fmt: skip
+        return self._do(op)
 
-    def upgrade(self, graph: str, from_version: str) -> UpgradePlan:
+    def upgrade(
+        self,
+        graph: str,
+        from_version: str,
+        *,
+        resume_compatible: bool = False,
+        include_running: bool = False,
+        code: GraphAction | None = None,
+    ) -> UpgradePlan:
         """Move the runs held for ``from_version`` (waiting for a worker of it) to the newest version a
-        live worker serves. They start over from their first step, the rule for a changed graph;
-        the plan lists the runs moved."""
-        return self._do(upgrade(graph, from_version))
+        live worker serves; the plan lists the runs moved. They start over from their first step,
+        the rule for a changed graph, unless ``resume_compatible``: then a run whose latest
+        checkpoint the new graph reads (``check-checkpoints``' check, core/compat.py) resumes from
+        it, with the records of the work finished since it; ``code`` is the new version's
+        GraphAction, by default the graph as this process's REFLEXR_GRAPHS defines it.
+
+        With ``include_running``, the version's live runs move too: queued, retrying and waiting ones now,
+        running ones once their attempt ends (``running`` lists them; a worker of the new version
+        moves each, judging its checkpoint then), never cut mid-step."""
+        op = self._core.upgrade(
+            graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
+            code=code,
+        )  # fmt: skip
+        return self._do(op)
 
     def versions(self, graph: str) -> list[ServedVersion]:
         """Every published version of ``graph``, newest first, with the live workers that serve it."""

@@ -52,6 +52,10 @@ class CheckpointV1(BaseModel):
     ``inputs_ref == "run"`` says the graph's inputs are not repeated here: they are the run's
     recorded inputs, written once when the run was enqueued. A checkpoint that holds its own
     ``inputs`` (every one written before that field existed) resumes as it always did.
+
+    ``records_fingerprint`` is set only on a checkpoint that ``upgrade --resume-compatible`` moved
+    to another version of the graph: the records of work finished since it (the memo) are keyed
+    by the old version's fingerprint, and the attempt that resumes from it looks them up so.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -65,6 +69,7 @@ class CheckpointV1(BaseModel):
     next: SavedTask | None = None
     finished: bool = False
     output: Any = None
+    records_fingerprint: str | None = None
 
 
 _FORK_STACK: TypeAdapter[list[SavedForkItem]] = TypeAdapter(list[SavedForkItem])
@@ -90,6 +95,9 @@ class Restored:
     node_id: str | None
     node_inputs: Any
     fork_stack: list[ForkStackItem]
+    records_fingerprint: str | None = None
+    """The fingerprint the records since this checkpoint are keyed by, when another version of the
+    graph wrote them (an upgraded run); None: this graph's."""
 
 
 class _Invalid(ReflexrError):
@@ -181,7 +189,10 @@ class CheckpointCodec:
         fork_stack = [
             ForkStackItem(NodeID(i.fork_id), NodeRunID(i.node_run_id), i.thread_index) for i in stack
         ]
-        return Restored(doc.seq, state, inputs, False, None, None, doc.next.node_id, node_inputs, fork_stack)
+        return Restored(
+            doc.seq, state, inputs, False, None, None, doc.next.node_id, node_inputs, fork_stack,
+            doc.records_fingerprint,
+        )  # fmt: skip
 
 
 def _loose_seq(payload: str | bytes) -> int:

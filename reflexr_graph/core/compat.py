@@ -4,7 +4,8 @@ A checkpoint saved by another version of a graph (another fingerprint) still fit
 its next node exists and reads the saved inputs as its input type, its state validates as this
 graph's state type, the graph's inputs as its input type, and every fork on its fork stack is
 still a fork (or the start). Otherwise the run would start over. ``check-checkpoints`` asks this
-before a deploy, as Temporal's replay test asks of histories.
+before a deploy, as Temporal's replay test asks of histories; ``upgrade --resume-compatible`` asks
+it of each run it moves, and :func:`rebase` writes a compatible checkpoint over to the new graph.
 """
 
 from __future__ import annotations
@@ -60,6 +61,20 @@ def judge(action: GraphAction, payload: str | None, run_inputs_json: str | None 
         return Verdict(False, _why(restored, node))
     same = doc.fingerprint == action.fingerprint
     return Verdict(True, "same graph version" if same else f"compatible: resumes at {node!r}")
+
+
+def rebase(action: GraphAction, payload: str) -> str:
+    """The checkpoint ``payload`` (one :func:`judge` let resume) as ``action``'s own: its fingerprint
+    is the new graph's, and ``records_fingerprint`` keeps the one the records since it are keyed by
+    (the records of work finished since the checkpoint stay findable where step, branch and
+    inputs are unchanged)."""
+    doc = CheckpointV1.model_validate_json(payload)
+    keyed_by = doc.records_fingerprint or doc.fingerprint
+    update: dict[str, str | None] = {"fingerprint": action.fingerprint, "records_fingerprint": keyed_by}
+    if keyed_by == action.fingerprint:  # moved back to the version that wrote its records
+        update["records_fingerprint"] = None
+    moved = doc.model_copy(update=update)
+    return moved.model_dump_json()
 
 
 def _parsed(run_inputs_json: str | None) -> Any:

@@ -323,6 +323,7 @@ async def _drive(
         graph_inputs, graph_state = restored.inputs, restored.state
         assert restored.node_id is not None
         stack = prefix_fork_stack(restored.fork_stack, ctx.resume_seq)
+        journal.keyed_by = restored.records_fingerprint  # set on a checkpoint an upgrade moved
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)

@@ -93,6 +93,17 @@ class Journal:
     whose steps emit nothing costs nothing for it."""
     checkpointed: bool = False
     """A checkpoint was saved in this attempt: the records the claim brought are past."""
+    keyed_by: str | None = None
+    """The fingerprint the records the claim brought are keyed by, when another version of the
+    graph wrote them: the run was upgraded to this one from its checkpoint (core/compat.py)."""
+
+    @property
+    def record_fingerprint(self) -> str:
+        """The fingerprint step executions key their records by: the version's that wrote the
+        records since the checkpoint resumed from, until this attempt saves one of its own."""
+        if self.keyed_by is not None and not self.checkpointed:
+            return self.keyed_by
+        return self.fingerprint
 
     def emitter(self) -> Emitter:
         """The attempt's emitter, made on first use."""

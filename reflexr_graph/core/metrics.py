@@ -39,6 +39,11 @@ RUNS_HELD_FOR_VERSION = METER.create_counter(
     "reflexr.runs.held_for_version",
     description="Runs that began to wait for a live worker of their graph version (G9), by version",
 )
+RUNS_UPGRADED = METER.create_counter(
+    "reflexr.runs.upgraded",
+    description="Runs an upgrade moved to a newer graph version (G9), by the version and outcome "
+    "(resumed from their checkpoint, or restarted from their first step)",
+)
 RUNS_SUSPENDED = METER.create_counter(
     "reflexr.runs.suspended",
     description="Times a step suspended its run as waiting, by what it waits for (signal, timer)",

@@ -175,7 +175,7 @@ def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> Step
     inputs_json = journal.inputs_json(node_id, inputs)
     if inputs_json is None:
         inputs_json = _dump(spec.inputs(node_id) or ANY_CODEC, inputs)
-    return StepExecution(journal, node_id, branch, inputs_json, spec.fingerprint)
+    return StepExecution(journal, node_id, branch, inputs_json, journal.record_fingerprint)
 
 
 async def _journaled(

@@ -24,6 +24,7 @@ from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.store.contracts import VersionHold
 from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.upgrades import move_marked
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ VIEW = NewestView()
 def route(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]) -> Delivered:
     """Hand a new run on to the newest version's queue, or hold a pinned run for its version's workers."""
     run_id, graph, version = claim.run_id, claim.graph, claim.version
+    if claim.moving:
+        return _move(app, store, claim, kwargs)
     if not claim.pinned:
         forward(app, run_id, kwargs, graph, version)
         log.info(
@@ -107,6 +110,31 @@ def route(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]
             version,
         )
     return Delivered(Outcome.HELD, run_id, f"version:{version}")
+
+
+def _move(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]) -> Delivered:
+    """A run ``upgrade --include-running`` marked, its attempt over: a worker of the version it moves
+    to moves it (judging its checkpoint with this worker's graph when the upgrade resumes runs) and
+    sends it to that version's queue; any other worker hands its message on there."""
+    run_id, graph, version = claim.run_id, claim.graph, claim.version
+    action = app.reflexr_registry.get(graph)
+    if action is None or action.version != version:
+        forward(app, run_id, kwargs, graph, version)
+        log.info(
+            "run %s moves to version %s of graph %r; forwarded to that version's queue",
+            run_id,
+            version,
+            graph,
+        )
+        return Delivered(Outcome.FORWARDED, run_id, "version")
+    moved = store.do(move_marked(run_id, graph, action))
+    if moved is not None:
+        send_run(app, run_id, graph, version=version)
+        left, move = moved
+        how = "resumes from its checkpoint" if move.resumes else "starts over from its first step"
+        log.info("run %s: its attempt on version %s ended; it moved to this worker's version %s and %s (%s)",
+                 run_id, left, version, how, move.reason)  # fmt: skip
+    return Delivered(Outcome.FORWARDED, run_id, "version")
 
 
 def wake_held(app: FleetApp, store: RedisStore) -> int:

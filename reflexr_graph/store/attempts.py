@@ -248,7 +248,13 @@ class AttemptWrites(StoreBase):
             return Claim(outcome, run_id, token)
         if outcome is ClaimOutcome.VERSION:
             return Claim(
-                outcome, run_id, token, graph=graph, version=found.status, pinned=found.attempt == "pinned"
+                outcome,
+                run_id,
+                token,
+                graph=graph,
+                version=found.status,
+                pinned=found.attempt == "pinned",
+                moving=found.attempt in ("moving", "move"),
             )
         return Claim(
             outcome=outcome,

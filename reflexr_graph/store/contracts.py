@@ -596,10 +596,20 @@ class WakeVersionArgs(Args):
 
 @dataclass(frozen=True)
 class UpgradeArgs(Args):
-    """upgrade.lua, ARGV[4..5]."""
+    """upgrade.lua, ARGV[4..9]."""
 
     from_version: str
     to_version: str
+    checkpoint: str = ""
+    """The run's latest checkpoint written over to ``to_version`` (compat.rebase), to resume from
+    (a payload: store/payload_args.py encodes it); '' starts the run over."""
+    replaces_seq: str = ""
+    """The seq of the latest checkpoint ``checkpoint`` replaces: another one now means 'skip'."""
+    mark: str = ""
+    """Only mark the run to move once its attempt ends, with this mark (store/upgrades.py)."""
+
+    def argv(self) -> list[ScriptArg]:
+        return [*super().argv()[:-1], "1" if self.mark else "", self.mark]
 
 
 @dataclass(frozen=True)

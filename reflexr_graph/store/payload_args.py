@@ -34,6 +34,7 @@ PAYLOAD_ARGV: dict[str, tuple[int, ...]] = {
     "save_checkpoint": _positions(contracts.SaveArgs, ("payload",), 0),
     "succeed": _positions(contracts.SucceedArgs, ("output", "checkpoint"), _PRELUDE_ARGV),
     "signal": _positions(contracts.SignalArgs, ("value",), _PRELUDE_ARGV),
+    "upgrade": _positions(contracts.UpgradeArgs, ("checkpoint",), _PRELUDE_ARGV),
     "record": (2,),  # record.lua: ARGV[3], the record's JSON
 }
 """Script name -> the 0-based positions of its arguments that are payloads."""

@@ -71,6 +71,9 @@ class Claim:
     """With ``ClaimOutcome.VERSION``: the graph version the run is to run on."""
     pinned: bool = False
     """With ``ClaimOutcome.VERSION``: the run started on ``version`` (else it starts on it, the newest)."""
+    moving: bool = False
+    """With ``ClaimOutcome.VERSION``: ``upgrade --include-running`` moves the run to ``version``, and
+    its attempt is over (a worker of ``version`` moves it, store/upgrades.py)."""
 
     @property
     def claimed(self) -> bool:

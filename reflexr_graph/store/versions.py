@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from reflexr_graph import clock, errors
+from reflexr_graph import clock
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.contracts import HoldVersionArgs, UpgradeArgs, VersionHold, WakeVersionArgs
+from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
 from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import LATEST_CHECKPOINT, text
 
@@ -68,52 +68,6 @@ def held_runs(graph: str, version: str) -> Op[list[str]]:
     shards = yield from layout()
     found = yield batch([cmd("smembers", keys.version_held(graph, version, n)) for n in shards.all])
     return sorted(text(r) for members in found for r in members)
-
-
-def upgrade_run(run_id: str, graph: str, from_version: str, to_version: str) -> Op[bool]:
-    """Move a run held for ``from_version`` to ``to_version``, from its first step (upgrade.lua);
-    False when it is no longer held for that version."""
-    now = clock.now_ms()
-    args = UpgradeArgs(from_version, to_version).argv()
-    held = [keys.version_held(graph, from_version, (yield from layout()).of(run_id))]
-    return text((yield from per_run("upgrade", run_id, run_id, now, args, held))) == "upgraded"
-
-
-class UpgradePlan(BaseModel):
-    """What ``upgrade`` moves: the runs held for ``from_version``, to the newest served version."""
-
-    graph: str
-    from_version: str
-    to_version: str
-    run_ids: list[str]
-    """Held for ``from_version`` (planned), or moved (done)."""
-
-
-def upgrade_plan(graph: str, from_version: str) -> Op[UpgradePlan]:
-    """The runs an upgrade would move and where to; OperationRefused when no newer version is served."""
-    live = [v.version for v in (yield from served_versions(graph)) if v.workers]
-    if not live:
-        raise errors.OperationRefused(
-            f"no live worker serves graph {graph!r}: start one of the new version first"
-        )
-    if live[0] == from_version:
-        raise errors.OperationRefused(
-            f"version {from_version} is the newest version of graph {graph!r} a live worker serves: "
-            "there is nothing newer to move its runs to"
-        )
-    runs = yield from held_runs(graph, from_version)
-    return UpgradePlan(graph=graph, from_version=from_version, to_version=live[0], run_ids=runs)
-
-
-def upgrade(graph: str, from_version: str) -> Op[UpgradePlan]:
-    """Move every run held for ``from_version`` to the newest served version, from its first step;
-    the plan's ``run_ids`` are those moved (a run claimed or cancelled meanwhile stays)."""
-    plan = yield from upgrade_plan(graph, from_version)
-    moved = []
-    for run_id in plan.run_ids:
-        if (yield from upgrade_run(run_id, graph, from_version, plan.to_version)):
-            moved.append(run_id)
-    return plan.model_copy(update={"run_ids": moved})
 
 
 class StoredCheckpoint(BaseModel):

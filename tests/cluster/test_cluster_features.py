@@ -15,6 +15,7 @@ from reflexr_graph.store.reads import runs_listing
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import fire_run, list_schedules, put_schedule
 from reflexr_graph.store.streams import stream_page
+from reflexr_graph.store.upgrades import latest_checkpoints, mark_of, upgrade_run
 from reflexr_graph.store.versions import held_runs
 from tests.store.support import fail_once, make_run, start
 
@@ -66,6 +67,26 @@ def test_runs_held_for_a_version_are_kept_per_shard_and_listed_and_woken(
     assert sorted(store.held_for_version("demo", "v1", 100)) == sorted(run_ids)
     assert store.wake_version(run_ids[0], "demo", "v1", due_ms=0)
     assert store.do(held_runs("demo", "v1")) == sorted(run_ids[1:])
+
+
+def test_an_upgrade_marks_and_moves_runs_in_their_shards(
+    store: RedisStore, cluster_client: redis.RedisCluster
+) -> None:
+    """upgrade.lua's sets (held, moving) are in each run's shard, and the checkpoints an upgrade
+    judges are read across slots."""
+    run_ids = [make_run(store, f"moving-{n}") for n in range(4)]
+    assert len({keys.shard_of(r) for r in run_ids}) > 1
+    for run_id in run_ids:
+        cluster_client.hset(keys.run(run_id), "version", "v1")
+    assert [(seq, body) for seq, body, _ in store.do(latest_checkpoints(run_ids))] == [("", None)] * 4
+    mark = mark_of("v1", resume_compatible=False)
+    marked = [store.do(upgrade_run(r, "demo", ("v1", "v2"), mark=mark)) for r in run_ids]
+    assert marked == ["marked"] * 4
+    assert [store.do(upgrade_run(r, "demo", ("v1", "v2"))) for r in run_ids] == ["upgraded"] * 4
+    assert {store.get(r).version for r in run_ids} == {"v2"}
+    assert not any(
+        cluster_client.exists(keys.version_moving("demo", "v2", keys.shard_of(r))) for r in run_ids
+    )
 
 
 def test_a_schedule_lives_in_the_control_slot_and_fires_its_run_in_its_keys_shard(store: RedisStore) -> None:

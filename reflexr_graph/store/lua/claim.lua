@@ -14,13 +14,14 @@
 -- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
 --   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
 --   tags JSON or '', memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
---   or {'idem', key}, or {'version', v, 'pinned'|'newest'}: the run is on version v (pinned), or
---   has not started and goes on the newest, v; v is not this worker's, and nothing changed
+--   or {'idem', key}, or {'version', v, 'pinned'|'newest'|'moving'|'move'}: the run is on version
+--   v (pinned), or has not started and goes on the newest, v, or an upgrade moves it to v (moving;
+--   'move' when v is this worker's); v is not this worker's, and nothing changed
 
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints', 'version', 'held_since', 'tags')
+  'error_type', 'checkpoints', 'version', 'held_since', 'tags', 'upgrade_to')
 
 local function reply(outcome)
   flush()
@@ -98,6 +99,12 @@ end
 -- newest version a live worker serves. The worker holds the first for a worker of its version
 -- (hold_version.lua) and hands the second on to the newest version's queue.
 local mine, pinned = ARGV[8] or '', field('version')
+-- Marked by `upgrade --include-running` (upgrade.lua), its attempt over: no attempt starts on the
+-- version it leaves; a worker of the version it moves to moves it (store/upgrades.py), then sends it.
+local moving_to = field('upgrade_to')
+if mine ~= '' and moving_to ~= '' then
+  return {'version', moving_to, moving_to == mine and 'move' or 'moving'}
+end
 if mine ~= '' and pinned ~= '' and pinned ~= mine then
   return {'version', pinned, 'pinned'}
 end

@@ -1,0 +1,241 @@
+"""Upgrades (G9): move the runs of a graph version to the newest version a live worker serves.
+
+A run held for its version (no live worker serves it) moves at once; with ``include_running``, a
+live run of the version moves too: a queued, retrying or waiting one at once, a running one once its
+attempt ends (upgrade.lua marks it; claim.lua refuses its next attempt on any other version, and
+a worker of the new version moves it at its beat, fleet/versions.py). Without ``code`` (the new
+version's GraphAction) every run starts over from its first step, the seed's rule for a changed
+graph. With it, a run whose latest checkpoint the new graph reads (core/compat.py ``judge``, the
+check ``check-checkpoints`` makes) resumes from it, written over to the new version (``rebase``),
+with the records of the work finished since it; any other starts over.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pydantic import BaseModel
+
+from reflexr_graph import clock, errors
+from reflexr_graph.core import metrics
+from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.compat import judge, rebase
+from reflexr_graph.core.tracing import ATTR_GRAPH
+from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.store import keys
+from reflexr_graph.store.contracts import UpgradeArgs
+from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
+from reflexr_graph.store.reads import runs_listing
+from reflexr_graph.store.records import LATEST_CHECKPOINT, text
+from reflexr_graph.store.versions import held_runs, served_versions
+
+NO_RESUME = "--resume-compatible not given: it starts over from its first step"
+NO_CHECKPOINT = "no checkpoint yet: it starts from its first step either way"
+ENDED = (Status.QUEUED, Status.RETRYING, Status.WAITING)
+"""Live runs with no attempt running: they move at once, as held ones do (one waiting for a signal
+or a timer goes on waiting, on the new version, if it resumes)."""
+LIVE_SCAN = 10_000
+"""At most this many live runs of each status are looked at."""
+
+
+class Move(BaseModel):
+    """What an upgrade does, or would do, with one run."""
+
+    run_id: str
+    resumes: bool
+    """From its latest checkpoint (True), or from its first step."""
+    reason: str
+    """Why, in a few words (core/compat.py; never a state or input value)."""
+
+
+class UpgradePlan(BaseModel):
+    """What ``upgrade`` moves: the runs of ``from_version``, to the newest served version."""
+
+    graph: str
+    from_version: str
+    to_version: str
+    run_ids: list[str]
+    """Held for ``from_version`` (and with ``include_running`` its queued, retrying and waiting
+    runs), which move at once: planned, or moved (done)."""
+    moves: list[Move] = []
+    """What each of ``run_ids`` does on the new version."""
+    running: list[str] = []
+    """With ``include_running``: the runs with an attempt running, which move once it ends
+    (planned, or marked), judged then by a worker of the new version."""
+
+    @property
+    def resumed(self) -> list[str]:
+        return [m.run_id for m in self.moves if m.resumes]
+
+    @property
+    def restarted(self) -> list[str]:
+        return [m.run_id for m in self.moves if not m.resumes]
+
+    def reasons(self) -> list[tuple[bool, str, int]]:
+        """``(resumes, reason, runs)`` for each reason, most runs first."""
+        counted = Counter((m.resumes, m.reason) for m in self.moves)
+        return [(resumes, reason, n) for (resumes, reason), n in counted.most_common()]
+
+
+def _newest(graph: str, from_version: str, code: GraphAction | None) -> Op[str]:
+    live = [v.version for v in (yield from served_versions(graph)) if v.workers]
+    if not live:
+        raise errors.OperationRefused(
+            f"no live worker serves graph {graph!r}: start one of the new version first"
+        )
+    if live[0] == from_version:
+        raise errors.OperationRefused(
+            f"version {from_version} is the newest version of graph {graph!r} a live worker serves: "
+            "there is nothing newer to move its runs to"
+        )
+    if code is not None and (code.name, code.version) != (graph, live[0]):
+        raise errors.OperationRefused(
+            f"--resume-compatible judges checkpoints with the new version's code: the newest version "
+            f"of graph {graph!r} a live worker serves is {live[0]}, and the code here is version "
+            f"{code.version} of graph {code.name!r} (set REFLEXR_GRAPHS to the new version's)"
+        )
+    return live[0]
+
+
+def _live(graph: str, version: str, statuses: tuple[Status, ...]) -> Op[list[RunInfo]]:
+    found = []
+    for status in statuses:
+        found += (yield from runs_listing(status, graph, LIVE_SCAN, scan=None)).runs
+    return [i for i in found if i.version == version]
+
+
+def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str | None]]]:
+    """``(seq, checkpoint JSON, run inputs JSON)`` of each run's latest checkpoint (two round trips);
+    seq '' and None for a run with none yet."""
+    if not run_ids:
+        return []
+    heads = yield batch([cmd("hmget", keys.run(r), LATEST_CHECKPOINT, "inputs") for r in run_ids])
+    seqs = [text(latest or b"") for latest, _ in heads]
+    bodies = yield batch(
+        [cmd("hget", keys.ckpt(r), seq or "-") for r, seq in zip(run_ids, seqs, strict=True)]
+    )
+    return [
+        (seq, None if body is None else text(body), None if inputs is None else text(inputs))
+        for seq, body, (_, inputs) in zip(seqs, bodies, heads, strict=True)
+    ]
+
+
+def _judged(run_ids: list[str], code: GraphAction | None) -> Op[list[tuple[Move, str, str]]]:
+    """Each run's move, with the checkpoint it resumes from as the new version's and the seq of the
+    one that replaces ('' and '' when it starts over)."""
+    if code is None:
+        return [(Move(run_id=r, resumes=False, reason=NO_RESUME), "", "") for r in run_ids]
+    judged = []
+    for run_id, (seq, body, inputs) in zip(run_ids, (yield from latest_checkpoints(run_ids)), strict=True):
+        verdict = judge(code, body, inputs)
+        if body is None or not verdict.resumes:
+            judged.append((Move(run_id=run_id, resumes=False, reason=verdict.reason), "", ""))
+        else:
+            judged.append((Move(run_id=run_id, resumes=True, reason=verdict.reason), rebase(code, body), seq))
+    return judged
+
+
+def upgrade_plan(
+    graph: str, from_version: str, *, code: GraphAction | None = None, include_running: bool = False
+) -> Op[UpgradePlan]:
+    """What an upgrade would move, where to, and whether each run would resume (with ``code``, the
+    new version's GraphAction) or start over; OperationRefused when no newer version is served or
+    ``code`` is not of it."""
+    to = yield from _newest(graph, from_version, code)
+    runs = set((yield from held_runs(graph, from_version)))
+    running: list[str] = []
+    if include_running:
+        runs |= {i.run_id for i in (yield from _live(graph, from_version, ENDED))}
+        running = sorted(i.run_id for i in (yield from _live(graph, from_version, (Status.RUNNING,))))
+    ordered = sorted(runs - set(running))
+    moves = [move for move, _, _ in (yield from _judged(ordered, code))]
+    return UpgradePlan(
+        graph=graph, from_version=from_version, to_version=to, run_ids=ordered, moves=moves, running=running
+    )
+
+
+def upgrade_run(
+    run_id: str,
+    graph: str,
+    versions: tuple[str, str],
+    *,
+    resume_with: str = "",
+    replaces_seq: str = "",
+    mark: str = "",
+) -> Op[str]:
+    """upgrade.lua for one run: 'upgraded' (from its first step), 'resumed', 'marked' (with ``mark``),
+    'running' (its attempt goes on), 'skip' (neither held nor marked, or its checkpoint changed), 'gone'."""
+    from_version, to_version = versions
+    shard = (yield from layout()).of(run_id)
+    args = UpgradeArgs(from_version, to_version, resume_with, replaces_seq, mark).argv()
+    sets = [keys.version_held(graph, from_version, shard), keys.version_moving(graph, to_version, shard)]
+    return text((yield from per_run("upgrade", run_id, run_id, clock.now_ms(), args, sets)))
+
+
+def mark_of(from_version: str, resume_compatible: bool) -> str:
+    """A moving run's mark: whether it resumes if compatible, and the version it leaves."""
+    return f"{int(resume_compatible)}:{from_version}"
+
+
+def read_mark(mark: str) -> tuple[bool, str]:
+    """``(resume_compatible, from_version)`` of a mark :func:`mark_of` wrote."""
+    flag, _, from_version = mark.partition(":")
+    return flag == "1", from_version
+
+
+def move_runs(
+    graph: str, versions: tuple[str, str], run_ids: list[str], code: GraphAction | None
+) -> Op[list[Move]]:
+    """Judge and move each run (one still running, or not held nor marked any more, stays); the
+    moves made."""
+    done = []
+    for move, resume_with, seq in (yield from _judged(run_ids, code)):
+        outcome = yield from upgrade_run(
+            move.run_id, graph, versions, resume_with=resume_with, replaces_seq=seq
+        )
+        if outcome in ("resumed", "upgraded"):
+            done.append(move)
+            attrs = {ATTR_GRAPH: graph, metrics.ATTR_VERSION: versions[1]}
+            metrics.RUNS_UPGRADED.add(1, {**attrs, metrics.ATTR_OUTCOME: _OUTCOMES[outcome]})
+    return done
+
+
+_OUTCOMES = {"resumed": "resumed", "upgraded": "restarted"}
+
+
+def upgrade(
+    graph: str,
+    from_version: str,
+    *,
+    code: GraphAction | None = None,
+    include_running: bool = False,
+) -> Op[UpgradePlan]:
+    """Move the runs of ``from_version`` to the newest served version (see :func:`upgrade_plan`):
+    the plan's ``run_ids`` and ``moves`` are the runs moved (one claimed or cancelled meanwhile
+    stays), its ``running`` those marked to move once their attempt ends."""
+    plan = yield from upgrade_plan(graph, from_version, code=code, include_running=include_running)
+    versions = (from_version, plan.to_version)
+    marked = []
+    if include_running:
+        # Every live run is marked first: one whose attempt began meanwhile moves when it ends.
+        mark = mark_of(from_version, code is not None)
+        for run_id in [*plan.run_ids, *plan.running]:
+            if (yield from upgrade_run(run_id, graph, versions, mark=mark)) == "marked":
+                marked.append(run_id)
+    moves = yield from move_runs(graph, versions, plan.run_ids, code)
+    moved = {m.run_id for m in moves}
+    running = [r for r in marked if r not in moved]
+    return plan.model_copy(update={"run_ids": [m.run_id for m in moves], "moves": moves, "running": running})
+
+
+def move_marked(run_id: str, graph: str, code: GraphAction) -> Op[tuple[str, Move] | None]:
+    """Move a run ``upgrade --include-running`` marked to ``code``'s version, once its attempt is
+    over, judged by ``code`` when the upgrade resumes runs: ``(version it left, the move)``; None
+    when it is not marked any more or did not move (it stays marked, and is looked at again)."""
+    shard = (yield from layout()).of(run_id)
+    mark = yield cmd("hget", keys.version_moving(graph, code.version, shard), run_id)
+    if mark is None:
+        return None
+    resume, from_version = read_mark(text(mark))
+    moves = yield from move_runs(graph, (from_version, code.version), [run_id], code if resume else None)
+    return (from_version, moves[0]) if moves else None

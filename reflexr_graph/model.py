@@ -152,6 +152,11 @@ class RunInfo(BaseModel):
     cancel_requested: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
     """The run's tags (``enqueue(..., tags={...})``), keys sorted; empty for none."""
+    parent_run_id: str | None = None
+    """The run whose step made this one (``run_child``, ``start_child``); None for a run enqueued."""
+    children: list[str] = Field(default_factory=list)
+    """The child runs its steps made, sorted (read with the run by ``Client.get``; a listing's
+    runs leave it empty)."""
 
 
 class CheckpointInfo(BaseModel):

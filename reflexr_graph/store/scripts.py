@@ -45,6 +45,8 @@ PER_RUN: tuple[str, ...] = (
     "upgrade",
     "wait",
     "signal",
+    "wait_children",
+    "child_ended",
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
@@ -66,6 +68,7 @@ STANDALONE: tuple[str, ...] = (
     "reaper_pass",
     "schedule_put",
     "schedule_advance",
+    "child_started",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

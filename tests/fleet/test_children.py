@@ -103,3 +103,21 @@ def test_start_child_then_wait_child(
     done = client.wait(parent, timeout=60)
     assert done.status is Status.SUCCEEDED and done.output == [0], done
 
+
+def test_cancelling_a_parent_cancels_its_children_that_wait_on_a_timer(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    fleet.start(**GRAPHS)
+    client = client_for(fleet)
+    parent = client.enqueue("family", {"children": 2, "nap_s": 600})
+
+    def napping() -> list[str]:
+        kids = list(_children(client, parent))
+        return [k for k in kids if client.get(k).status is Status.WAITING and client.get(k).wake_at]
+
+    napper = wait_for(napping, 60, "a child to wait on its timer")[0]
+    wait_for(lambda: client.get(parent).status is Status.WAITING, 30, "the parent to wait")
+    assert client.cancel(parent).status is Status.CANCELLED
+    assert client.get(napper).status is Status.CANCELLED
+    assert all(client.get(k).status is not Status.WAITING for k in _children(client, parent))
+    assert_consistent(redis_client, napper)

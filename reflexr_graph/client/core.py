@@ -37,7 +37,7 @@ from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
-from reflexr_graph.store.interventions import replay_run
+from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
@@ -284,6 +284,9 @@ class ClientCore:
             saved = yield from saved_checkpoint(run_id, from_seq)
             entry, _workers = yield from self.published(saved.graph)
             time_travel.check_current(run_id, saved, entry)
+        # A parent's failed children go again first; its succeeded ones are reused as they are.
+        for child in (yield from replay_children(run_id)):
+            yield Publish(child.run_id, child.graph, child.priority)
         info = yield from replay_run(run_id, from_start, from_seq)
         yield Publish(run_id, info.graph, info.priority)
         return info

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from reflexr_graph import clock, errors
-from reflexr_graph.model import RunInfo
+from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
-from reflexr_graph.store.children import children_of
+from reflexr_graph.store.children import CHILD_FIELD, children_of, tell_parent
 from reflexr_graph.store.contracts import CancelArgs, ReplayArgs
 from reflexr_graph.store.history import missing_checkpoint
-from reflexr_graph.store.ops import Op, per_run, snapshot
+from reflexr_graph.store.ops import Op, cmd, per_run, snapshot
 from reflexr_graph.store.records import pairs_to_map, text
 
 
@@ -60,6 +61,27 @@ def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op
         assert from_seq is not None
         raise (yield from missing_checkpoint(run_id, from_seq))
     return snapshot(run_id, reply, "only dead or cancelled runs replay")
+
+
+def replay_children(run_id: str) -> Op[list[RunInfo]]:
+    """Before a parent's replay: replay each of its children that ended dead or cancelled (and
+    theirs), so the replayed parent's step waits for them again; those that succeeded are reused.
+    Returns the children queued again, whose messages the caller sends."""
+    replayed: list[RunInfo] = []
+    status, children = (text(v) for v in (yield cmd("hmget", keys.run(run_id), "status", "children")))
+    if not children or status not in (Status.DEAD, Status.CANCELLED):
+        return replayed  # no children, or a run its replay refuses (which then changes nothing)
+    for child, outcome in (yield from children_of(run_id)).items():
+        if outcome is None or outcome.status is Status.SUCCEEDED:
+            continue
+        # Pending again in the parent first: the replayed child's end then tells it (child_ended.lua).
+        yield cmd("hset", keys.mailbox(run_id), f"{CHILD_FIELD}{child}", "")
+        replayed.extend((yield from replay_children(child)))
+        try:
+            replayed.append((yield from replay_run(child, False)))
+        except (errors.OperationRefused, errors.RunNotFound):
+            yield from tell_parent(child)  # it was replayed already, or is gone: tell the parent as it is
+    return replayed
 
 
 def purge_run(run_id: str) -> Op[bool]:

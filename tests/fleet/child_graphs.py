@@ -22,7 +22,8 @@ class Kid(BaseModel):
     label: str = ""
     """Set on the one child that parks in its second step: its run id and pid go to ``pid:<label>``."""
     nap_s: float = 0.0
-    fail: bool = False
+    fail_key: str = ""
+    """The child fails for good while this Redis key exists."""
 
 
 class Family(BaseModel):
@@ -31,7 +32,8 @@ class Family(BaseModel):
     fail_once: bool = False
     """The parent's step fails once, after its children ended."""
     nap_s: float = 0.0
-    fail: bool = False
+    fail_key: str = ""
+    """Given to the third child."""
     tags: dict[str, str] = {}
 
 
@@ -48,7 +50,7 @@ def _kid() -> GraphAction:
     async def second(ctx: StepContext[None, None, Kid]) -> int:
         record("second")
         kid = ctx.inputs
-        if kid.fail:
+        if kid.fail_key and r().exists(kid.fail_key):
             raise RunFailure("this child fails for good", reason="kid_failed", permanent=True)
         if kid.label and current_run().attempt == 1:
             r().set(f"pid:{kid.label}", f"{current_run().run_id} {os.getpid()}")
@@ -75,7 +77,10 @@ def _family() -> GraphAction:
         f = ctx.inputs
         kids = [
             Kid(
-                n=i, label=f.label if i == 1 else "", nap_s=f.nap_s if i == 0 else 0.0, fail=f.fail and i == 2
+                n=i,
+                label=f.label if i == 1 else "",
+                nap_s=f.nap_s if i == 0 else 0.0,
+                fail_key=f.fail_key if i == 2 else "",
             )
             for i in range(f.children)
         ]

@@ -78,12 +78,14 @@ def test_a_step_that_fails_after_its_children_reuses_them_and_they_inherit_tags(
         assert client.get(kid).tags == {"role": "kid", "tenant": "acme"}
 
 
-def test_a_dead_child_fails_the_parents_step_with_child_failed(
+def test_a_dead_child_fails_the_parents_step_with_child_failed_and_a_replay_reuses_the_others(
     fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
 ) -> None:
     fleet.start(**GRAPHS)
     client = client_for(fleet)
-    parent = client.enqueue("family", {"children": 3, "fail": True})
+    fail_key = f"fail:{uuid.uuid4().hex}"
+    redis_client.set(fail_key, b"1")
+    parent = client.enqueue("family", {"children": 3, "fail_key": fail_key})
     done = client.wait(parent, timeout=60)
     assert done.status is Status.DEAD, done
     # Each attempt's step raised ChildFailed (a retryable failure), so the retry policy ran out.
@@ -91,6 +93,14 @@ def test_a_dead_child_fails_the_parents_step_with_child_failed(
     dead = [kid for kid in _children(client, parent) if client.get(kid).status is Status.DEAD]
     assert len(dead) == 1 and dead[0] in (done.error or "")
     assert "kid_failed" in (done.error or ""), "the child's reason"
+    # Replaying the dead parent replays its dead child, and reuses the two that succeeded.
+    redis_client.delete(fail_key)
+    client.replay(parent)
+    done = client.wait(parent, timeout=60)
+    assert done.status is Status.SUCCEEDED and done.output == [0, 10, 20], done
+    assert len(client.runs(graph="kid")) == 3
+    for kid in _children(client, parent):
+        assert count(redis_client, kid, "second") == (2 if kid == dead[0] else 1), kid
     assert len(client.runs(graph="kid")) == 3, "the parent's retries made no other child"
 
 

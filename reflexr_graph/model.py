@@ -81,6 +81,10 @@ LIMIT_WAIT_PREFIX = "limit:"
 """``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
 VERSION_WAIT_PREFIX = "version:"
 """``waiting_for`` of a run held for a worker of its graph version: ``version:<v>`` (G9)."""
+CHILD_WAIT_PREFIX = "child:"
+"""``waiting_for`` of a run whose step waits for one child run: ``child:<run id>``."""
+CHILDREN_WAIT_PREFIX = "children:"
+"""``waiting_for`` of a run whose step waits for several child runs: ``children:<how many>``."""
 
 
 class RunInfo(BaseModel):

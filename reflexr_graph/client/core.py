@@ -26,6 +26,8 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.model import (
+    CHILD_WAIT_PREFIX,
+    CHILDREN_WAIT_PREFIX,
     LIMIT_WAIT_PREFIX,
     TERMINAL,
     VERSION_WAIT_PREFIX,
@@ -439,6 +441,8 @@ def _waiting_for(info: RunInfo) -> str:
     if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
         version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
         return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
+    if info.waiting_for and info.waiting_for.startswith((CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX)):
+        return f"it waits for its child runs ({info.waiting_for}), and goes on once they ended"
     if info.waiting_for:
         timeout = f", or its wait times out{wake}" if wake else ""
         return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"

@@ -27,6 +27,7 @@ from reflexr_graph.core.context import current_run
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.core.steps import StepExecution, current_execution
 from reflexr_graph.errors import ChildFailed, NotInRun, RunFailure, Suspended
+from reflexr_graph.model import CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX
 
 GATHER_YIELDS = 3
 """How many times the first waiter gives way before it waits: each call of an ``asyncio.gather``
@@ -172,7 +173,8 @@ async def _join(execution: StepExecution, child: str) -> dict[str, str]:
 
 def _wait(execution: StepExecution, children: list[str]) -> dict[str, str]:
     unique = list(dict.fromkeys(children))
-    waiting_for = f"child:{unique[0]}" if len(unique) == 1 else f"children:{len(unique)}"
+    one = len(unique) == 1
+    waiting_for = f"{CHILD_WAIT_PREFIX}{unique[0]}" if one else f"{CHILDREN_WAIT_PREFIX}{len(unique)}"
     ended = _port(execution).wait_children(execution.journal.ctx, unique, waiting_for)
     if ended is None:
         raise Suspended(signal=waiting_for, wake_at_ms=None)

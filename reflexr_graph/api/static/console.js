@@ -680,7 +680,7 @@ async function schedulesPage(view) {
 // the last hour, runs by status now, durations and queues per graph, waiting runs by reason,
 // dead letters by reason over the hour (overview.js draws the charts).
 const OVERVIEW_MS = 2000;
-const WAIT_COLOURS = { signal: "#ca8a04", timer: "#0891b2", limit: "#7c3aed", worker: "#dc2626", version: "#db2777" };
+const WAIT_COLOURS = { signal: "#ca8a04", timer: "#0891b2", limit: "#7c3aed", worker: "#dc2626", version: "#db2777", children: "#059669" };
 const STATUS_COLOURS = { queued: "#6366f1", running: "#2563eb", retrying: "#ea580c", waiting: "#ca8a04", succeeded: "#16a34a", dead: "#dc2626", cancelled: "#94a3b8" };
 
 const WINDOW_KEY = "reflexr-overview-minutes";

@@ -153,6 +153,8 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.FENCED:
             raise errors.FencedOut(f"run {run.parent} no longer owns its attempt; its child was not made")
+        if outcome is Created.CANCELLED:
+            raise errors.CancelRequested(run.parent)
         if outcome is Created.CONFLICT:
             assert key is not None
             raise errors.IdempotencyConflict(graph=run.graph, idempotency_key=key, run_id=found)

@@ -26,6 +26,7 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
 from reflexr_graph.store.contracts import (
+    CancelArgs,
     ChildEndedArgs,
     ToldParent,
     WaitChildrenArgs,
@@ -69,14 +70,17 @@ def child_key(parent_run_id: str, record: str) -> str:
     return f"child:{parent_run_id}:{digest(record)}"
 
 
-def make_child(ctx: AttemptContext, request: ChildRequest, dispatch_grace_ms: int) -> Op[tuple[str, bool]]:
+def make_child(
+    ctx: AttemptContext, request: ChildRequest, dispatch_grace_ms: int, retention_s: int
+) -> Op[tuple[str, bool]]:
     """Make the child (or find the one its key names) and record it in the parent; its run id,
     and whether it was made now (then its message must be sent).
 
     On one Redis, one script does both, fenced by the parent's token. On a cluster the two are
     in different shards: the child is made first, then the parent's record (``child_started.lua``);
     a crash in between leaves a child that the retried step finds by its key, and records then.
-    FencedOut when the parent attempt no longer owns its run.
+    FencedOut when the parent attempt no longer owns its run; CancelRequested when the parent was
+    asked to cancel (then no child is left running: it is made and cancelled at once on a cluster).
     """
     key = child_key(ctx.run_id, request.record)
     shards = yield from layout()
@@ -106,6 +110,11 @@ def make_child(ctx: AttemptContext, request: ChildRequest, dispatch_grace_ms: in
         )
         if not int(written):
             raise _fenced(ctx, "record of its child")
+        if int(written) == 2:
+            # Cancelled since the child was made: the cascade missed it, so it goes here.
+            cancel = CancelArgs(retention_s, False).argv()
+            yield from per_run("cancel", child_id, child_id, clock.now_ms(), cancel)
+            raise errors.CancelRequested(ctx.run_id)
     return child_id, created
 
 
@@ -167,7 +176,7 @@ class Children(StoreBase):
         self, ctx: AttemptContext, request: ChildRequest, *, dispatch_grace_ms: int
     ) -> tuple[str, bool]:
         """See :func:`make_child`."""
-        return self.do(make_child(ctx, request, dispatch_grace_ms))
+        return self.do(make_child(ctx, request, dispatch_grace_ms, self.run_retention_s))
 
     @translate_errors
     def wait_for_children(

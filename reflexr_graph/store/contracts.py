@@ -91,6 +91,8 @@ class Created(StrEnum):
     """The key changed hands since the caller looked; call again expecting the run named."""
     FENCED = "fenced"
     """The parent attempt that would record the child no longer owns the parent: none is made."""
+    CANCELLED = "cancelled"
+    """The parent was asked to cancel: no child is made, and the parent's attempt ends it."""
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ record written next; a crash between the two leaves nothing a retry of the step 
 
 from __future__ import annotations
 
+import pytest
+
+from reflexr_graph import errors
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.attempts import NewRun, new_run
@@ -38,3 +41,14 @@ def test_a_child_in_another_shard_is_made_then_recorded_and_a_crash_between_is_f
     again = start(store, "parent")
     assert store.wait_for_children(again, [child_id], f"child:{child_id}") is not None
     assert store.child_output(child_id) == "20"
+
+
+def test_a_child_made_as_its_parent_is_asked_to_cancel_is_cancelled_too(store: RedisStore) -> None:
+    make_run(store, "parent")
+    parent = start(store, "parent")
+    assert store.cancel("parent").cancel_requested
+    request = ChildRequest("demo", '{"n": 2}', {}, 3, RECORD)
+    with pytest.raises(errors.CancelRequested):
+        store.make_child(parent, request, dispatch_grace_ms=60_000)
+    [child] = store.get("parent").children
+    assert store.get(child).status is Status.CANCELLED

@@ -104,3 +104,12 @@ def test_cancelling_a_parent_cancels_its_unfinished_children_and_theirs(store: R
     assert store.cancel("parent").status is Status.CANCELLED
     assert store.get(child).status is Status.CANCELLED
     assert store.get(grandchild).status is Status.CANCELLED
+
+
+def test_a_parent_asked_to_cancel_makes_no_child(store: RedisStore, raw: redis.Redis) -> None:
+    make_run(store, "parent")
+    ctx = start(store, "parent")
+    assert store.cancel("parent").cancel_requested  # its step is in flight: cooperative
+    with pytest.raises(errors.CancelRequested):
+        store.make_child(ctx, _request(), dispatch_grace_ms=60_000)
+    assert raw.zcard(keys.all_runs(0)) == 1, "only the parent exists"

@@ -6,9 +6,10 @@
 -- KEYS[1] the parent's run hash  KEYS[2] its memo  KEYS[3] its mailbox
 -- ARGV[1] the parent attempt's token  ARGV[2] the memo field (its record: the child's id as JSON)
 -- ARGV[3] the child's run id
--- Returns 1 written, 0 the token no longer owns the parent (nothing written)
+-- Returns 1 written, 0 the token no longer owns the parent (nothing written), 2 written, but the
+--   parent was asked to cancel meanwhile: the caller cancels the child, and the attempt ends
 
-local held = redis.call('HMGET', KEYS[1], 'token', 'status')
+local held = redis.call('HMGET', KEYS[1], 'token', 'status', 'cancel')
 if held[1] ~= ARGV[1] or held[2] ~= 'running' then
   return 0
 end
@@ -17,5 +18,9 @@ local fresh = redis.call('HSETNX', KEYS[3], 'child:' .. ARGV[3], '')
 redis.call('HSET', KEYS[1], 'memo', '1', 'mbox', '1')
 if fresh == 1 then
   redis.call('HINCRBY', KEYS[1], 'children', 1)
+end
+-- Recorded all the same, so the parent lists the child it made.
+if held[3] then
+  return 2
 end
 return 1

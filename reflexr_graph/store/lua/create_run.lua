@@ -34,14 +34,19 @@
 --   #KEYS - 2] the parent's run hash, memo and mailbox (before the prelude's last two)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner} | {'fenced', ''} (the parent's
---   token no longer owns it: no child is made)
+--   token no longer owns it: no child is made) | {'cancelled', ''} (the parent was asked to
+--   cancel: no child is made, and its attempt ends it)
 
 local parent, parent_token = ARGV[23] or '', ARGV[24] or ''
 local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 4], KEYS[#KEYS - 3], KEYS[#KEYS - 2]
 if parent_token ~= '' then
-  local held = redis.call('HMGET', P_RUN, 'token', 'status')
+  local held = redis.call('HMGET', P_RUN, 'token', 'status', 'cancel')
   if held[1] ~= parent_token or held[2] ~= 'running' then
     return {'fenced', ''}
+  end
+  -- Its children were cancelled with it (store/interventions.py): it makes no new one.
+  if held[3] then
+    return {'cancelled', ''}
   end
 end
 -- The parent's record of its child, as child_started.lua writes it on a cluster: the step's memo

@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.children import run_child, start_child, wait_child
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
 from reflexr_graph.core.emit import emit
@@ -12,6 +13,7 @@ from reflexr_graph.core.waits import sleep, wait_for_signal
 from reflexr_graph.errors import (
     AttemptTimeout,
     CheckpointNotFound,
+    ChildFailed,
     DurabilityWarning,
     GraphDefinitionError,
     IdempotencyConflict,
@@ -51,6 +53,7 @@ __all__ = [
     "CheckpointDetail",
     "CheckpointInfo",
     "CheckpointNotFound",
+    "ChildFailed",
     "Client",
     "CurrentRun",
     "DurabilityWarning",
@@ -78,6 +81,9 @@ __all__ = [
     "current_run",
     "durable_call",
     "emit",
+    "run_child",
     "sleep",
+    "start_child",
+    "wait_child",
     "wait_for_signal",
 ]

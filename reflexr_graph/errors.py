@@ -129,6 +129,25 @@ class AttemptTimeout(RunFailure):
         self.node = node
 
 
+class ChildFailed(RunFailure):
+    """Raised inside a step by ``run_child`` or ``wait_child`` when the child run ended dead or
+    cancelled. ``child_run_id`` is the child, ``status`` how it ended (``dead`` or ``cancelled``)
+    and ``reason`` its reason code. Uncaught, it fails the step's attempt, and the parent's retry
+    policy decides what follows; a retry finds the same child, ended as it was."""
+
+    error_kind = Kind.FAILED
+
+    def __init__(self, *, child_run_id: str, status: str, reason: str | None) -> None:
+        super().__init__(
+            f"child run {child_run_id} ended {status} ({reason or 'no reason given'}); see its run, "
+            "replay it, or handle ChildFailed in the step",
+            reason="child_failed",
+        )
+        self.child_run_id = child_run_id
+        self.status = status
+        self.child_reason = reason
+
+
 class OutputNotSerializable(RunFailure):
     """The graph finished, but its output does not read back through the output type."""
 

@@ -81,6 +81,10 @@ LIMIT_WAIT_PREFIX = "limit:"
 """``waiting_for`` of a run released to wait for a limit: ``limit:<key>`` (signal names hold no ':')."""
 VERSION_WAIT_PREFIX = "version:"
 """``waiting_for`` of a run held for a worker of its graph version: ``version:<v>`` (G9)."""
+CHILD_WAIT_PREFIX = "child:"
+"""``waiting_for`` of a run whose step waits for one child run: ``child:<run id>``."""
+CHILDREN_WAIT_PREFIX = "children:"
+"""``waiting_for`` of a run whose step waits for several child runs: ``children:<how many>``."""
 
 
 class RunInfo(BaseModel):
@@ -152,6 +156,11 @@ class RunInfo(BaseModel):
     cancel_requested: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
     """The run's tags (``enqueue(..., tags={...})``), keys sorted; empty for none."""
+    parent_run_id: str | None = None
+    """The run whose step made this one (``run_child``, ``start_child``); None for a run enqueued."""
+    children: list[str] = Field(default_factory=list)
+    """The child runs its steps made, sorted (read with the run by ``Client.get``; a listing's
+    runs leave it empty)."""
 
 
 class CheckpointInfo(BaseModel):

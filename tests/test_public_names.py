@@ -49,13 +49,25 @@ def test_run_info_fields() -> None:
     # (interruptions), the boundaries not checkpointed, the replays, (issue 9) the work reused, and
     # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
     # for limits and its priority; issue 25 the attempt's number and the attempts that ended waiting,
-    # and a cooperative cancel not reached yet; issue 23 the run's tags; issue 20 the graph
-    # version the run is pinned to.
+    # and a cooperative cancel not reached yet; issue 23 the run's tags, its parent and its
+    # children; issue 20 the graph version the run is pinned to.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
-        "attempt", "suspensions", "cancel_requested", "tags", "version",
+        "attempt", "suspensions", "cancel_requested", "tags", "version", "parent_run_id", "children",
     }  # fmt: skip
+
+
+def test_child_run_names() -> None:
+    """Issue 23: child runs, made and waited for inside a step."""
+    for name in ("run_child", "start_child"):
+        params = inspect.signature(getattr(reflexr_graph, name)).parameters
+        assert list(params) == ["graph", "inputs", "key", "tags"], name
+        assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY for p in ("key", "tags")), name
+    assert list(inspect.signature(reflexr_graph.wait_child).parameters) == ["run_id"]
+    failed = reflexr_graph.ChildFailed(child_run_id="c", status="dead", reason="r")
+    assert (failed.child_run_id, failed.status, failed.child_reason) == ("c", "dead", "r")
+    assert isinstance(failed, RunFailure) and failed.error_kind == "failed"
 
 
 def test_cancel_names() -> None:

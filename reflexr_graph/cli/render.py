@@ -11,7 +11,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, VERSION_WAIT_PREFIX, RunInfo, Status
+from reflexr_graph.model import (
+    CHILD_WAIT_PREFIX,
+    CHILDREN_WAIT_PREFIX,
+    LIMIT_WAIT_PREFIX,
+    VERSION_WAIT_PREFIX,
+    RunInfo,
+    Status,
+)
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store.records import RunEvent
 
@@ -148,6 +155,10 @@ def run_detail(
         rows.insert(2, ("forked from", f"{info.forked_from} at checkpoint #{info.forked_at_seq}"))
     if info.tags:
         rows.insert(2, ("tags", " ".join(f"{k}={v}" for k, v in info.tags.items())))
+    if info.children:
+        rows.insert(2, ("children", "\n".join(info.children)))
+    if info.parent_run_id:
+        rows.insert(2, ("parent", info.parent_run_id))
     if info.status is Status.SUCCEEDED:
         rows.append(("output", _value(info.output)))
     cut: list[str] = []
@@ -185,6 +196,11 @@ def waiting_text(info: RunInfo) -> str:
     if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
         version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
         return f"a worker of graph version {version!r} (none is live; start one, or upgrade the run)"
+    if info.waiting_for and info.waiting_for.startswith(CHILD_WAIT_PREFIX):
+        child = info.waiting_for.removeprefix(CHILD_WAIT_PREFIX)
+        return f"child run {child} to end (reflexr-graph status {child})"
+    if info.waiting_for and info.waiting_for.startswith(CHILDREN_WAIT_PREFIX):
+        return f"{info.waiting_for.removeprefix(CHILDREN_WAIT_PREFIX)} child runs to end (see children)"
     if info.waiting_for:
         return f"signal {info.waiting_for!r} ({until})"
     return f"a timer ({until})"

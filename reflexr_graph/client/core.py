@@ -26,6 +26,8 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.model import (
+    CHILD_WAIT_PREFIX,
+    CHILDREN_WAIT_PREFIX,
     LIMIT_WAIT_PREFIX,
     TERMINAL,
     VERSION_WAIT_PREFIX,
@@ -37,7 +39,7 @@ from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
-from reflexr_graph.store.interventions import replay_run
+from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
@@ -314,6 +316,9 @@ class ClientCore:
             saved = yield from saved_checkpoint(run_id, from_seq)
             entry, _workers = yield from self.published(saved.graph)
             time_travel.check_current(run_id, saved, entry)
+        # A parent's failed children go again first; its succeeded ones are reused as they are.
+        for child in (yield from replay_children(run_id)):
+            yield Publish(child.run_id, child.graph, child.priority)
         info = yield from replay_run(run_id, from_start, from_seq)
         yield Publish(run_id, info.graph, info.priority)
         return info
@@ -466,6 +471,8 @@ def _waiting_for(info: RunInfo) -> str:
     if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
         version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
         return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
+    if info.waiting_for and info.waiting_for.startswith((CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX)):
+        return f"it waits for its child runs ({info.waiting_for}), and goes on once they ended"
     if info.waiting_for:
         timeout = f", or its wait times out{wake}" if wake else ""
         return f"it waits for signal {info.waiting_for!r}, and goes on once the signal is sent{timeout}"

@@ -15,6 +15,8 @@ import json
 import logging
 from typing import Any
 
+from reflexr_graph import schemas
+from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.driver import Finished, run_attempt
@@ -30,9 +32,10 @@ from reflexr_graph.errors import (
 )
 from reflexr_graph.fleet import loops, observe
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.attempt_port import AttemptPort
+from reflexr_graph.fleet.attempt_port import AttemptPort, ChildSender
 from reflexr_graph.fleet.fenced import lease_from_now
 from reflexr_graph.fleet.heartbeat import Heartbeat
+from reflexr_graph.fleet.message import published_max_attempts
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
 from reflexr_graph.fleet.watchdog import Watch
@@ -43,9 +46,30 @@ from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
 
+CHILD_DISPATCH_GRACE_MS = 5_000
+"""When the reaper sends a child run's message if the worker's own send was lost."""
+
 RELEASE_BUDGET_S = 2.0
 """How long a worker that is stopping keeps trying to hand a run back before it gives up
 (the lease then lapses and the reaper recovers the run)."""
+
+
+def _child_sender(app: FleetApp, store: RedisStore) -> ChildSender:
+    """How this worker's attempts make child runs: each takes its graph's attempt budget as a
+    Client's enqueue does (this worker's own when it serves the graph), and its message goes out
+    as a producer's does."""
+    settings = app.reflexr_settings
+
+    def max_attempts(graph: str) -> int:
+        action = app.reflexr_registry.get(graph)
+        if action is not None:
+            return schemas.run_max_attempts(action, settings.max_attempts)
+        return published_max_attempts(store, graph, settings.max_attempts)
+
+    def send(run_id: str, graph: str) -> None:
+        send_run(app, run_id, graph)
+
+    return ChildSender(max_attempts, send, CHILD_DISPATCH_GRACE_MS)
 
 
 def run_claimed(app: FleetApp, store: RedisStore, claim: Claim) -> Delivered:
@@ -99,6 +123,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
         slot_ttl_ms=settings.lease_ttl_ms,
         stream_max_items=settings.stream_max_items,
         hot=hot,
+        children=_child_sender(app, store),
     )
     # The heartbeat keeps renewing while the outcome is written, so a write that waits out a
     # Redis outage still holds the lease when it lands.

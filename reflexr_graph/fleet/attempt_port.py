@@ -17,8 +17,9 @@ from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Notes, WaitResult
-from reflexr_graph.errors import FencedOut, StoreUnavailable
+from reflexr_graph.errors import FencedOut, NotInRun, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.store.children import ChildRequest
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -33,6 +34,17 @@ class Suspension:
 
     signal: str
     wake_at_ms: int | None
+
+
+@dataclass(frozen=True)
+class ChildSender:
+    """What making a child run takes from the worker: its attempt budget and its message."""
+
+    max_attempts: Callable[[str], int]
+    send: Callable[[str, str], None]
+    """Send the Celery message of child run ``run_id`` of ``graph``."""
+    grace_ms: int
+    """When the reaper sends the child's message should ``send``'s be lost."""
 
 
 @dataclass
@@ -55,6 +67,46 @@ class AttemptPort:
     hot: HotPath | None = None
     """The attempt's held connection for its saves and records (store/hot_path.py); the store's
     client when None, and for a write that also gives limit slots back (``returning``)."""
+    children: ChildSender | None = None
+    """How the attempt's child runs get their attempt budget and their message; None: this
+    attempt cannot make child runs."""
+
+    def make_child(
+        self, ctx: AttemptContext, *, graph: str, inputs_json: str, tags: Mapping[str, str], record: str
+    ) -> str:
+        children = self.children
+        if children is None:
+            raise NotInRun("this attempt cannot make child runs: its worker gave it no way to send them")
+        request = ChildRequest(graph, inputs_json, dict(tags), children.max_attempts(graph), record)
+        found: list[tuple[str, bool]] = []
+        self._write(
+            ctx,
+            f"child run of {graph}",
+            lambda: found.append(self.store.make_child(ctx, request, dispatch_grace_ms=children.grace_ms)),
+        )
+        child, created = found[-1]
+        if created:
+            # Should this send be lost, the child's due entry has the reaper send it.
+            children.send(child, graph)
+        return child
+
+    def wait_children(
+        self, ctx: AttemptContext, children: Sequence[str], waiting_for: str
+    ) -> list[str] | None:
+        found: list[list[str] | None] = []
+        self._write(
+            ctx,
+            f"wait for {waiting_for}",
+            lambda: found.append(self.store.wait_for_children(ctx, children, waiting_for)),
+        )
+        ended = found[-1]
+        if ended is None:
+            self.suspension = Suspension(waiting_for, None)
+            self.on_suspend()
+        return ended
+
+    def child_output(self, child_id: str) -> str | None:
+        return self.store.child_output(child_id)
 
     def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
         found: list[int] = []

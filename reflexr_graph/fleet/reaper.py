@@ -319,9 +319,11 @@ class Reaper:
         if not holding:
             return
         self._restarted(found.restart)
-        # A run reaped now is due now: read the due set again then, so it is sent this pass.
+        # A run reaped now is due now, as is a parent its children's end just queued: read the
+        # due set again then, so it is sent this pass.
         recovered = self.reap(found.lapsed)
-        self.dispatch_due(None if recovered else found.due)
+        woken = self.tell_parents(found.ended)
+        self.dispatch_due(None if recovered or woken else found.due)
         # Every tick, a bounded batch: a pass every few minutes fell behind any fleet finishing
         # more than a few runs a second, and the global indexes grew without end.
         pruned = self.store.prune(found=found.prunable)
@@ -418,6 +420,16 @@ class Reaper:
             if info.status is Status.DEAD:
                 observe.run_ended(info.graph, Status.DEAD, info.reason or "abandoned")
         return interrupted
+
+    def tell_parents(self, ended: list[str]) -> int:
+        """Tell the parent of each child run that ended; returns how many parents that queued."""
+        woken = 0
+        for child in ended:
+            woke = self.store.tell_parent(child)
+            if woke is not None:
+                woken += 1
+                log.info("run %s: its children ended; it is queued, and its message is sent next", woke[0])
+        return woken
 
     def dispatch_due(self, due: list[tuple[str, float]] | None = None) -> int:
         """Send the Celery message of every due run whose graph a live worker serves; returns how many.

@@ -21,7 +21,7 @@ from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from reflexr_graph.model import VERSION_WAIT_PREFIX, Status
+from reflexr_graph.model import CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX, VERSION_WAIT_PREFIX, Status
 from reflexr_graph.store import fanout, keys, scripts
 from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import text
@@ -32,9 +32,10 @@ MAX_MINUTES = 60
 SAMPLE = 1000
 """At most this many runs are read for durations, for waiting runs and for the hour's dead letters."""
 LIMIT_PREFIX = "limit:"
-WAIT_REASONS = ("signal", "timer", "limit", "worker", "version")
+WAIT_REASONS = ("signal", "timer", "limit", "worker", "version", "children")
 """Why a run waits: a signal, a durable sleep, a limit's token or slot, a live worker for its graph,
-a live worker of the graph version it is pinned to (``waiting_for = version:<v>``)."""
+a live worker of the graph version it is pinned to (``waiting_for = version:<v>``), its child runs
+(``child:<id>``, ``children:<n>``)."""
 
 
 class GraphDurations(BaseModel):
@@ -65,7 +66,7 @@ class Activity(BaseModel):
         description="Per graph, from the latest SAMPLE succeeded runs of all graphs"
     )
     waiting: dict[str, int] = Field(
-        description="Runs waiting now, by reason (signal, timer, limit, worker, version)"
+        description="Runs waiting now, by reason (signal, timer, limit, worker, version, children)"
     )
 
 
@@ -108,6 +109,8 @@ def _wait_reason(status: str, waiting_for: str, unserved_since: str) -> str | No
         return "limit"
     if waiting_for.startswith(VERSION_WAIT_PREFIX):
         return "version"
+    if waiting_for.startswith((CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX)):
+        return "children"
     return "signal" if waiting_for else "timer"
 
 

@@ -75,6 +75,13 @@ class NewRun:
     """The run's priority (config/dispatch.py: PRIORITIES), kept on its record; None for none."""
     message: QueuedMessage | None = None
     """The run's message, when the broker is the store's Redis; None: the caller sends it."""
+    parent: str = ""
+    """The parent run of a child run (store/children.py), '' for none."""
+    parent_token: str = ""
+    """The parent attempt's token when the same script records the child in the parent (one
+    Redis), '' when it does not."""
+    parent_field: str = ""
+    """The parent's memo field that records the child."""
 
 
 def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "") -> list[ScriptArg]:
@@ -101,6 +108,9 @@ def create_args(run: NewRun, now_ms: int, *, expected: str = "", digest: str = "
         tags=tags_json(run.tags),
         priority=run.priority,
         message=run.message.item if run.message else "",
+        parent=run.parent,
+        parent_token=run.parent_token,
+        parent_field=run.parent_field,
     ).argv()
 
 
@@ -137,8 +147,14 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         if run.message is not None:
             extra.append(run.message.queue_key)
         extra.extend(keys.tag_index(k, v, shards.of(run.run_id)) for k, v in run.tags.items())
+        if run.parent_token:
+            extra.extend([keys.run(run.parent), keys.memo(run.parent), keys.mailbox(run.parent)])
         reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
+        if outcome is Created.FENCED:
+            raise errors.FencedOut(f"run {run.parent} no longer owns its attempt; its child was not made")
+        if outcome is Created.CANCELLED:
+            raise errors.CancelRequested(run.parent)
         if outcome is Created.CONFLICT:
             assert key is not None
             raise errors.IdempotencyConflict(graph=run.graph, idempotency_key=key, run_id=found)

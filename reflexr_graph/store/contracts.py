@@ -13,7 +13,7 @@ standalone script's dataclass holds its whole ARGV.
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from enum import IntEnum, StrEnum
 
 from reflexr_graph.store.ops import ScriptArg
@@ -42,7 +42,7 @@ class Args:
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..22]."""
+    """create_run.lua, ARGV[4..26]."""
 
     graph: str
     inputs: str
@@ -71,6 +71,13 @@ class CreateArgs(Args):
     message: str = ""
     """The run's Celery message as kombu's Redis transport queues it, '' for none: the script
     pushes it onto the broker list it is given, only when it creates the run."""
+    parent: str = ""
+    """The parent run of a child run (core/children.py), '' for none."""
+    parent_token: str = ""
+    """The parent attempt's token when the parent records the child in the same script (one
+    Redis), '' otherwise (then ``child_started.lua`` records it next)."""
+    parent_field: str = ""
+    """The parent's memo field for the child (its record is the child's id as JSON)."""
 
 
 class Created(StrEnum):
@@ -82,6 +89,10 @@ class Created(StrEnum):
     """The idempotency key names a run made from other inputs."""
     RETRY = "retry"
     """The key changed hands since the caller looked; call again expecting the run named."""
+    FENCED = "fenced"
+    """The parent attempt that would record the child no longer owns the parent: none is made."""
+    CANCELLED = "cancelled"
+    """The parent was asked to cancel: no child is made, and the parent's attempt ends it."""
 
 
 @dataclass(frozen=True)
@@ -300,6 +311,50 @@ class Waited(StrEnum):
     """The run is suspended: the detail is its wake time ms, '' for none."""
     CANCELLED = "cancelled"
     """A cancel was asked: the run ended instead of waiting."""
+
+
+@dataclass(frozen=True)
+class WaitChildrenArgs(Args):
+    """wait_children.lua, ARGV[4..6]."""
+
+    token: str
+    waiting_for: str
+    """What the run waits for, as ``RunInfo.waiting_for`` shows it: ``child:<id>`` or ``children:<n>``."""
+    children: str
+    """The children's run ids, apart by spaces."""
+
+
+class WaitedChildren(StrEnum):
+    """wait_children.lua's outcome, the first item of its reply."""
+
+    FENCED = "fenced"
+    ENDED = "ended"
+    """Every child ended: their outcomes follow, in the order asked."""
+    WAITING = "waiting"
+    """The run is suspended until its last child ends."""
+    CANCELLED = "cancelled"
+    """A cancel was asked: the run ended instead of waiting."""
+
+
+@dataclass(frozen=True)
+class ChildEndedArgs(Args):
+    """child_ended.lua, ARGV[4..5]."""
+
+    child: str
+    outcome: str
+    """The child's outcome JSON: ``{"status": ..., "reason": ...}``."""
+
+
+class ToldParent(StrEnum):
+    """child_ended.lua's outcome, the first item of ``{outcome, detail}``."""
+
+    MISSING = "missing"
+    FINISHED = "finished"
+    """The parent ended already: nothing was written."""
+    QUEUED = "queued"
+    """The parent waited for its children, which all ended: it is queued, its message due now."""
+    KEPT = "kept"
+    """The outcome waits in the parent's mailbox for its wait to come (or for others to end)."""
 
 
 @dataclass(frozen=True)
@@ -662,6 +717,8 @@ class TickReply:
     shards: tuple[int, ...] = ()
     """The shards whose lock the reaper holds after the pass (store/recovery.py merges the replies
     of every shard's tick into one)."""
+    ended: list[str] = field(default_factory=list)
+    """Child runs that ended and whose parent is not told yet (store/children.py)."""
 
 
 # -- schedules ----------------------------------------------------------------------------------

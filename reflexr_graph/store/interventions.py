@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from reflexr_graph import clock, errors
-from reflexr_graph.model import RunInfo
+from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.children import CHILD_FIELD, children_of, tell_parent
 from reflexr_graph.store.contracts import CancelArgs, ReplayArgs
 from reflexr_graph.store.history import missing_checkpoint
-from reflexr_graph.store.ops import Op, per_run, snapshot
-from reflexr_graph.store.records import text
+from reflexr_graph.store.ops import Op, cmd, per_run, snapshot
+from reflexr_graph.store.records import pairs_to_map, text
 
 
 def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunInfo]:
@@ -19,10 +21,30 @@ def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunIn
     lets the step in flight finish, and ends the run cancelled at the next boundary. With
     ``now``, a running run is cancelled at once too: its token is cleared, so its attempt is
     fenced out and its heartbeat interrupts the step with ``CancelledError``.
+
+    A parent's unfinished children are cancelled the same way, and theirs in turn (their ends
+    tell it, as any child's end does).
     """
     args = CancelArgs(run_retention_s, now).argv()
     reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), args)
-    return snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
+    info = snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
+    if pairs_to_map(reply[1:]).get("children"):
+        yield from cancel_children(run_id, run_retention_s, now)
+    return info
+
+
+def cancel_children(run_id: str, run_retention_s: int, now: bool = False) -> Op[int]:
+    """Cancel every child of ``run_id`` that has not ended (and their children); how many."""
+    cancelled = 0
+    for child, outcome in (yield from children_of(run_id)).items():
+        if outcome is not None:
+            continue
+        try:
+            yield from cancel_run(child, run_retention_s, now)
+        except (errors.OperationRefused, errors.RunNotFound):
+            continue  # it ended meanwhile, or its record is gone
+        cancelled += 1
+    return cancelled
 
 
 def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
@@ -39,6 +61,27 @@ def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op
         assert from_seq is not None
         raise (yield from missing_checkpoint(run_id, from_seq))
     return snapshot(run_id, reply, "only dead or cancelled runs replay")
+
+
+def replay_children(run_id: str) -> Op[list[RunInfo]]:
+    """Before a parent's replay: replay each of its children that ended dead or cancelled (and
+    theirs), so the replayed parent's step waits for them again; those that succeeded are reused.
+    Returns the children queued again, whose messages the caller sends."""
+    replayed: list[RunInfo] = []
+    status, children = (text(v) for v in (yield cmd("hmget", keys.run(run_id), "status", "children")))
+    if not children or status not in (Status.DEAD, Status.CANCELLED):
+        return replayed  # no children, or a run its replay refuses (which then changes nothing)
+    for child, outcome in (yield from children_of(run_id)).items():
+        if outcome is None or outcome.status is Status.SUCCEEDED:
+            continue
+        # Pending again in the parent first: the replayed child's end then tells it (child_ended.lua).
+        yield cmd("hset", keys.mailbox(run_id), f"{CHILD_FIELD}{child}", "")
+        replayed.extend((yield from replay_children(child)))
+        try:
+            replayed.append((yield from replay_run(child, False)))
+        except (errors.OperationRefused, errors.RunNotFound):
+            yield from tell_parent(child)  # it was replayed already, or is gone: tell the parent as it is
+    return replayed
 
 
 def purge_run(run_id: str) -> Op[bool]:

@@ -281,6 +281,13 @@ def retries(shard: int) -> str:
     return f"{_shard(shard)}:retries"
 
 
+def children_ended(shard: int) -> str:
+    """The child runs of the shard that ended and whose parent is not told yet (score = end ms):
+    every script that ends a child adds it (``_lib.lua: set_status``), and the reaper tells the
+    parent and removes it (store/children.py), a crash in between only telling it twice."""
+    return f"{_shard(shard)}:children:ended"
+
+
 def events_template(shard: int) -> str:
     """A stream holding one marker entry (id 0-1): each new run's event stream in the shard starts as
     a COPY of it (COPY stays in one slot), which is sized to what it holds, where a new stream's
@@ -400,8 +407,8 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
     (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
-    keys (19 on), and last the run's stream: the prelude reads it as ``KEYS[#KEYS]``, so no
-    script's own positions move.
+    keys (19 on), then the shard's :func:`children_ended`, and last the run's stream: the prelude
+    reads them as ``KEYS[#KEYS - 1]`` and ``KEYS[#KEYS]``, so no script's own positions move.
     """
     shard = shards.of(run_id)
     return [
@@ -418,6 +425,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
         memo(run_id),
         mailbox(run_id),
         *extra,
+        children_ended(shard),
         stream(run_id),
     ]
 

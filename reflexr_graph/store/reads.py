@@ -77,7 +77,14 @@ def run_record(run_id: str) -> Op[RunInfo]:
     record = text_map((yield cmd("hgetall", keys.run(run_id))))
     if not record:
         raise not_found(run_id)
-    return run_info(record)
+    info = run_info(record)
+    if record.get("children"):
+        # A parent's children are its mailbox's child:<id> fields (store/children.py); a run
+        # without children reads nothing more.
+        fields = yield cmd("hkeys", keys.mailbox(run_id))
+        found = sorted(name[6:] for name in map(text, fields) if name.startswith("child:"))
+        info = info.model_copy(update={"children": found})
+    return info
 
 
 def last_traceback(run_id: str) -> Op[str | None]:

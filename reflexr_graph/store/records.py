@@ -236,6 +236,7 @@ def run_info(record: Mapping[str, str]) -> RunInfo:
         priority=int(record.get("priority") or 0),
         cancel_requested=bool(record.get("cancel")) and record.get("status") == Status.RUNNING,
         tags=tags_of(record.get("tags", "")),
+        parent_run_id=record.get("parent") or None,
     )
 
 

@@ -52,11 +52,12 @@ def _tick_keys(shard: int) -> list[str]:
         keys.due(shard),
         *(keys.status_set(s, shard) for s in PRUNED),
         keys.reaper_pass(shard),
+        keys.children_ended(shard),
     ]
 
 
 def _tick_reply(reply: list[Any]) -> TickReply:
-    lock, lapsed, due, *finished, restart, next_due, wake = reply
+    lock, lapsed, due, *finished, restart, next_due, wake, ended = reply
     return TickReply(
         lock=Lock(text(lock)),
         lapsed=[text(m) for m in lapsed],
@@ -65,6 +66,7 @@ def _tick_reply(reply: list[Any]) -> TickReply:
         restart=_window(restart),
         next_due=float(next_due[1]) if next_due else None,
         wake=float(wake),
+        ended=[text(m) for m in ended],
     )
 
 
@@ -85,6 +87,7 @@ def _merge_ticks(replies: list[TickReply], shards: list[int]) -> TickReply:
         # The soonest of every shard's: a held shard's next work, or another reaper's lock lapsing.
         wake=min((r.wake for r in replies), default=0.0),
         shards=tuple(shard for shard, _ in held),
+        ended=[m for r in mine for m in r.ended],
     )
 
 
@@ -304,7 +307,9 @@ class Recovery(StoreBase):
 
     @translate_errors
     def reaper_nudges(self) -> redis.client.PubSub:
-        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now."""
+        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
+        shard's note that a child run ended (published on a channel named as its set, by the
+        script that ended the child: ``_lib.lua``), so its parent is told at once."""
         pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-        pubsub.subscribe(keys.REAPER_NUDGE)
+        pubsub.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
         return pubsub

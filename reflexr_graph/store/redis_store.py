@@ -17,6 +17,7 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
+from reflexr_graph.store.children import Children
 from reflexr_graph.store.history import History
 from reflexr_graph.store.interventions import Interventions
 from reflexr_graph.store.limits import Limits
@@ -40,7 +41,17 @@ __all__ = [
 
 
 class RedisStore(
-    AttemptWrites, Waits, Limits, Streams, Recovery, Interventions, Reads, History, Workers, Versions
+    AttemptWrites,
+    Waits,
+    Limits,
+    Streams,
+    Recovery,
+    Interventions,
+    Reads,
+    History,
+    Workers,
+    Versions,
+    Children,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 

@@ -45,6 +45,8 @@ PER_RUN: tuple[str, ...] = (
     "upgrade",
     "wait",
     "signal",
+    "wait_children",
+    "child_ended",
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 
@@ -69,6 +71,7 @@ STANDALONE: tuple[str, ...] = (
     "schedule_put",
     "schedule_advance",
     "activity_counts",
+    "child_started",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

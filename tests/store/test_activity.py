@@ -39,11 +39,13 @@ def test_the_hour_counts_runs_started_succeeded_dead_and_retried_per_minute(
     assert seen.dead == [0, 0, 0, 0, 1]
     assert seen.dead_by_reason == {"step_failed": [0, 0, 0, 0, 1]}
     assert seen.durations["demo"].runs == 1 and seen.durations["demo"].p50_s == 5.0
-    assert seen.waiting == {"signal": 1, "timer": 1, "limit": 0, "worker": 0, "version": 0}
+    assert seen.waiting == {"signal": 1, "timer": 1, "limit": 0, "worker": 0, "version": 0, "children": 0}
 
 
 def test_a_run_held_for_its_graph_version_waits_for_a_version_not_a_signal() -> None:
     assert _wait_reason("waiting", "version:v1", "") == "version"
+    assert _wait_reason("waiting", "child:c1", "") == "children"
+    assert _wait_reason("waiting", "children:3", "") == "children"
     assert _wait_reason("waiting", "limit:conc:k", "") == "limit"
     assert _wait_reason("waiting", "approval", "") == "signal"
     assert _wait_reason("waiting", "", "") == "timer"

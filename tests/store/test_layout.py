@@ -122,6 +122,12 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     ]
     assert re.search(r"local K_RETRIES = KEYS\[12\]", lib), "retrying's unwritten set holds the rollup"
     assert set(keys.STATUS_ORDER) == set(Status), "every status has its set"
-    assert sample[16:] == [memo, mailbox, stream]
-    assert keys.script_keys("r", "k", keys.CLUSTER, ["x"])[16:] == [memo, mailbox, "x", stream]
+    assert sample[16:] == [memo, mailbox, keys.children_ended(shard), stream]
+    assert keys.script_keys("r", "k", keys.CLUSTER, ["x"])[16:] == [
+        memo,
+        mailbox,
+        "x",
+        keys.children_ended(shard),
+        stream,
+    ]
     assert re.search(r"local K_MEMO, K_MAILBOX = KEYS\[17\], KEYS\[18\]", lib)

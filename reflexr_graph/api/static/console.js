@@ -388,6 +388,8 @@ async function runPage(view, runId) {
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       [["succeeded", "dead", "cancelled"].includes(run.status) ? "took" : "age", runDuration(run)], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono run-id", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
+      ...(run.parent_run_id ? [["parent", h("a", { href: `#/run/${run.parent_run_id}`, class: "mono run-id", id: "run-parent" }, run.parent_run_id)]] : []),
+      ...((run.children || []).length ? [["children", h("ul", { id: "run-children", class: "plain" }, ...run.children.map((c) => h("li", {}, h("a", { href: `#/run/${c}`, class: "mono run-id" }, c))))]] : []),
       ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
     const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile
@@ -678,7 +680,7 @@ async function schedulesPage(view) {
 // the last hour, runs by status now, durations and queues per graph, waiting runs by reason,
 // dead letters by reason over the hour (overview.js draws the charts).
 const OVERVIEW_MS = 2000;
-const WAIT_COLOURS = { signal: "#ca8a04", timer: "#0891b2", limit: "#7c3aed", worker: "#dc2626", version: "#db2777" };
+const WAIT_COLOURS = { signal: "#ca8a04", timer: "#0891b2", limit: "#7c3aed", worker: "#dc2626", version: "#db2777", children: "#059669" };
 const STATUS_COLOURS = { queued: "#6366f1", running: "#2563eb", retrying: "#ea580c", waiting: "#ca8a04", succeeded: "#16a34a", dead: "#dc2626", cancelled: "#94a3b8" };
 
 const WINDOW_KEY = "reflexr-overview-minutes";

@@ -14,7 +14,9 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
--- then a script's own keys (KEYS[19] on, see its header), and last, KEYS[#KEYS]:
+-- then a script's own keys (KEYS[19] on, see its header), then KEYS[#KEYS - 1]:
+--          rg:{s<n>}:children:ended  children of the shard that ended, their parents not told yet
+-- and last, KEYS[#KEYS]:
 --          rg:{<run_id>}:stream  what the run's steps emitted (emit.lua writes it)
 --
 -- ARGV[1]  run_id
@@ -38,6 +40,7 @@ local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
 local K_RETRIES = KEYS[12]
 local RETRIES_KEPT_MS = 3600000
 local K_STREAM = KEYS[#KEYS]
+local K_CHILDREN_ENDED = KEYS[#KEYS - 1]
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
@@ -58,7 +61,7 @@ local EVENTS_MAXLEN = 1000
 -- The fields every script reads. Each script names the others its paths read with want(), in
 -- the groups below or one by one: a field read without being asked for costs an HGET of its own,
 -- and every field asked for costs the HMGET (and the script's run time) a little.
-local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
+local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel', 'parent'}
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
@@ -324,6 +327,13 @@ local function set_status(new)
   end
   if not UNLISTED[new] then
     redis.call('ZADD', STATUS_SETS[new], NOW, RUN_ID)
+  end
+  -- A child run that ends, on whichever path, is noted for the reaper to tell its parent (which
+  -- may be in another shard: store/children.py), and the reaper is woken for it now: it listens
+  -- on a channel of the set's own name (channels are not keys: store/recovery.py reaper_nudges).
+  if TERMINAL[new] and not TERMINAL[old] and field('parent') ~= '' then
+    redis.call('ZADD', K_CHILDREN_ENDED, NOW, RUN_ID)
+    redis.call('PUBLISH', K_CHILDREN_ENDED, '')
   end
   put('status', new)
   put('updated_at', NOW)

@@ -27,8 +27,42 @@
 -- ARGV[22] the run's Celery message as kombu's Redis transport queues it, '' for none: when the
 --   broker is this Redis, the client hands it over, so a run is recorded with its message, or
 --   not at all, in one round trip (client/publish.py)
+-- ARGV[23] the parent run of a child run (core/children.py), '' for none: kept as 'parent'
+-- ARGV[24] the parent attempt's token when the parent records the child in this same round trip
+--   (a standalone store; '' on a cluster, where child_started.lua records it next), then
+-- ARGV[25] the parent's memo field for the child (its record: the child's id as JSON), and KEYS[#KEYS - 4..
+--   #KEYS - 2] the parent's run hash, memo and mailbox (before the prelude's last two)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
---   run made from other inputs) | {'retry', current idem owner}
+--   run made from other inputs) | {'retry', current idem owner} | {'fenced', ''} (the parent's
+--   token no longer owns it: no child is made) | {'cancelled', ''} (the parent was asked to
+--   cancel: no child is made, and its attempt ends it)
+
+local parent, parent_token = ARGV[23] or '', ARGV[24] or ''
+local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 4], KEYS[#KEYS - 3], KEYS[#KEYS - 2]
+if parent_token ~= '' then
+  local held = redis.call('HMGET', P_RUN, 'token', 'status', 'cancel')
+  if held[1] ~= parent_token or held[2] ~= 'running' then
+    return {'fenced', ''}
+  end
+  -- Its children were cancelled with it (store/interventions.py): it makes no new one.
+  if held[3] then
+    return {'cancelled', ''}
+  end
+end
+-- The parent's record of its child, as child_started.lua writes it on a cluster: the step's memo
+-- record (a retried step finds the child), and the child's place in the mailbox ('' until it
+-- ends), which lists the parent's children.
+local function record_in_parent(child)
+  if parent_token == '' then
+    return
+  end
+  redis.call('HSET', P_MEMO, ARGV[25], '"' .. child .. '"')
+  local fresh = redis.call('HSETNX', P_MAILBOX, 'child:' .. child, '')
+  redis.call('HSET', P_RUN, 'memo', '1', 'mbox', '1')
+  if fresh == 1 then
+    redis.call('HINCRBY', P_RUN, 'children', 1)
+  end
+end
 
 local key, expected, digest = ARGV[7], ARGV[10], ARGV[12]
 if key ~= '' then
@@ -42,10 +76,12 @@ if key ~= '' then
     if (redis.call('HGET', KEYS[19], 'digest') or '') ~= digest then
       return {'conflict', owner}
     end
+    record_in_parent(owner)
     return {'existing', owner}
   end
 end
 if exists() then
+  record_in_parent(RUN_ID)
   return {'existing', RUN_ID}
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
@@ -53,13 +89,17 @@ init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and I
 if ARGV[21] ~= '' then
   put('priority', ARGV[21])
 end
+if parent ~= '' then
+  put('parent', parent)
+end
+record_in_parent(RUN_ID)
 if ARGV[11] ~= '' then
   put('trace', ARGV[11])
 end
 if ARGV[20] ~= '' then
   -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
   put('tags', ARGV[20])
-  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - 1 do  -- KEYS[#KEYS]: the run's stream (_lib.lua)
+  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - (parent_token ~= '' and 5 or 2) do  -- KEYS[#KEYS - 1..]: the prelude's (_lib.lua)
     redis.call('ZADD', KEYS[i], NOW, RUN_ID)
   end
 end

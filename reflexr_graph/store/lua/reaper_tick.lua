@@ -7,6 +7,7 @@
 -- KEYS[1] rg:reaper:lock  KEYS[2] rg:leases  KEYS[3] rg:due
 -- KEYS[4] rg:status:succeeded  KEYS[5] rg:status:dead  KEYS[6] rg:status:cancelled
 -- KEYS[7] rg:reaper:pass (the last pass's mark)
+-- KEYS[8] rg:children:ended (child runs that ended, their parents not told yet: store/children.py)
 -- ARGV: store/contracts.py TickArgs, in its field order:
 -- ARGV[1] owner id  ARGV[2] lock TTL ms (the least it is kept for)  ARGV[3] now ms
 -- ARGV[4] at most this many of each kind  ARGV[5] run retention s (succeeded, cancelled)
@@ -14,7 +15,7 @@
 -- ARGV[8] how long past its planned wake the lock outlives the holder ms (one tick)
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
---   next due {run id, due score} or {}, wake ms} with
+--   next due {run id, due score} or {}, wake ms, ended children} with
 --   lock 'held' (kept) | 'taken' | 'other' (another reaper holds it; the lists are empty)
 -- The reaper sleeps until 'wake': the first due entry after the due runs returned, the first
 -- lease that could lapse, or now + ARGV[7], whichever comes first. Nothing it must act on can
@@ -36,7 +37,7 @@ else
   if left < 0 then
     left = ttl
   end
-  return {'other', {}, {}, {}, {}, {}, {}, {}, now + left}
+  return {'other', {}, {}, {}, {}, {}, {}, {}, now + left, {}}
 end
 local function older(key, before)
   return redis.call('ZRANGEBYSCORE', key, '-inf', before, 'LIMIT', 0, limit)
@@ -82,4 +83,4 @@ else
 end
 return {lock, lapsed, due,
   older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before), restart,
-  next_due, ms(wake)}
+  next_due, ms(wake), redis.call('ZRANGE', KEYS[8], 0, tonumber(limit) - 1)}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import pydantic_core
+from pydantic import TypeAdapter
 
 from reflexr_graph.core.context import current_run
 from reflexr_graph.core.port import AttemptContext
@@ -126,12 +127,14 @@ async def start_child(
     return child
 
 
-async def wait_child(run_id: str) -> Any:
-    """Wait, holding no worker, until child run ``run_id`` ends; return its output (JSON data).
+async def wait_child(run_id: str, *, output_type: Any = None) -> Any:
+    """Wait, holding no worker, until child run ``run_id`` ends; return its output.
 
-    Call it from inside a step. A child that ended dead or cancelled raises :class:`ChildFailed`.
-    Until it ends, the run is suspended as ``waiting``, and the step runs again once it did.
-    Several waits given way to together (``asyncio.gather``) suspend the run once for all.
+    The output is JSON data, or validated as ``output_type`` when given (a pydantic model, a
+    dataclass, ``list[int]``...). Call it from inside a step. A child that ended dead or
+    cancelled raises :class:`ChildFailed`. Until it ends, the run is suspended as ``waiting``,
+    and the step runs again once it did. Several waits given way to together
+    (``asyncio.gather``) suspend the run once for all.
     """
     execution = _execution(f"wait_child({run_id!r})")
     outcomes = await _join(execution, run_id)
@@ -139,15 +142,22 @@ async def wait_child(run_id: str) -> Any:
     if outcome["status"] != "succeeded":
         raise ChildFailed(child_run_id=run_id, status=outcome["status"], reason=outcome.get("reason"))
     output = _port(execution).child_output(run_id)
-    return None if output is None else json.loads(output)
+    data = None if output is None else json.loads(output)
+    return data if output_type is None else TypeAdapter(output_type).validate_python(data)
 
 
 async def run_child(
     graph: Any, inputs: Any, *, key: str | None = None, tags: Mapping[str, str] | None = None
 ) -> Any:
     """Run a child run of ``graph`` with ``inputs`` and return its output: :func:`start_child`,
-    then :func:`wait_child`. :class:`ChildFailed` when it ends dead or cancelled."""
-    return await wait_child(await start_child(graph, inputs, key=key, tags=tags))
+    then :func:`wait_child`. :class:`ChildFailed` when it ends dead or cancelled.
+
+    Given the child's GraphAction, the output is validated as the graph's output type; given
+    its name, it is JSON data."""
+    child = await start_child(graph, inputs, key=key, tags=tags)
+    adapter = getattr(graph, "output_adapter", None)
+    output = await wait_child(child)
+    return output if adapter is None else adapter.validate_python(output)
 
 
 async def _join(execution: StepExecution, child: str) -> dict[str, str]:

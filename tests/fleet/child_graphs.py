@@ -26,6 +26,12 @@ class Kid(BaseModel):
     """The child fails for good while this Redis key exists."""
 
 
+class Score(BaseModel):
+    """A child's output: a model, so the parent sees it read back as one, not as JSON data."""
+
+    value: int
+
+
 class Family(BaseModel):
     children: int = 3
     label: str = ""
@@ -38,8 +44,8 @@ class Family(BaseModel):
 
 
 def _kid() -> GraphAction:
-    """first (records) -> second (parks on a gate when labelled, naps, or fails) -> n * 10."""
-    g = GraphBuilder(name="kid", input_type=Kid, output_type=int)
+    """first (records) -> second (parks on a gate when labelled, naps, or fails) -> Score(n * 10)."""
+    g = GraphBuilder(name="kid", input_type=Kid, output_type=Score)
 
     @g.step
     async def first(ctx: StepContext[None, None, Kid]) -> Kid:
@@ -47,7 +53,7 @@ def _kid() -> GraphAction:
         return ctx.inputs
 
     @g.step
-    async def second(ctx: StepContext[None, None, Kid]) -> int:
+    async def second(ctx: StepContext[None, None, Kid]) -> Score:
         record("second")
         kid = ctx.inputs
         if kid.fail_key and r().exists(kid.fail_key):
@@ -57,7 +63,7 @@ def _kid() -> GraphAction:
             _wait_redis_gate()
         if kid.nap_s:
             await sleep(kid.nap_s)
-        return kid.n * 10
+        return Score(value=kid.n * 10)
 
     g.add(
         g.edge_from(g.start_node).to(first),
@@ -87,12 +93,12 @@ def _family() -> GraphAction:
         if f.children == 1:
             # start_child and wait_child, apart
             child = await start_child("kid", kids[0], tags=f.tags)
-            outputs = [await wait_child(child)]
+            outputs = [await wait_child(child, output_type=Score)]
         else:
             outputs = await asyncio.gather(*(run_child(kid_graph, kid, tags=f.tags) for kid in kids))
         if f.fail_once and r().incr(f"failed:{current_run().run_id}") == 1:
             raise RunFailure("fails once, after its children ended")
-        return list(outputs)
+        return [score.value for score in outputs]  # each read back as the kid graph's Score
 
     g.add(g.edge_from(g.start_node).to(spawn), g.edge_from(spawn).to(g.end_node))
     return GraphAction(g.build())

@@ -72,6 +72,7 @@ STANDALONE: tuple[str, ...] = (
     "schedule_advance",
     "activity_counts",
     "child_started",
+    "unhold_version",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

@@ -15,12 +15,12 @@ RESETSTAT`` and ``INFO commandstats`` on every primary give the commands it ran 
 included) and ``INFO cpu`` its CPU time (user + sys). The fleet's background is taken out: its
 reaper passes over every shard every 10 s when idle, a burst of a few hundred commands on each
 primary, so each batch starts right after a pass the benchmark nudges, and is tried again if it
-lasted long enough for the next to fall in it, or if a worker's presence beat (every 10 s, a scan of
-every shard) fell in it; between passes the primaries serve a few commands a second (worker
-presence, on the control slot's primary) and spend CPU on their own cron and the cluster bus,
-measured for ``idle_s`` just before the batch and subtracted. The batch ends when the worker's log
-says every run of it succeeded, so the benchmark itself sends the cluster nothing while a batch
-runs.
+lasted long enough for the next to fall in it, or if a worker's presence beat (every 10 s) fell
+in it while it looked in every shard for held runs; between passes the primaries serve a few
+commands a second (worker presence, on the control slot's primary) and spend CPU on their own
+cron and the cluster bus, measured for ``idle_s`` just before the batch and subtracted. The batch
+ends when the worker's log says every run of it succeeded, so the benchmark itself sends the
+cluster nothing while a batch runs.
 
 **Listing.** The same runs (``local_store.fill``: finished, dead and waiting ones) are loaded into
 a standalone Redis and into the 3-primary cluster; ``runs`` (the newest 50) and ``dlq list`` are
@@ -65,8 +65,9 @@ PASS_FREE_S = 8.0
 (reaper.py: IDLE_MAX_S), and a five-step run makes nothing due that would wake it sooner."""
 PRESENCE_SCAN = "cmdstat_srandmember"
 """Only a worker's presence beat (every 10 s, not in step with the reaper's pass) sends this: for
-each graph it serves, it looks in every shard for runs held for its version (fleet/versions.py:
-wake_held). A batch with one in it is tried again."""
+each graph it serves whose version a hold has marked, it looks in every shard for runs held for it
+(fleet/versions.py: wake_held). A batch with one in it is tried again; an idle beat reads the
+control slot only."""
 ATTEMPTS = 4
 QUIET_COMMANDS = 5
 """A reaper pass is over once no primary runs this many commands in ``idle_s`` (the control slot's

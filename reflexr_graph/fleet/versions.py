@@ -138,11 +138,22 @@ def _move(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]
 
 
 def wake_held(app: FleetApp, store: RedisStore) -> int:
-    """Take back the runs held for this worker's versions and send each to its version's queue."""
+    """Take back the runs held for this worker's versions and send each to its version's queue.
+
+    Only the versions marked as having held runs are looked for in the shards; one that none holds
+    any more is struck off, so an idle beat reads one key.
+    """
     woken = 0
     due_ms = int(app.reflexr_settings.lease_ttl_ms)
+    marked = store.held_versions()
     for graph, action in sorted(app.reflexr_registry.items()):
-        for run_id in store.held_for_version(graph, action.version, WAKE_BATCH):
+        generation = marked.get((graph, action.version))
+        if generation is None:
+            continue
+        run_ids = store.held_for_version(graph, action.version, WAKE_BATCH)
+        if not run_ids:
+            store.unhold_version(graph, action.version, generation)
+        for run_id in run_ids:
             if store.wake_version(run_id, graph, action.version, due_ms=due_ms):
                 send_run(app, run_id, graph, version=action.version)
                 woken += 1

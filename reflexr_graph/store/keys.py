@@ -346,6 +346,13 @@ def versions(graph: str) -> str:
     return f"{CONTROL}:versions:{graph}"
 
 
+def held_versions() -> str:
+    """The (graph, version) pairs that may have runs held for them (:func:`version_held` in some
+    shard): zset ``<graph>@<version>`` -> generation, raised by each hold, so a worker's beat reads
+    one key to learn which of its versions to look for, not every shard."""
+    return f"{CONTROL}:held_versions"
+
+
 def version_held(graph: str, version: str, shard: int) -> str:
     """The shard's runs of ``graph`` held waiting for a worker of ``version`` (a set of run ids)."""
     return f"{_shard(shard)}:versions:{graph}:held:{version}"

@@ -72,6 +72,7 @@ STANDALONE: tuple[str, ...] = (
     "schedule_advance",
     "activity_counts",
     "child_started",
+    "unhold_version",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
@@ -158,13 +159,18 @@ class Scripts:
 
         A cluster pipeline refuses a script object's call (redis-py does not load scripts on its
         nodes), so it gets the plain EVALSHA, routed by its keys' slot: :meth:`run_many` loads the
-        scripts and sends them again if a node did not know one.
+        scripts and sends them again if a node did not know one. The call names its node, found
+        from the slot of its first key in the client's slot table: left to find it, redis-py 8.1's
+        cluster pipeline asks a server ``COMMAND GETKEYS`` for each EVALSHA (a command with movable
+        keys), a command more per script, where a single call computes the slot itself. A call
+        that meets MOVED is sent again alone, routed afresh.
         """
         script = self._scripts[name]
         assert isinstance(script, Script)
         encoded = encode_args(self.codec, name, args)
         if isinstance(pipe, redis.cluster.ClusterPipeline):
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *encoded)
+            target = {"target_nodes": pipe.get_node_from_key(keys[0])} if keys else {}
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *encoded, **target)
         else:
             script(keys=keys, args=encoded, client=pipe)
 

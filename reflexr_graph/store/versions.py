@@ -70,6 +70,12 @@ def held_runs(graph: str, version: str) -> Op[list[str]]:
     return sorted(text(r) for members in found for r in members)
 
 
+def held_versions() -> Op[dict[tuple[str, str], int]]:
+    """Each (graph, version) that may have runs held for it -> its generation (one command)."""
+    marked = yield cmd("zrange", keys.held_versions(), 0, -1, withscores=True)
+    return {_unpair(text(member)): int(generation) for member, generation in marked}
+
+
 class StoredCheckpoint(BaseModel):
     """A live or held run's latest checkpoint, as ``export`` writes it and ``check-checkpoints`` reads it."""
 
@@ -127,15 +133,35 @@ class Versions(StoreBase):
         self, run_id: str, graph: str, version: str, *, grace_ms: int, recheck_ms: int
     ) -> VersionHold:
         """Keep a run of a version no live worker serves (hold_version.lua): looked at again within
-        ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry."""
+        ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry.
+
+        A run held is then marked in :func:`keys.held_versions`, apart (it lies in the control slot,
+        not the run's): a crash between the two leaves the message unacknowledged, and its
+        redelivery holds the run, and marks it, again.
+        """
         now = clock.now_ms()
         args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
         held = [keys.version_held(graph, version, self.shards.of(run_id))]
-        return VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
+        hold = VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
+        if hold in (VersionHold.BEGAN, VersionHold.HELD, VersionHold.WAITING):
+            self._r.zincrby(keys.held_versions(), 1, _pair(graph, version))
+        return hold
+
+    @translate_errors
+    def held_versions(self) -> dict[tuple[str, str], int]:
+        """See :func:`held_versions`."""
+        return self.do(held_versions())
+
+    @translate_errors
+    def unhold_version(self, graph: str, version: str, generation: int) -> bool:
+        """Strike (graph, version) off :meth:`held_versions` once no shard holds a run for it,
+        unless a hold marked it since ``generation`` was read (unhold_version.lua)."""
+        pair = _pair(graph, version)
+        return bool(self._scripts("unhold_version", [keys.held_versions()], [pair, generation]))
 
     @translate_errors
     def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
-        """Up to ``limit`` runs held waiting for ``version`` of ``graph``."""
+        """Up to ``limit`` runs held waiting for ``version`` of ``graph`` (a command per shard)."""
         found = [
             r
             for n in self.shards.all
@@ -150,6 +176,16 @@ class Versions(StoreBase):
         args = WakeVersionArgs(version, now + due_ms).argv()
         held = [keys.version_held(graph, version, self.shards.of(run_id))]
         return text(self.do(per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
+
+
+def _pair(graph: str, version: str) -> str:
+    # A graph name holds no '@' (keys.served_version), so the first one splits the pair.
+    return f"{graph}@{version}"
+
+
+def _unpair(member: str) -> tuple[str, str]:
+    graph, _, version = member.partition("@")
+    return graph, version
 
 
 def entry_of(version: str, fingerprint: str, label: str | None, nodes: Sequence[str]) -> VersionEntry:

@@ -76,7 +76,7 @@ def test_a_keyed_runs_id_lands_in_its_keys_shard() -> None:
 
 def test_the_control_slot_holds_graphs_presence_versions_schedules_and_the_quarantine() -> None:
     control = [keys.GRAPHS, keys.WORKERS, keys.worker("w1"), keys.served("demo"), keys.QUARANTINE]
-    control += [keys.served_version("demo", "v1"), keys.versions("demo"), keys.LIMITS]
+    control += [keys.served_version("demo", "v1"), keys.versions("demo"), keys.held_versions(), keys.LIMITS]
     control += [keys.SCHEDULES, keys.SCHEDULE_NEXT, keys.SCHEDULE_LAST]
     assert len({key_slot(k.encode()) for k in [*control, keys.QUARANTINE_COUNTS]}) == 1
 

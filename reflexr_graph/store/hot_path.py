@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -110,27 +111,36 @@ class HotPath:
         self._conn: Any = None
         self._lock = threading.Lock()
         run_id = ctx.run_id
-        scripts = store.scripts
-        fixed = {
+        self._fixed = {
             "run_id": run_id.encode(),
             "token": ctx.token.encode(),
             "events_cap": b"%d" % EVENTS_MAXLEN,
             "history": b"%d" % store.checkpoint_history,
         }
-        self._save = _Call(
+
+    # Each command is packed on its first use: an attempt that saves nothing (a resumed last step,
+    # a one-step graph) or records nothing (most) packs neither its keys nor its head.
+    @cached_property
+    def _save(self) -> _Call:
+        run_id = self._ctx.run_id
+        return _Call(
             "save_checkpoint",
-            scripts.sha("save_checkpoint"),
+            self._store.scripts.sha("save_checkpoint"),
             [keys.run(run_id), keys.ckpt(run_id), keys.events(run_id), keys.memo(run_id)],
             _SAVE_FIELDS,
-            fixed,
+            self._fixed,
         )
+
+    @cached_property
+    def _record(self) -> _Call:
+        run_id = self._ctx.run_id
         # record.lua's ARGV: token, field, value (no contract dataclass: store/attempts.py save_record).
-        self._record = _Call(
+        return _Call(
             "record",
-            scripts.sha("record"),
+            self._store.scripts.sha("record"),
             [keys.run(run_id), keys.memo(run_id)],
             ("token", "field", "value"),
-            fixed,
+            self._fixed,
         )
 
     def __enter__(self) -> HotPath:

@@ -115,6 +115,17 @@ def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall
         try:
             if limit is not None and journal is not None and journal.limiter is not None:
                 return await _limited(journal, node_id, limit, timeout, call, ctx)
+            if timeout is None and (journal is None or not journal.deadlines.attempt_timed):
+                # No deadline can catch the step (the common case): it runs here, without the two
+                # frames of _running and _timed, counted as the attempt's work as _running counts it.
+                limiter = journal.limiter if journal is not None else None
+                if limiter is None:
+                    return await call(ctx)
+                limiter.running += 1
+                try:
+                    return await call(ctx)
+                finally:
+                    limiter.running -= 1
             return await _running(journal, node_id, timeout, call, ctx)
         except Exception as exc:
             tag_node(exc, node_id)

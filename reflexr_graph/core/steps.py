@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from opentelemetry import trace
@@ -186,10 +186,9 @@ async def _journaled(
     journal.in_flight.enter()
     try:
         result_codec = spec.results.get(node_id)
-        run = _flushed(execution, call)
         if execution.branch and result_codec is not None and execution.prefix is not None:
-            return await _branch(spec, execution, result_codec, run, ctx, span)
-        return await run(ctx)
+            return await _branch(spec, execution, result_codec, partial(_flushed, execution, call), ctx, span)
+        return await _flushed(execution, call, ctx)
     finally:
         # A limited step's slots that its record did not carry go back now (core/limits.py); a step
         # that no fork reaches runs alone, and the boundary right after it carries them instead.
@@ -199,27 +198,23 @@ async def _journaled(
         reset_step(token)
 
 
-def _flushed(execution: StepExecution, call: StepCall) -> StepCall:
+async def _flushed(execution: StepExecution, call: StepCall, ctx: Any) -> Any:
     """``call``, then the items it emitted written: before its branch result is recorded and before
     the boundary after it, so a step that a retry will not run again has all its items in the stream."""
-
-    async def run(ctx: Any) -> Any:
-        try:
-            output = await call(ctx)
-        except BaseException:
-            # A failed step's items are written too, before the failure is (which would fence
-            # them out): a reader sees what it emitted, then the restart item of its retry.
-            stream = execution.journal.stream
-            if execution.emitted and stream is not None:
-                with contextlib.suppress(Exception):
-                    await stream.flush()
-            raise
+    try:
+        output = await call(ctx)
+    except BaseException:
+        # A failed step's items are written too, before the failure is (which would fence
+        # them out): a reader sees what it emitted, then the restart item of its retry.
         stream = execution.journal.stream
         if execution.emitted and stream is not None:
-            await stream.flush()
-        return output
-
-    return run
+            with contextlib.suppress(Exception):
+                await stream.flush()
+        raise
+    stream = execution.journal.stream
+    if execution.emitted and stream is not None:
+        await stream.flush()
+    return output
 
 
 async def _branch(

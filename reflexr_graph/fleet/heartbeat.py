@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -215,13 +216,24 @@ class _Beater:
         self._due: dict[Heartbeat, tuple[float, float]] = {}
         """Each watched heartbeat's next renewal time and interval (monotonic seconds)."""
         self._busy: Heartbeat | None = None
+        self._wake_at = math.inf
+        """When the thread wakes next on its own (monotonic; inf: only when told). -inf while it
+        renews: it looks at every due time again before it waits."""
         self._thread = threading.Thread(target=self._run, name="reflexr-heartbeat", daemon=True)
         self._thread.start()
 
-    def watch(self, heartbeat: Heartbeat, interval_s: float) -> None:
+    def watch(self, heartbeat: Heartbeat, interval_s: float) -> bool:
+        """Renew ``heartbeat`` every ``interval_s`` from now on; True when the thread was woken for it."""
+        due = time.monotonic() + interval_s
         with self._cond:
-            self._due[heartbeat] = (time.monotonic() + interval_s, interval_s)
+            self._due[heartbeat] = (due, interval_s)
+            # Waking the thread costs the attempt a thread switch (and the GIL) as it starts: only
+            # when this renewal falls due before the thread would wake anyway. Back-to-back attempts
+            # then wake it once per interval, not once each.
+            if due >= self._wake_at:
+                return False
             self._cond.notify_all()
+            return True
 
     def watched(self) -> list[Heartbeat]:
         with self._cond:
@@ -248,7 +260,9 @@ class _Beater:
             with self._cond:
                 heartbeat, wait_s = self._next()
                 if heartbeat is None or wait_s > 0:
+                    self._wake_at = math.inf if heartbeat is None else time.monotonic() + wait_s
                     self._cond.wait(None if heartbeat is None else wait_s)
+                    self._wake_at = -math.inf
                     continue
                 self._busy = heartbeat
             next_in = heartbeat.renew()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from redis import exceptions as redis_errors
@@ -67,18 +68,32 @@ class _Call:
     ) -> None:
         self.name = name
         head = [b"EVALSHA", sha.encode(), b"%d" % len(script_keys), *(k.encode() for k in script_keys)]
-        self._head = b"*%d\r\n" % (len(head) + len(fields)) + b"".join(_bulk(part) for part in head)
-        self._plan: list[bytes | str] = [_bulk(fixed[f]) if f in fixed else f for f in fields]
+        pending = b"*%d\r\n" % (len(head) + len(fields)) + b"".join(_bulk(part) for part in head)
+        # Each argument given per call, after the packed bytes that come before it (the head, and
+        # the fixed arguments since the one before), so a call appends two parts per argument.
+        self._plan: list[tuple[bytes, str]] = []
+        for f in fields:
+            if f in fixed:
+                pending += _bulk(fixed[f])
+            else:
+                self._plan.append((pending, f))
+                pending = b""
+        self._tail = pending
 
     def pack(self, values: Mapping[str, object]) -> list[bytes]:
         """The command as chunks to send: small values inline, a large payload in a chunk of its own."""
         chunks: list[bytes] = []
-        buf = [self._head]
-        for part in self._plan:
-            if isinstance(part, bytes):
-                buf.append(part)
-                continue
-            data = _arg_bytes(values[part])
+        buf: list[bytes] = []
+        for before, name in self._plan:
+            buf.append(before)
+            value = values[name]
+            # str and int first, without a call: a save's arguments are those but for a missing node.
+            if value.__class__ is str:
+                data = value.encode()
+            elif value.__class__ is int:
+                data = b"%d" % value
+            else:
+                data = _arg_bytes(value)
             if len(data) > _INLINE_LIMIT:
                 buf.append(b"$%d\r\n" % len(data))
                 chunks.append(b"".join(buf))
@@ -86,6 +101,7 @@ class _Call:
                 buf = [b"\r\n"]
             else:
                 buf.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        buf.append(self._tail)
         chunks.append(b"".join(buf))
         return chunks
 
@@ -110,27 +126,36 @@ class HotPath:
         self._conn: Any = None
         self._lock = threading.Lock()
         run_id = ctx.run_id
-        scripts = store.scripts
-        fixed = {
+        self._fixed = {
             "run_id": run_id.encode(),
             "token": ctx.token.encode(),
             "events_cap": b"%d" % EVENTS_MAXLEN,
             "history": b"%d" % store.checkpoint_history,
         }
-        self._save = _Call(
+
+    # Each command is packed on its first use: an attempt that saves nothing (a resumed last step,
+    # a one-step graph) or records nothing (most) packs neither its keys nor its head.
+    @cached_property
+    def _save(self) -> _Call:
+        run_id = self._ctx.run_id
+        return _Call(
             "save_checkpoint",
-            scripts.sha("save_checkpoint"),
+            self._store.scripts.sha("save_checkpoint"),
             [keys.run(run_id), keys.ckpt(run_id), keys.events(run_id), keys.memo(run_id)],
             _SAVE_FIELDS,
-            fixed,
+            self._fixed,
         )
+
+    @cached_property
+    def _record(self) -> _Call:
+        run_id = self._ctx.run_id
         # record.lua's ARGV: token, field, value (no contract dataclass: store/attempts.py save_record).
-        self._record = _Call(
+        return _Call(
             "record",
-            scripts.sha("record"),
+            self._store.scripts.sha("record"),
             [keys.run(run_id), keys.memo(run_id)],
             ("token", "field", "value"),
-            fixed,
+            self._fixed,
         )
 
     def __enter__(self) -> HotPath:

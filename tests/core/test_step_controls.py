@@ -10,9 +10,13 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, Limit, RetryPolicy, RunFailure
+from reflexr_graph.core.controls import NO_CONTROLS, controlled
 from reflexr_graph.core.deadlines import Deadlines
-from reflexr_graph.core.limits import parse_rate
+from reflexr_graph.core.journal import Journal, reset_journal, set_journal
+from reflexr_graph.core.limits import Limiter, parse_rate
 from reflexr_graph.core.policy import failed_node, judge
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import AttemptTimeout, GraphDefinitionError, StepTimeout
 from tests.core.harness import Harness
 
@@ -174,3 +178,27 @@ def test_a_computed_limit_key_that_is_not_usable_fails_the_run_at_once() -> None
     assert (caught.value.reason, caught.value.permanent) == ("invalid_limit_key", True)
     assert "a b" not in str(caught.value), "the message never carries the computed value"
     assert Limit(key=lambda ctx: f"crm:{ctx}", concurrency=1).key_for("acme") == "crm:acme"
+
+
+def test_a_step_with_no_deadline_counts_as_the_attempts_work_while_it_runs() -> None:
+    """Issue 18: a step with neither timeout nor an attempt timeout runs in controlled's own frame,
+    and is still counted as running while it does, so that a limited sibling waits in place for its
+    slot rather than suspending the run (core/limits.py: bound_s)."""
+    ctx = AttemptContext("r", "t", 1, 1, "k", "g")
+    limiter = Limiter(port=None, ctx=ctx)  # type: ignore[arg-type]  # no limit is taken: never used
+    journal = Journal(port=None, ctx=ctx, fingerprint="f", tally=Tally("g", "r"), limiter=limiter)  # type: ignore[arg-type]
+    seen: list[int] = []
+
+    async def step(_: object) -> int:
+        seen.append(limiter.running)
+        raise KeyError("the step's own failure")
+
+    call = controlled(NO_CONTROLS, "s", step)
+    token = set_journal(journal)
+    try:
+        with pytest.raises(KeyError) as caught:
+            asyncio.run(call(None))
+    finally:
+        reset_journal(token)
+    assert seen == [1] and limiter.running == 0, "counted while it ran, and no longer once it failed"
+    assert failed_node(caught.value) == "s", "its failure is tagged with its node, for its policy"

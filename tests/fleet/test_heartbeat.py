@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import pytest
 
+from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.fleet import heartbeat
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.model import Status
@@ -120,4 +122,26 @@ def test_one_thread_renews_every_attempt_of_a_process(redis_url: str) -> None:
             )
         started = {t.name for t in threading.enumerate()} - before
         assert started <= {"reflexr-heartbeat"}, started
+    store.close()
+
+
+def test_a_heartbeat_due_after_the_next_wake_does_not_wake_the_thread(redis_url: str) -> None:
+    """Issue 18: back-to-back attempts wake the heartbeat thread once per interval, not once each
+    (a wake costs the attempt starting a thread switch). A renewal due after the thread's next wake
+    does not wake it; one due before does."""
+    store = fleet_app(redis_url, lease_ttl_s=TTL_S).store()
+    beater = heartbeat._Beater()  # a thread of the test's own: no other test's due times in it
+    beats = [
+        Heartbeat(store, AttemptContext(f"r{i}", "t", 1, 1, "k", "g"), lease_ttl_s=600.0) for i in range(7)
+    ]
+    assert beater.watch(beats[0], 100.0), "an idle thread is woken for its first renewal"
+    wait_for(lambda: math.isfinite(beater._wake_at), 20, "the thread to wait for that renewal")
+    for later in beats[1:6]:  # each attempt starts and ends while the thread waits for beats[0]
+        assert not beater.watch(later, 200.0), "a renewal due later does not wake the thread"
+        beater.unwatch(later, timeout=0)
+    assert beater.watch(beats[6], 50.0), "a renewal due first wakes the thread to wait for it instead"
+    soon = time.monotonic() + 60
+    wait_for(lambda: -math.inf < beater._wake_at < soon, 20, "the thread to wait for the earlier renewal")
+    for beat in (beats[0], beats[6]):
+        beater.unwatch(beat, timeout=0)
     store.close()

@@ -7,8 +7,9 @@
 --   expects), else KEYS[1]
 -- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
 -- KEYS[21] the broker list ARGV[22]'s message goes to (keys.broker_queue), only with a message
--- KEYS[21..] or, with a message, KEYS[22..], up to the prelude's last (the stream): the run's
---   tag indexes (rg:tag:<key>=<value>), one per tag of ARGV[20]
+-- KEYS[21..] or, with a message, KEYS[22..], up to the prelude's last two (the long inputs and
+--   the stream): the run's tag indexes (rg:tag:<key>=<value>), one per tag of ARGV[20]
+-- KEYS[#KEYS - 1] the run's inputs when longer than INLINE_MAX (_lib.lua: init_run)
 -- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
@@ -59,7 +60,7 @@ end
 if ARGV[20] ~= '' then
   -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
   put('tags', ARGV[20])
-  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - 1 do  -- KEYS[#KEYS]: the run's stream (_lib.lua)
+  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - 2 do  -- the last two: long inputs, stream (_lib.lua)
     redis.call('ZADD', KEYS[i], NOW, RUN_ID)
   end
 end

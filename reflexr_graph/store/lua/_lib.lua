@@ -66,6 +66,8 @@ local EVENTS_MAXLEN = 1000
 -- the groups below or one by one: a field read without being asked for costs an HGET of its own,
 -- and every field asked for costs the HMGET (and the script's run time) a little.
 local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel'}
+-- Set by fresh(): the script knows the run does not exist, so every field reads '' unread.
+local FRESH = false
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
@@ -104,10 +106,15 @@ local function field(name)
   local value = RUN[name]
   if value == nil then
     -- Not asked for up front: one more read (a script's header lists what it wants).
-    value = redis.call('HGET', K_RUN, name) or ''
+    value = FRESH and '' or redis.call('HGET', K_RUN, name) or ''
     RUN[name] = value
   end
   return value
+end
+
+-- The run does not exist (create_run knows it from its stream's copy): its hash is not read.
+local function fresh()
+  LOADED, FRESH = true, true
 end
 
 local function num(name)

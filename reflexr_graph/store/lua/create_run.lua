@@ -46,11 +46,18 @@ if key ~= '' then
     return {'existing', owner}
   end
 end
-if exists() then
+-- A new run's stream is a copy of the template (_lib.lua: new_events), and COPY refuses to write
+-- over a stream that exists: every recorded run has one (made with its hash, expired, persisted
+-- and deleted with it). So a copy made is the existence check too, and a new run's hash is not
+-- read; a copy refused (the run exists, or the template is not made yet) asks the hash.
+local copied = redis.call('COPY', KEYS[20], K_EVENTS) == 1
+if copied then
+  fresh()
+elseif exists() then
   return {'existing', RUN_ID}
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
-  digest, ARGV[8], KEYS[20])
+  digest, ARGV[8], not copied and KEYS[20] or nil)
 if ARGV[21] ~= '' then
   put('priority', ARGV[21])
 end

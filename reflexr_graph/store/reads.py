@@ -77,7 +77,7 @@ def run_record(run_id: str) -> Op[RunInfo]:
     record = text_map((yield cmd("hgetall", keys.run(run_id))))
     if not record:
         raise not_found(run_id)
-    return run_info(record)
+    return run_info(record, run_id)
 
 
 def last_traceback(run_id: str) -> Op[str | None]:
@@ -196,7 +196,7 @@ def listing(
                     # The prune knows no tags of a run that is gone; the listing that met it does.
                     yield cmd("zrem", stale, run_id)
                 continue
-            info = run_info(record)
+            info = run_info(record, run_id)
             if keep(info):
                 found.append(info)
                 if len(found) == limit:

@@ -59,3 +59,12 @@ def test_the_long_inputs_expire_are_kept_on_replay_and_go_with_a_purge(
     assert 0 < raw.ttl(keys.inputs("run-1")) <= RUN_RETENTION_S
     assert store.purge("run-1")
     assert not raw.exists(keys.inputs("run-1"))
+
+
+def test_the_run_hash_does_not_repeat_its_run_id(store: RedisStore, raw: redis.Redis) -> None:
+    """The key names the run: readers take the id from there, every one of them."""
+    make_run(store)
+    assert raw.hget(keys.run("run-1"), "run_id") is None
+    assert store.get("run-1").run_id == "run-1"
+    assert [r.run_id for r in store.list_runs()] == ["run-1"]
+    assert store.cancel("run-1", now=True).run_id == "run-1"  # a script's snapshot of the run

@@ -399,7 +399,8 @@ local function init_run(graph, inputs, state, idem_key, scope, digest, max_attem
     put('in', '1')
     inputs = ''
   end
-  for name, value in pairs({run_id = RUN_ID, graph = graph, max_attempts = max_attempts,
+  -- No run_id field: the key names the run, and readers take it from there (records.run_info).
+  for name, value in pairs({graph = graph, max_attempts = max_attempts,
       inputs = inputs, created_at = NOW, updated_at = NOW, state = state, digest = digest}) do
     if value ~= '' then
       put(name, value)

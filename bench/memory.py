@@ -2,7 +2,7 @@
 
 The ``hold`` graph records its payload into the state (checkpointed), then waits for a gate.
 While it waits, the benchmark sums ``MEMORY USAGE`` over the run's keys (``run_keys``: run
-hash, checkpoints, events, traceback); it opens the gate, waits for the run to finish and sums
+hash, long inputs, checkpoints, events, traceback); it opens the gate, waits for the run to finish and sums
 again (the first checkpoint is then history: measured apart, on copies of the keys). Both
 are set against the byte size of the run's inputs and state JSON. The global indexes (status
 sets, ``rg:all``) hold a few dozen bytes per run and are not counted.
@@ -101,16 +101,16 @@ def render(result: dict[str, Any]) -> str:
         f"JSON is {result['state_bytes']} B after its first step (together {data} B). "
         "`MEMORY USAGE … SAMPLES 0` summed over the run's own keys; the global indexes are not counted.",
         "",
-        "| run | run hash | checkpoint | history (not in total) | events | traceback | total B "
+        "| run | run hash | long inputs | checkpoint | history (not in total) | events | traceback | total B "
         "| total / (inputs + state) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label in ("live", "finished"):
         u = dict(result[label])
         if "history" in u:
             u["history"] += u.pop("history:data", 0)
         total = _without_history(u)
-        cells = " | ".join(str(u.get(k, "—")) for k in ("run", "ckpt", "history", "events", "tb"))
+        cells = " | ".join(str(u.get(k, "—")) for k in ("run", "in", "ckpt", "history", "events", "tb"))
         name = "live (mid-step 2, one checkpoint)" if label == "live" else "finished"
         lines.append(f"| {name} | {cells} | {total} | {total / data:.2f} |")
     live, done = _without_history(result["live"]), _without_history(result["finished"])

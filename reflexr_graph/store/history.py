@@ -36,7 +36,7 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
 
     RunNotFound for no run, CheckpointNotFound when the run keeps no checkpoint ``seq``.
     """
-    script_keys = [keys.run(run_id), keys.ckpt(run_id)]
+    script_keys = [keys.run(run_id), keys.ckpt(run_id), keys.inputs(run_id)]
     reply = [text(v) for v in (yield Eval("read_checkpoint", script_keys, [int(seq)]))]
     if reply[0] == "missing":
         raise not_found(run_id)

@@ -161,6 +161,16 @@ def events(run_id: str) -> str:
     return _tagged(run_id, "events")
 
 
+def inputs(run_id: str) -> str:
+    """The run's inputs JSON when it is longer than a listpack value (64 bytes): a string of its own.
+
+    A hash with one value over 64 bytes is a hash table in Redis, where each field costs some 60
+    bytes more, so long inputs are kept out of the run hash (``in`` = ``1`` there says they are
+    here); short ones stay in its ``inputs`` field, at no command more (``lua/_lib.lua``).
+    """
+    return _tagged(run_id, "in")
+
+
 def tb(run_id: str) -> str:
     """The last failed attempt's traceback (kept out of the run hash, it can be large)."""
     return _tagged(run_id, "tb")
@@ -189,7 +199,7 @@ def stream(run_id: str) -> str:
     return _tagged(run_id, "stream")
 
 
-_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "stream")
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream")
 
 
 def run_of(key: object) -> str:
@@ -221,6 +231,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         tb(run_id),
         memo(run_id),
         mailbox(run_id),
+        inputs(run_id),
         stream(run_id),
     )
 
@@ -414,8 +425,9 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
     (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
-    keys (19 on), then the shard's :func:`children_ended`, and last the run's stream: the prelude
-    reads them as ``KEYS[#KEYS - 1]`` and ``KEYS[#KEYS]``, so no script's own positions move.
+    keys (19 on), then the shard's :func:`children_ended`, and last the run's long inputs and its
+    stream: the prelude reads them as ``KEYS[#KEYS - 2]``, ``KEYS[#KEYS - 1]`` and ``KEYS[#KEYS]``,
+    so no script's own positions move.
     """
     shard = shards.of(run_id)
     return [
@@ -433,6 +445,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
         mailbox(run_id),
         *extra,
         children_ended(shard),
+        inputs(run_id),
         stream(run_id),
     ]
 

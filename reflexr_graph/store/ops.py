@@ -189,4 +189,4 @@ def snapshot(run_id: str, reply: list[Any], refusal: str) -> RunInfo:
     if outcome == "refused":
         status = text(reply[1])
         raise errors.OperationRefused(f"run {run_id} is {status}; {refusal}", status=status)
-    return run_info(pairs_to_map(reply[1:]))
+    return run_info(pairs_to_map(reply[1:]), run_id)

@@ -25,14 +25,21 @@ SCAN_COUNT = 1000
 
 
 def referenced(store: StoreBase, codec: PayloadCodec) -> set[str]:
-    """Every digest a run in Redis refers to (its run, checkpoint, memo and mailbox hashes)."""
+    """Every digest a run in Redis refers to (its run, checkpoint, memo and mailbox hashes, and
+    its long inputs' key)."""
     found: set[str] = set()
     suffixes = tuple(f":{name}" for name in keys.RUN_HASHES)
     for key in store.client.scan_iter(match=keys.every_run_key(), count=SCAN_COUNT):
         name = text(key)
-        if not name.endswith(suffixes) or not keys.run_of(name):
-            continue  # not a run's hash (a shard's index shares the pattern)
-        for value in store.client.hvals(name):
+        if not keys.run_of(name):
+            continue  # not a run's key (a shard's index shares the pattern)
+        if name.endswith(suffixes):
+            values = store.client.hvals(name)
+        elif name == keys.inputs(keys.run_of(name)):
+            values = [store.client.get(name) or b""]
+        else:
+            continue
+        for value in values:
             digest = codec.references(text(value))
             if digest:
                 found.add(digest)

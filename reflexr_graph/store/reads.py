@@ -77,7 +77,7 @@ def run_record(run_id: str) -> Op[RunInfo]:
     record = text_map((yield cmd("hgetall", keys.run(run_id))))
     if not record:
         raise not_found(run_id)
-    info = run_info(record)
+    info = run_info(record, run_id)
     if record.get("children"):
         # A parent's children are its mailbox's child:<id> fields (store/children.py); a run
         # without children reads nothing more.
@@ -203,7 +203,7 @@ def listing(
                     # The prune knows no tags of a run that is gone; the listing that met it does.
                     yield cmd("zrem", stale, run_id)
                 continue
-            info = run_info(record)
+            info = run_info(record, run_id)
             if keep(info):
                 found.append(info)
                 if len(found) == limit:

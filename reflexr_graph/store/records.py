@@ -200,13 +200,13 @@ def _error(record: Mapping[str, str]) -> str | None:
     return message or None
 
 
-def run_info(record: Mapping[str, str]) -> RunInfo:
-    """RunInfo from a decoded run hash."""
+def run_info(record: Mapping[str, str], run_id: str) -> RunInfo:
+    """RunInfo of run ``run_id`` from its decoded run hash (which names the run by its key only)."""
     counted, interrupted, suspended = (
         int(record.get(k) or 0) for k in ("attempts", "interruptions", "suspensions")
     )
     return RunInfo(
-        run_id=record["run_id"],
+        run_id=run_id,
         graph=record.get("graph", ""),
         status=Status(record["status"]),
         # As _lib.lua's attempt_number() numbers the attempt in the run's events.

@@ -50,21 +50,30 @@ def _fields(r: redis.Redis, run_id: str) -> list[tuple[str, str, str]]:
         for name, value in r.hgetall(hash_key).items():
             if any_value or PLAIN.key_of(text(value)) is not None:
                 found.append((hash_key, text(name), text(value)))
+    long_inputs = r.get(keys.inputs(run_id))
+    if long_inputs is not None:
+        found.append((keys.inputs(run_id), "", text(long_inputs)))
     return found
 
 
 def _swap(r: redis.Redis, hash_key: str, name: str, old: str, new: str) -> bool:
-    """Set the field to ``new`` if it still holds ``old``; False when the run changed it meanwhile."""
+    """Set the field to ``new`` if it still holds ``old``; False when the run changed it meanwhile.
+
+    ``name`` '' is a string key of its own (a run's long inputs, keys.inputs), not a hash field."""
 
     swapped = False
 
     def swap(pipe: redis.client.Pipeline) -> None:
         # Runs again if the hash changes before EXEC (WATCH): the check then sees the change.
         nonlocal swapped
-        swapped = text(pipe.hget(hash_key, name)) == old
+        swapped = text(pipe.hget(hash_key, name) if name else pipe.get(hash_key)) == old
         if swapped:
             pipe.multi()
-            pipe.hset(hash_key, name, new)
+            if name:
+                pipe.hset(hash_key, name, new)
+            else:
+                # KEEPTTL: a finished run's inputs expire with its other keys, as before the rekey.
+                pipe.set(hash_key, new, keepttl=True)
 
     r.transaction(swap, hash_key)
     return swapped

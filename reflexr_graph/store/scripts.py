@@ -20,6 +20,7 @@ import redis.asyncio
 import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
+from reflexr_graph.store import prelude
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.payload_args import encode_args
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
@@ -124,7 +125,12 @@ def source(name: str) -> str:
         # A function, so that every return of the body comes back here and the run hash's
         # changes are written (_lib.lua: flush) whichever path the script took.
         body = f"local function main()\n{body}\nend\nlocal reply = main()\nflush()\nreturn reply\n"
-    return "\n".join([*(_read(part) for part in parts), body])
+    texts = [_read(part) for part in parts]
+    if name in PER_RUN:
+        # Only the prelude's definitions this script reaches: Redis runs the whole text on every
+        # call, so each definition left out is work saved per call (store/prelude.py).
+        texts[0] = prelude.needed(texts[0], "\n".join([*texts[1:], body]))
+    return "\n".join([*texts, body])
 
 
 class Scripts:

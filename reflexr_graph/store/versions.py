@@ -88,6 +88,11 @@ class StoredCheckpoint(BaseModel):
     """The run's recorded inputs (JSON), which a checkpoint with ``inputs_ref`` resumes with."""
 
 
+def _either(inline: bytes | str | None, kept: bytes | str | None) -> str | None:
+    value = inline if inline is not None else kept
+    return None if value is None else text(value)
+
+
 class Versions(StoreBase):
     """Published versions, who serves them, and runs held for one."""
 
@@ -108,16 +113,21 @@ class Versions(StoreBase):
         heads = pipe.execute() if runs else []
         for (run_id, _, _), (latest, _) in zip(runs, heads, strict=True):
             pipe.hget(keys.ckpt(run_id), text(latest or b"") or "-")
-        bodies = pipe.execute() if runs else []
+            # Long inputs are a key of their own (keys.inputs); short ones came with the head.
+            pipe.get(keys.inputs(run_id))
+        replies = pipe.execute() if runs else []
+        bodies, long_inputs = replies[0::2], replies[1::2]
         return [
             StoredCheckpoint(
                 run_id=run_id,
                 status=status,
                 version=version,
                 checkpoint=None if body is None else text(body),
-                inputs=None if inputs is None else text(inputs),
+                inputs=_either(inputs, kept),
             )
-            for (run_id, status, version), (_, inputs), body in zip(runs, heads, bodies, strict=True)
+            for (run_id, status, version), (_, inputs), body, kept in zip(
+                runs, heads, bodies, long_inputs, strict=True
+            )
         ]
 
     def live_versions(self, graph: str) -> dict[str, list[str]]:

@@ -35,11 +35,12 @@ def make_run(
     max_attempts: int = 3,
     idempotency_key: str | None = None,
     dispatch_grace_ms: int = 60_000,
+    inputs_json: str = '{"n": 1}',
 ) -> str:
     created_id, created = store.create_run(
         run_id,
         graph="demo",
-        inputs_json='{"n": 1}',
+        inputs_json=inputs_json,
         state_json='{"count": 0}',
         idempotency_key=idempotency_key,
         max_attempts=max_attempts,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -223,7 +224,8 @@ def test_fail_on_last_attempt_dead_letters_with_max_attempts(
 
 def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) -> None:
     """succeed() expires every key in keys.run_keys (and the idem key) after the run retention."""
-    make_run(store, idempotency_key="idem-s")
+    long_inputs = json.dumps({"text": "x" * 100})  # a key of their own (keys.inputs)
+    make_run(store, idempotency_key="idem-s", inputs_json=long_inputs)
     first = start(store)
     store.save_checkpoint(first, "{}", seq=1, next_node="b")  # creates the ckpt key
     store.save_record(first, "c|b|x", "1")  # creates the memo key

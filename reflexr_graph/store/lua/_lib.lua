@@ -14,8 +14,10 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
--- then a script's own keys (KEYS[19] on, see its header), then KEYS[#KEYS - 1]:
+-- then a script's own keys (KEYS[19] on, see its header), then KEYS[#KEYS - 2]:
 --          rg:{s<n>}:children:ended  children of the shard that ended, their parents not told yet
+-- KEYS[#KEYS - 1]:
+--          rg:{<run_id>}:in      the run's inputs when longer than INLINE_MAX (see init_run)
 -- and last, KEYS[#KEYS]:
 --          rg:{<run_id>}:stream  what the run's steps emitted (emit.lua writes it)
 --
@@ -40,14 +42,19 @@ local K_MEMO, K_MAILBOX = KEYS[17], KEYS[18]
 local K_RETRIES = KEYS[12]
 local RETRIES_KEPT_MS = 3600000
 local K_STREAM = KEYS[#KEYS]
-local K_CHILDREN_ENDED = KEYS[#KEYS - 1]
+local K_CHILDREN_ENDED = KEYS[#KEYS - 2]
+local K_INPUTS = KEYS[#KEYS - 1]
+-- Redis keeps a hash as a compact listpack while every value is at most hash-max-listpack-value
+-- (64 bytes by default); one longer value makes it a hash table, where each field costs some 60
+-- bytes more. Inputs longer than this go to a key of their own (K_INPUTS, 'in' = '1').
+local INLINE_MAX = 64
 local STATUS_SETS = {
   queued = KEYS[10], running = KEYS[11], retrying = KEYS[12],
   succeeded = KEYS[13], dead = KEYS[14], cancelled = KEYS[15],
   waiting = KEYS[16],
 }
 -- Every key of the run: purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_STREAM}
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_INPUTS, K_STREAM}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
@@ -62,10 +69,12 @@ local EVENTS_MAXLEN = 1000
 -- the groups below or one by one: a field read without being asked for costs an HGET of its own,
 -- and every field asked for costs the HMGET (and the script's run time) a little.
 local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel', 'parent'}
+-- Set by fresh(): the script knows the run does not exist, so every field reads '' unread.
+local FRESH = false
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
-local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'stream'}
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'in', 'stream'}
 local LAST_ERROR = {'reason', 'error_type', 'error'}
 local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
@@ -100,10 +109,15 @@ local function field(name)
   local value = RUN[name]
   if value == nil then
     -- Not asked for up front: one more read (a script's header lists what it wants).
-    value = redis.call('HGET', K_RUN, name) or ''
+    value = FRESH and '' or redis.call('HGET', K_RUN, name) or ''
     RUN[name] = value
   end
   return value
+end
+
+-- The run does not exist (create_run knows it from its stream's copy): its hash is not read.
+local function fresh()
+  LOADED, FRESH = true, true
 end
 
 local function num(name)
@@ -348,6 +362,7 @@ local function present_keys()
   if field('mbox') == '1' then found[#found + 1] = K_MAILBOX end
   if field('tb') == '1' then found[#found + 1] = K_TB end
   if field('stream') == '1' then found[#found + 1] = K_STREAM end
+  if field('in') == '1' then found[#found + 1] = K_INPUTS end
   return found
 end
 
@@ -389,7 +404,13 @@ end
 -- table, where each field costs some 60 bytes; the dozen left out here were half of it.
 -- The caller has checked that the run does not exist, so every field loaded reads as ''.
 local function init_run(graph, inputs, state, idem_key, scope, digest, max_attempts, template)
-  for name, value in pairs({run_id = RUN_ID, graph = graph, max_attempts = max_attempts,
+  if #inputs > INLINE_MAX then
+    redis.call('SET', K_INPUTS, inputs)
+    put('in', '1')
+    inputs = ''
+  end
+  -- No run_id field: the key names the run, and readers take it from there (records.run_info).
+  for name, value in pairs({graph = graph, max_attempts = max_attempts,
       inputs = inputs, created_at = NOW, updated_at = NOW, state = state, digest = digest}) do
     if value ~= '' then
       put(name, value)
@@ -407,6 +428,14 @@ local function init_run(graph, inputs, state, idem_key, scope, digest, max_attem
     new_events(template)
   end
   emit('run_enqueued', 'graph', graph)
+end
+
+-- The run's inputs JSON, from its hash or, when long, from K_INPUTS (init_run): one GET only then.
+local function run_inputs()
+  if field('in') == '1' then
+    return redis.call('GET', K_INPUTS) or ''
+  end
+  return field('inputs')
 end
 
 -- An attempt cut short by the fleet rather than by the run (a deploy's soft shutdown, Redis

@@ -4,6 +4,7 @@
 -- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
 -- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
 -- KEYS[17] memo (read with the checkpoint)  KEYS[18] mailbox (expiry)
+-- KEYS[#KEYS - 1] the run's long inputs (read only when 'in' = '1')
 -- ARGV: store/contracts.py ClaimArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
@@ -32,7 +33,7 @@ local function reply(outcome)
     checkpoint = redis.call('HGET', K_CKPT, field('ck_last')) or ''
   end
   return {outcome, field('status'), attempt_number(), field('attempts'), field('resumes'),
-    field('graph'), field('inputs'), field('state'), idem_key, field('max_attempts'),
+    field('graph'), run_inputs(), field('state'), idem_key, field('max_attempts'),
     field('trace'), checkpoint, field('tags')}
 end
 

@@ -7,8 +7,10 @@
 --   expects), else KEYS[1]
 -- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
 -- KEYS[21] the broker list ARGV[22]'s message goes to (keys.broker_queue), only with a message
--- KEYS[21..] or, with a message, KEYS[22..], up to the prelude's last (the stream): the run's
---   tag indexes (rg:tag:<key>=<value>), one per tag of ARGV[20]
+-- KEYS[21..] or, with a message, KEYS[22..], up to the parent's keys and the prelude's last three
+--   (children ended, the long inputs, the stream): the run's tag indexes (rg:tag:<key>=<value>),
+--   one per tag of ARGV[20]
+-- KEYS[#KEYS - 1] the run's inputs when longer than INLINE_MAX (_lib.lua: init_run)
 -- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
 -- ARGV[4] graph  ARGV[5] inputs JSON  ARGV[6] state JSON or ''  ARGV[7] the caller's
@@ -30,15 +32,15 @@
 -- ARGV[23] the parent run of a child run (core/children.py), '' for none: kept as 'parent'
 -- ARGV[24] the parent attempt's token when the parent records the child in this same round trip
 --   (a standalone store; '' on a cluster, where child_started.lua records it next), then
--- ARGV[25] the parent's memo field for the child (its record: the child's id as JSON), and KEYS[#KEYS - 4..
---   #KEYS - 2] the parent's run hash, memo and mailbox (before the prelude's last two)
+-- ARGV[25] the parent's memo field for the child (its record: the child's id as JSON), and KEYS[#KEYS - 5..
+--   #KEYS - 3] the parent's run hash, memo and mailbox (before the prelude's last three)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner} | {'fenced', ''} (the parent's
 --   token no longer owns it: no child is made) | {'cancelled', ''} (the parent was asked to
 --   cancel: no child is made, and its attempt ends it)
 
 local parent, parent_token = ARGV[23] or '', ARGV[24] or ''
-local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 4], KEYS[#KEYS - 3], KEYS[#KEYS - 2]
+local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 5], KEYS[#KEYS - 4], KEYS[#KEYS - 3]
 if parent_token ~= '' then
   local held = redis.call('HMGET', P_RUN, 'token', 'status', 'cancel')
   if held[1] ~= parent_token or held[2] ~= 'running' then
@@ -80,12 +82,19 @@ if key ~= '' then
     return {'existing', owner}
   end
 end
-if exists() then
+-- A new run's stream is a copy of the template (_lib.lua: new_events), and COPY refuses to write
+-- over a stream that exists: every recorded run has one (made with its hash, expired, persisted
+-- and deleted with it). So a copy made is the existence check too, and a new run's hash is not
+-- read; a copy refused (the run exists, or the template is not made yet) asks the hash.
+local copied = redis.call('COPY', KEYS[20], K_EVENTS) == 1
+if copied then
+  fresh()
+elseif exists() then
   record_in_parent(RUN_ID)
   return {'existing', RUN_ID}
 end
 init_run(ARGV[4], ARGV[5], ARGV[6], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
-  digest, ARGV[8], KEYS[20])
+  digest, ARGV[8], not copied and KEYS[20] or nil)
 if ARGV[21] ~= '' then
   put('priority', ARGV[21])
 end
@@ -99,7 +108,8 @@ end
 if ARGV[20] ~= '' then
   -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
   put('tags', ARGV[20])
-  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - (parent_token ~= '' and 5 or 2) do  -- KEYS[#KEYS - 1..]: the prelude's (_lib.lua)
+  -- The last three are the prelude's (_lib.lua), and the parent's three before them.
+  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - (parent_token ~= '' and 6 or 3) do
     redis.call('ZADD', KEYS[i], NOW, RUN_ID)
   end
 end

@@ -24,10 +24,10 @@ from reflexr_graph.core.tracing import ATTR_GRAPH
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.contracts import UpgradeArgs
-from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
+from reflexr_graph.store.ops import Op, cmd, layout, per_run
 from reflexr_graph.store.reads import runs_listing
-from reflexr_graph.store.records import LATEST_CHECKPOINT, text
-from reflexr_graph.store.versions import held_runs, served_versions
+from reflexr_graph.store.records import text
+from reflexr_graph.store.versions import held_runs, latest_checkpoints, served_versions
 
 NO_RESUME = "--resume-compatible not given: it starts over from its first step"
 NO_CHECKPOINT = "no checkpoint yet: it starts from its first step either way"
@@ -102,22 +102,6 @@ def _live(graph: str, version: str, statuses: tuple[Status, ...]) -> Op[list[Run
     for status in statuses:
         found += (yield from runs_listing(status, graph, LIVE_SCAN, scan=None)).runs
     return [i for i in found if i.version == version]
-
-
-def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str | None]]]:
-    """``(seq, checkpoint JSON, run inputs JSON)`` of each run's latest checkpoint (two round trips);
-    seq '' and None for a run with none yet."""
-    if not run_ids:
-        return []
-    heads = yield batch([cmd("hmget", keys.run(r), LATEST_CHECKPOINT, "inputs") for r in run_ids])
-    seqs = [text(latest or b"") for latest, _ in heads]
-    bodies = yield batch(
-        [cmd("hget", keys.ckpt(r), seq or "-") for r, seq in zip(run_ids, seqs, strict=True)]
-    )
-    return [
-        (seq, None if body is None else text(body), None if inputs is None else text(inputs))
-        for seq, body, (_, inputs) in zip(seqs, bodies, heads, strict=True)
-    ]
 
 
 def _judged(run_ids: list[str], code: GraphAction | None) -> Op[list[tuple[Move, str, str]]]:

@@ -93,6 +93,27 @@ def _either(inline: bytes | str | None, kept: bytes | str | None) -> str | None:
     return None if value is None else text(value)
 
 
+def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str | None]]]:
+    """``(seq, checkpoint JSON, run inputs JSON)`` of each run's latest checkpoint (two round trips);
+    seq '' and None for a run with none yet."""
+    if not run_ids:
+        return []
+    heads = yield batch([cmd("hmget", keys.run(r), LATEST_CHECKPOINT, "inputs") for r in run_ids])
+    seqs = [text(latest or b"") for latest, _ in heads]
+    # Long inputs are a key of their own (keys.inputs); short ones came with the head.
+    replies = yield batch(
+        [
+            c
+            for r, seq in zip(run_ids, seqs, strict=True)
+            for c in (cmd("hget", keys.ckpt(r), seq or "-"), cmd("get", keys.inputs(r)))
+        ]
+    )
+    return [
+        (seq, None if body is None else text(body), _either(inline, kept))
+        for seq, body, kept, (_, inline) in zip(seqs, replies[0::2], replies[1::2], heads, strict=True)
+    ]
+
+
 class Versions(StoreBase):
     """Published versions, who serves them, and runs held for one."""
 
@@ -107,27 +128,10 @@ class Versions(StoreBase):
     @translate_errors
     def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
         """The latest checkpoint and inputs of each ``(run_id, status, version)``, in two round trips."""
-        pipe = self._r.pipeline(transaction=False)
-        for run_id, _, _ in runs:
-            pipe.hmget(keys.run(run_id), [LATEST_CHECKPOINT, "inputs"])
-        heads = pipe.execute() if runs else []
-        for (run_id, _, _), (latest, _) in zip(runs, heads, strict=True):
-            pipe.hget(keys.ckpt(run_id), text(latest or b"") or "-")
-            # Long inputs are a key of their own (keys.inputs); short ones came with the head.
-            pipe.get(keys.inputs(run_id))
-        replies = pipe.execute() if runs else []
-        bodies, long_inputs = replies[0::2], replies[1::2]
+        found = self.do(latest_checkpoints([run_id for run_id, _, _ in runs]))
         return [
-            StoredCheckpoint(
-                run_id=run_id,
-                status=status,
-                version=version,
-                checkpoint=None if body is None else text(body),
-                inputs=_either(inputs, kept),
-            )
-            for (run_id, status, version), (_, inputs), body, kept in zip(
-                runs, heads, bodies, long_inputs, strict=True
-            )
+            StoredCheckpoint(run_id=run_id, status=status, version=version, checkpoint=body, inputs=inputs)
+            for (run_id, status, version), (_, body, inputs) in zip(runs, found, strict=True)
         ]
 
     def live_versions(self, graph: str) -> dict[str, list[str]]:

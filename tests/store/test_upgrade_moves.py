@@ -15,6 +15,7 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.records import ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.upgrades import mark_of, move_marked, upgrade_run
+from reflexr_graph.store.versions import latest_checkpoints
 from tests.store.support import make_run, new_token, start
 
 VERSIONS = ("v1", "v2")
@@ -95,3 +96,18 @@ def test_a_marked_run_that_finished_on_its_version_loses_its_mark(
     assert store.do(upgrade_run("done-1", "demo", VERSIONS)) == "skip"
     assert redis_client.hget(keys.run("done-1"), "upgrade_to") is None
     assert not redis_client.hlen(keys.version_moving("demo", "v2", 0))
+
+
+def test_an_upgrade_judges_a_run_by_its_inputs_short_or_long(store: RedisStore) -> None:
+    """Inputs over a listpack value are a key of their own (keys.inputs): the upgrade's read of
+    each run's latest checkpoint finds them there, as it finds short ones in the run hash."""
+    long_inputs = '{"text": "' + "x" * 200 + '"}'
+    make_run(store, "short-in")
+    make_run(store, "long-in", inputs_json=long_inputs)
+    for run_id in ("short-in", "long-in"):
+        store.save_checkpoint(start(store, run_id), OLD_CHECKPOINT, seq=1, next_node="b")
+    assert store.do(latest_checkpoints(["short-in", "long-in", "none-such"])) == [
+        ("1", OLD_CHECKPOINT, '{"n": 1}'),
+        ("1", OLD_CHECKPOINT, long_inputs),
+        ("", None, None),
+    ]

@@ -9,6 +9,7 @@ and notes its name, and ``t6`` returns the total. While the flag ``rgtest:bad:<k
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
+from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RetryPolicy, RunFailure, emit, wait_for_signal
+from reflexr_graph import GraphAction, RetryPolicy, RunFailure, current_run, emit, wait_for_signal
 
 
 class Job(BaseModel):
@@ -225,17 +227,61 @@ def _talker() -> GraphAction:
     return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
 
 
+class Spread(BaseModel):
+    done: int = 0
+
+
+SPREAD_ITEMS = 4
+SPREAD_FAILS = 3
+"""The item of ``spread`` whose branch fails its first time: the slowest, so its siblings have
+recorded their results when it fails."""
+
+
+def _spread() -> GraphAction:
+    """``plan`` -> a map over four items -> ``work`` -> join -> ``total``: item i's branch takes
+    (i + 1) x 150 ms, and item 3's fails its first time, after its siblings finished. Attempt 1
+    records their results (and their lanes); attempt 2, after a short backoff, runs item 3 alone."""
+    g = GraphBuilder(name="spread", state_type=Spread, input_type=str, output_type=list[int])
+
+    @g.step
+    async def plan(ctx: StepContext[Spread, None, str]) -> list[int]:
+        return list(range(SPREAD_ITEMS))
+
+    @g.step
+    async def work(ctx: StepContext[Spread, None, int]) -> int:
+        await asyncio.sleep((ctx.inputs + 1) * 0.15)
+        if ctx.inputs == SPREAD_FAILS and _redis().incr(count_key(current_run().run_id, "work")) == 1:
+            raise RunFailure("item 3 fails its first time", reason="first_time")
+        return ctx.inputs * 10
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+
+    @g.step
+    async def total(ctx: StepContext[Spread, None, list[int]]) -> list[int]:
+        return sorted(ctx.inputs)
+
+    g.add(
+        g.edge_from(g.start_node).to(plan),
+        g.edge_from(plan).map().to(work),
+        g.edge_from(work).to(collect),
+        g.edge_from(collect).to(total),
+        g.edge_from(total).to(g.end_node),
+    )
+    return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
+
+
 counter = _counter()
 blocker = _blocker()
 talker = _talker()
 chain = _chain()
 approvals = _approvals()
 journey = _journey()
+spread = _spread()
 ACTIONS = (counter, blocker, approvals)
-WORKER_ACTIONS = (*ACTIONS, chain, journey, talker)
+WORKER_ACTIONS = (*ACTIONS, chain, journey, talker, spread)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
 tests publish themselves, so graph listings elsewhere stay as they are, ``journey`` (the console's
-timeline) and ``talker`` (streaming)."""
+timeline), ``talker`` (streaming) and ``spread`` (a map's branches in the timeline)."""
 
 
 class Order(BaseModel):

@@ -201,7 +201,7 @@ def stream(run_id: str) -> str:
 
 def lanes(run_id: str) -> str:
     """When each branch step of the run's maps ran, for its timeline: a hash, field
-    ``<attempt>|<node>|<branch>`` -> ``<started ms>|<ended ms>``.
+    ``<claim>|<attempt>|<node>|<branch>`` -> ``<started ms>|<ended ms>``.
 
     Written by ``lua/record.lua`` with the branch's result, in the same round trip (no event per
     branch: the event stream is capped); ``lanes`` = ``1`` in the run hash says it exists, so a

@@ -275,17 +275,20 @@ def run_event(entry_id: object, entry: Mapping[Any, Any]) -> RunEvent:
 
 def lane_args(ctx: AttemptContext, lane: Lane | None) -> list[str]:
     """record.lua's ARGV[4..5] for a branch step's lane: its field in the run's lanes hash
-    (``<attempt>|<node>|<branch>``) and its times (``<started ms>|<ended ms>``); '' '' for none."""
+    (``<claim>|<attempt>|<node>|<branch>``: the claim's ``resume_seq`` never repeats, so a replay's
+    attempt 1 keeps the lanes of the one before) and its times (``<started ms>|<ended ms>``);
+    '' '' for none."""
     if lane is None:
         return ["", ""]
-    return [f"{ctx.attempt}|{lane.node}|{lane.branch}", f"{lane.started_ms}|{lane.ended_ms}"]
+    field = f"{ctx.resume_seq}|{ctx.attempt}|{lane.node}|{lane.branch}"
+    return [field, f"{lane.started_ms}|{lane.ended_ms}"]
 
 
 def branch_lanes(stored: Mapping[str, str]) -> list[BranchLane]:
     """The lanes hash (``keys.lanes``) as BranchLanes, in the order the branches started."""
     found = []
     for name, times in stored.items():
-        attempt, node, branch = name.split("|", 2)
+        _, attempt, node, branch = name.split("|", 3)
         started, ended = times.split("|", 1)
         found.append(
             BranchLane(

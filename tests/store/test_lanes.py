@@ -40,8 +40,8 @@ def test_a_branch_lane_rides_with_its_record_in_one_round_trip(store: RedisStore
     store.save_record(ctx, "c|s|-|k|x|0", "3")  # a durable call: no lane, as before
     assert _calls(raw) == {"cmdstat_evalsha": 1, "cmdstat_hmget": 1, "cmdstat_hset": 1}
     assert raw.hgetall(keys.lanes("run-1")) == {
-        b"1|work|map:0": b"1000500|1002000",
-        b"1|work|map:1": b"1000700|1001000",
+        b"1|1|work|map:0": b"1000500|1002000",
+        b"1|1|work|map:1": b"1000700|1001000",
     }
 
 
@@ -51,7 +51,7 @@ def test_the_hot_path_keeps_the_lane_too(store: RedisStore, raw: redis.Redis) ->
     with hot_path.HotPath(store, ctx) as hot:
         hot.save_record("b|work|map:3|k", "1", Lane("work", "map:3", 5_000, 6_250))
         hot.save_record("c|s|-|k|x|0", "2")
-    assert raw.hgetall(keys.lanes("run-1")) == {b"1|work|map:3": b"5000|6250"}
+    assert raw.hgetall(keys.lanes("run-1")) == {b"1|1|work|map:3": b"5000|6250"}
     assert raw.hget(keys.run("run-1"), "lanes") == b"1"
 
 
@@ -75,8 +75,14 @@ def test_lanes_outlive_the_checkpoint_and_expire_with_the_run(
         assert 0 < raw.ttl(keys.lanes("run-1")) <= raw.ttl(keys.run("run-1")), "they expire with the run"
         store.replay("run-1", from_start=True)
         assert raw.ttl(keys.lanes("run-1")) == -1, "a replayed run keeps them, as it keeps its events"
-        assert len(client.branches("run-1")) == 2
-        fail_once(store, start(store), permanent=True)
+        again = start(store)
+        assert again.attempt == 1, "a replay numbers its attempts afresh"
+        store.save_record(again, "b|work|map:1|k", "1", lane=Lane("work", "map:1", 8_000, 9_000))
+        twice = [
+            (lane.attempt, lane.started_at) for lane in client.branches("run-1") if lane.branch == "map:1"
+        ]
+        assert twice == [(1, 2.0), (1, 8.0)], "the replay's attempt 1 keeps the lane of the one before"
+        fail_once(store, again, permanent=True)
         store.purge("run-1")
         assert not raw.exists(keys.lanes("run-1"))
 

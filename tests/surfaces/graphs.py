@@ -228,7 +228,7 @@ def _talker() -> GraphAction:
 
 
 class Spread(BaseModel):
-    done: int = 0
+    key: str = ""
 
 
 SPREAD_ITEMS = 4
@@ -237,20 +237,32 @@ SPREAD_FAILS = 3
 recorded their results when it fails."""
 
 
+async def _released(key: str) -> None:
+    """Back once ``rgtest:release:<key>`` gets an item (or after a minute), the loop free meanwhile."""
+    deadline = time.monotonic() + 60
+    while _redis().lpop(release_key(key)) is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
 def _spread() -> GraphAction:
     """``plan`` -> a map over four items -> ``work`` -> join -> ``total``: item i's branch takes
-    (i + 1) x 150 ms, and item 3's fails its first time, after its siblings finished. Attempt 1
-    records their results (and their lanes); attempt 2, after a short backoff, runs item 3 alone."""
+    (i + 1) x 150 ms, and item 3's fails its first time, after its siblings finished (with inputs
+    ``hold-...``, attempt 1's item i ends once ``rgtest:release:<inputs>:<i>`` gets an item). Attempt
+    1 records their results (and their lanes); attempt 2, after a short backoff, runs item 3 alone."""
     g = GraphBuilder(name="spread", state_type=Spread, input_type=str, output_type=list[int])
 
     @g.step
     async def plan(ctx: StepContext[Spread, None, str]) -> list[int]:
+        ctx.state.key = ctx.inputs
         return list(range(SPREAD_ITEMS))
 
     @g.step
     async def work(ctx: StepContext[Spread, None, int]) -> int:
         await asyncio.sleep((ctx.inputs + 1) * 0.15)
-        if ctx.inputs == SPREAD_FAILS and _redis().incr(count_key(current_run().run_id, "work")) == 1:
+        first = current_run().attempt == 1
+        if first and ctx.state.key.startswith("hold"):
+            await _released(f"{ctx.state.key}:{ctx.inputs}")
+        if first and ctx.inputs == SPREAD_FAILS:
             raise RunFailure("item 3 fails its first time", reason="first_time")
         return ctx.inputs * 10
 

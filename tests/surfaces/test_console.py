@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 from selenium import webdriver
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -416,6 +417,74 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     waited = _text(browser, '#timeline tr[data-event="run_waiting"] .details')
     assert waited == "attempt=2, signal=go", "no empty wake_at"
     assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
+
+
+def _lanes(browser: webdriver.Chrome) -> list[list[str]]:
+    """Each map branch drawn in the Gantt chart: its row's attempt, its branch, hover and checkpoint."""
+    script = """
+        return [...document.querySelectorAll('#gantt .gantt-row')].flatMap((g) =>
+          [...g.querySelectorAll('.gantt-lane')].map((l) => [g.dataset.attempt, l.dataset.branch,
+            l.querySelector('title').textContent, l.dataset.seq || '']));
+    """
+    return list(browser.execute_script(script))
+
+
+def test_a_maps_branches_are_drawn_side_by_side_under_the_attempt_that_ran_them(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """``spread`` maps over four items, each held until the test releases it; item 3 fails its
+    first time. Released while the page is open, items 0 to 2 show up as lanes, live (no event
+    announces them); then attempt 1's row has those, attempt 2's the lane of item 3, each hovering
+    with its step, branch, attempt and duration, and a click opens the checkpoint that took in
+    its result. A second run, not held, is the picture."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/spread").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "spread", "inputs": "hold-gantt"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    under_way = [["step", "plan"], ["step", "map"]]
+    until(
+        browser,
+        lambda d: [[s[:2] for s in r["spans"]] for r in _gantt(d)] == [under_way],
+        "the map under way",
+    )
+    assert _lanes(browser) == []
+    for item in range(3):
+        console.redis.rpush(release_key(f"hold-gantt:{item}"), 1)
+    until(browser, lambda d: len(_lanes(d)) == 3, "the branches that ended, while item 3 is held")
+    assert find(browser, '#run-summary [data-status="running"]') is not None, "no event announced them"
+    console.redis.rpush(release_key("hold-gantt:3"), 1)
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run")
+    until(browser, lambda d: len(_lanes(d)) == 4, "the four branches")
+    lanes = _lanes(browser)
+    assert sorted((a, b.rpartition(":")[2]) for a, b, _, _ in lanes) == [
+        ("1", "0"), ("1", "1"), ("1", "2"), ("2", "3"),
+    ]  # fmt: skip
+    for attempt, branch, hover, seq in lanes:
+        assert re.fullmatch(
+            rf"step work, branch {branch.rpartition(':')[2]}, attempt {attempt}: [\d.]+m?s", hover
+        )
+        assert seq, "a branch opens the checkpoint that holds its result"
+    first = next(r for r in _gantt(browser) if r["attempt"] == "1")
+    assert first["marks"] == ["failed"]
+    tops = browser.execute_script(
+        "return [...document.querySelectorAll('#gantt .gantt-row[data-attempt=\"1\"] .gantt-lane rect')]"
+        ".map((r) => Number(r.getAttribute('y')))"
+    )
+    assert len(set(tops)) == 3, "the three branches that ran at once are side by side, not on one line"
+    until(browser, lambda d: find(d, "#checkpoints") is not None, "the checkpoints")
+    browser.execute_script(
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+        '#gantt .gantt-row[data-attempt="2"] .gantt-lane',
+    )
+    until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the branch's checkpoint")
+    with api_server.http() as http:  # one left to run at its own pace, for the picture
+        run_id = http.post("/api/runs", json={"graph": "spread", "inputs": "gantt"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') and len(_lanes(d)) == 4, "it")
+    # Off the link the token form's button left the pointer on, whose address Chromium shows.
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    console.shot("gantt-branches", at="#run-gantt")
 
 
 def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flight(

@@ -198,7 +198,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 6,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 7,
         "diagrams",
     )
     console.shot("graphs")

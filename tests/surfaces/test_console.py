@@ -419,6 +419,24 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
 
 
+def test_a_wait_ends_in_the_gantt_chart_where_the_run_was_cancelled(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """A ``journey`` run cancelled while it waits for ``go``: its wait is hatched up to the cancel,
+    not on and on as if it still waited."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "journey", "inputs": "called-off"}).json()["run_id"]
+        _open(browser, api_server, f"run/{run_id}")
+        until(browser, lambda d: find(d, "#signal-go") is not None, "the run waiting for go")
+        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    until(browser, lambda d: [r["marks"] for r in _gantt(d)][-1:] == [["ended"]], "the cancel in the chart")
+    kind, label, hover = _gantt(browser)[-1]["spans"][-1]
+    assert (kind, label) == ("wait", "signal go")
+    assert not str(hover).endswith("so far"), hover
+
+
 def _lanes(browser: webdriver.Chrome) -> list[list[str]]:
     """Each map branch drawn in the Gantt chart: its row's attempt, its branch, hover and checkpoint."""
     script = """

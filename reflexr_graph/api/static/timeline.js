@@ -136,6 +136,7 @@ function ganttModel(events, first, now) {
       waitFrom = e.at; waitNote = "a worker";
     } else if (["run_dead_lettered", "run_cancelled"].includes(e.type) && lastRow()) {
       if (row && stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
+      closeWait(e.at);  // a run cancelled (or dead-lettered) while it waited waits no more
       lastRow().marks.push({ kind: "ended", at: e.at, label: e.type === "run_cancelled" ? "cancelled" : "dead-lettered" });
       row = null; stepFrom = null;
     }

@@ -24,11 +24,14 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from reflexr_graph import schemas
+from reflexr_graph.fleet.outcome import Outcome
+from reflexr_graph.fleet.task import handle
 from reflexr_graph.store import keys
 from tests.fleet.graphs import fanout
+from tests.fleet.inproc import fleet_app
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, serving
-from tests.surfaces.graphs import chain, ok_key, orders, release_key, talker
+from tests.surfaces.graphs import chain, journey, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -435,6 +438,35 @@ def test_a_wait_ends_in_the_gantt_chart_where_the_run_was_cancelled(
     kind, label, hover = _gantt(browser)[-1]["spans"][-1]
     assert (kind, label) == ("wait", "signal go")
     assert not str(hover).endswith("so far"), hover
+
+
+def test_a_run_held_for_its_graph_version_waits_hatched_in_the_gantt_chart(
+    console: Console, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``journey`` run fails its first attempt, then its version's workers are gone (its record
+    names a version none serves): it is held, and the chart hatches that wait after the backoff."""
+    monkeypatch.setenv("REFLEXR_REDIS_URL", redis_url)  # journey's steps count in the test's Redis
+    app = fleet_app(redis_url, journey, version_grace_s=0)
+    store = app.store()
+    try:
+        run_id, _ = store.create_run(
+            "held-for-a-version",
+            graph="journey",
+            inputs_json='"held"',
+            max_attempts=3,
+            dispatch_grace_ms=60_000,
+        )
+        assert handle(app, run_id, (), {"graph": "journey"}).outcome is Outcome.RETRYING
+        console.redis.hset(keys.run(run_id), "version", "v-gone")
+        wait_for(lambda: handle(app, run_id, (), {"graph": "journey"}).outcome is Outcome.HELD, what="held")
+    finally:
+        store.close()
+        app.close()
+    _open(console.browser, console.server, f"run/{run_id}")
+    until(console.browser, lambda d: len(_gantt(d)) == 1 and len(_gantt(d)[0]["spans"]) == 3, "the wait")
+    kind, label, hover = _gantt(console.browser)[0]["spans"][-1]
+    assert (kind, label) == ("wait", "version v-gone")
+    assert str(hover).startswith("waiting for version v-gone, attempt 1: ") and str(hover).endswith("so far")
 
 
 def _lanes(browser: webdriver.Chrome) -> list[list[str]]:

@@ -132,8 +132,11 @@ function ganttModel(events, first, now) {
       const name = f.signal || "";
       waitNote = name.startsWith(LIMIT_PREFIX) ? `limit ${name.slice(LIMIT_PREFIX.length)}` : name ? `signal ${name}` : "timer";
       row = null; stepFrom = null;
-    } else if (e.type === "waiting_for_worker") {
-      waitFrom = e.at; waitNote = "a worker";
+    } else if (e.type === "waiting_for_worker" || e.type === "waiting_for_version") {
+      const note = e.type === "waiting_for_worker" ? "a worker" : `version ${f.version || "?"}`;
+      if (waitNote !== note) closeWait(e.at);  // a wait for something else ended here
+      if (waitFrom === null) waitFrom = e.at;  // held again while it waited: one wait, from its start
+      waitNote = note;
     } else if (["run_dead_lettered", "run_cancelled"].includes(e.type) && lastRow()) {
       if (row && stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
       closeWait(e.at);  // a run cancelled (or dead-lettered) while it waited waits no more

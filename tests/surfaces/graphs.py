@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RetryPolicy, RunFailure, current_run, emit, wait_for_signal
+from reflexr_graph import GraphAction, RetryPolicy, RunFailure, current_run, emit, run_child, wait_for_signal
 
 
 class Job(BaseModel):
@@ -282,6 +282,20 @@ def _spread() -> GraphAction:
     return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
 
 
+def _kin() -> GraphAction:
+    """One step, ``ask``, that runs a ``spread`` child over its inputs and returns its output: the
+    run waits for the child, holding no worker, and its step runs again once the child ended."""
+    g = GraphBuilder(name="kin", input_type=str, output_type=list[int])
+
+    @g.step
+    async def ask(ctx: StepContext[None, None, str]) -> list[int]:
+        output: list[int] = await run_child("spread", f"{ctx.inputs}-child")
+        return output
+
+    g.add(g.edge_from(g.start_node).to(ask), g.edge_from(ask).to(g.end_node))
+    return GraphAction(g.build())
+
+
 counter = _counter()
 blocker = _blocker()
 talker = _talker()
@@ -289,11 +303,13 @@ chain = _chain()
 approvals = _approvals()
 journey = _journey()
 spread = _spread()
+kin = _kin()
 ACTIONS = (counter, blocker, approvals)
-WORKER_ACTIONS = (*ACTIONS, chain, journey, talker, spread)
+WORKER_ACTIONS = (*ACTIONS, chain, journey, talker, spread, kin)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
 tests publish themselves, so graph listings elsewhere stay as they are, ``journey`` (the console's
-timeline), ``talker`` (streaming) and ``spread`` (a map's branches in the timeline)."""
+timeline), ``talker`` (streaming), ``spread`` (a map's branches in the timeline) and ``kin`` (a
+wait for a child run)."""
 
 
 class Order(BaseModel):

@@ -320,9 +320,16 @@ def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey", "spread", "talker"}, (
-            "the worker's graphs"
-        )
+        assert set(graphs) == {
+            "approvals",
+            "blocker",
+            "chain",
+            "counter",
+            "journey",
+            "kin",
+            "spread",
+            "talker",
+        }, "the worker's graphs"
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )

@@ -201,7 +201,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 7,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 8,
         "diagrams",
     )
     console.shot("graphs")
@@ -467,6 +467,24 @@ def test_a_run_held_for_its_graph_version_waits_hatched_in_the_gantt_chart(
     kind, label, hover = _gantt(console.browser)[0]["spans"][-1]
     assert (kind, label) == ("wait", "version v-gone")
     assert str(hover).startswith("waiting for version v-gone, attempt 1: ") and str(hover).endswith("so far")
+
+
+def test_a_wait_for_a_child_run_is_hatched_and_named_in_the_gantt_chart(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """``kin``'s step runs a ``spread`` child: attempt 1 waits for it, hatched as ``child <id>``
+    (not ``signal child:<id>``), and attempt 2 runs the step again and succeeds."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/kin").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "kin", "inputs": "elder"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the parent")
+        (child,) = http.get(f"/api/runs/{run_id}").json()["children"]
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: [r["marks"] for r in _gantt(d)] == [[], ["succeeded"]], "the two attempts")
+    first = _gantt(browser)[0]
+    assert [s[:2] for s in first["spans"]] == [["step", "ask"], ["wait", f"child {child}"]]
+    assert _text(browser, '#timeline tr[data-event="run_waiting"] .details') == f"attempt=1, child {child}"
 
 
 def _lanes(browser: webdriver.Chrome) -> list[list[str]]:

@@ -7,6 +7,13 @@
 
 const MS_EPOCH_FLOOR = 1e11;  // an `*_at` value above this is epoch ms (1973 in ms); below, epoch s
 const LIMIT_PREFIX = "limit:";
+// What a run waits for, other than a signal, as a wait's `signal` field says it (history.WAITS_FOR).
+const WAITS_FOR = [[LIMIT_PREFIX, (v) => `limit ${v}`], ["child:", (v) => `child ${v}`], ["children:", (v) => `${v} children`], ["version:", (v) => `version ${v}`]];
+
+function waitText(name) {  // '' is a durable sleep's timer
+  const found = WAITS_FOR.find(([prefix]) => name.startsWith(prefix));
+  return found ? found[1](name.slice(found[0].length)) : name ? `signal ${name}` : "timer";
+}
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function duration(seconds) {  // 850ms, 3.2s, 4m05s, 2h03m (as history.duration)
@@ -60,7 +67,7 @@ function fieldText(key, value, eventAt) {
   if (key === "next_node") return `next ${value}`;
   if (key === "size" && /^[0-9]+$/.test(value)) return `${value} B`;
   if (key === "waited_ms" && /^[0-9]+$/.test(value)) return `waited ${duration(Number(value) / 1000)}`;
-  if (key === "signal" && value.startsWith(LIMIT_PREFIX)) return `limit ${value.slice(LIMIT_PREFIX.length)}`;
+  if (key === "signal" && WAITS_FOR.some(([prefix]) => value.startsWith(prefix))) return waitText(value);
   return `${key}=${value}`;
 }
 
@@ -129,8 +136,7 @@ function ganttModel(events, first, now) {
     } else if (e.type === "run_waiting" && row) {
       if (stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
       waitFrom = e.at;
-      const name = f.signal || "";
-      waitNote = name.startsWith(LIMIT_PREFIX) ? `limit ${name.slice(LIMIT_PREFIX.length)}` : name ? `signal ${name}` : "timer";
+      waitNote = waitText(f.signal || "");
       row = null; stepFrom = null;
     } else if (e.type === "waiting_for_worker" || e.type === "waiting_for_version") {
       const note = e.type === "waiting_for_worker" ? "a worker" : `version ${f.version || "?"}`;

@@ -381,7 +381,8 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
 ) -> None:
     """``journey`` fails once, retries after a backoff, waits for a signal, then succeeds: the
     chart has one row per attempt with its steps, the failure, the backoff and the wait; the
-    table shows dates and durations, never epoch milliseconds or empty fields."""
+    table shows dates and durations, never epoch milliseconds or empty fields. Another, cancelled
+    while it waits, ends its wait there."""
     browser, api_server = console.browser, console.server
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
@@ -421,23 +422,15 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     assert waited == "attempt=2, signal=go", "no empty wake_at"
     assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
 
-
-def test_a_wait_ends_in_the_gantt_chart_where_the_run_was_cancelled(
-    console: Console, worker: subprocess.Popen[bytes]
-) -> None:
-    """A ``journey`` run cancelled while it waits for ``go``: its wait is hatched up to the cancel,
-    not on and on as if it still waited."""
-    browser, api_server = console.browser, console.server
+    # Another run, cancelled while it waits for go: its wait is hatched up to the cancel, not on.
     with api_server.http() as http:
-        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
         run_id = http.post("/api/runs", json={"graph": "journey", "inputs": "called-off"}).json()["run_id"]
         _open(browser, api_server, f"run/{run_id}")
         until(browser, lambda d: find(d, "#signal-go") is not None, "the run waiting for go")
         assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
     until(browser, lambda d: [r["marks"] for r in _gantt(d)][-1:] == [["ended"]], "the cancel in the chart")
     kind, label, hover = _gantt(browser)[-1]["spans"][-1]
-    assert (kind, label) == ("wait", "signal go")
-    assert not str(hover).endswith("so far"), hover
+    assert (kind, label) == ("wait", "signal go") and not str(hover).endswith("so far"), hover
 
 
 def test_a_run_held_for_its_graph_version_waits_hatched_in_the_gantt_chart(
@@ -469,24 +462,6 @@ def test_a_run_held_for_its_graph_version_waits_hatched_in_the_gantt_chart(
     assert str(hover).startswith("waiting for version v-gone, attempt 1: ") and str(hover).endswith("so far")
 
 
-def test_a_wait_for_a_child_run_is_hatched_and_named_in_the_gantt_chart(
-    console: Console, worker: subprocess.Popen[bytes]
-) -> None:
-    """``kin``'s step runs a ``spread`` child: attempt 1 waits for it, hatched as ``child <id>``
-    (not ``signal child:<id>``), and attempt 2 runs the step again and succeeds."""
-    browser, api_server = console.browser, console.server
-    with api_server.http() as http:
-        wait_for(lambda: http.get("/api/graphs/kin").status_code == 200, what="the worker's graphs")
-        run_id = http.post("/api/runs", json={"graph": "kin", "inputs": "elder"}).json()["run_id"]
-        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the parent")
-        (child,) = http.get(f"/api/runs/{run_id}").json()["children"]
-    _open(browser, api_server, f"run/{run_id}")
-    until(browser, lambda d: [r["marks"] for r in _gantt(d)] == [[], ["succeeded"]], "the two attempts")
-    first = _gantt(browser)[0]
-    assert [s[:2] for s in first["spans"]] == [["step", "ask"], ["wait", f"child {child}"]]
-    assert _text(browser, '#timeline tr[data-event="run_waiting"] .details') == f"attempt=1, child {child}"
-
-
 def _lanes(browser: webdriver.Chrome) -> list[list[str]]:
     """Each map branch drawn in the Gantt chart: its row's attempt, its branch, hover and checkpoint."""
     script = """
@@ -504,7 +479,8 @@ def test_a_maps_branches_are_drawn_side_by_side_under_the_attempt_that_ran_them(
     first time. Released while the page is open, items 0 to 2 show up as lanes, live (no event
     announces them); then attempt 1's row has those, attempt 2's the lane of item 3, each hovering
     with its step, branch, attempt and duration, and a click opens the checkpoint that took in
-    its result. A second run, not held, is the picture."""
+    its result. Then a ``kin`` run waits for a ``spread`` child, hatched as ``child <id>`` (not
+    ``signal child:<id>``); the child, left to run at its own pace, is the picture."""
     browser, api_server = console.browser, console.server
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/spread").status_code == 200, what="the worker's graphs")
@@ -546,9 +522,15 @@ def test_a_maps_branches_are_drawn_side_by_side_under_the_attempt_that_ran_them(
         '#gantt .gantt-row[data-attempt="2"] .gantt-lane',
     )
     until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the branch's checkpoint")
-    with api_server.http() as http:  # one left to run at its own pace, for the picture
-        run_id = http.post("/api/runs", json={"graph": "spread", "inputs": "gantt"}).json()["run_id"]
-    _open(browser, api_server, f"run/{run_id}")
+    with api_server.http() as http:  # a kin run, whose child spread runs at its own pace
+        parent = http.post("/api/runs", json={"graph": "kin", "inputs": "elder"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{parent}").json()["status"] == "succeeded", what="the parent")
+        (child,) = http.get(f"/api/runs/{parent}").json()["children"]
+    _open(browser, api_server, f"run/{parent}")  # it waited for its child: hatched under its name
+    until(browser, lambda d: [r["marks"] for r in _gantt(d)] == [[], ["succeeded"]], "the two attempts")
+    assert [s[:2] for s in _gantt(browser)[0]["spans"]] == [["step", "ask"], ["wait", f"child {child}"]]
+    assert _text(browser, '#timeline tr[data-event="run_waiting"] .details') == f"attempt=1, child {child}"
+    _open(browser, api_server, f"run/{child}")  # the child, for the picture
     until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') and len(_lanes(d)) == 4, "it")
     # Off the link the token form's button left the pointer on, whose address Chromium shows.
     ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()

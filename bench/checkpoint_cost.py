@@ -25,7 +25,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
@@ -89,10 +89,15 @@ class TimedStore:
         return self.store.load_records(run_id)
 
     def save_record(
-        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Sequence[tuple[str, str]] = (),
+        lane: Lane | None = None,
     ) -> None:
         assert self.hot is not None and not returning, "the bench's steps hold no limit slots"
-        self.hot.save_record(field, value)
+        self.hot.save_record(field, value, lane)
 
     def save_checkpoint(
         self,

@@ -201,6 +201,24 @@ class CheckpointDetail(CheckpointInfo):
     output: Any = None
 
 
+class BranchLane(BaseModel):
+    """When one branch step of a map ran, as ``Client.branches`` lists it: its node, its branch
+    path (``map:7`` is item 7 of fork ``map``; nested forks are joined with ``/``), the attempt
+    that ran it, and when it started and ended, epoch seconds.
+
+    Kept for each branch step whose result was recorded (a step that changed the state is not,
+    core/steps.py), for up to ``core.journal.LANES_KEPT`` of them an attempt.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    branch: str
+    attempt: int
+    started_at: float
+    ended_at: float
+
+
 class StreamItem(BaseModel):
     """One item of a run's stream, as ``Client.stream`` yields it (``reflexr_graph.emit`` wrote it).
 

@@ -24,7 +24,7 @@ from reflexr_graph.api.models import (
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.core.emit import TOPIC
 from reflexr_graph.core.tags import parse_tags
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import BranchLane, RunInfo, Status
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
@@ -138,6 +138,13 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
         media_type=stream.MEDIA_TYPE,
         headers={"X-Accel-Buffering": "no"},
     )
+
+
+@router.get("/{run_id}/branches", response_model=list[BranchLane], responses=NOT_FOUND)
+async def branches(run_id: str, client: ClientDep) -> list[BranchLane]:
+    """When each branch step of the run's maps ran, in the order they started: its node, branch
+    path, attempt and start and end (epoch s). The console's timeline draws them as lanes."""
+    return await client.branches(run_id)
 
 
 @router.get(

@@ -16,7 +16,13 @@ from rich import box
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, Event
+from reflexr_graph.model import (
+    CHILD_WAIT_PREFIX,
+    CHILDREN_WAIT_PREFIX,
+    LIMIT_WAIT_PREFIX,
+    VERSION_WAIT_PREFIX,
+    Event,
+)
 from reflexr_graph.store.records import RunEvent
 
 _MS_EPOCH_FLOOR = 10**11
@@ -60,6 +66,15 @@ _MOMENTS = frozenset({"until"})
 """Fields that hold epoch milliseconds without the ``_at`` suffix (``waiting_for_worker``'s)."""
 
 
+WAITS_FOR = (
+    (LIMIT_WAIT_PREFIX, "limit {}"),
+    (CHILD_WAIT_PREFIX, "child {}"),
+    (CHILDREN_WAIT_PREFIX, "{} children"),
+    (VERSION_WAIT_PREFIX, "version {}"),
+)
+"""What a run waits for, other than a signal, as a wait's ``signal`` field says it (model.py)."""
+
+
 def _detail(key: str, value: str, event_at: float) -> str:
     is_moment = key.endswith("_at") or key in _MOMENTS
     if is_moment and (moment := _epoch_s(value)) is not None:
@@ -80,8 +95,10 @@ def _detail(key: str, value: str, event_at: float) -> str:
         return render.size(int(value))
     if key == "waited_ms" and value.isdigit():
         return f"waited {duration(int(value) / 1000)}"
-    if key == "signal" and value.startswith(LIMIT_WAIT_PREFIX):
-        return f"limit {value.removeprefix(LIMIT_WAIT_PREFIX)}"
+    if key == "signal":
+        for prefix, text in WAITS_FOR:
+            if value.startswith(prefix):
+                return text.format(value.removeprefix(prefix))
     return f"{key}={value}"
 
 

@@ -31,7 +31,7 @@ from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.history import checkpoint_list
@@ -48,6 +48,7 @@ from reflexr_graph.store.reads import (
     last_traceback,
     latest_checkpoint,
     run_events,
+    run_lanes,
     run_record,
     runs_listing,
 )
@@ -233,6 +234,10 @@ class AsyncClient(ClientBase):
     async def history(self, run_id: str) -> list[RunEvent]:
         """See :meth:`Client.history`."""
         return await self._do(self._core.history(run_id))
+
+    async def branches(self, run_id: str) -> list[BranchLane]:
+        """See :meth:`Client.branches`."""
+        return await self._do(run_lanes(run_id))
 
     async def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """See :meth:`Client.events`; a blocking read waits on the loop, holding no thread."""

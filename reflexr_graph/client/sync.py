@@ -32,7 +32,7 @@ from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -48,6 +48,7 @@ from reflexr_graph.store.reads import (
     last_traceback,
     latest_checkpoint,
     run_events,
+    run_lanes,
     run_record,
     runs_listing,
 )
@@ -298,6 +299,11 @@ class Client(ClientBase):
     def history(self, run_id: str) -> list[RunEvent]:
         """The run's events, oldest first; RunNotFound if there is no such run."""
         return self._do(self._core.history(run_id))
+
+    def branches(self, run_id: str) -> list[BranchLane]:
+        """When each branch step of the run's maps ran, in the order they started: its node,
+        branch, attempt and times (the timeline's lanes); RunNotFound if there is no such run."""
+        return self._do(run_lanes(run_id))
 
     def events(self, run_id: str, after: str = "0-0", block_ms: int | None = None) -> list[RunEvent]:
         """Events after stream id ``after``; with ``block_ms``, wait that long (0: forever) for one."""

@@ -36,7 +36,7 @@ from reflexr_graph.core import tracing
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
-from reflexr_graph.core.port import AttemptContext, WaitResult
+from reflexr_graph.core.port import AttemptContext, Lane, WaitResult
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import NotInRun, Suspended
 
@@ -46,7 +46,12 @@ if TYPE_CHECKING:
 
 class RecordPort(Protocol):
     def save_record(
-        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Sequence[tuple[str, str]] = (),
+        lane: Lane | None = None,
     ) -> None: ...
 
     def wait(
@@ -61,6 +66,12 @@ def digest(*parts: str) -> str:
         h.update(part.encode())
         h.update(b"\x00")
     return h.hexdigest()[:24]
+
+
+LANES_KEPT = 1000
+"""Branch steps an attempt records the times of, for the run's timeline: a map over more items
+draws its first ones (as the event stream keeps a run's last 1000 events), and keeps the run's
+memory bounded."""
 
 
 @dataclass
@@ -93,6 +104,8 @@ class Journal:
     whose steps emit nothing costs nothing for it."""
     checkpointed: bool = False
     """A checkpoint was saved in this attempt: the records the claim brought are past."""
+    lanes: int = 0
+    """Branch steps whose times this attempt recorded (or would have, past ``LANES_KEPT``)."""
     keyed_by: str | None = None
     """The fingerprint the records the claim brought are keyed by, when another version of the
     graph wrote them: the run was upgraded to this one from its checkpoint (core/compat.py)."""
@@ -138,12 +151,17 @@ class Journal:
     def get(self, key: str) -> str | None:
         return self.records.get(key)
 
-    def put(self, key: str, value: str) -> None:
+    def put(self, key: str, value: str, lane: Lane | None = None) -> None:
         """Record ``value`` (JSON) under ``key``, fenced by the attempt's token; the limit slots of
-        the step that just ended go back in the same round trip (core/limits.py: Limiter.returning)."""
+        the step that just ended go back in the same round trip (core/limits.py: Limiter.returning),
+        and a branch step's ``lane`` is kept with it, up to ``LANES_KEPT`` of them an attempt."""
         returning = self.limiter.take_returning() if self.limiter is not None else []
+        if lane is not None:
+            self.lanes += 1
+            if self.lanes > LANES_KEPT:
+                lane = None
         try:
-            self.port.save_record(self.ctx, key, value, returning)
+            self.port.save_record(self.ctx, key, value, returning, lane)
         except BaseException:
             if self.limiter is not None:
                 self.limiter.returning.extend(returning)  # the step's end gives them back, or they lapse

@@ -28,6 +28,17 @@ class AttemptContext:
 
 
 @dataclass(frozen=True)
+class Lane:
+    """When one branch step of a map ran, kept with its result for the run's timeline (ms)."""
+
+    node: str
+    branch: str
+    """Its branch path (``map:7``: core/steps.py branch_path)."""
+    started_ms: int
+    ended_ms: int
+
+
+@dataclass(frozen=True)
 class Notes:
     """What an attempt hands the store with its next write, so it costs no round trip of its own.
 
@@ -116,10 +127,16 @@ class CheckpointPort(Protocol):
         ...
 
     def save_record(
-        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Sequence[tuple[str, str]] = (),
+        lane: Lane | None = None,
     ) -> None:
         """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip, which
-        also gives back the limit slots ``returning`` (key, member), owned or not."""
+        also gives back the limit slots ``returning`` (key, member), owned or not, and keeps the
+        ``lane`` of a branch step for the run's timeline."""
         ...
 
     def wait(

@@ -32,10 +32,12 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
+from reflexr_graph import clock
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.context import reset_step, running_step, set_step
 from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, controlled
 from reflexr_graph.core.journal import Journal, current_journal, digest
+from reflexr_graph.core.port import Lane
 from reflexr_graph.core.readback import Codec, NotReadable
 
 log = logging.getLogger(__name__)
@@ -235,7 +237,9 @@ async def _branch(
             span.set_attribute(tracing.ATTR_REUSED, True)
             span.add_event(tracing.EVENT_STEP_REUSED, {tracing.ATTR_NODE: execution.node_id})
             return value
+    started_ms = clock.now_ms()
     output = await call(ctx)
+    lane = Lane(execution.node_id, execution.branch or "", started_ms, clock.now_ms())
     if before is None or _dump(spec.state, ctx.state) != before:
         journal.tally.note_once(
             execution.node_id,
@@ -244,7 +248,7 @@ async def _branch(
         )
         return output
     try:
-        journal.put(key, codec.dump(output, same_class=True))
+        journal.put(key, codec.dump(output, same_class=True), lane)
     except NotReadable as why:
         journal.tally.note_once(
             execution.node_id,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Notes, WaitResult
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Lane, Notes, WaitResult
 from reflexr_graph.errors import FencedOut, NotInRun, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
 from reflexr_graph.store.children import ChildRequest
@@ -162,13 +162,18 @@ class AttemptPort:
         return self.records
 
     def save_record(
-        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Sequence[tuple[str, str]] = (),
+        lane: Lane | None = None,
     ) -> None:
         hot = self.hot
         op = (
-            (lambda: self.store.save_record(ctx, field, value, returning))
+            (lambda: self.store.save_record(ctx, field, value, returning, lane))
             if hot is None or returning
-            else (lambda: hot.save_record(field, value))
+            else (lambda: hot.save_record(field, value, lane))
         )
         self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 

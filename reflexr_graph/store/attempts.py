@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
 from reflexr_graph.store import keys, limits
 from reflexr_graph.store.base import (
@@ -45,6 +45,7 @@ from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
     ForkSeed,
+    lane_args,
     pairs_to_map,
     text,
     text_map,
@@ -365,24 +366,32 @@ class AttemptWrites(StoreBase):
 
     @translate_errors
     def save_record(
-        self, ctx: AttemptContext, field: str, value: str, returning: Sequence[tuple[str, str]] = ()
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Sequence[tuple[str, str]] = (),
+        lane: Lane | None = None,
     ) -> None:
         """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
 
         ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not
-        (on a cluster store, in their limits' slots right after it).
+        (on a cluster store, in their limits' slots right after it); a branch step's ``lane`` is
+        kept in the run's lanes (``keys.lanes``) by the same script.
         """
         if returning and self.shards.count > 1:
             try:
-                return self.save_record(ctx, field, value)
+                return self.save_record(ctx, field, value, lane=lane)
             finally:
                 limits.give_back(self._r, returning)  # in the limits' slots, not the run's
         script_keys = [
             keys.run(ctx.run_id),
             keys.memo(ctx.run_id),
+            keys.lanes(ctx.run_id),
             *(keys.limit_slots(k) for k, _ in returning),
         ]
-        if not self._scripts("record", script_keys, [ctx.token, field, value, *(m for _, m in returning)]):
+        argv = [ctx.token, field, value, *lane_args(ctx, lane), *(m for _, m in returning)]
+        if not self._scripts("record", script_keys, argv):
             raise _fenced(ctx, "record")
 
     @translate_errors

@@ -29,10 +29,11 @@ from typing import Any
 from redis import exceptions as redis_errors
 
 from reflexr_graph import clock
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.store import cluster, connection_errors, keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced
 from reflexr_graph.store.contracts import SaveArgs, Saved
+from reflexr_graph.store.records import lane_args
 from reflexr_graph.store.scripts import source
 
 _SAVE_FIELDS = tuple(f.name for f in dataclasses.fields(SaveArgs))
@@ -149,12 +150,13 @@ class HotPath:
     @cached_property
     def _record(self) -> _Call:
         run_id = self._ctx.run_id
-        # record.lua's ARGV: token, field, value (no contract dataclass: store/attempts.py save_record).
+        # record.lua's ARGV: token, field, value, a lane's field and times (no contract dataclass:
+        # store/attempts.py save_record).
         return _Call(
             "record",
             self._store.scripts.sha("record"),
-            [keys.run(run_id), keys.memo(run_id)],
-            ("token", "field", "value"),
+            [keys.run(run_id), keys.memo(run_id), keys.lanes(run_id)],
+            ("token", "field", "value", "lane", "times"),
             self._fixed,
         )
 
@@ -191,9 +193,11 @@ class HotPath:
             raise _fenced(self._ctx, "checkpoint")
         return saved is Saved.CANCEL_REQUESTED
 
-    def save_record(self, field: str, value: str) -> None:
+    def save_record(self, field: str, value: str, lane: Lane | None = None) -> None:
         """As ``AttemptWrites.save_record``: FencedOut when the token lost the run."""
-        if not self._call(self._record, {"field": field, "value": self._codec.encode(value)}):
+        lane_field, times = lane_args(self._ctx, lane)
+        given = {"field": field, "value": self._codec.encode(value), "lane": lane_field, "times": times}
+        if not self._call(self._record, given):
             raise _fenced(self._ctx, "record")
 
     def _call(self, call: _Call, values: Mapping[str, object]) -> Any:

@@ -199,7 +199,19 @@ def stream(run_id: str) -> str:
     return _tagged(run_id, "stream")
 
 
-_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream")
+def lanes(run_id: str) -> str:
+    """When each branch step of the run's maps ran, for its timeline: a hash, field
+    ``<claim>|<attempt>|<node>|<branch>`` -> ``<started ms>|<ended ms>``.
+
+    Written by ``lua/record.lua`` with the branch's result, in the same round trip (no event per
+    branch: the event stream is capped); ``lanes`` = ``1`` in the run hash says it exists, so a
+    run's end expires it and a purge deletes it only then. Kept across checkpoints and replays,
+    as the events are.
+    """
+    return _tagged(run_id, "lanes")
+
+
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes")
 
 
 def run_of(key: object) -> str:
@@ -233,6 +245,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         mailbox(run_id),
         inputs(run_id),
         stream(run_id),
+        lanes(run_id),
     )
 
 
@@ -425,8 +438,8 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
     (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
-    keys (19 on), then the shard's :func:`children_ended`, and last the run's long inputs and its
-    stream: the prelude reads them as ``KEYS[#KEYS - 2]``, ``KEYS[#KEYS - 1]`` and ``KEYS[#KEYS]``,
+    keys (19 on), then the run's lanes, the shard's :func:`children_ended`, and last the run's
+    long inputs and its stream: the prelude reads them as ``KEYS[#KEYS - 3]`` to ``KEYS[#KEYS]``,
     so no script's own positions move.
     """
     shard = shards.of(run_id)
@@ -444,6 +457,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
         memo(run_id),
         mailbox(run_id),
         *extra,
+        lanes(run_id),
         children_ended(shard),
         inputs(run_id),
         stream(run_id),

@@ -12,7 +12,7 @@ from typing import Any
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import BranchLane, RunInfo, Status
 from reflexr_graph.store import cluster, fanout, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
@@ -20,6 +20,7 @@ from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     RunEvent,
+    branch_lanes,
     checkpoint_entry,
     checkpoint_field,
     run_event,
@@ -147,6 +148,14 @@ def run_events(
             remaining -= chunk
             if remaining <= 0:
                 return []
+
+
+def run_lanes(run_id: str) -> Op[list[BranchLane]]:
+    """When each branch step of the run's maps ran (``keys.lanes``), in the order they started."""
+    stored = text_map((yield cmd("hgetall", keys.lanes(run_id))))
+    if not stored and not (yield cmd("exists", keys.run(run_id))):
+        raise not_found(run_id)
+    return branch_lanes(stored)
 
 
 def _parse_cursor(cursor: str) -> tuple[float, str]:

@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Lane
 from reflexr_graph.core.tags import Tags, tags_of
-from reflexr_graph.model import CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import BranchLane, CheckpointInfo, RunInfo, Status
 from reflexr_graph.store import event_codec
 
 
@@ -271,3 +271,32 @@ def run_event(entry_id: object, entry: Mapping[Any, Any]) -> RunEvent:
     """One stream entry under its public names, however compactly it was stored (``event_codec``)."""
     kind, at_ms, fields = event_codec.decode(text_map(entry))
     return RunEvent(id=text(entry_id), type=kind, at=at_ms / 1000, fields=fields)
+
+
+def lane_args(ctx: AttemptContext, lane: Lane | None) -> list[str]:
+    """record.lua's ARGV[4..5] for a branch step's lane: its field in the run's lanes hash
+    (``<claim>|<attempt>|<node>|<branch>``: the claim's ``resume_seq`` never repeats, so a replay's
+    attempt 1 keeps the lanes of the one before) and its times (``<started ms>|<ended ms>``);
+    '' '' for none."""
+    if lane is None:
+        return ["", ""]
+    field = f"{ctx.resume_seq}|{ctx.attempt}|{lane.node}|{lane.branch}"
+    return [field, f"{lane.started_ms}|{lane.ended_ms}"]
+
+
+def branch_lanes(stored: Mapping[str, str]) -> list[BranchLane]:
+    """The lanes hash (``keys.lanes``) as BranchLanes, in the order the branches started."""
+    found = []
+    for name, times in stored.items():
+        _, attempt, node, branch = name.split("|", 3)
+        started, ended = times.split("|", 1)
+        found.append(
+            BranchLane(
+                node=node,
+                branch=branch,
+                attempt=int(attempt),
+                started_at=_seconds(started),
+                ended_at=_seconds(ended),
+            )
+        )
+    return sorted(found, key=lambda lane: (lane.started_at, lane.attempt, lane.branch))

@@ -9,6 +9,7 @@ and notes its name, and ``t6`` returns the total. While the flag ``rgtest:bad:<k
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -17,8 +18,9 @@ from dataclasses import dataclass, field
 import redis
 from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
+from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RetryPolicy, RunFailure, emit, wait_for_signal
+from reflexr_graph import GraphAction, RetryPolicy, RunFailure, current_run, emit, run_child, wait_for_signal
 
 
 class Job(BaseModel):
@@ -225,17 +227,89 @@ def _talker() -> GraphAction:
     return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
 
 
+class Spread(BaseModel):
+    key: str = ""
+
+
+SPREAD_ITEMS = 4
+SPREAD_FAILS = 3
+"""The item of ``spread`` whose branch fails its first time: the slowest, so its siblings have
+recorded their results when it fails."""
+
+
+async def _released(key: str) -> None:
+    """Back once ``rgtest:release:<key>`` gets an item (or after a minute), the loop free meanwhile."""
+    deadline = time.monotonic() + 60
+    while _redis().lpop(release_key(key)) is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+def _spread() -> GraphAction:
+    """``plan`` -> a map over four items -> ``work`` -> join -> ``total``: item i's branch takes
+    (i + 1) x 150 ms, and item 3's fails its first time, after its siblings finished (with inputs
+    ``hold-...``, attempt 1's item i ends once ``rgtest:release:<inputs>:<i>`` gets an item). Attempt
+    1 records their results (and their lanes); attempt 2, after a short backoff, runs item 3 alone."""
+    g = GraphBuilder(name="spread", state_type=Spread, input_type=str, output_type=list[int])
+
+    @g.step
+    async def plan(ctx: StepContext[Spread, None, str]) -> list[int]:
+        ctx.state.key = ctx.inputs
+        return list(range(SPREAD_ITEMS))
+
+    @g.step
+    async def work(ctx: StepContext[Spread, None, int]) -> int:
+        await asyncio.sleep((ctx.inputs + 1) * 0.15)
+        first = current_run().attempt == 1
+        if first and ctx.state.key.startswith("hold"):
+            await _released(f"{ctx.state.key}:{ctx.inputs}")
+        if first and ctx.inputs == SPREAD_FAILS:
+            raise RunFailure("item 3 fails its first time", reason="first_time")
+        return ctx.inputs * 10
+
+    collect = g.join(reduce_list_append, initial_factory=list[int])
+
+    @g.step
+    async def total(ctx: StepContext[Spread, None, list[int]]) -> list[int]:
+        return sorted(ctx.inputs)
+
+    g.add(
+        g.edge_from(g.start_node).to(plan),
+        g.edge_from(plan).map().to(work),
+        g.edge_from(work).to(collect),
+        g.edge_from(collect).to(total),
+        g.edge_from(total).to(g.end_node),
+    )
+    return GraphAction(g.build(), retry=RetryPolicy(max_attempts=3, backoff_s=0.3))
+
+
+def _kin() -> GraphAction:
+    """One step, ``ask``, that runs a ``spread`` child over its inputs and returns its output: the
+    run waits for the child, holding no worker, and its step runs again once the child ended."""
+    g = GraphBuilder(name="kin", input_type=str, output_type=list[int])
+
+    @g.step
+    async def ask(ctx: StepContext[None, None, str]) -> list[int]:
+        output: list[int] = await run_child("spread", f"{ctx.inputs}-child")
+        return output
+
+    g.add(g.edge_from(g.start_node).to(ask), g.edge_from(ask).to(g.end_node))
+    return GraphAction(g.build())
+
+
 counter = _counter()
 blocker = _blocker()
 talker = _talker()
 chain = _chain()
 approvals = _approvals()
 journey = _journey()
+spread = _spread()
+kin = _kin()
 ACTIONS = (counter, blocker, approvals)
-WORKER_ACTIONS = (*ACTIONS, chain, journey, talker)
+WORKER_ACTIONS = (*ACTIONS, chain, journey, talker, spread, kin)
 """What the surface tests' worker runs: the published test graphs, and ``chain``, which time-travel
 tests publish themselves, so graph listings elsewhere stay as they are, ``journey`` (the console's
-timeline) and ``talker`` (streaming)."""
+timeline), ``talker`` (streaming), ``spread`` (a map's branches in the timeline) and ``kin`` (a
+wait for a child run)."""
 
 
 class Order(BaseModel):

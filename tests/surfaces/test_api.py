@@ -293,15 +293,43 @@ def test_dead_letters_show_why_and_replay_by_selection_or_filter(
         assert http.get("/api/dead-letters").json()["runs"] == []
 
 
+def test_a_maps_branches_are_listed_with_their_attempt_and_times(
+    api_server: ApiServer, worker: subprocess.Popen[bytes]
+) -> None:
+    """``spread`` maps over four items on a real worker; item 3 fails its first time, so attempt 1
+    ran items 0 to 2 (their results recorded) and attempt 2 item 3 alone: the lanes say so."""
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/spread").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "spread", "inputs": "lanes"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run")
+        run = http.get(f"/api/runs/{run_id}").json()
+        lanes = http.get(f"/api/runs/{run_id}/branches").json()
+        _problem(http.get("/api/runs/no-such-run/branches"), 404)
+    assert run["output"] == [0, 10, 20, 30]
+    ran = sorted((lane["attempt"], int(lane["branch"].rpartition(":")[2])) for lane in lanes)
+    assert ran == [(1, 0), (1, 1), (1, 2), (2, 3)], lanes
+    assert {lane["node"] for lane in lanes} == {"work"}
+    for lane in lanes:
+        assert run["created_at"] <= lane["started_at"] <= lane["ended_at"] <= run["updated_at"], lane
+    assert [lane["started_at"] for lane in lanes] == sorted(lane["started_at"] for lane in lanes)
+
+
 def test_graphs_are_listed_with_schemas_diagrams_and_workers(
     api_server: ApiServer, worker: subprocess.Popen[bytes]
 ) -> None:
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/counter").json()["workers"], what="the worker to be listed")
         graphs = {g["graph"]["name"]: g for g in http.get("/api/graphs").json()}
-        assert set(graphs) == {"approvals", "blocker", "chain", "counter", "journey", "talker"}, (
-            "the worker's graphs"
-        )
+        assert set(graphs) == {
+            "approvals",
+            "blocker",
+            "chain",
+            "counter",
+            "journey",
+            "kin",
+            "spread",
+            "talker",
+        }, "the worker's graphs"
         assert (
             graphs["approvals"]["graph"]["signals"]["approval"]["properties"]["approved"]["type"] == "boolean"
         )

@@ -19,15 +19,19 @@ from pathlib import Path
 import pytest
 import redis
 from selenium import webdriver
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from reflexr_graph import schemas
+from reflexr_graph.fleet.outcome import Outcome
+from reflexr_graph.fleet.task import handle
 from reflexr_graph.store import keys
 from tests.fleet.graphs import fanout
+from tests.fleet.inproc import fleet_app
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, serving
-from tests.surfaces.graphs import chain, ok_key, orders, release_key, talker
+from tests.surfaces.graphs import chain, journey, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -197,7 +201,7 @@ def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
     _open(browser, api_server, "graphs")
     until(
         browser,
-        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 6,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "section[data-graph] .diagram svg")) == 8,
         "diagrams",
     )
     console.shot("graphs")
@@ -377,7 +381,8 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
 ) -> None:
     """``journey`` fails once, retries after a backoff, waits for a signal, then succeeds: the
     chart has one row per attempt with its steps, the failure, the backoff and the wait; the
-    table shows dates and durations, never epoch milliseconds or empty fields."""
+    table shows dates and durations, never epoch milliseconds or empty fields. Another, cancelled
+    while it waits, ends its wait there."""
     browser, api_server = console.browser, console.server
     with api_server.http() as http:
         wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
@@ -416,6 +421,120 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     waited = _text(browser, '#timeline tr[data-event="run_waiting"] .details')
     assert waited == "attempt=2, signal=go", "no empty wake_at"
     assert re.fullmatch(r"\d+ms", _text(browser, '#timeline tr[data-event="run_progressed"] .took'))
+
+    # Another run, cancelled while it waits for go: its wait is hatched up to the cancel, not on.
+    with api_server.http() as http:
+        run_id = http.post("/api/runs", json={"graph": "journey", "inputs": "called-off"}).json()["run_id"]
+        _open(browser, api_server, f"run/{run_id}")
+        until(browser, lambda d: find(d, "#signal-go") is not None, "the run waiting for go")
+        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    until(browser, lambda d: [r["marks"] for r in _gantt(d)][-1:] == [["ended"]], "the cancel in the chart")
+    kind, label, hover = _gantt(browser)[-1]["spans"][-1]
+    assert (kind, label) == ("wait", "signal go") and not str(hover).endswith("so far"), hover
+
+
+def test_a_run_held_for_its_graph_version_waits_hatched_in_the_gantt_chart(
+    console: Console, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``journey`` run fails its first attempt, then its version's workers are gone (its record
+    names a version none serves): it is held, and the chart hatches that wait after the backoff."""
+    monkeypatch.setenv("REFLEXR_REDIS_URL", redis_url)  # journey's steps count in the test's Redis
+    app = fleet_app(redis_url, journey, version_grace_s=0)
+    store = app.store()
+    try:
+        run_id, _ = store.create_run(
+            "held-for-a-version",
+            graph="journey",
+            inputs_json='"held"',
+            max_attempts=3,
+            dispatch_grace_ms=60_000,
+        )
+        assert handle(app, run_id, (), {"graph": "journey"}).outcome is Outcome.RETRYING
+        console.redis.hset(keys.run(run_id), "version", "v-gone")
+        wait_for(lambda: handle(app, run_id, (), {"graph": "journey"}).outcome is Outcome.HELD, what="held")
+    finally:
+        store.close()
+        app.close()
+    _open(console.browser, console.server, f"run/{run_id}")
+    until(console.browser, lambda d: len(_gantt(d)) == 1 and len(_gantt(d)[0]["spans"]) == 3, "the wait")
+    kind, label, hover = _gantt(console.browser)[0]["spans"][-1]
+    assert (kind, label) == ("wait", "version v-gone")
+    assert str(hover).startswith("waiting for version v-gone, attempt 1: ") and str(hover).endswith("so far")
+
+
+def _lanes(browser: webdriver.Chrome) -> list[list[str]]:
+    """Each map branch drawn in the Gantt chart: its row's attempt, its branch, hover and checkpoint."""
+    script = """
+        return [...document.querySelectorAll('#gantt .gantt-row')].flatMap((g) =>
+          [...g.querySelectorAll('.gantt-lane')].map((l) => [g.dataset.attempt, l.dataset.branch,
+            l.querySelector('title').textContent, l.dataset.seq || '']));
+    """
+    return list(browser.execute_script(script))
+
+
+def test_a_maps_branches_are_drawn_side_by_side_under_the_attempt_that_ran_them(
+    console: Console, worker: subprocess.Popen[bytes]
+) -> None:
+    """``spread`` maps over four items, each held until the test releases it; item 3 fails its
+    first time. Released while the page is open, items 0 to 2 show up as lanes, live (no event
+    announces them); then attempt 1's row has those, attempt 2's the lane of item 3, each hovering
+    with its step, branch, attempt and duration, and a click opens the checkpoint that took in
+    its result. Then a ``kin`` run waits for a ``spread`` child, hatched as ``child <id>`` (not
+    ``signal child:<id>``); the child, left to run at its own pace, is the picture."""
+    browser, api_server = console.browser, console.server
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/spread").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "spread", "inputs": "hold-gantt"}).json()["run_id"]
+    _open(browser, api_server, f"run/{run_id}")
+    under_way = [["step", "plan"], ["step", "map"]]
+    until(
+        browser,
+        lambda d: [[s[:2] for s in r["spans"]] for r in _gantt(d)] == [under_way],
+        "the map under way",
+    )
+    assert _lanes(browser) == []
+    for item in range(3):
+        console.redis.rpush(release_key(f"hold-gantt:{item}"), 1)
+    until(browser, lambda d: len(_lanes(d)) == 3, "the branches that ended, while item 3 is held")
+    assert find(browser, '#run-summary [data-status="running"]') is not None, "no event announced them"
+    console.redis.rpush(release_key("hold-gantt:3"), 1)
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') is not None, "the run")
+    until(browser, lambda d: len(_lanes(d)) == 4, "the four branches")
+    lanes = _lanes(browser)
+    assert sorted((a, b.rpartition(":")[2]) for a, b, _, _ in lanes) == [
+        ("1", "0"), ("1", "1"), ("1", "2"), ("2", "3"),
+    ]  # fmt: skip
+    for attempt, branch, hover, seq in lanes:
+        assert re.fullmatch(
+            rf"step work, branch {branch.rpartition(':')[2]}, attempt {attempt}: [\d.]+m?s", hover
+        )
+        assert seq, "a branch opens the checkpoint that holds its result"
+    first = next(r for r in _gantt(browser) if r["attempt"] == "1")
+    assert first["marks"] == ["failed"]
+    tops = browser.execute_script(
+        "return [...document.querySelectorAll('#gantt .gantt-row[data-attempt=\"1\"] .gantt-lane rect')]"
+        ".map((r) => Number(r.getAttribute('y')))"
+    )
+    assert len(set(tops)) == 3, "the three branches that ran at once are side by side, not on one line"
+    until(browser, lambda d: find(d, "#checkpoints") is not None, "the checkpoints")
+    browser.execute_script(
+        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+        '#gantt .gantt-row[data-attempt="2"] .gantt-lane',
+    )
+    until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the branch's checkpoint")
+    with api_server.http() as http:  # a kin run, whose child spread runs at its own pace
+        parent = http.post("/api/runs", json={"graph": "kin", "inputs": "elder"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{parent}").json()["status"] == "succeeded", what="the parent")
+        (child,) = http.get(f"/api/runs/{parent}").json()["children"]
+    _open(browser, api_server, f"run/{parent}")  # it waited for its child: hatched under its name
+    until(browser, lambda d: [r["marks"] for r in _gantt(d)] == [[], ["succeeded"]], "the two attempts")
+    assert [s[:2] for s in _gantt(browser)[0]["spans"]] == [["step", "ask"], ["wait", f"child {child}"]]
+    assert _text(browser, '#timeline tr[data-event="run_waiting"] .details') == f"attempt=1, child {child}"
+    _open(browser, api_server, f"run/{child}")  # the child, for the picture
+    until(browser, lambda d: find(d, '#run-summary [data-status="succeeded"]') and len(_lanes(d)) == 4, "it")
+    # Off the link the token form's button left the pointer on, whose address Chromium shows.
+    ActionChains(browser).move_to_element(browser.find_element(By.TAG_NAME, "h1")).perform()
+    console.shot("gantt-branches", at="#run-gantt")
 
 
 def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flight(

@@ -24,3 +24,10 @@ def test_times_and_durations_read_as_such_and_empty_fields_are_left_out() -> Non
     assert _details("run_waiting", attempt="2", signal="go", wake_at="") == "attempt=2, signal=go"
     assert _details("run_retrying", due_at="1796139370250") == "due 15:36:10.250 (in 250ms)"
     assert _details("limit_waited", node="n", waited_ms="3020", key="k") == "node=n, waited 3.0s, key=k"
+
+
+def test_a_wait_for_children_a_version_or_a_limit_says_so_not_signal_equals() -> None:
+    assert _details("run_waiting", attempt="1", signal="child:r-1", wake_at="") == "attempt=1, child r-1"
+    assert _details("run_waiting", attempt="1", signal="children:3", wake_at="") == "attempt=1, 3 children"
+    assert _details("run_waiting", attempt="2", signal="version:v7", wake_at="") == "attempt=2, version v7"
+    assert _details("run_waiting", attempt="2", signal="limit:llm", wake_at="") == "attempt=2, limit llm"

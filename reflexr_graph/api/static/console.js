@@ -363,6 +363,7 @@ async function runPage(view, runId) {
   const graph = await api(`/api/graphs/${encodeURIComponent(run.graph)}`).catch(() => null);
   const forkStart = run.forked_from ? await forkStartOf(run) : undefined;
   const events = [];
+  let lanes = [], lanesAsked = 0;
   const summary = h("table", { class: "kv", id: "run-summary" });
   const result = h("div", { id: "run-result" });
   const timeline = h("tbody", { id: "timeline" });
@@ -404,8 +405,18 @@ async function runPage(view, runId) {
     replay.disabled = !["dead", "cancelled"].includes(run.status);
     renderSignalForm(signal, run, graph);
     renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
-    renderGantt(gantt, run, graph, events);
+    renderGantt(gantt, run, graph, events, lanes);
+    readLanes();
     if (graph) await renderDiagram(diagram, graph.graph.mermaid, nodeMarks(graph.graph.mermaid, run, events, forkStart));
+  };
+  // A map's branches (GET /api/runs/<id>/branches), which no event announces: read again with each
+  // event and each second while the run is on, and drawn as lanes under their attempt's row.
+  const readLanes = async () => {
+    const mine = ++lanesAsked;
+    const found = await api(`/api/runs/${encodeURIComponent(runId)}/branches`).catch(() => null);
+    if (mine !== lanesAsked) return;  // a newer read's answer is on its way
+    if (found) lanes = found;
+    renderGantt(gantt, run, graph, events, lanes);
   };
   const act = async (what, question, body) => {
     if (!(await confirmDialog(question))) return;
@@ -433,8 +444,8 @@ async function runPage(view, runId) {
   await render();
   stream();
   followItems(emitted, runId, controller.signal);
-  // The step under way grows between events: its bar is drawn again each second while the run is on.
-  const ticker = setInterval(() => { if (ACTIVE.includes(run.status)) renderGantt(gantt, run, graph, events); }, POLL_MS);
+  // The step under way grows between events, and a map's branches end: drawn again each second while the run is on.
+  const ticker = setInterval(() => { if (ACTIVE.includes(run.status)) readLanes(); }, POLL_MS);
   return () => { controller.abort(); clearInterval(ticker); };
 }
 
@@ -483,9 +494,9 @@ function timelineRow(events) {
 
 // The run's attempts as a Gantt chart (timeline.js), drawn again with each event; clicking a
 // step opens the checkpoint saved at its end in the checkpoints panel.
-function renderGantt(container, run, graph, events) {
+function renderGantt(container, run, graph, events, lanes = []) {
   const first = graph ? (edgesOf(graph.graph.mermaid).find(([a]) => a === "[*]") || [])[1] : null;
-  const rows = ganttModel(events, first || null, Date.now() / 1000);
+  const rows = attachLanes(ganttModel(events, first || null, Date.now() / 1000), lanes);
   if (!rows.length) { container.replaceChildren(h("p", { class: "muted" }, "No attempt has started yet.")); return; }
   container.replaceChildren(ganttSvg(rows, (seq) => {
     const detail = document.getElementById("checkpoint-detail");

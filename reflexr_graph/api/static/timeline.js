@@ -7,6 +7,13 @@
 
 const MS_EPOCH_FLOOR = 1e11;  // an `*_at` value above this is epoch ms (1973 in ms); below, epoch s
 const LIMIT_PREFIX = "limit:";
+// What a run waits for, other than a signal, as a wait's `signal` field says it (history.WAITS_FOR).
+const WAITS_FOR = [[LIMIT_PREFIX, (v) => `limit ${v}`], ["child:", (v) => `child ${v}`], ["children:", (v) => `${v} children`], ["version:", (v) => `version ${v}`]];
+
+function waitText(name) {  // '' is a durable sleep's timer
+  const found = WAITS_FOR.find(([prefix]) => name.startsWith(prefix));
+  return found ? found[1](name.slice(found[0].length)) : name ? `signal ${name}` : "timer";
+}
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function duration(seconds) {  // 850ms, 3.2s, 4m05s, 2h03m (as history.duration)
@@ -60,7 +67,7 @@ function fieldText(key, value, eventAt) {
   if (key === "next_node") return `next ${value}`;
   if (key === "size" && /^[0-9]+$/.test(value)) return `${value} B`;
   if (key === "waited_ms" && /^[0-9]+$/.test(value)) return `waited ${duration(Number(value) / 1000)}`;
-  if (key === "signal" && value.startsWith(LIMIT_PREFIX)) return `limit ${value.slice(LIMIT_PREFIX.length)}`;
+  if (key === "signal" && WAITS_FOR.some(([prefix]) => value.startsWith(prefix))) return waitText(value);
   return `${key}=${value}`;
 }
 
@@ -103,7 +110,7 @@ function ganttModel(events, first, now) {
     const f = e.fields;
     if (e.type === "attempt_started") {
       closeWait(e.at);
-      row = { attempt: f.attempt || String(rows.length + 1), worker: f.worker || "", spans: [], marks: [] };
+      row = { attempt: f.attempt || String(rows.length + 1), worker: f.worker || "", startedAt: e.at, spans: [], marks: [], lanes: [], tracks: [] };
       rows.push(row);
       stepFrom = e.at;
     } else if (e.type === "run_replayed" && f.from_start === "1") {
@@ -129,13 +136,16 @@ function ganttModel(events, first, now) {
     } else if (e.type === "run_waiting" && row) {
       if (stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
       waitFrom = e.at;
-      const name = f.signal || "";
-      waitNote = name.startsWith(LIMIT_PREFIX) ? `limit ${name.slice(LIMIT_PREFIX.length)}` : name ? `signal ${name}` : "timer";
+      waitNote = waitText(f.signal || "");
       row = null; stepFrom = null;
-    } else if (e.type === "waiting_for_worker") {
-      waitFrom = e.at; waitNote = "a worker";
+    } else if (e.type === "waiting_for_worker" || e.type === "waiting_for_version") {
+      const note = e.type === "waiting_for_worker" ? "a worker" : `version ${f.version || "?"}`;
+      if (waitNote !== note) closeWait(e.at);  // a wait for something else ended here
+      if (waitFrom === null) waitFrom = e.at;  // held again while it waited: one wait, from its start
+      waitNote = note;
     } else if (["run_dead_lettered", "run_cancelled"].includes(e.type) && lastRow()) {
       if (row && stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
+      closeWait(e.at);  // a run cancelled (or dead-lettered) while it waited waits no more
       lastRow().marks.push({ kind: "ended", at: e.at, label: e.type === "run_cancelled" ? "cancelled" : "dead-lettered" });
       row = null; stepFrom = null;
     }
@@ -143,6 +153,37 @@ function ganttModel(events, first, now) {
   if (row && stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: now, open: true });
   if (waitFrom !== null && lastRow()) lastRow().spans.push({ kind: "wait", label: waitNote, from: waitFrom, to: now, open: true });
   return rows;
+}
+
+// Each branch of a map (GET /api/runs/<id>/branches) under the attempt that ran it: the last row
+// of that number begun by then (a replay numbers its attempts afresh; a second of slack for the
+// workers' clocks), on as few tracks as keep branches that overlap side by side. A branch opens
+// the checkpoint that took in its result: the first saved once it ended.
+const MAX_TRACKS = 16;
+const CLOCK_SLACK_S = 1;
+
+function attachLanes(rows, lanes) {
+  const saved = rows.flatMap((r) => r.spans).filter((s) => s.seq).sort((a, b) => a.to - b.to);
+  for (const lane of lanes) {
+    const row = rows.filter((r) => r.attempt === String(lane.attempt) && r.startedAt <= lane.started_at + CLOCK_SLACK_S).pop();
+    if (!row) continue;
+    const holder = saved.find((s) => s.to >= lane.ended_at - CLOCK_SLACK_S);
+    row.lanes.push({ ...lane, seq: holder ? holder.seq : undefined });
+  }
+  for (const r of rows) {
+    const ends = [];  // per track, when its last branch ended
+    r.tracks = r.lanes.map((l) => {
+      let t = ends.findIndex((end) => end <= l.started_at);
+      if (t < 0) t = Math.min(ends.length, MAX_TRACKS - 1);
+      ends[t] = Math.max(ends[t] || 0, l.ended_at);
+      return t;
+    });
+  }
+  return rows;
+}
+
+function branchText(path) {  // map:7 -> 7; nested forks a:2/b:1 -> 2/1
+  return path.split("/").map((part) => part.slice(part.lastIndexOf(":") + 1)).join("/");
 }
 
 function svgEl(tag, attrs = {}, ...children) {
@@ -158,22 +199,35 @@ const MARK_COLOURS = { failed: "#dc2626", lapsed: "#7c3aed", succeeded: "#16a34a
 // The chart as an SVG element; `onStep(seq)` is called when a step with a checkpoint is clicked.
 // Presentation attributes only (the CSP refuses style attributes).
 function ganttSvg(rows, onStep, width = 1100) {
-  const LEFT = 110, ROW = 34, BAR = 20, TOP = 24;
-  const spans = rows.flatMap((r) => r.spans), marks = rows.flatMap((r) => r.marks);
-  const times = spans.flatMap((s) => [s.from, s.to]).concat(marks.map((m) => m.at));
+  const LEFT = 110, ROW = 34, BAR = 20, TOP = 24, LANE = 15;
+  const spans = rows.flatMap((r) => r.spans), marks = rows.flatMap((r) => r.marks), lanes = rows.flatMap((r) => r.lanes);
+  const times = spans.flatMap((s) => [s.from, s.to]).concat(marks.map((m) => m.at), lanes.flatMap((l) => [l.started_at, l.ended_at]));
   const t0 = Math.min(...times), t1 = Math.max(t0 + 0.001, ...times);
   const x = (t) => LEFT + ((t - t0) / (t1 - t0)) * (width - LEFT - 20);
-  const height = TOP + rows.length * ROW + 8;
+  const rowHeight = (r) => ROW + (r.tracks.length ? (Math.max(...r.tracks) + 1) * LANE + 2 : 0);
+  const tops = rows.reduce((at, r) => [...at, at[at.length - 1] + rowHeight(r)], [TOP]);
+  const height = tops[rows.length] + 8;
   const svg = svgEl("svg", { id: "gantt", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "font-size": 12, "font-family": "system-ui, sans-serif" },
     svgEl("defs", {}, svgEl("pattern", { id: "gantt-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
       svgEl("rect", { width: 6, height: 6, fill: "#fef9c3" }), svgEl("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#ca8a04", "stroke-width": 2 }))));
   svg.append(svgEl("text", { x: LEFT, y: 14, fill: "#656d76" }, `${clockTime(t0, true)} ${zoneLabel()}`),
     svgEl("text", { x: width - 20, y: 14, fill: "#656d76", "text-anchor": "end" }, `+${duration(t1 - t0)}`));
   rows.forEach((r, i) => {
-    const y = TOP + i * ROW;
+    const y = tops[i];
     const g = svgEl("g", { class: "gantt-row", "data-attempt": r.attempt });
     g.append(svgEl("text", { x: 4, y: y + BAR / 2 + 4, fill: "#1f2328" }, `attempt ${r.attempt}`),
-      svgEl("line", { x1: LEFT, x2: width - 20, y1: y + ROW - 4, y2: y + ROW - 4, stroke: "#d0d7de" }));
+      svgEl("line", { x1: LEFT, x2: width - 20, y1: tops[i + 1] - 4, y2: tops[i + 1] - 4, stroke: "#d0d7de" }));
+    if (r.lanes.length) g.append(svgEl("text", { x: 14, y: y + BAR + LANE - 2, fill: "#656d76", "font-size": 11 }, `${r.lanes.length} branch${r.lanes.length > 1 ? "es" : ""}`));
+    r.lanes.forEach((l, k) => {
+      const took = duration(l.ended_at - l.started_at), at = y + BAR + 3 + r.tracks[k] * LANE;
+      const w = Math.max(3, x(l.ended_at) - x(l.started_at));
+      const lane = svgEl("g", { class: "gantt-lane", "data-node": l.node, "data-branch": l.branch, "data-attempt": l.attempt, ...(l.seq ? { "data-seq": l.seq, cursor: "pointer" } : {}) },
+        svgEl("title", {}, `step ${l.node}, branch ${branchText(l.branch)}, attempt ${l.attempt}: ${took}`),
+        svgEl("rect", { x: x(l.started_at), y: at, width: w, height: LANE - 3, rx: 2, fill: "#bfdbfe", stroke: "#2563eb", "stroke-width": 0.5 }));
+      if (w > 40) lane.append(svgEl("text", { x: x(l.started_at) + 3, y: at + LANE - 6, fill: "#0b1b33", "font-size": 10 }, `${l.node} [${branchText(l.branch)}] ${took}`.slice(0, Math.floor(w / 5.5))));
+      if (l.seq && onStep) lane.addEventListener("click", () => onStep(Number(l.seq)));
+      g.append(lane);
+    });
     for (const s of r.spans) {
       const w = Math.max(3, x(s.to) - x(s.from));
       const took = duration(s.to - s.from) + (s.open ? " so far" : "");

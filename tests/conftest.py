@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import redis
 
-from tests import otel
+from tests import otel, subprocesses
 from tests.redis_server import RedisFactory, RedisServer
+
+subprocesses.install()  # before any test starts a subprocess, which inherits it
 
 XDIST_GROUPS = {
     "tests/fleet/test_rabbitmq.py": "rabbitmq",

@@ -16,6 +16,7 @@ import redis
 
 from reflexr_graph.local_processes import environment, free_port
 from reflexr_graph.store import fanout, keys
+from tests import subprocesses
 from tests.redis_server import NO_RETRY, RedisFactory
 from tests.waiting import wait_for
 
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     # Wide enough that no table cell wraps: the assertions read whole phrases.
-    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra_env})
+    env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200", **extra_env})
     done = subprocess.run(
         [sys.executable, "-m", "reflexr_graph", "demo", *args],
         cwd=cwd,
@@ -118,7 +119,7 @@ def _answers(url: str) -> bool:
 def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(tmp_path: Path) -> None:
     """`demo --serve` serves the demo's runs on the console until SIGINT (Ctrl-C), then stops everything."""
     port = free_port()
-    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200"})
     cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip

@@ -17,13 +17,15 @@ XDIST_GROUPS = {
     "tests/fleet/test_rabbitmq.py": "rabbitmq",
     "tests/surfaces/test_console.py": "browser",
     "tests/observability/test_graph_spans.py": "graph-spans",
+    "tests/test_demo.py": "demo",
     **{
         f"tests/cluster/test_cluster_{name}.py": "cluster"
         for name in ("fixture", "url", "runs", "store", "surfaces", "features")
     },
 }
 """Modules whose tests share a costly session or module fixture (a RabbitMQ node, a Chromium, the
-probe's spans): under ``--dist loadgroup`` each runs on one xdist worker, which starts it once.
+probe's spans, one demo run): under ``--dist loadgroup`` each runs on one xdist worker, which starts
+it once.
 Everything else is free to run on either worker: each has its own session Redis, and every port,
 directory and queue a test uses is its own."""
 

@@ -38,6 +38,7 @@ def _long(item: pytest.Item) -> bool:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = XDIST_GROUPS.get(item.nodeid.split("::")[0])

@@ -8,29 +8,46 @@ from typing import Any
 import pytest
 import redis
 
-from tests import otel
+from tests import otel, subprocesses
 from tests.redis_server import RedisFactory, RedisServer
+
+subprocesses.install()  # before any test starts a subprocess, which inherits it
 
 XDIST_GROUPS = {
     "tests/fleet/test_rabbitmq.py": "rabbitmq",
     "tests/surfaces/test_console.py": "browser",
     "tests/observability/test_graph_spans.py": "graph-spans",
+    "tests/test_demo.py": "demo",
     **{
         f"tests/cluster/test_cluster_{name}.py": "cluster"
         for name in ("fixture", "url", "runs", "store", "surfaces", "features")
     },
 }
 """Modules whose tests share a costly session or module fixture (a RabbitMQ node, a Chromium, the
-probe's spans): under ``--dist loadgroup`` each runs on one xdist worker, which starts it once.
+probe's spans, one demo run): under ``--dist loadgroup`` each runs on one xdist worker, which starts
+it once.
 Everything else is free to run on either worker: each has its own session Redis, and every port,
 directory and queue a test uses is its own."""
 
 
+def _long(item: pytest.Item) -> bool:
+    """A crash/chaos test, or one given more time than the global timeout: it may take a while."""
+    timeout = item.get_closest_marker("timeout")
+    return item.get_closest_marker("slow") is not None or bool(
+        timeout is not None and timeout.args and float(timeout.args[0]) > float(item.config.getini("timeout"))
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = XDIST_GROUPS.get(item.nodeid.split("::")[0])
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # Long tests first (grouped ones stay in place: a group is one unit of xdist's work), so that
+    # the suite's last tests are short ones and neither worker idles while the other finishes a
+    # long one. xdist hands the groups out first in any case (--loadscope-reorder).
+    items.sort(key=lambda item: not (_long(item) and item.get_closest_marker("xdist_group") is None))
 
 
 @pytest.fixture(scope="session", autouse=True)

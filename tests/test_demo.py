@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ import redis
 
 from reflexr_graph.local_processes import environment, free_port
 from reflexr_graph.store import fanout, keys
+from tests import subprocesses
 from tests.redis_server import NO_RETRY, RedisFactory
 from tests.waiting import wait_for
 
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     # Wide enough that no table cell wraps: the assertions read whole phrases.
-    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra_env})
+    env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200", **extra_env})
     done = subprocess.run(
         [sys.executable, "-m", "reflexr_graph", "demo", *args],
         cwd=cwd,
@@ -38,12 +40,60 @@ def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     return " ".join(out.split())
 
 
+@dataclass
+class Served:
+    """One ``demo --serve`` on its private Redis, watched from start to Ctrl-C (:func:`served`)."""
+
+    cwd: Path
+    port: int
+    console_line: str
+    """The line that names the console's URL."""
+    runs: list[dict[str, object]]
+    """What the console's API listed while it served."""
+    up_while_serving: bool
+    code: int
+    text: str
+    """Everything it printed, its whitespace collapsed."""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """The whole showcase once, for the tests of what it shows and of ``--serve`` (which runs it first,
+    then serves until SIGINT, then ends as a plain demo does): a demo takes 20 s or more."""
+    cwd, port = tmp_path_factory.mktemp("demo-serve"), free_port()
+    env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200"})
+    cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "console: http://127.0.0.1:" in line:
+                break
+        runs = wait_for(lambda: _runs(port), what="the console's API") if proc.poll() is None else []
+        up = proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)
+        seen.extend(proc.stdout)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    console_line = next((line for line in seen if "console: http://127.0.0.1:" in line), "".join(seen))
+    return Served(cwd, port, console_line, runs, up, code, " ".join("".join(seen).split()))
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_demo_survives_a_crash_dead_letters_and_replays(tmp_path: Path) -> None:
+def test_demo_survives_a_crash_dead_letters_and_replays(served: Served) -> None:
     """The demo kills a worker mid-step, dead-letters a poison run, replays it, and every run succeeds;
     it names the step that was in flight and explains its table's columns."""
-    text = _demo(tmp_path)
+    text = served.text
+    assert served.code == 0, text
     assert "while crash-me's escalate step" in text
     assert "of the 8 step executions done before the crash (plan:1 classify:6 assess:1), 0 ran again" in text
     assert "only escalate, the step in flight, ran again (2 times in all)" in text
@@ -58,7 +108,7 @@ def test_demo_survives_a_crash_dead_letters_and_replays(tmp_path: Path) -> None:
     assert "the page (a durable call) was made once" in text
     assert "every run succeeded" in text
     assert "demo --keep" in text, "a normal run says how to keep its Redis for a look afterwards"
-    assert (tmp_path / ".run" / "redis" / "appendonlydir").is_dir(), (
+    assert (served.cwd / ".run" / "redis" / "appendonlydir").is_dir(), (
         "the private Redis keeps its AOF in .run/"
     )
 
@@ -115,32 +165,13 @@ def _answers(url: str) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(tmp_path: Path) -> None:
+def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(served: Served) -> None:
     """`demo --serve` serves the demo's runs on the console until SIGINT (Ctrl-C), then stops everything."""
-    port = free_port()
-    env = environment({"PYTHONPATH": str(ROOT), "COLUMNS": "200"})
-    cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if "console: http://127.0.0.1:" in line:
-                break
-        assert f"http://127.0.0.1:{port}/" in seen[-1], "".join(seen)
-        runs = wait_for(lambda: _runs(port), what="the console's API")
-        assert len(runs) == 9 and {r["status"] for r in runs} == {"succeeded"}
-        assert proc.poll() is None, "it stays up until Ctrl-C"
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    assert f"http://127.0.0.1:{served.port}/" in served.console_line, served.text
+    runs = served.runs
+    assert len(runs) == 9 and {r["status"] for r in runs} == {"succeeded"}
+    assert served.up_while_serving, "it stays up until Ctrl-C"
+    assert served.code == 0
 
 
 def _runs(port: int) -> list[dict[str, object]] | None:

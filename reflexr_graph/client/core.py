@@ -51,7 +51,8 @@ log = logging.getLogger("reflexr_graph.client")
 SCHEMA_CACHE_S = 2.0
 """How long a client trusts a published schema before reading it again (a redeploy shows within this)."""
 DISPATCH_GRACE_MS = 30_000
-"""If the client dies between creating a run and sending its message, the reaper sends it after this."""
+"""If a producer dies between creating a run and sending its message, the reaper sends it after this
+(a client's is its settings' ``dispatch_grace_s``; schedules' fires use this)."""
 
 """The message of (run id, graph, priority) for ``create_run.lua`` to push with the record."""
 
@@ -139,6 +140,10 @@ class ClientCore:
         self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
         self._unserved_news: set[str] = set()
 
+    @property
+    def _grace_s(self) -> float:
+        return self.settings.dispatch_grace_s
+
     def published(self, name: str) -> Op[tuple[schemas.GraphSchema, list[str]]]:
         """The published entry of ``name`` and its live workers, read at most every SCHEMA_CACHE_S:
         enqueue is a hot path."""
@@ -185,7 +190,7 @@ class ClientCore:
             idempotency_key=idempotency_key,
             # The graph's published budget (schemas.run_max_attempts), not this producer's setting.
             max_attempts=entry.max_attempts,
-            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            dispatch_grace_ms=self.settings.dispatch_grace_ms,
             # Every attempt of the run joins the caller's trace, however it is re-sent.
             trace_context=current_trace_context(),
             tags=checked_tags,
@@ -195,7 +200,7 @@ class ClientCore:
         run_id, created = yield from new_run(run)
         if created and run.message is None:
             advice = "enqueue again with the same idempotency key to get the same run"
-            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority)
+            yield from _publish(run_id, graph, f"run {run_id} is recorded", advice, priority, self._grace_s)
         self._tell_unserved(graph, run_id)
         return Enqueued(run_id, created)
 
@@ -221,12 +226,16 @@ class ClientCore:
         message = None
         if target.status is Status.WAITING and target.waiting_for == name:
             message = yield Envelope(run_id, target.graph, target.priority or None)
-        outcome, graph = yield from send_signal(run_id, name, value_json, DISPATCH_GRACE_MS, message)
+        outcome, graph = yield from send_signal(
+            run_id, name, value_json, self.settings.dispatch_grace_ms, message
+        )
         if outcome is SignalOutcome.KEPT:
             return False
         if outcome is SignalOutcome.QUEUED:
             recorded = f"the signal is recorded and run {run_id} queued"
-            yield from _publish(run_id, graph, recorded, "do not send it again", target.priority)
+            yield from _publish(
+                run_id, graph, recorded, "do not send it again", target.priority, self._grace_s
+            )
         return True
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
@@ -395,7 +404,7 @@ class ClientCore:
             state_json=saved.state_json,
             idempotency_key=idempotency_key,
             max_attempts=entry.max_attempts,
-            dispatch_grace_ms=DISPATCH_GRACE_MS,
+            dispatch_grace_ms=self.settings.dispatch_grace_ms,
             trace_context=current_trace_context(),
             fork=seed,
             retention_s=self.settings.run_retention_s,
@@ -406,7 +415,9 @@ class ClientCore:
         if not finished:
             if created and run.message is None:
                 advice = "fork again with the same idempotency key to get the same fork"
-                yield from _publish(new_id, saved.graph, f"fork {new_id} is recorded", advice, priority)
+                yield from _publish(
+                    new_id, saved.graph, f"fork {new_id} is recorded", advice, priority, self._grace_s
+                )
             self._tell_unserved(saved.graph, new_id)
         return new_id
 
@@ -434,15 +445,16 @@ class ClientCore:
                 last = found[-1].id
 
 
-def _publish(run_id: str, graph: str, recorded: str, advice: str, priority: int | None = None) -> Op[None]:
+def _publish(
+    run_id: str, graph: str, recorded: str, advice: str, priority: int | None, grace_s: float
+) -> Op[None]:
     """Send the run's message; the run is recorded and due, so a failed send is reported as such."""
     try:
         yield Publish(run_id, graph, priority)
     except errors.StoreUnavailable as exc:
         # Whoever retries must know the run goes ahead anyway: the reaper sends the due run.
         raise type(exc)(
-            f"{exc}; {recorded}, and a worker sends it within {DISPATCH_GRACE_MS // 1000}s once "
-            f"Redis answers ({advice})",
+            f"{exc}; {recorded}, and a worker sends it within {grace_s:g}s once Redis answers ({advice})",
             endpoint=exc.endpoint,
             kind=exc.kind,
         ) from exc

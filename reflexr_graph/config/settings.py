@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     sibling_grace_s: float = Field(DEFAULT_SIBLING_GRACE_S, ge=0)
     """When a step fails, or a cancel stops the attempt, how long the steps still in flight (a
     fork's other branches) may run on to finish and record their results; 0 cancels them at once."""
+    dispatch_grace_s: float = Field(30.0, gt=0)
+    """How long a run a client records (enqueue, signal, fork) may wait for its message to be taken
+    before a worker's reaper sends it again: for a client that died before sending it, and for a
+    graph no live worker serves, whose run is then seen waiting for one."""
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
     version_grace_s: float = Field(60.0, ge=0)
@@ -190,6 +194,10 @@ class Settings(BaseSettings):
     @property
     def lease_ttl_ms(self) -> int:
         return int(self.lease_ttl_s * 1000)
+
+    @property
+    def dispatch_grace_ms(self) -> int:
+        return int(self.dispatch_grace_s * 1000)
 
 
 def known_env_vars() -> list[str]:

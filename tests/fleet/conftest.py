@@ -27,6 +27,7 @@ from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
 from reflexr_graph.store.redis_store import RedisStore
+from tests import subprocesses
 from tests.fleet import graphs
 from tests.waiting import wait_for
 
@@ -96,7 +97,7 @@ class Fleet:
             "REFLEXR_QUEUE": self.queue,
             "REFLEXR_GRAPHS": graphs.REFS,
             "REMAP_SIGTERM": "SIGQUIT",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": subprocesses.PYTHONPATH,
             **self.env,
             **extra,
         })  # fmt: skip

@@ -17,6 +17,7 @@ from reflexr_graph.config.dispatch import graph_queue, version_queue
 from reflexr_graph.errors import UnknownGraph
 from reflexr_graph.fleet.registry import describe
 from reflexr_graph.model import Status
+from tests import subprocesses
 from tests.fleet import graphs
 from tests.fleet.conftest import ENTRY_POINTS, READY_LINE, ROOT, Fleet
 from tests.waiting import wait_for
@@ -26,7 +27,7 @@ from workers.examples import TRIAGE
 def _registry_of_workers_app(graphs: str) -> str:
     out = subprocess.run(
         [sys.executable, "-c", "import workers; print(sorted(workers.app.reflexr_registry))"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "REFLEXR_GRAPHS": graphs},
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": subprocesses.PYTHONPATH, "REFLEXR_GRAPHS": graphs},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -52,7 +53,8 @@ def test_bad_graph_reference_stops_the_worker_with_a_clear_error(monkeypatch: py
     monkeypatch.setenv("REFLEXR_GRAPHS", "tests.fleet.graphs:nope")
     out = subprocess.run(
         [sys.executable, "-c", "import workers"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": subprocesses.PYTHONPATH},
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode != 0
     assert (

@@ -8,6 +8,7 @@ process-wide; it prints the spans, and this test checks how they nest.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from reflexr_graph.core import tracing
+from tests import subprocesses
 from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +31,7 @@ def spans(redis_server: RedisServer) -> list[Span]:
         r.flushall()
     done = subprocess.run(
         [sys.executable, "-m", "tests.observability.graph_spans_probe", redis_server.url],
-        cwd=ROOT, capture_output=True, text=True, timeout=90,
+        cwd=ROOT, env=subprocesses.with_logfire(os.environ), capture_output=True, text=True, timeout=90,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     spans: list[Span] = json.loads(done.stdout)

@@ -23,6 +23,7 @@ from reflexr_graph import local_processes, schemas
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.local_processes import free_port
+from tests import subprocesses
 from tests.redis_server import RedisFactory
 from tests.surfaces.cli_runner import (
     cli_here,  # noqa: F401  (a fixture of these tests)
@@ -49,7 +50,12 @@ def queue() -> str:
 def env(redis_url: str, queue: str) -> dict[str, str]:
     """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
     return local_processes.environment(
-        {"REFLEXR_REDIS_URL": redis_url, "REFLEXR_QUEUE": queue, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+        {
+            "REFLEXR_REDIS_URL": redis_url,
+            "REFLEXR_QUEUE": queue,
+            "PYTHONPATH": subprocesses.PYTHONPATH,
+            "COLUMNS": "200",
+        }
     )
 
 

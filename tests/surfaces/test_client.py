@@ -11,6 +11,7 @@ import redis
 
 from reflexr_graph import schemas
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound, UnknownGraph, WaitTimeout
 from reflexr_graph.model import Status
 from reflexr_graph.store import fanout, keys
@@ -31,6 +32,24 @@ def test_enqueue_creates_a_run_and_one_message(client: Client, redis_client: red
     assert (info.graph, info.status, info.max_attempts) == ("counter", Status.QUEUED, 1)
     assert queued(redis_client, queue) == (1, 1)
     assert [e.type for e in client.history(run_id)] == ["run_enqueued"]
+
+
+@pytest.mark.parametrize(("grace_s", "due_in_ms"), [(None, 30_000), (3.0, 3000)])
+def test_a_runs_message_is_sent_again_after_the_clients_dispatch_grace(
+    redis_url: str,
+    queue: str,
+    published: None,
+    redis_client: redis.Redis,
+    grace_s: float | None,
+    due_in_ms: int,
+) -> None:
+    """The reaper's safety net for an enqueued run is due ``dispatch_grace_s`` after it is recorded."""
+    settings = {} if grace_s is None else {"dispatch_grace_s": grace_s}
+    with Client(load_settings(redis_url=redis_url, queue=queue, **settings)) as c:
+        run_id = c.enqueue("counter", {"key": "g", "n": 1})
+        created_ms = round(c.get(run_id).created_at * 1000)
+    due_ms = redis_client.zscore(keys.due(0), run_id)
+    assert due_ms is not None and 0 <= due_ms - created_ms - due_in_ms < 1000
 
 
 def test_two_threads_with_one_idempotency_key_get_one_run(

@@ -78,7 +78,18 @@ class UpgradePlan(BaseModel):
 
 
 def _newest(graph: str, from_version: str, code: GraphAction | None) -> Op[str]:
-    live = [v.version for v in (yield from served_versions(graph)) if v.workers]
+    served = yield from served_versions(graph)
+    if not served:
+        raise errors.OperationRefused(
+            f"no worker ever published a version of graph {graph!r}: check its name "
+            "(`reflexr-graph graphs` lists the published graphs)"
+        )
+    if from_version not in {v.version for v in served}:
+        raise errors.OperationRefused(
+            f"graph {graph!r} has no version {from_version!r}: `reflexr-graph versions {graph}` lists "
+            "its versions (a fingerprint is given whole)"
+        )
+    live = [v.version for v in served if v.workers]
     if not live:
         raise errors.OperationRefused(
             f"no live worker serves graph {graph!r}: start one of the new version first"

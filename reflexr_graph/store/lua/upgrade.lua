@@ -20,7 +20,7 @@
 --   marked) | 'skip' (not of that version, finished, neither held nor marked, or its checkpoint
 --   changed) | 'gone'
 
-want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first', 'upgrade_to')
+want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first')
 local from, to, resume_with = ARGV[4], ARGV[5], ARGV[6]
 redis.call('SREM', KEYS[19], RUN_ID)
 if not exists() then

@@ -111,6 +111,10 @@ class RunInfo(BaseModel):
 
     ``version`` is the graph version the run started on (``GraphAction.version``: its label, else
     its fingerprint); it runs only on workers of that version. None before its first attempt.
+    ``upgrade_to`` is the version ``upgrade --include-running`` moves a live run to when its
+    attempt ends (None when no upgrade marked it; the mark goes if the run ends where it is), and
+    ``upgrade_resumes`` whether it then resumes from its checkpoint where the new graph reads it
+    (``--resume-compatible``) or starts over from its first step.
 
     ``limit_waits`` counts the steps that waited for a limit before they ran, in place or
     released as ``waiting`` (a released wait counts once, from the step's first refusal through
@@ -147,6 +151,8 @@ class RunInfo(BaseModel):
     waiting_for: str | None = None
     wake_at: float | None = None
     version: str | None = None
+    upgrade_to: str | None = None
+    upgrade_resumes: bool | None = None
     limit_waits: int = 0
     limit_wait_s: float = 0.0
     priority: int = 0

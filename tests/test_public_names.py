@@ -50,11 +50,12 @@ def test_run_info_fields() -> None:
     # (issue 10) what a waiting run waits for, (issue 11) a fork's lineage, and (issue 13) its waits
     # for limits and its priority; issue 25 the attempt's number and the attempts that ended waiting,
     # and a cooperative cancel not reached yet; issue 23 the run's tags, its parent and its
-    # children; issue 20 the graph version the run is pinned to.
+    # children; issue 20 the graph version the run is pinned to, and the one an upgrade moves it to.
     assert set(RunInfo.model_fields) == expected | {
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
         "attempt", "suspensions", "cancel_requested", "tags", "version", "parent_run_id", "children",
+        "upgrade_to", "upgrade_resumes",
     }  # fmt: skip
 
 

@@ -149,6 +149,8 @@ def run_detail(
     ]
     if info.status is Status.WAITING:
         rows[3:3] = [("waiting for", waiting_text(info))]
+    if info.upgrade_to:
+        rows[3:3] = [("upgrade", upgrade_text(info))]
     if info.cancel_requested:
         rows[3:3] = [("cancel", "requested: its step in flight finishes, then it stops (--now: at once)")]
     if info.forked_from:
@@ -186,6 +188,16 @@ def limit_waits_text(info: RunInfo) -> str:
     if not info.limit_waits:
         return "-"
     return f"{info.limit_waits} wait{'s' if info.limit_waits != 1 else ''}, {info.limit_wait_s:.1f}s in all"
+
+
+def upgrade_text(info: RunInfo) -> str:
+    """What ``upgrade --include-running`` does with the run when its attempt ends."""
+    how = (
+        "resumes from its checkpoint if the new graph reads it, else starts over"
+        if info.upgrade_resumes
+        else "starts over from its first step"
+    )
+    return f"moves to version {info.upgrade_to} when its attempt ends; it {how}"
 
 
 def waiting_text(info: RunInfo) -> str:

@@ -382,13 +382,6 @@ def version_held(graph: str, version: str, shard: int) -> str:
     return f"{_shard(shard)}:versions:{graph}:held:{version}"
 
 
-def version_moving(graph: str, version: str, shard: int) -> str:
-    """The shard's live runs of ``graph`` that ``upgrade --include-running`` marked to move to
-    ``version`` once their attempt ends: run id -> its mark (store/upgrades.py), a hash that the
-    workers of that version look at."""
-    return f"{_shard(shard)}:versions:{graph}:moving:{version}"
-
-
 def _limit(key: str, suffix: str) -> str:
     # A limit's keys share the hash tag {<key>}, as a run's share {<run_id>}.
     return f"{PREFIX}:limit:{{{key}}}:{suffix}"

@@ -78,7 +78,18 @@ class UpgradePlan(BaseModel):
 
 
 def _newest(graph: str, from_version: str, code: GraphAction | None) -> Op[str]:
-    live = [v.version for v in (yield from served_versions(graph)) if v.workers]
+    served = yield from served_versions(graph)
+    if not served:
+        raise errors.OperationRefused(
+            f"no worker ever published a version of graph {graph!r}: check its name "
+            "(`reflexr-graph graphs` lists the published graphs)"
+        )
+    if from_version not in {v.version for v in served}:
+        raise errors.OperationRefused(
+            f"graph {graph!r} has no version {from_version!r}: `reflexr-graph versions {graph}` lists "
+            "its versions (a fingerprint is given whole)"
+        )
+    live = [v.version for v in served if v.workers]
     if not live:
         raise errors.OperationRefused(
             f"no live worker serves graph {graph!r}: start one of the new version first"
@@ -152,8 +163,8 @@ def upgrade_run(
     from_version, to_version = versions
     shard = (yield from layout()).of(run_id)
     args = UpgradeArgs(from_version, to_version, resume_with, replaces_seq, mark).argv()
-    sets = [keys.version_held(graph, from_version, shard), keys.version_moving(graph, to_version, shard)]
-    return text((yield from per_run("upgrade", run_id, run_id, clock.now_ms(), args, sets)))
+    held = [keys.version_held(graph, from_version, shard)]
+    return text((yield from per_run("upgrade", run_id, run_id, clock.now_ms(), args, held)))
 
 
 def mark_of(from_version: str, resume_compatible: bool) -> str:
@@ -216,9 +227,8 @@ def move_marked(run_id: str, graph: str, code: GraphAction) -> Op[tuple[str, Mov
     """Move a run ``upgrade --include-running`` marked to ``code``'s version, once its attempt is
     over, judged by ``code`` when the upgrade resumes runs: ``(version it left, the move)``; None
     when it is not marked any more or did not move (it stays marked, and is looked at again)."""
-    shard = (yield from layout()).of(run_id)
-    mark = yield cmd("hget", keys.version_moving(graph, code.version, shard), run_id)
-    if mark is None:
+    to, mark = yield cmd("hmget", keys.run(run_id), "upgrade_to", "upgrade_mark")
+    if mark is None or to is None or text(to) != code.version:
         return None
     resume, from_version = read_mark(text(mark))
     moves = yield from move_runs(graph, (from_version, code.version), [run_id], code if resume else None)

@@ -72,8 +72,8 @@ def test_runs_held_for_a_version_are_kept_per_shard_and_listed_and_woken(
 def test_an_upgrade_marks_and_moves_runs_in_their_shards(
     store: RedisStore, cluster_client: redis.RedisCluster
 ) -> None:
-    """upgrade.lua's sets (held, moving) are in each run's shard, and the checkpoints an upgrade
-    judges are read across slots."""
+    """upgrade.lua's held set is in each run's shard, its mark in the run hash, and the checkpoints
+    an upgrade judges are read across slots."""
     run_ids = [make_run(store, f"moving-{n}") for n in range(4)]
     assert len({keys.shard_of(r) for r in run_ids}) > 1
     for run_id in run_ids:
@@ -84,9 +84,7 @@ def test_an_upgrade_marks_and_moves_runs_in_their_shards(
     assert marked == ["marked"] * 4
     assert [store.do(upgrade_run(r, "demo", ("v1", "v2"))) for r in run_ids] == ["upgraded"] * 4
     assert {store.get(r).version for r in run_ids} == {"v2"}
-    assert not any(
-        cluster_client.exists(keys.version_moving("demo", "v2", keys.shard_of(r))) for r in run_ids
-    )
+    assert not any(cluster_client.hexists(keys.run(r), "upgrade_mark") for r in run_ids)
 
 
 def test_a_schedule_lives_in_the_control_slot_and_fires_its_run_in_its_keys_shard(store: RedisStore) -> None:

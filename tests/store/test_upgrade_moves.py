@@ -65,7 +65,7 @@ def test_a_run_waiting_for_a_signal_moves_at_once_and_goes_on_waiting_when_it_re
     info = store.get("waits-1")
     assert (info.status, info.version, info.waiting_for) == (Status.WAITING, "v2", "approval")
     assert store.load_checkpoint("waits-1") == NEW_CHECKPOINT
-    assert not redis_client.hlen(keys.version_moving("demo", "v2", 0)), "no longer marked"
+    assert redis_client.hmget(keys.run("waits-1"), "upgrade_to", "upgrade_mark") == [None, None], "not marked"
 
 
 def test_a_marked_run_that_starts_over_is_queued_from_its_first_step(
@@ -93,9 +93,33 @@ def test_a_marked_run_that_finished_on_its_version_loses_its_mark(
     ctx = _on_v1(store, redis_client, "done-1")
     assert _mark(store, "done-1") == "marked"
     store.succeed(ctx, "{}")
+    assert redis_client.hmget(keys.run("done-1"), "upgrade_to", "upgrade_mark") == [None, None], (
+        "the mark went when the run ended, before any upgrade looked at it again"
+    )
     assert store.do(upgrade_run("done-1", "demo", VERSIONS)) == "skip"
-    assert redis_client.hget(keys.run("done-1"), "upgrade_to") is None
-    assert not redis_client.hlen(keys.version_moving("demo", "v2", 0))
+
+
+def test_a_marked_run_that_dies_or_is_cancelled_loses_its_mark(
+    store: RedisStore, redis_client: redis.Redis
+) -> None:
+    """Every script that ends a run (set_status) drops the mark, not only succeed."""
+    for run_id in ("dead-1", "cancelled-1"):
+        ctx = _on_v1(store, redis_client, run_id)
+        assert _mark(store, run_id) == "marked"
+        if run_id == "dead-1":
+            store.fail(
+                ctx,
+                error_type="Boom",
+                message="m",
+                traceback=None,
+                reason="step_failed",
+                permanent=True,
+                retry_delay_ms=0,
+            )
+        else:
+            store.cancel(run_id, now=True)
+        assert store.get(run_id).status in (Status.DEAD, Status.CANCELLED)
+        assert redis_client.hmget(keys.run(run_id), "upgrade_to", "upgrade_mark") == [None, None], run_id
 
 
 def test_an_upgrade_judges_a_run_by_its_inputs_short_or_long(store: RedisStore) -> None:

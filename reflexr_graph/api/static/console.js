@@ -391,6 +391,7 @@ async function runPage(view, runId) {
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono run-id", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
       ...(run.parent_run_id ? [["parent", h("a", { href: `#/run/${run.parent_run_id}`, class: "mono run-id", id: "run-parent" }, run.parent_run_id)]] : []),
       ...((run.children || []).length ? [["children", h("ul", { id: "run-children", class: "plain" }, ...run.children.map((c) => h("li", {}, h("a", { href: `#/run/${c}`, class: "mono run-id" }, c))))]] : []),
+      ...(run.upgrade_to ? [["upgrade", h("span", { id: "run-upgrade" }, `moves to version ${run.upgrade_to} when its attempt ends; it ${run.upgrade_resumes ? "resumes from its checkpoint if the new graph reads it, else starts over" : "starts over from its first step"}`)]] : []),
       ...(run.status === "waiting" ? [["waiting for", run.waiting_for || "a timer"], ["wakes", run.wake_at ? when(run.wake_at) : "when signalled"]] : []),
     ].map(([k, v]) => h("tr", {}, h("th", {}, k), h("td", {}, v))));
     const parts = [];  // built first and swapped in at once, so nothing flickers away meanwhile

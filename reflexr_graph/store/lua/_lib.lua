@@ -70,7 +70,8 @@ local EVENTS_MAXLEN = 1000
 -- The fields every script reads. Each script names the others its paths read with want(), in
 -- the groups below or one by one: a field read without being asked for costs an HGET of its own,
 -- and every field asked for costs the HMGET (and the script's run time) a little.
-local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel', 'parent'}
+-- 'upgrade_to' is there so set_status knows, in the one HMGET, whether an ending run carries a mark.
+local RUN, LOADED, WANTED = {}, false, {'status', 'token', 'idem', 'cancel', 'parent', 'upgrade_to'}
 -- Set by fresh(): the script knows the run does not exist, so every field reads '' unread.
 local FRESH = false
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
@@ -350,6 +351,11 @@ local function set_status(new)
   if TERMINAL[new] and not TERMINAL[old] and field('parent') ~= '' then
     redis.call('ZADD', K_CHILDREN_ENDED, NOW, RUN_ID)
     redis.call('PUBLISH', K_CHILDREN_ENDED, '')
+  end
+  -- A run `upgrade --include-running` marked (upgrade.lua) that ends where it is moves nowhere:
+  -- its mark goes in the HDEL flush() makes, so only a marked run pays one.
+  if TERMINAL[new] and field('upgrade_to') ~= '' then
+    drop('upgrade_to', 'upgrade_mark')
   end
   put('status', new)
   put('updated_at', NOW)

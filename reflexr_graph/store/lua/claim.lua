@@ -22,7 +22,7 @@
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints', 'version', 'held_since', 'tags', 'upgrade_to')
+  'error_type', 'checkpoints', 'version', 'held_since', 'tags')
 
 local function reply(outcome)
   flush()

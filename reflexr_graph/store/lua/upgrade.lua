@@ -6,37 +6,35 @@
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there), then _history.lua.
 -- KEYS[1..2] run/ckpt  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17] memo
 -- KEYS[19] rg:versions:<graph>:held:<from>  the runs held for the version it leaves
--- KEYS[20] rg:versions:<graph>:moving:<to>  run -> mark: the live runs to move once their attempt
---   ends, which the new version's workers move at their beat (fleet/versions.py)
 -- ARGV: store/contracts.py UpgradeArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
 -- ARGV[4] the version it leaves  ARGV[5] the version it moves to
 -- ARGV[6] the latest checkpoint as the new version's ('' starts the run over)
 -- ARGV[7] the seq of the checkpoint ARGV[6] replaces (another latest one: 'skip', judge again)
 -- ARGV[8] '1': only mark the run (upgrade_to; claim.lua refuses its next attempt on any other
---   version), with ARGV[9] as its mark in KEYS[20]. A marked run waiting for a signal or a timer
---   moves like a queued one, and if it resumes it goes on waiting.
+--   version), with ARGV[9] as its mark ('upgrade_mark', which a worker of the new version reads
+--   when it moves the run: fleet/versions.py). The mark lives in the run hash, so a marked run that
+--   ends where it is loses it in the same write (_lib.lua set_status). A marked run waiting for a
+--   signal or a timer moves like a queued one, and if it resumes it goes on waiting.
 -- Returns 'upgraded' | 'resumed' | 'marked' | 'running' (its attempt goes on: it stays held or
 --   marked) | 'skip' (not of that version, finished, neither held nor marked, or its checkpoint
 --   changed) | 'gone'
 
-want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first', 'upgrade_to')
+want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first')
 local from, to, resume_with = ARGV[4], ARGV[5], ARGV[6]
 redis.call('SREM', KEYS[19], RUN_ID)
 if not exists() then
-  redis.call('HDEL', KEYS[20], RUN_ID)
   return 'gone'
 end
 local status = field('status')
 if field('version') ~= from or TERMINAL[status] then
   -- No longer a run to move: its mark goes (so a replay of it is claimed where it is).
-  redis.call('HDEL', KEYS[20], RUN_ID)
-  drop('upgrade_to')
+  drop('upgrade_to', 'upgrade_mark')
   return 'skip'
 end
 if ARGV[8] == '1' then
   put('upgrade_to', to)
-  redis.call('HSET', KEYS[20], RUN_ID, ARGV[9])
+  put('upgrade_mark', ARGV[9])
   return 'marked'
 end
 if status == 'running' then
@@ -53,11 +51,10 @@ end
 if resume_with ~= '' and field('ck_last') ~= ARGV[7] then
   return 'skip'
 end
-redis.call('HDEL', KEYS[20], RUN_ID)
 if suspended and resume_with ~= '' then
   -- It goes on waiting, on the new version: its signal or timer queues it there.
   redis.call('HSET', K_CKPT, ARGV[7], resume_with)
-  drop('upgrade_to')
+  drop('upgrade_to', 'upgrade_mark')
   put('version', to)
   emit('run_upgraded', 'from_version', from, 'version', to)
   return 'resumed'
@@ -70,7 +67,7 @@ if resume_with == '' then
 else
   redis.call('HSET', K_CKPT, ARGV[7], resume_with)
 end
-drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to')
+drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to', 'upgrade_mark')
 put('version', to)
 set_status('queued')
 redis.call('ZADD', K_DUE, NOW, RUN_ID)

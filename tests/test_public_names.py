@@ -65,7 +65,9 @@ def test_child_run_names() -> None:
         params = inspect.signature(getattr(reflexr_graph, name)).parameters
         assert list(params) == ["graph", "inputs", "key", "tags"], name
         assert all(params[p].kind is inspect.Parameter.KEYWORD_ONLY for p in ("key", "tags")), name
-    assert list(inspect.signature(reflexr_graph.wait_child).parameters) == ["run_id"]
+    waits = inspect.signature(reflexr_graph.wait_child).parameters
+    assert list(waits) == ["run_id", "output_type"]
+    assert waits["output_type"].kind is inspect.Parameter.KEYWORD_ONLY
     failed = reflexr_graph.ChildFailed(child_run_id="c", status="dead", reason="r")
     assert (failed.child_run_id, failed.status, failed.child_reason) == ("c", "dead", "r")
     assert isinstance(failed, RunFailure) and failed.error_kind == "failed"

@@ -295,7 +295,8 @@ def _enqueued_inputs(console: Console) -> object:
         "the run",
     )
     run_id = str(console.browser.execute_script("return decodeURIComponent(location.hash.slice(6))"))
-    recorded = console.redis.hget(keys.run(run_id), "inputs")
+    # Inputs longer than a listpack value are a key of their own (keys.inputs), short ones a field.
+    recorded = console.redis.hget(keys.run(run_id), "inputs") or console.redis.get(keys.inputs(run_id))
     assert recorded is not None, run_id
     return json.loads(recorded)
 

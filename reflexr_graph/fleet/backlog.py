@@ -11,13 +11,19 @@ until the queues drain (reaper.py: Reaper._postponed).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
+
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from reflexr_graph.config import broker
 from reflexr_graph.config.dispatch import PRIORITIES, graph_queue, version_queue
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.store import keys
+
+log = logging.getLogger(__name__)
 
 
 def queue_lists(app: FleetApp, graph: str) -> list[str]:
@@ -40,11 +46,17 @@ def waiting(app: FleetApp, graphs: Iterable[str]) -> dict[str, int] | None:
     if not lists:
         return {}
     pool: Any = app.pool  # Celery's pool of broker connections
-    with pool.acquire(block=True) as conn:
-        # The broker's own client (it may be another Redis than the store's).
-        pipe = conn.default_channel.client.pipeline(transaction=False)
-        for names in lists.values():
-            for name in names:
-                pipe.llen(name)
-        lengths = iter(pipe.execute())
+    try:
+        with pool.acquire(block=True) as conn:
+            # The broker's own client (it may be another Redis than the store's).
+            pipe = conn.default_channel.client.pipeline(transaction=False)
+            for names in lists.values():
+                for name in names:
+                    pipe.llen(name)
+            lengths = iter(pipe.execute())
+    except (OperationalError, RedisError, OSError) as exc:
+        log.warning(
+            "reading the queues' lengths failed (%s); due runs are sent as they fall due", type(exc).__name__
+        )
+        return None
     return {graph: sum(next(lengths) for _ in names) for graph, names in lists.items()}

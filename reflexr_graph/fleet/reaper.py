@@ -445,7 +445,7 @@ class Reaper:
             due = self.store.due()
         targets = self.store.dispatch_of([run_id for run_id, _ in due])
         serving = self.store.serving(sorted({t.graph for t in targets.values() if t.graph}))
-        postponed = self._postponed(targets, serving)
+        postponed = self._postponed(due, targets, serving)
         for run_id, score in due:
             graph, priority, _ = targets[run_id]
             if graph is None:
@@ -457,20 +457,24 @@ class Reaper:
                 sent += 1
         return sent
 
-    def _postponed(self, targets: dict[str, DueTarget], serving: Mapping[str, object]) -> set[str]:
+    def _postponed(
+        self, due: list[tuple[str, float]], targets: dict[str, DueTarget], serving: Mapping[str, object]
+    ) -> set[str]:
         """The due runs whose message was sent and may still wait in its graph's queue, which holds
         messages: their resend waits one base delay more (fleet/backlog.py), and the others are sent.
 
-        A message lost with a crashed worker is then sent again within about that delay of its
-        queue draining, and always once its run waited unclaimed as long as kombu would hold an
-        unacked message (the visibility timeout).
+        A run queued for the reaper to send (a reaped, replayed, upgraded or woken parent run) is due
+        the moment it was queued; one queued with its message (an enqueue's, a signal's, or the
+        reaper's own send) is due later, as a safety net. A message lost with a crashed worker is
+        then sent again within about that delay of its queue draining, and always once its run
+        waited unclaimed as long as kombu would hold an unacked message (the visibility timeout).
         """
         since = clock.now_ms() - self.resend_cap_ms
-        sent = {
-            run_id: t.graph
-            for run_id, t in targets.items()
-            if t.graph and serving.get(t.graph) and t.queued_at_ms is not None and t.queued_at_ms > since
-        }
+        sent = {}
+        for run_id, score in due:
+            graph, _, queued_at = targets[run_id]
+            if graph and serving.get(graph) and queued_at is not None and since < queued_at < score:
+                sent[run_id] = graph
         if not sent:
             return set()
         waiting = backlog.waiting(self.app, set(sent.values()))

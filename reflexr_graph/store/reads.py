@@ -44,8 +44,7 @@ class DueTarget(NamedTuple):
     """None once the run is gone."""
     priority: int | None
     queued_at_ms: int | None
-    """When the run was queued, if its message was already sent then (it may still wait in its
-    queue); None when the reaper must send it now."""
+    """When the run was queued (epoch ms), if its status is queued; else None."""
 
 
 @dataclass(frozen=True)
@@ -298,20 +297,18 @@ class Reads(StoreBase):
 
     @translate_errors
     def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, DueTarget]:
-        """Each due run's graph (None once the run is gone), message priority, and since when its
-        message may already wait in a queue (:class:`DueTarget`), in one round trip."""
+        """Each due run's graph (None once the run is gone), message priority, and when it was
+        queued if it is (:class:`DueTarget`), in one round trip."""
         pipe = self._r.pipeline(transaction=False)
         for run_id in run_ids:
-            pipe.hmget(keys.run(run_id), ["graph", "priority", "status", "dispatches", "updated_at"])
+            pipe.hmget(keys.run(run_id), ["graph", "priority", "status", "updated_at"])
         replies = pipe.execute() if run_ids else []
         found: dict[str, DueTarget] = {}
-        for run_id, (graph, priority, status, dispatches, updated) in zip(run_ids, replies, strict=True):
-            # Queued with its message sent by whoever queued it (the enqueuer, a signal) or by the
-            # reaper (dispatches counts those); '0' is a run queued for the reaper to send
-            # (child_ended.lua), and a retrying or waiting run's message is sent when it falls due.
-            sent = text(status) == Status.QUEUED.value and text(dispatches) != "0" and bool(updated)
+        for run_id, (graph, priority, status, updated) in zip(run_ids, replies, strict=True):
+            # Every write that queues a run sets updated_at (set_status in _lib.lua).
+            queued = text(status) == Status.QUEUED.value and bool(updated)
             found[run_id] = DueTarget(
-                text(graph) or None, int(priority) if priority else None, int(updated) if sent else None
+                text(graph) or None, int(priority) if priority else None, int(updated) if queued else None
             )
         return found
 

@@ -38,9 +38,13 @@ def backlog(fleet: Fleet, client: Client, r: redis.Redis, runs: int) -> tuple[st
 def fall_due(r: redis.Redis, run_ids: list[str]) -> None:
     """Make the queued runs' safety net fall due now, as it does once they wait out the enqueue's
     dispatch grace (30 s), then wait until the reaper has acted on every one."""
+    # A ms after it was queued: a run due the very ms it was queued is one queued for the reaper
+    # to send (a reaped or replayed run), not one queued with its message.
+    due = {run_id: int(r.hget(keys.run(run_id), "updated_at") or 0) + 1 for run_id in run_ids}
+    wait_for(lambda: clock.now_ms() >= max(due.values()), 5, "the clock to pass the due times")
     now = clock.now_ms()
-    for run_id in run_ids:
-        assert r.zadd(due_key(run_id), {run_id: now}, xx=True) == 0  # moved, not added
+    for run_id, at in due.items():
+        assert r.zadd(due_key(run_id), {run_id: at}, xx=True) == 0  # moved, not added
     wait_for(
         lambda: all(float(r.zscore(due_key(run_id), run_id) or 0) > now + 1000 for run_id in run_ids),
         30,

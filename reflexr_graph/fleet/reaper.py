@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,13 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
-from reflexr_graph.fleet import observe, presence, unserved, versions
+from reflexr_graph.fleet import backlog, observe, presence, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store import payload_sweep
 from reflexr_graph.store import versions as store_versions
 from reflexr_graph.store.contracts import Lock
+from reflexr_graph.store.reads import DueTarget
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -442,17 +444,53 @@ class Reaper:
         if due is None:
             due = self.store.due()
         targets = self.store.dispatch_of([run_id for run_id, _ in due])
-        serving = self.store.serving(sorted({g for g, _ in targets.values() if g}))
+        serving = self.store.serving(sorted({t.graph for t in targets.values() if t.graph}))
+        postponed = self._postponed(due, targets, serving)
         for run_id, score in due:
-            graph, priority = targets[run_id]
+            graph, priority, _ = targets[run_id]
             if graph is None:
                 # Its record expired or was purged: nothing to run.
                 self.store.ack_due(run_id, score)
             elif not serving[graph]:
                 unserved.hold(self.app, self.store, run_id, graph)
-            elif self._send(run_id, graph, score, priority):
+            elif run_id not in postponed and self._send(run_id, graph, score, priority):
                 sent += 1
         return sent
+
+    def _postponed(
+        self, due: list[tuple[str, float]], targets: dict[str, DueTarget], serving: Mapping[str, object]
+    ) -> set[str]:
+        """The due runs whose message was sent and may still wait in its graph's queue, which holds
+        messages: their resend waits one base delay more (fleet/backlog.py), and the others are sent.
+
+        A run queued for the reaper to send (a reaped, replayed, upgraded or woken parent run) is due
+        the moment it was queued; one queued with its message (an enqueue's, a signal's, or the
+        reaper's own send) is due later, as a safety net. A message lost with a crashed worker is
+        then sent again within about that delay of its queue draining, and always once its run
+        waited unclaimed as long as kombu would hold an unacked message (the visibility timeout).
+        """
+        since = clock.now_ms() - self.resend_cap_ms
+        sent = {}
+        for run_id, score in due:
+            graph, _, queued_at = targets[run_id]
+            if graph and serving.get(graph) and queued_at is not None and since < queued_at < score:
+                sent[run_id] = graph
+        if not sent:
+            return set()
+        waiting = backlog.waiting(self.app, set(sent.values()))
+        if not waiting:
+            return set()
+        postponed = {run_id for run_id, graph in sent.items() if waiting[graph] > 0}
+        if postponed:
+            self.store.postpone_due(postponed, self.resend_base_ms)
+            log.debug(
+                "%d queued runs' messages may still wait in their queues (%s); sent again once those "
+                "drain, or in %.0f s",
+                len(postponed),
+                ", ".join(f"{g}: {n}" for g, n in sorted(waiting.items()) if n),
+                self.resend_base_ms / 1000,
+            )
+        return postponed
 
     def _send(self, run_id: str, graph: str, score: float, priority: int | None = None) -> bool:
         try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
@@ -36,6 +36,16 @@ _DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
 _LIST_PAGE = 200
 SCAN_BUDGET = 2000
 """Index entries one page request (the HTTP API's, ``runs_page``) examines at most."""
+
+
+class DueTarget(NamedTuple):
+    """What the reaper needs to send a due run's message (:meth:`Reads.dispatch_of`)."""
+
+    graph: str | None
+    """None once the run is gone."""
+    priority: int | None
+    queued_at_ms: int | None
+    """When the run was queued (epoch ms), if its status is queued; else None."""
 
 
 @dataclass(frozen=True)
@@ -295,15 +305,20 @@ class Reads(StoreBase):
         return text(self._r.hget(keys.run(run_id), "trace"))
 
     @translate_errors
-    def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, tuple[str | None, int | None]]:
-        """Each run's graph (None once the run is gone) and message priority, in one round trip."""
+    def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, DueTarget]:
+        """Each due run's graph (None once the run is gone), message priority, and when it was
+        queued if it is (:class:`DueTarget`), in one round trip."""
         pipe = self._r.pipeline(transaction=False)
         for run_id in run_ids:
-            pipe.hmget(keys.run(run_id), ["graph", "priority"])
+            pipe.hmget(keys.run(run_id), ["graph", "priority", "status", "updated_at"])
         replies = pipe.execute() if run_ids else []
-        found: dict[str, tuple[str | None, int | None]] = {}
-        for run_id, (graph, priority) in zip(run_ids, replies, strict=True):
-            found[run_id] = (text(graph) or None, int(priority) if priority else None)
+        found: dict[str, DueTarget] = {}
+        for run_id, (graph, priority, status, updated) in zip(run_ids, replies, strict=True):
+            # Every write that queues a run sets updated_at (set_status in _lib.lua).
+            queued = text(status) == Status.QUEUED.value and bool(updated)
+            found[run_id] = DueTarget(
+                text(graph) or None, int(priority) if priority else None, int(updated) if queued else None
+            )
         return found
 
     @translate_errors

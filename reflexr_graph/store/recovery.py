@@ -224,6 +224,18 @@ class Recovery(StoreBase):
         return bool(changed)
 
     @translate_errors
+    def postpone_due(self, run_ids: Iterable[str], delay_ms: int) -> None:
+        """Move the existing due entries of ``run_ids`` to now + ``delay_ms``, one round trip.
+
+        XX GT: an entry a claim removed stays removed, and one rescheduled later meanwhile stays.
+        """
+        until = clock.now_ms() + delay_ms
+        pipe = self._r.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.zadd(keys.due(self.shards.of(run_id)), {run_id: until}, xx=True, gt=True)
+        pipe.execute()
+
+    @translate_errors
     def prune(
         self,
         now_ms: int | None = None,

@@ -3,7 +3,8 @@
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
 -- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[17] memo (read with the checkpoint)  KEYS[18] mailbox (expiry)
+-- KEYS[17] memo (read with the checkpoint; the awaited signal's record written)
+-- KEYS[18] mailbox (the signal a wait_for_signal waits on taken from it)
 -- KEYS[#KEYS - 1] the run's long inputs (read only when 'in' = '1')
 -- ARGV: store/contracts.py ClaimArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
@@ -22,7 +23,7 @@
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints', 'version', 'held_since', 'tags')
+  'error_type', 'checkpoints', 'version', 'held_since', 'tags', 'wait_take')
 
 local function reply(outcome)
   flush()
@@ -69,6 +70,31 @@ local function claimed()
     end
   end
   return out
+end
+
+-- A run suspended in wait_for_signal (wait.lua) keeps which signal its wait takes and the wait's
+-- record field, 'wait_take' = <#name>:<name><field>. The claim takes that signal as wait.lua
+-- would: out of the mailbox and into the wait's record in the memo, in this one script, so a
+-- signal is given once (a crash after the claim finds it in the memo, never in the mailbox
+-- again), and the step that runs again reads it from the records the claim returns, without
+-- a round trip of its own. Fenced like the rest of the claim: only the new attempt sees it.
+local function take_awaited_signal()
+  local take = field('wait_take')
+  if take == '' then
+    return
+  end
+  drop('wait_take')
+  local len, rest = string.match(take, '^(%d+):(.*)$')
+  if not len or field('mbox') ~= '1' then
+    return
+  end
+  local name, rec = string.sub(rest, 1, tonumber(len)), string.sub(rest, tonumber(len) + 1)
+  local value = redis.call('HGET', K_MAILBOX, name)
+  if value then
+    redis.call('HDEL', K_MAILBOX, name)
+    redis.call('HSET', K_MEMO, rec, '{"signal":' .. value .. '}')
+    put('memo', '1')
+  end
 end
 
 if not exists() then
@@ -132,6 +158,7 @@ drop('dispatches', 'unserved_since', 'held_since', 'waiting_for', 'wake_at')
 if mine ~= '' and pinned == '' then
   put('version', mine)
 end
+take_awaited_signal()
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

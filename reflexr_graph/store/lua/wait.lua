@@ -76,6 +76,12 @@ if string.sub(name, 1, 6) == 'limit:' then
 end
 put('waiting_for', name)
 put('wake_at', wake)
+-- The claim that wakes the run takes the signal for this wait (claim.lua: take_awaited_signal),
+-- so the step that runs again finds its record and makes no round trip here for it. (A limit's
+-- wait, 'limit:<key>', is ended by its grant, never by a signal in the mailbox.)
+if name ~= '' and string.sub(name, 1, 6) ~= 'limit:' then
+  put('wait_take', string.format('%d:%s%s', #name, name, rec))
+end
 drop('token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 if wake ~= '' then

@@ -3,8 +3,8 @@
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
 -- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[17] memo (read with the checkpoint; the awaited signal's record written)
--- KEYS[18] mailbox (the signal a wait_for_signal waits on taken from it)
+-- KEYS[17] memo (read with the checkpoint; a woken wait's record written)
+-- KEYS[18] mailbox (the signal a woken wait_for_signal waits on taken from it)
 -- KEYS[#KEYS - 1] the run's long inputs (read only when 'in' = '1')
 -- ARGV: store/contracts.py ClaimArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
@@ -72,27 +72,35 @@ local function claimed()
   return out
 end
 
--- A run suspended in wait_for_signal (wait.lua) keeps which signal its wait takes and the wait's
--- record field, 'wait_take' = <#name>:<name><field>. The claim takes that signal as wait.lua
--- would: out of the mailbox and into the wait's record in the memo, in this one script, so a
--- signal is given once (a crash after the claim finds it in the memo, never in the mailbox
--- again), and the step that runs again reads it from the records the claim returns, without
--- a round trip of its own. Fenced like the rest of the claim: only the new attempt sees it.
-local function take_awaited_signal()
+-- A run suspended in wait_for_signal or sleep (wait.lua) keeps what its wait takes, 'wait_take'
+-- = <#name>:<name><wake ms or ''>|<record field>. The claim does for that wait what wait.lua
+-- would, in this one script: it moves the signal, when the mailbox holds it, out of the mailbox
+-- and into the wait's record in the memo, or else, when the wait's wake time has passed, records
+-- {"due":true}. So a signal is given once (a crash after the claim finds it in the memo, never in
+-- the mailbox again), and the step that runs again reads its record from those the claim
+-- returns, without a round trip of its own. Fenced like the rest of the claim.
+local function take_awaited()
   local take = field('wait_take')
   if take == '' then
     return
   end
   drop('wait_take')
   local len, rest = string.match(take, '^(%d+):(.*)$')
-  if not len or field('mbox') ~= '1' then
+  if not len then
     return
   end
-  local name, rec = string.sub(rest, 1, tonumber(len)), string.sub(rest, tonumber(len) + 1)
-  local value = redis.call('HGET', K_MAILBOX, name)
+  local name = string.sub(rest, 1, tonumber(len))
+  local wake, rec = string.match(string.sub(rest, tonumber(len) + 1), '^(%d*)|(.*)$')
+  if not rec then
+    return
+  end
+  local value = name ~= '' and field('mbox') == '1' and redis.call('HGET', K_MAILBOX, name)
   if value then
     redis.call('HDEL', K_MAILBOX, name)
     redis.call('HSET', K_MEMO, rec, '{"signal":' .. value .. '}')
+    put('memo', '1')
+  elseif wake ~= '' and tonumber(wake) <= tonumber(NOW) then
+    redis.call('HSET', K_MEMO, rec, '{"due":true}')
     put('memo', '1')
   end
 end
@@ -154,11 +162,11 @@ put('token', token)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends, as
 -- does the wait for one of its version (held_since, hold_version.lua).
+take_awaited()
 drop('dispatches', 'unserved_since', 'held_since', 'waiting_for', 'wake_at')
 if mine ~= '' and pinned == '' then
   put('version', mine)
 end
-take_awaited_signal()
 set_status('running')
 redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)

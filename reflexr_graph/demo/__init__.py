@@ -39,6 +39,7 @@ from reflexr_graph.demo.scenario import RunSpec, batch
 from reflexr_graph.demo.view import summary
 from reflexr_graph.errors import UnknownGraph
 from reflexr_graph.model import TERMINAL, Status
+from reflexr_graph.store.records import saved_next_nodes
 
 __all__ = ["DemoFailed", "run_demo"]
 
@@ -141,11 +142,7 @@ def _showcase(console: Console, fleet: Fleet, url: str, specs: list[RunSpec]) ->
         demo.wait("finishing the batch", lambda i: all(x.status in TERMINAL for x in i.values()))
     infos = demo.infos()
     done = {s.run_id: demo.executions(s.run_id) for s in specs}
-    saved = [
-        e.fields.get("next_node", "")
-        for e in client.store.events(specs[0].run_id)
-        if e.type == "run_progressed"
-    ]
+    saved = saved_next_nodes(client.store.events(specs[0].run_id))
     console.print(summary(specs, infos, done))
     console.print(legend(specs, infos, done, saved))
     ok = all(info.status is Status.SUCCEEDED for info in infos.values())

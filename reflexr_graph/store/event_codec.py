@@ -32,7 +32,7 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "f": ("attempt_failed", ("attempt", "reason", "error_type", "counted")),
     "d": ("run_dead_lettered", ("reason", "error_type")),
     "r": ("run_retrying", ("attempt", "reason", "due_at")),
-    "o": ("run_succeeded", ("attempt",)),
+    "o": ("run_succeeded", ("attempt", "seq", "size")),
     "c": ("run_cancelled", ("from_status",)),
     "y": ("run_replayed", ("from_start", "from_status", "seq", "dropped")),
     "h": ("waiting_for_worker", ("graph", "until")),

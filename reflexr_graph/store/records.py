@@ -137,6 +137,17 @@ class RunEvent:
     fields: dict[str, str] = field(default_factory=dict)
 
 
+def saved_next_nodes(events: list[RunEvent]) -> list[str]:
+    """The next node of each checkpoint the events tell, oldest first: each ``run_progressed``'s,
+    and ``''`` for a ``run_succeeded`` that carries the finished checkpoint (its ``seq``; succeed.lua
+    tells the graph's end saved with the success, not with a ``run_progressed`` of its own)."""
+    return [
+        e.fields.get("next_node", "") if e.type == "run_progressed" else ""
+        for e in events
+        if e.type == "run_progressed" or (e.type == "run_succeeded" and e.fields.get("seq"))
+    ]
+
+
 class WorkerInfo(BaseModel):
     """What a live worker says about itself in the registry (``rg:worker:<name>``)."""
 

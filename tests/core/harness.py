@@ -11,6 +11,7 @@ from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.core.tally import Tally
+from reflexr_graph.store.records import saved_next_nodes
 from reflexr_graph.store.redis_store import RedisStore
 
 LEASE_MS = 30_000
@@ -99,7 +100,5 @@ class Harness:
         return None if raw is None else json.loads(raw)
 
     def progressed(self, run_id: str) -> list[str]:
-        """The next_node of each run_progressed event, in order."""
-        return [
-            e.fields.get("next_node", "") for e in self.store.events(run_id) if e.type == "run_progressed"
-        ]
+        """The next_node of each checkpoint the events tell (the finished one: ''), in order."""
+        return saved_next_nodes(self.store.events(run_id))

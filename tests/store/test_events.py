@@ -8,6 +8,7 @@ import time
 import redis
 
 from reflexr_graph.store import RedisStore, keys
+from reflexr_graph.store.records import saved_next_nodes
 from tests.store.support import fail_once, make_run, start
 
 WAIT_S = 10.0
@@ -41,6 +42,20 @@ def test_events_carry_no_payload_values(store: RedisStore) -> None:
     assert all("SECRET" not in value for e in events for value in e.fields.values())
     assert events[2].fields == {"seq": "1", "next_node": "b", "size": str(len('{"secret": "SECRET-STATE"}'))}
     assert events[0].at == 1_800_000_000.0  # the faked clock, in seconds
+
+
+def test_the_success_tells_the_finished_checkpoint_in_one_event(store: RedisStore) -> None:
+    """succeed with the finished checkpoint writes one run_succeeded holding its seq and size (no
+    run_progressed of its own), and the readers still see that checkpoint saved."""
+    make_run(store)
+    ctx = start(store)
+    store.save_checkpoint(ctx, '{"n": 1}', seq=1, next_node="b")
+    store.succeed(ctx, "2", checkpoint='{"n": 2}', seq=2)
+    events = store.events("run-1")
+    assert [e.type for e in events] == ["run_enqueued", "attempt_started", "run_progressed", "run_succeeded"]
+    assert events[-1].fields == {"attempt": "1", "seq": "2", "size": str(len('{"n": 2}'))}
+    assert saved_next_nodes(events) == ["b", ""]
+    assert [c.seq for c in store.checkpoints("run-1")] == [1, 2]
 
 
 def test_events_after_an_id(store: RedisStore) -> None:

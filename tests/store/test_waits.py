@@ -74,6 +74,29 @@ def test_the_signal_queues_the_waiting_run_and_its_wait_then_returns_the_value(
     assert [e.type for e in store.events("run-1")].count("signal_received") == 1
 
 
+def test_the_claim_that_wakes_the_run_takes_its_signal_so_the_wait_needs_no_round_trip(
+    store: RedisStore, raw: redis.Redis, fake_clock: FakeClock
+) -> None:
+    """The claim after the signal moves it from the mailbox into the wait's record, atomically,
+    and returns it with the records: the step that runs again needs no wait.lua for it. A claim
+    after a crash of that attempt finds it in the records again, never in the mailbox."""
+    make_run(store)
+    suspend(store)
+    store.signal("run-1", "approval", '{"ok":true}', dispatch_grace_ms=GRACE_MS)
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=1_000)
+    assert claim.claimed and json.loads(claim.records[REC]) == {"signal": {"ok": True}}
+    assert not raw.exists(keys.mailbox("run-1")), "taken from the mailbox by the claim"
+    # That attempt dies before its step reaches the wait: the next attempt's claim gives it the
+    # same record, and the signal is still not in the mailbox for another wait to take.
+    fake_clock.advance(2_000)
+    store.reap()
+    again = store.claim("run-1", new_token(), lease_ttl_ms=30_000)
+    assert again.claimed and again.records[REC] == claim.records[REC]
+    assert not raw.exists(keys.mailbox("run-1"))
+    result = store.wait(again.context(), field=REC, signal="approval", wake_at_ms=None)
+    assert result.record == claim.records[REC], "a wait.lua call, were one made, answers the same"
+
+
 def test_a_signal_that_wakes_the_run_pushes_its_message_in_the_same_script(
     store: RedisStore, raw: redis.Redis
 ) -> None:
@@ -161,10 +184,12 @@ def test_a_timer_wakes_the_run_through_the_due_set_and_is_never_restarted(
     fake_clock.advance(30_000)
     assert store.claim("run-1", new_token(), lease_ttl_ms=30_000).outcome is ClaimOutcome.WAITING
     fake_clock.advance(30_000)
-    ctx = start(store)
-    assert store.get("run-1").waiting_for is None
-    # The step runs again and asks with a fresh wake time: the first one kept wins, and it has passed.
-    result = store.wait(ctx, field=REC, signal="", wake_at_ms=fake_clock.ms + 60_000)
+    claim = store.claim("run-1", new_token(), lease_ttl_ms=30_000)
+    assert claim.claimed and store.get("run-1").waiting_for is None
+    # The claim records that the timer fired, so the step that runs again needs no wait.lua.
+    assert json.loads(claim.records[REC]) == {"due": True}
+    # Were one made, with a fresh wake time: the first one kept wins, and it has passed.
+    result = store.wait(claim.context(), field=REC, signal="", wake_at_ms=fake_clock.ms + 60_000)
     assert json.loads(result.record or "") == {"due": True}
 
 

@@ -122,7 +122,8 @@ function ganttModel(events, first, now) {
     } else if (e.type === "limit_waited" && row && /^[0-9]+$/.test(f.waited_ms || "")) {
       row.spans.push({ kind: "wait", label: `limit ${f.key || ""}`.trim(), from: e.at - Number(f.waited_ms) / 1000, to: e.at });
     } else if (e.type === "run_succeeded" && row) {
-      if (stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at });
+      // Its seq, when it carries the finished checkpoint (no run_progressed told that one).
+      if (stepFrom !== null) row.spans.push({ kind: "step", label: node || "step", from: stepFrom, to: e.at, seq: f.seq });
       row.marks.push({ kind: "succeeded", at: e.at, label: "succeeded" });
       row = null; stepFrom = null;
     } else if (e.type === "attempt_failed" && row) {

@@ -3,7 +3,8 @@
 -- checkpoint too, so an attempt starts with one round trip, not two.
 -- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
 -- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[17] memo (read with the checkpoint)  KEYS[18] mailbox (expiry)
+-- KEYS[17] memo (read with the checkpoint; a woken wait's record written)
+-- KEYS[18] mailbox (the signal a woken wait_for_signal waits on taken from it)
 -- KEYS[#KEYS - 1] the run's long inputs (read only when 'in' = '1')
 -- ARGV: store/contracts.py ClaimArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
@@ -22,7 +23,7 @@
 local token = ARGV[4]
 -- The reply's large fields come with the first read of the run: one HMGET in all.
 want(COUNTERS, OPTIONAL_KEYS, TIMERS, 'resumes', 'graph', 'inputs', 'state', 'idempotency_key', 'trace',
-  'error_type', 'checkpoints', 'version', 'held_since', 'tags')
+  'error_type', 'checkpoints', 'version', 'held_since', 'tags', 'wait_take')
 
 local function reply(outcome)
   flush()
@@ -69,6 +70,39 @@ local function claimed()
     end
   end
   return out
+end
+
+-- A run suspended in wait_for_signal or sleep (wait.lua) keeps what its wait takes, 'wait_take'
+-- = <#name>:<name><wake ms or ''>|<record field>. The claim does for that wait what wait.lua
+-- would, in this one script: it moves the signal, when the mailbox holds it, out of the mailbox
+-- and into the wait's record in the memo, or else, when the wait's wake time has passed, records
+-- {"due":true}. So a signal is given once (a crash after the claim finds it in the memo, never in
+-- the mailbox again), and the step that runs again reads its record from those the claim
+-- returns, without a round trip of its own. Fenced like the rest of the claim.
+local function take_awaited()
+  local take = field('wait_take')
+  if take == '' then
+    return
+  end
+  drop('wait_take')
+  local len, rest = string.match(take, '^(%d+):(.*)$')
+  if not len then
+    return
+  end
+  local name = string.sub(rest, 1, tonumber(len))
+  local wake, rec = string.match(string.sub(rest, tonumber(len) + 1), '^(%d*)|(.*)$')
+  if not rec then
+    return
+  end
+  local value = name ~= '' and field('mbox') == '1' and redis.call('HGET', K_MAILBOX, name)
+  if value then
+    redis.call('HDEL', K_MAILBOX, name)
+    redis.call('HSET', K_MEMO, rec, '{"signal":' .. value .. '}')
+    put('memo', '1')
+  elseif wake ~= '' and tonumber(wake) <= tonumber(NOW) then
+    redis.call('HSET', K_MEMO, rec, '{"due":true}')
+    put('memo', '1')
+  end
 end
 
 if not exists() then
@@ -128,6 +162,7 @@ put('token', token)
 -- dispatches: the reaper's resend count for the due safety net (reschedule_due.lua) starts over;
 -- unserved_since: a worker serves the graph now, so the wait for one (hold_unserved.lua) ends, as
 -- does the wait for one of its version (held_since, hold_version.lua).
+take_awaited()
 drop('dispatches', 'unserved_since', 'held_since', 'waiting_for', 'wake_at')
 if mine ~= '' and pinned == '' then
   put('version', mine)

@@ -8,7 +8,7 @@
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 --   | {'no_checkpoint'} (the run keeps no checkpoint ARGV[5]; nothing changed)
 
-want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, 'replays', 'ck_first', 'unserved_since')
+want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, 'replays', 'ck_first', 'unserved_since', 'wait_take')
 local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused
@@ -38,8 +38,9 @@ end
 -- starts a fresh attempt budget; prev_attempts and replays keep what came before, for operators.
 put('prev_reason', field('reason'))
 put('prev_attempts', attempt_number())
+-- wait_take: the steps run again from another point, so no claim takes a signal for them.
 drop('attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'token', 'output',
-  'unserved_since')
+  'unserved_since', 'wait_take')
 incr('replays', 1)
 -- The keys that stay lose their TTL first: those dropped below need none.
 persist_all()

@@ -9,6 +9,8 @@
 -- ARGV[9] boundaries skipped since the attempt's last write  ARGV[10] their kinds (text)
 -- ARGV[11] branch steps and ARGV[12] durable calls answered from records since then
 -- ARGV[13] how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
+-- Events: run_succeeded, with the finished checkpoint's seq and size when there is one (no
+-- run_progressed for it); on the cancel path, run_progressed for it and run_cancelled.
 -- Returns store/contracts.py Succeeded: 1 recorded, 2 the run was asked to cancel (cancel.lua)
 -- while its last step ran: the finished checkpoint is kept (a replay records its output without
 -- running anything) and the run ends cancelled, as asked; 0 the token does not own the run;
@@ -34,10 +36,12 @@ if ARGV[7] ~= '' then
   put('ck_last', ARGV[8])
   incr('checkpoints', 1)
   put('next_node', '')
-  emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
 end
 note(ARGV[9], ARGV[10], ARGV[11], ARGV[12])
 if cancel_requested() then
+  if ARGV[7] ~= '' then
+    emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
+  end
   end_requested_cancel()
   return 2
 end
@@ -46,6 +50,12 @@ put('output', ARGV[5])
 drop('reason', 'error_type', 'error')
 redis.call('ZREM', K_LEASES, RUN_ID)
 set_status('succeeded')
-emit('run_succeeded', 'attempt', attempt_number())
+-- The finished checkpoint is told by the success itself (its seq and size, as run_progressed
+-- tells a save's): one XADD where there were two, and readers see the graph's end saved.
+if ARGV[7] ~= '' then
+  emit('run_succeeded', 'attempt', attempt_number(), 'seq', ARGV[8], 'size', #ARGV[7])
+else
+  emit('run_succeeded', 'attempt', attempt_number())
+end
 expire_all(ARGV[6])
 return 1

@@ -20,7 +20,7 @@
 --   marked) | 'skip' (not of that version, finished, neither held nor marked, or its checkpoint
 --   changed) | 'gone'
 
-want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first')
+want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first', 'wait_take')
 local from, to, resume_with = ARGV[4], ARGV[5], ARGV[6]
 redis.call('SREM', KEYS[19], RUN_ID)
 if not exists() then
@@ -67,7 +67,7 @@ if resume_with == '' then
 else
   redis.call('HSET', K_CKPT, ARGV[7], resume_with)
 end
-drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to', 'upgrade_mark')
+drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to', 'upgrade_mark', 'wait_take')
 put('version', to)
 set_status('queued')
 redis.call('ZADD', K_DUE, NOW, RUN_ID)

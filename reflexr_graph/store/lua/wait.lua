@@ -76,6 +76,14 @@ if string.sub(name, 1, 6) == 'limit:' then
 end
 put('waiting_for', name)
 put('wake_at', wake)
+-- The claim that wakes the run does what this script would for the wait (claim.lua:
+-- take_awaited): it takes the signal, or records that the timer fired, so the step that runs
+-- again finds its record and makes no round trip here for it. 'wait_take' is
+-- <#name>:<name><wake ms or ''>|<record field>. (A limit's wait, 'limit:<key>', is ended by its
+-- grant, never by a signal in the mailbox or its timer.)
+if string.sub(name, 1, 6) ~= 'limit:' then
+  put('wait_take', string.format('%d:%s%s|%s', #name, name, wake, rec))
+end
 drop('token')
 redis.call('ZREM', K_LEASES, RUN_ID)
 if wake ~= '' then

@@ -531,6 +531,30 @@ local function end_requested_cancel()
   to_cancelled('running', field('cancel'))
 end
 
+-- A wait that finds a cancel asked for ends the run there instead of suspending it (wait.lua,
+-- wait_children.lua): the script's reply, or nil when no cancel was asked. The run's keys expire
+-- with the cancel, KEYS[5] too: it must be the run's own key.
+local function cancelled_at_wait()
+  if not cancel_requested() then
+    return nil
+  end
+  local actual = idem_mismatch()
+  if actual then
+    return {'idem', actual}
+  end
+  end_requested_cancel()
+  return {'cancelled'}
+end
+
+-- A suspended attempt did not fail: it gives back its place in max_attempts and is counted as a
+-- suspension (wait.lua, wait_children.lua).
+local function give_back_attempt()
+  if num('attempts') > 0 then
+    incr('attempts', -1)
+  end
+  incr('suspensions', 1)
+end
+
 -- What an attempt tells with its writes (core/tally.py): boundaries it could not checkpoint,
 -- counted on the run and told in its history so nobody believes they have durability they
 -- lack; and branch steps and durable calls answered from their records instead of running.

@@ -50,21 +50,13 @@ if wake ~= '' and tonumber(wake) <= tonumber(NOW) then
   put('memo', '1')
   return {'recorded', record}
 end
-if cancel_requested() then
-  -- The run's keys expire with the cancel, KEYS[5] too: it must be the run's own key.
-  local actual = idem_mismatch()
-  if actual then
-    return {'idem', actual}
-  end
-  end_requested_cancel()
-  return {'cancelled'}
+local cancelled = cancelled_at_wait()
+if cancelled then
+  return cancelled
 end
--- Suspend: the attempt did not fail, so it gives back its place in max_attempts, and the run
--- holds no lease and no message until a signal (signal.lua) or its timer (the due set) wakes it.
-if num('attempts') > 0 then
-  incr('attempts', -1)
-end
-incr('suspensions', 1)
+-- Suspend: the run holds no lease and no message until a signal (signal.lua) or its timer (the
+-- due set) wakes it.
+give_back_attempt()
 -- A limit wait is counted by the grant that ends it (limit_acquire.lua), which may come after
 -- several releases: the run keeps when the wait began, from its first release for that key.
 if string.sub(name, 1, 6) == 'limit:' then

@@ -37,20 +37,12 @@ end
 if ended then
   return ended
 end
-if cancel_requested() then
-  local actual = idem_mismatch()
-  if actual then
-    return {'idem', actual}
-  end
-  end_requested_cancel()
-  return {'cancelled'}
+local cancelled = cancelled_at_wait()
+if cancelled then
+  return cancelled
 end
--- Suspend as wait.lua does: the attempt gives back its place in max_attempts, and the run holds
--- no lease and no message until its last child ends.
-if num('attempts') > 0 then
-  incr('attempts', -1)
-end
-incr('suspensions', 1)
+-- Suspend as wait.lua does: the run holds no lease and no message until its last child ends.
+give_back_attempt()
 put('waiting_for', ARGV[5])
 put('awaiting', ARGV[6])
 drop('token', 'wake_at')

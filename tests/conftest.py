@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import redis
 
+from reflexr_graph import clock
 from tests import otel, subprocesses
 from tests.redis_server import RedisFactory, RedisServer
+from tests.store.support import FakeClock
 
 subprocesses.install()  # before any test starts a subprocess, which inherits it
 
@@ -103,3 +105,15 @@ def private_redis() -> Iterator[RedisFactory]:
     finally:
         for server in servers:
             server.close()
+
+
+@pytest.fixture
+def fake_clock() -> Iterator[FakeClock]:
+    """reflexr's clock (reflexr_graph/clock.py) faked for one test and restored after it; tests
+    move it by hand. tests/core and the schedule tests have clocks of their own."""
+    fake = FakeClock()
+    previous = clock.set_source(fake)
+    try:
+        yield fake
+    finally:
+        clock.set_source(previous)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -23,16 +22,6 @@ from tests.store.support import FakeClock, make_run, start
 from tests.waiting import wait_for
 
 SLOT_TTL_MS = 3_000
-
-
-@pytest.fixture
-def fake_clock() -> Iterator[FakeClock]:
-    fake = FakeClock()
-    previous = clock.set_source(fake)
-    try:
-        yield fake
-    finally:
-        clock.set_source(previous)
 
 
 def slots(member: str, concurrency: int = 2, *, key: str = "crm", waited_ms: int = 0) -> LimitRequest:

@@ -1,4 +1,4 @@
-"""Fixtures for the store tests: a faked clock (restored after each test) and a RedisStore."""
+"""Fixtures for the store tests: a RedisStore on the faked clock (``fake_clock``, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from reflexr_graph import clock
 from reflexr_graph.store import RedisStore
 from tests.store.support import FakeClock
 
 RUN_RETENTION_S = 3_600
 DEAD_RETENTION_S = 7_200
-
-
-@pytest.fixture
-def fake_clock() -> Iterator[FakeClock]:
-    fake = FakeClock()
-    previous = clock.set_source(fake)
-    try:
-        yield fake
-    finally:
-        clock.set_source(previous)
 
 
 @pytest.fixture

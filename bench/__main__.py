@@ -21,6 +21,7 @@ from bench import (
     cluster_cost,
     enqueue,
     history_cost,
+    idle_cost,
     journal_cost,
     limits,
     memory,
@@ -50,6 +51,7 @@ NAMES = (
     "limits",
     "scale",
     "redis",
+    "idle",
     "stream",
     "payloads",
     "cluster",
@@ -62,7 +64,7 @@ FULL = {
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
     "stream_reps": 3,
     "payload_reps": 5,
-    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000,
+    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 30,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
@@ -70,7 +72,7 @@ QUICK = {
     "limit_n": 10, "limit_steps": 20, "limit_reps": 1, "scale_runs": 2000, "cost_runs": 10,
     "stream_reps": 1,
     "payload_reps": 1,
-    "cluster_runs": 5, "cluster_idle_ms": 200, "cluster_list_runs": 100,
+    "cluster_runs": 5, "cluster_idle_ms": 200, "cluster_list_runs": 100, "idle_s": 1,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -78,6 +80,7 @@ TITLES = {
     "throughput": "2. Throughput: durable vs plain Celery vs a Celery chain",
     "scaling": "3. Scaling: 1 vs 2 worker processes",
     "redis": "3b. Redis server cost per run, and the fleet's cost per step",
+    "idle": "3c. An idle worker's own Redis commands",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
     "memory": "5. Redis memory per run",
     "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
@@ -107,6 +110,7 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
         "redis": lambda: out.update(
             redis=redis_cost.render(redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say))
         ),
+        "idle": lambda: out.update(idle=idle_cost.render(idle_cost.run(the_lab, p["idle_s"], _say))),
         "cluster": lambda: out.update(cluster=_cluster(the_lab, p)),
         "recovery": lambda: out.update(recovery=recovery.render(recovery.run(the_lab, p["rec_reps"], _say))),
         # Last: their runs are never consumed, so the reaper keeps re-sending them once their

@@ -18,6 +18,7 @@ SECTIONS = (
     "## 2. Throughput",
     "## 3. Scaling",
     "## 3b. Redis server cost per run",
+    "## 3c. An idle worker",
     "## 4. Recovery",
     "## 5. Redis memory per run",
     "## 5b. Waiting runs",

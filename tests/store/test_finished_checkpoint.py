@@ -128,3 +128,18 @@ def test_an_encrypted_output_is_decoded_before_the_checkpoint_is_rebuilt(
     assert _finish(sealed, "run-2")
     assert raw.hexists(keys.ckpt("run-2"), "3")
     assert _read_by_each_reader(sealed, "run-2") == {FINISHED}
+
+
+def test_a_run_that_went_back_past_the_finished_seq_keeps_no_stale_payload_at_it(
+    store: RedisStore, raw: redis.Redis
+) -> None:
+    """A run that started over below its latest (a checkpoint it could not read) finishes at a seq
+    whose payload an earlier path saved: that payload goes with the ones after it."""
+    make_run(store, "run-1")
+    ctx = _claim(store, "run-1", ACTION.fingerprint)
+    for seq in (1, 2, 3, 4):
+        store.save_checkpoint(ctx, f'{{"at":{seq}}}', seq=seq, next_node="s1")
+    assert store.succeed(ctx, OUTPUT, checkpoint=FINISHED, seq=3)
+    assert sorted(raw.hkeys(keys.ckpt("run-1"))) == [b"1", b"2"]
+    assert [c.seq for c in store.checkpoints("run-1")] == [1, 2, 3]
+    assert _read_by_each_reader(store, "run-1") == {FINISHED}

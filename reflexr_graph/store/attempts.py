@@ -45,6 +45,9 @@ from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
     ForkSeed,
+    checkpoint_field,
+    finished_checkpoint,
+    from_output,
     lane_args,
     pairs_to_map,
     text,
@@ -307,8 +310,20 @@ class AttemptWrites(StoreBase):
     def load_checkpoint(self, run_id: str) -> str | None:
         """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
         latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
-        data = None if latest is None else self._r.hget(keys.ckpt(run_id), latest)
-        return None if data is None else self.codec.decode(text(data), run_id)
+        if latest is None:
+            return None
+        data = self._r.hget(keys.ckpt(run_id), latest)
+        if data is not None:
+            return self.codec.decode(text(data), run_id)
+        # A succeeded run's finished checkpoint may be kept as its entry alone: made of the run hash.
+        entry, graph, version, output = self._r.hmget(
+            keys.run(run_id), checkpoint_field(text(latest)), "graph", "version", "output"
+        )
+        if entry is None or not from_output(text(entry)):
+            return None
+        return finished_checkpoint(
+            text(graph), text(version), text(latest), self.codec.decode(text(output), run_id)
+        )
 
     @translate_errors
     def save_checkpoint(

@@ -2,9 +2,10 @@
 
 Every checkpoint a run keeps, the latest included, is in its ``ckpt`` hash (seq -> JSON), each
 written once; the run hash holds an entry per checkpoint and the seq of the latest, which the
-claim reads it by. The scripts that save checkpoints keep both (``lua/_history.lua``); these
-operations only read, each in one read-only script, so a save running meanwhile never shows a
-checkpoint it has trimmed.
+claim reads it by. A succeeded run's finished checkpoint is its entry alone, rebuilt from the run
+hash when read (``records.finished_checkpoint``). The scripts that save checkpoints keep both
+(``lua/_history.lua``); these operations only read, each in one read-only script, so a save
+running meanwhile never shows a checkpoint it has trimmed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.ops import Eval, Op, not_found
-from reflexr_graph.store.records import SavedCheckpoint, checkpoint_entry, checkpoint_info, text
+from reflexr_graph.store.records import (
+    SavedCheckpoint,
+    checkpoint_entry,
+    checkpoint_info,
+    finished_checkpoint,
+    text,
+)
 
 
 def checkpoint_list(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -43,6 +50,8 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
     if reply[0] == "none":
         raise (yield from missing_checkpoint(run_id, seq))
     found, saved_at, size, attempt, next_node, payload, graph, inputs, state = reply[1:10]
+    if len(reply) > 10:  # a finished checkpoint kept as its entry alone: its version and output
+        payload = finished_checkpoint(graph, reply[10], found, reply[11])
     return SavedCheckpoint(
         info=checkpoint_info(found, saved_at, size, attempt, next_node),
         payload=payload,

@@ -263,9 +263,32 @@ def checkpoint_field(seq: int | str) -> str:
     return f"c:{seq}"
 
 
+FROM_OUTPUT = "o"
+"""Before an entry: a succeeded run's finished checkpoint kept as its entry alone, since its JSON
+is the run's output in an envelope the run hash tells (``finished_checkpoint``; lua/_history.lua
+``CKPT_FROM_OUTPUT``, succeed.lua). Its payload is not in the ``ckpt`` hash."""
+
+
+def from_output(entry: str) -> bool:
+    """Whether a checkpoint entry is a finished checkpoint kept without its payload (FROM_OUTPUT)."""
+    return entry.startswith(FROM_OUTPUT)
+
+
+def finished_checkpoint(graph: str, version: str, seq: int | str, output: str) -> str:
+    """The JSON of a finished checkpoint kept as its entry alone, from the run hash's ``graph``,
+    ``version`` (the fingerprint: succeed.lua keeps only a checkpoint that is exactly this text),
+    its seq and the run's output JSON (decoded from its payload codec): byte for byte what
+    core/checkpoint.py wrote (format 1)."""
+    head = json.dumps({"format": 1, "graph": graph, "fingerprint": version}, separators=(",", ":"))[:-1]
+    return (
+        f'{head},"seq":{int(seq)},"finished":true,"state":null,"inputs":null,"inputs_ref":"run",'
+        f'"next":null,"output":{output}}}'
+    )
+
+
 def checkpoint_entry(seq: int | str, entry: str) -> CheckpointInfo:
     """CheckpointInfo from a checkpoint's entry in the run hash (lua/_history.lua)."""
-    saved_at, size, attempt, next_node = entry.split("|", 3)
+    saved_at, size, attempt, next_node = entry.removeprefix(FROM_OUTPUT).split("|", 3)
     return checkpoint_info(str(seq), saved_at, size, attempt, next_node)
 
 

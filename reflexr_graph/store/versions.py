@@ -17,7 +17,13 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
 from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
-from reflexr_graph.store.records import LATEST_CHECKPOINT, text
+from reflexr_graph.store.records import (
+    LATEST_CHECKPOINT,
+    checkpoint_field,
+    finished_checkpoint,
+    from_output,
+    text,
+)
 
 
 class VersionEntry(BaseModel):
@@ -94,8 +100,9 @@ def _either(inline: bytes | str | None, kept: bytes | str | None) -> str | None:
 
 
 def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str | None]]]:
-    """``(seq, checkpoint JSON, run inputs JSON)`` of each run's latest checkpoint (two round trips);
-    seq '' and None for a run with none yet."""
+    """``(seq, checkpoint JSON, run inputs JSON)`` of each run's latest checkpoint (two round trips,
+    a third for a succeeded run's finished checkpoint kept as its entry alone); seq '' and None for
+    a run with none yet."""
     if not run_ids:
         return []
     heads = yield batch([cmd("hmget", keys.run(r), LATEST_CHECKPOINT, "inputs") for r in run_ids])
@@ -108,9 +115,22 @@ def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str
             for c in (cmd("hget", keys.ckpt(r), seq or "-"), cmd("get", keys.inputs(r)))
         ]
     )
+    bodies = [None if body is None else text(body) for body in replies[0::2]]
+    # A succeeded run's finished checkpoint may be kept as its entry alone: made of the run hash.
+    bare = [i for i, (seq, body) in enumerate(zip(seqs, bodies, strict=True)) if seq and body is None]
+    if bare:
+        parts = yield batch(
+            [
+                cmd("hmget", keys.run(run_ids[i]), checkpoint_field(seqs[i]), "graph", "version", "output")
+                for i in bare
+            ]
+        )
+        for i, (entry, graph, version, output) in zip(bare, parts, strict=True):
+            if entry is not None and from_output(text(entry)):
+                bodies[i] = finished_checkpoint(text(graph), text(version), seqs[i], text(output))
     return [
-        (seq, None if body is None else text(body), _either(inline, kept))
-        for seq, body, kept, (_, inline) in zip(seqs, replies[0::2], replies[1::2], heads, strict=True)
+        (seq, body, _either(inline, kept))
+        for seq, body, kept, (_, inline) in zip(seqs, bodies, replies[1::2], heads, strict=True)
     ]
 
 

@@ -6,7 +6,8 @@
 --   run hash 'ck_first'   the oldest seq kept, 'ck_last' the latest's: the claim reads the latest
 --                         by this pointer; the seqs between are kept (each save is latest + 1)
 --   run hash 'c:<seq>'    that checkpoint's entry: saved_at ms|size|attempt|next_node (small
---                         fields, so a small run hash stays a compact listpack)
+--                         fields, so a small run hash stays a compact listpack); 'o' before it
+--                         marks a finished checkpoint kept as its entry alone (CKPT_FROM_OUTPUT)
 -- A save writes one payload and one entry, and trims the oldest past the bound:
 -- REFLEXR_CHECKPOINT_HISTORY (``keep``) checkpoints before the latest, 0 none at all.
 
@@ -14,9 +15,25 @@ local function ckpt_entry(saved_at, size, attempt, next_node)
   return table.concat({saved_at, size, attempt, next_node}, '|')
 end
 
--- saved_at, size, attempt, next_node of an entry (a node id may hold '|': it is last).
+-- A succeeded run's finished checkpoint is its output in an envelope that the run hash tells
+-- whole (graph, version, the seq): succeed.lua keeps no payload for one that is exactly that,
+-- only its entry, marked by this prefix, and readers rebuild it from the run hash
+-- (store/records.py finished_checkpoint, the same text). No claim resumes a succeeded run.
+local CKPT_FROM_OUTPUT = 'o'
+
+-- The finished checkpoint's JSON as core/checkpoint.py writes it (format 1); a graph name or
+-- version that JSON would escape gives another text, so such a checkpoint keeps its payload.
+local function ckpt_finished(graph, version, seq, output)
+  return '{"format":1,"graph":"' .. graph .. '","fingerprint":"' .. version .. '","seq":' .. seq
+    .. ',"finished":true,"state":null,"inputs":null,"inputs_ref":"run","next":null,"output":'
+    .. output .. '}'
+end
+
+-- saved_at, size, attempt, next_node of an entry (a node id may hold '|': it is last), and
+-- whether it is a finished checkpoint kept without its payload (CKPT_FROM_OUTPUT).
 local function ckpt_fields(entry)
-  return string.match(entry, '^([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  local mark, saved_at, size, attempt, next_node = string.match(entry, '^(o?)([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return saved_at, size, attempt, next_node, mark == CKPT_FROM_OUTPUT
 end
 
 local function ckpt_field(seq)
@@ -47,8 +64,9 @@ local function ckpt_plan(first, last, seq, keep)
   return f, gone
 end
 
--- Drop the payloads of the seqs in `gone` (one HDEL, when any go); returns the run-hash entry
--- names that go with them, for the caller's one HDEL of the run.
+-- Drop the payloads of the seqs in `gone` (one HDEL, when any go; a finished checkpoint kept as
+-- its entry alone has none, which HDEL passes over); returns the run-hash entry names that go
+-- with them, for the caller's one HDEL of the run.
 local function ckpt_drop(ckpt, gone)
   local names = {}
   if #gone > 0 then

@@ -16,7 +16,7 @@
 -- running anything) and the run ends cancelled, as asked; 0 the token does not own the run;
 -- or {'idem', key}.
 
-want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, NOTES, 'ck_first', 'checkpoints')
+want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, NOTES, 'ck_first', 'checkpoints', 'graph', 'version')
 -- Already succeeded under this token: this call was retried after a lost reply.
 local guard = write_guard(ARGV[4], 'succeeded')
 if guard == 'done' then
@@ -27,11 +27,25 @@ elseif guard then
   return guard
 end
 -- The finished checkpoint and the outcome in one write: no moment where the graph finished but
--- neither is recorded, and one round trip fewer at the end of every run.
+-- neither is recorded, and one round trip fewer at the end of every run. When the run succeeds,
+-- a finished checkpoint that is exactly its output in the envelope the run hash tells is kept as
+-- its entry alone (_history.lua CKPT_FROM_OUTPUT): its payload would repeat the output. A cancel
+-- records no output, so there the payload is written, for a replay to record it from.
 if ARGV[7] ~= '' then
   local first, gone = ckpt_plan(field('ck_first'), field('ck_last'), ARGV[8], tonumber(ARGV[13]) or 0)
-  drop(unpack(ckpt_write(K_CKPT, ARGV[8], ARGV[7], gone)))
-  put(ckpt_field(ARGV[8]), ckpt_entry(NOW, #ARGV[7], attempt_number(), ''))
+  local entry = ckpt_entry(NOW, #ARGV[7], attempt_number(), '')
+  local derived = not cancel_requested()
+    and ARGV[7] == ckpt_finished(field('graph'), field('version'), ARGV[8], ARGV[5])
+  if derived then
+    if num('ck_last') >= tonumber(ARGV[8]) then
+      gone[#gone + 1] = ARGV[8] -- the run went back past this seq: the payload saved at it goes
+    end
+    drop(unpack(ckpt_drop(K_CKPT, gone)))
+    entry = CKPT_FROM_OUTPUT .. entry
+  else
+    drop(unpack(ckpt_write(K_CKPT, ARGV[8], ARGV[7], gone)))
+  end
+  put(ckpt_field(ARGV[8]), entry)
   put('ck_first', first)
   put('ck_last', ARGV[8])
   incr('checkpoints', 1)

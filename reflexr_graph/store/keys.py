@@ -82,7 +82,9 @@ EVENTS_MARKER = "0-1"
 SCHEDULES = f"{CONTROL}:schedules"
 """Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
 SCHEDULE_NEXT = f"{CONTROL}:schedule:next"
-"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
+"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end.
+A write that may make a fire sooner (schedule_put.lua) also publishes on a channel of this name, so a
+scheduler sleeping until the fire it read wakes now (store/recovery.py: schedule_nudges)."""
 SCHEDULE_LAST = f"{CONTROL}:schedule:last"
 """Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
 LIMITS = f"{CONTROL}:limits"

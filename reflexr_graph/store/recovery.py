@@ -325,3 +325,12 @@ class Recovery(StoreBase):
         pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         pubsub.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
         return pubsub
+
+    @translate_errors
+    def schedule_nudges(self) -> redis.client.PubSub:
+        """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
+        changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
+        sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub.subscribe(keys.SCHEDULE_NEXT)
+        return pubsub

@@ -352,18 +352,19 @@ def idem(scope: str) -> str:
 
 
 def worker(name: str) -> str:
-    """One live worker's description (JSON), expiring with its heartbeat."""
+    """One worker's description (JSON), written by its full beats and outliving its heartbeat:
+    readers take it only for a live worker (:data:`WORKERS`)."""
     return f"{CONTROL}:worker:{name}"
 
 
 def served(graph: str) -> str:
-    """The live workers that run ``graph``, score = expiry ms of their last heartbeat."""
+    """The workers that run ``graph``, score = expiry ms of the entry their last full beat wrote;
+    readers take an entry only for a worker live in :data:`WORKERS` (store/workers.py)."""
     return f"{CONTROL}:served:{graph}"
 
 
 def served_version(graph: str, version: str) -> str:
-    """The live workers that run ``version`` of ``graph``, score = expiry ms of their last heartbeat
-    (a graph name holds no '@')."""
+    """The workers that run ``version`` of ``graph``, as :func:`served` (a graph name holds no '@')."""
     return f"{CONTROL}:served:{graph}@{version}"
 
 

@@ -18,6 +18,7 @@ from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
 from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import LATEST_CHECKPOINT, text
+from reflexr_graph.store.workers import live_servers, served_reads
 
 
 class VersionEntry(BaseModel):
@@ -49,12 +50,12 @@ class ServedVersion(VersionEntry):
 def served_versions(graph: str) -> Op[list[ServedVersion]]:
     """Every published version of ``graph``, newest first, with its live workers (two round trips)."""
     entries = yield from published_versions(graph)
-    now = clock.now_ms()
-    commands = [cmd("zrangebyscore", keys.served_version(graph, e.version), now, "+inf") for e in entries]
-    replies = (yield batch(commands)) if commands else []
+    if not entries:
+        return []
+    replies = yield batch(served_reads([keys.served_version(graph, e.version) for e in entries]))
     return [
-        ServedVersion(**e.model_dump(), workers=tuple(sorted(text(n) for n in names)))
-        for e, names in zip(entries, replies, strict=True)
+        ServedVersion(**e.model_dump(), workers=tuple(names))
+        for e, names in zip(entries, live_servers(replies), strict=True)
     ]
 
 

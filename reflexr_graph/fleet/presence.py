@@ -86,15 +86,15 @@ class Presence:
         full = self._last_full is None or now - self._last_full >= FULL_EVERY_S - slack
         trim = full and (self._last_trim is None or now - self._last_trim >= TRIM_EVERY_S - slack)
         ttl_ms = int(TTL_S * 1000)
-        if full:
+        # A worker the registry had lost (a stall past its TTL, or Redis lost its data) beats in full
+        # at once: its description and served entries may be gone with it.
+        if full or not self.store.worker_alive(self.info.name, ttl_ms=ttl_ms):
             described_ms, sets_ms = int(DESCRIBED_S * 1000), int(SETS_S * 1000)
             self.store.worker_beat(
                 self.info, ttl_ms=ttl_ms, described_ms=described_ms, sets_ms=sets_ms, trim=trim
             )
             self._last_full = now
             self._last_trim = now if trim else self._last_trim
-        else:
-            self.store.worker_alive(self.info.name, ttl_ms=ttl_ms)
         self._next = now + BEAT_EVERY_S
         if self.on_beat is not None:
             self.on_beat()

@@ -161,10 +161,12 @@ class Workers(StoreBase):
         self._scripts("worker_beat", script_keys, args)
 
     @translate_errors
-    def worker_alive(self, name: str, *, ttl_ms: int) -> None:
+    def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
         """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
-        description and served entries stay as its last :meth:`worker_beat` wrote them."""
-        self._r.zadd(keys.WORKERS, {name: clock.now_ms() + ttl_ms})
+        description and served entries stay as its last :meth:`worker_beat` wrote them. False when
+        ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
+        beat must follow, as its entries may be gone too."""
+        return not self._r.zadd(keys.WORKERS, {name: clock.now_ms() + ttl_ms})
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:

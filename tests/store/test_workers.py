@@ -3,9 +3,11 @@ description and served entries, which its full beats write and which outlive the
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from reflexr_graph import schemas
+from reflexr_graph.fleet import presence
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import WorkerInfo
 from reflexr_graph.store.versions import VersionEntry, served_versions
@@ -70,3 +72,18 @@ def test_a_full_beat_gives_a_served_set_it_creates_an_expiry_and_leave_removes_e
     store.worker_leave(INFO)
     found = [raw.exists(keys.served("g")), raw.exists(keys.worker(INFO.name)), raw.zcard(keys.WORKERS)]
     assert found == [0, 0, 0]
+
+
+def test_beats_between_full_ones_write_only_the_heartbeat_unless_the_registry_lost_the_worker(
+    store: RedisStore, raw: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(presence, "BEAT_EVERY_S", 0.0)  # every call beats
+    beat = presence.Presence(store, INFO)
+    beat.maybe_beat()  # the first is a full one
+    raw.delete(keys.worker(INFO.name))
+    beat.maybe_beat()
+    assert not raw.exists(keys.worker(INFO.name)), "a beat between full ones writes only the heartbeat"
+    raw.flushall()  # Redis lost its data: the heartbeat's ZADD finds the worker gone, and a full beat follows
+    beat.maybe_beat()
+    assert store.serving(["g"]) == {"g": ["w@host"]}
+    assert [w.name for w in store.live_workers()] == ["w@host"]

@@ -25,6 +25,7 @@ from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.workers import live_servers, served_reads
 
 GRAPHS = keys.GRAPHS
 """Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
@@ -151,12 +152,11 @@ def published_graph(name: str) -> Op[GraphSchema]:
 
 def published_with_workers(name: str) -> Op[tuple[GraphSchema, list[str]]]:
     """The published entry of ``name`` and the live workers that serve it, in one round trip."""
-    raw, workers = yield batch(
-        [cmd("hget", GRAPHS, name), cmd("zrangebyscore", keys.served(name), clock.now_ms(), "+inf")]
-    )
+    raw, *served = yield batch([cmd("hget", GRAPHS, name), *served_reads([keys.served(name)])])
     if raw is None:
         raise (yield from _unknown(name))
-    return GraphSchema.model_validate_json(_text(raw)), sorted(_text(w) for w in workers)
+    (workers,) = live_servers(served)
+    return GraphSchema.model_validate_json(_text(raw)), workers
 
 
 def published_graphs() -> Op[list[GraphSchema]]:

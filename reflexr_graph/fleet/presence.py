@@ -23,13 +23,23 @@ from reflexr_graph.store.workers import HEARTBEAT_TTL_S
 log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 10.0
-"""A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone."""
+"""A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone. A beat
+refreshes only the heartbeat (one ZADD), unless it is a full one."""
 TTL_S = HEARTBEAT_TTL_S
-FULL_EVERY = 3
-"""Every third beat (once per TTL) trims the entries of workers that stopped beating; the others
-only refresh this worker's own."""
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
+FULL_EVERY_S = 60.0
+"""About this often a beat is a full one (lua/worker_beat.lua): it writes the worker's description
+and its served entries again. Readers take those only for a live worker (store/workers.py)."""
+DESCRIBED_S = 2 * FULL_EVERY_S
+"""How long a full beat's description and served entries last: longer than a full beat's gap
+(FULL_EVERY_S, less half a beat) plus a heartbeat TTL, so a live worker's are always there."""
+TRIM_EVERY_S = 300.0
+"""About this often a full beat also trims the entries of workers that stopped beating and sets
+the served sets' expiry (SETS_S)."""
+SETS_S = 2 * TRIM_EVERY_S
+"""A served set disappears this long after the last trim of the last worker that served it: longer
+than a trim's gap plus a full beat's plus a TTL, so a live worker's set stays."""
 
 
 def describe(consumer: Any, graphs: list[str], versions: dict[str, str] | None = None) -> WorkerInfo:
@@ -64,18 +74,30 @@ class Presence:
         self.on_beat = on_beat
         """Called after each beat: this worker takes back the runs held for its versions."""
         self._next = 0.0
-        self._beats = 0
+        self._last_full: float | None = None
+        self._last_trim: float | None = None
 
     def maybe_beat(self) -> None:
         now = time.monotonic()
-        if now >= self._next:
-            # The first beat and every FULL_EVERY-th also trim the registry (lua/worker_beat.lua).
-            full = self._beats % FULL_EVERY == 0
-            self.store.worker_beat(self.info, ttl_ms=int(TTL_S * 1000), full=full)
-            self._beats += 1
-            self._next = now + BEAT_EVERY_S
-            if self.on_beat is not None:
-                self.on_beat()
+        if now < self._next:
+            return
+        # Half a beat early, so beats every BEAT_EVERY_S make a full one every FULL_EVERY_S.
+        slack = BEAT_EVERY_S / 2
+        full = self._last_full is None or now - self._last_full >= FULL_EVERY_S - slack
+        trim = full and (self._last_trim is None or now - self._last_trim >= TRIM_EVERY_S - slack)
+        ttl_ms = int(TTL_S * 1000)
+        # A worker the registry had lost (a stall past its TTL, or Redis lost its data) beats in full
+        # at once: its description and served entries may be gone with it.
+        if full or not self.store.worker_alive(self.info.name, ttl_ms=ttl_ms):
+            described_ms, sets_ms = int(DESCRIBED_S * 1000), int(SETS_S * 1000)
+            self.store.worker_beat(
+                self.info, ttl_ms=ttl_ms, described_ms=described_ms, sets_ms=sets_ms, trim=trim
+            )
+            self._last_full = now
+            self._last_trim = now if trim else self._last_trim
+        self._next = now + BEAT_EVERY_S
+        if self.on_beat is not None:
+            self.on_beat()
 
     def leave(self) -> None:
         """Leave the registry at shutdown, so the fleet stops counting this worker at once."""

@@ -39,6 +39,7 @@ from reflexr_graph.store import payload_sweep
 from reflexr_graph.store import versions as store_versions
 from reflexr_graph.store.contracts import Lock
 from reflexr_graph.store.reads import DueTarget
+from reflexr_graph.store.recovery import TICK_BATCH
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ tick: a worker that stops does not wait out a reaper's sleep."""
 MIN_WAIT_S = 0.01
 """The shortest sleep between passes, for a due backlog larger than one pass takes."""
 PUBLISH_EVERY_S = 60.0
+PRUNE_EVERY_S = 60.0
+"""How often the holder's tick reads the finished runs past retention to prune (three reads): their
+keys expire by themselves, and retention is days, so only the indexes wait. While a read comes back
+full (TICK_BATCH), every pass prunes, as before, so it keeps up with a busy fleet."""
 PAYLOAD_SWEEP_S = 600.0
 """How often the reaper holding the lock sweeps the payload store for files no run refers to."""
 MIN_RESEND_S = 5.0
@@ -117,6 +122,8 @@ class Reaper:
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
         self._next_sweep = 0.0
+        self._next_prune = 0.0
+        self._prune_behind = False
         self._last_warning = 0.0
         self._unreachable_since_ms: int | None = None
         self.outage: tuple[int, int] | None = None
@@ -306,11 +313,13 @@ class Reaper:
         if self.presence is not None:
             self.presence.maybe_beat()
         self._wake_ms = None
+        prune = self._prune_behind or now >= self._next_prune
         found = self.store.reaper_tick(
             self.owner,
             self.lock_ttl_ms,
             idle_ms=int(self.idle_s * 1000),
             margin_ms=int(self.interval_s * 1000),
+            prune=prune,
         )
         self._wake_ms = found.wake
         holding = self._hold_lock(found.lock)
@@ -326,12 +335,18 @@ class Reaper:
         recovered = self.reap(found.lapsed)
         woken = self.tell_parents(found.ended)
         self.dispatch_due(None if recovered or woken else found.due)
-        # Every tick, a bounded batch: a pass every few minutes fell behind any fleet finishing
-        # more than a few runs a second, and the global indexes grew without end.
-        pruned = self.store.prune(found=found.prunable)
+        if prune:
+            self._prune(found.prunable, now)
+        self._sweep_payloads(now)
+
+    def _prune(self, prunable: dict[str, list[str]], now: float) -> None:
+        """Prune what the tick found; a read that came back full makes the next pass prune too: a
+        pass every few minutes fell behind any fleet finishing more than a few runs a second."""
+        self._next_prune = now + PRUNE_EVERY_S
+        self._prune_behind = any(len(found) >= TICK_BATCH for found in prunable.values())
+        pruned = self.store.prune(found=prunable)
         if pruned:
             log.debug("pruned %d index entries of expired runs", pruned)
-        self._sweep_payloads(now)
 
     def _sweep_payloads(self, now: float) -> None:
         """Now and then, delete the payload store's files no run refers to (store/payload_sweep.py)."""

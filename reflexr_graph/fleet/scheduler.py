@@ -4,19 +4,24 @@ Every worker runs one in its main process, beside the reaper, and holds no lock:
 has the fire's idempotency key, so schedulers that make the same fire make one run, and only the
 one whose ``schedule_advance.lua`` finds the fire time it planned from moves the schedule on. A
 scheduler sleeps until the next fire time it read, at most ``interval_s``: idle, it costs one
-ZRANGE a second; a fire is made within about that of its time (and a schedule added meanwhile is
-seen within it).
+ZRANGE per ``interval_s``. A schedule added, changed or resumed meanwhile wakes it at once: the
+script that writes it publishes a note the scheduler listens for (``schedule_put.lua``); a note
+lost (a dropped subscription) makes that fire at most ``interval_s`` late. A delete or a pause
+needs no note: the scheduler that wakes for that fire finds nothing due.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from celery import signals
+from redis.exceptions import RedisError
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
@@ -28,8 +33,15 @@ from reflexr_graph.store.schedules import advance, due_schedules, fire_run, prev
 
 log = logging.getLogger(__name__)
 
-INTERVAL_S = 1.0
-"""The longest a scheduler sleeps: the bound on seeing a schedule added, resumed or changed."""
+INTERVAL_S = 10.0
+"""The longest a scheduler sleeps, as the reaper's ``IDLE_MAX_S``: the bound on seeing a schedule
+added, resumed or changed when its note is lost."""
+RETRY_S = 1.0
+"""How soon a scheduler tries again after a failed pass (at most ``interval_s``)."""
+STOP_CHECK_S = 1.0
+"""The longest one wait for a note blocks before the loop looks at its stop flag again."""
+NOTES_DRAINED = 1000
+"""At most this many notes already received are answered by the one pass they woke."""
 MIN_WAIT_S = 0.005
 DISPATCH_GRACE_MS = 30_000
 """If the scheduler dies between creating a fire's run and sending its message, the reaper sends
@@ -50,11 +62,17 @@ class Scheduler:
         self.send = send
         self.default_max_attempts = default_max_attempts
         self.interval_s = interval_s
+        self.retry_s = min(RETRY_S, interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unreachable = False
+        self._notes: Any = None
+        """The subscription to schedule_put.lua's notes (store.schedule_nudges), while Redis gives one."""
 
     def start(self) -> None:
+        # Subscribed before the first pass, so no schedule written after it is missed.
+        with contextlib.suppress(StoreUnavailable):
+            self._notes = self.store.schedule_nudges()
         self._thread = threading.Thread(target=self._loop, name="reflexr-scheduler", daemon=True)
         self._thread.start()
         log.info("scheduler started: fires each schedule's runs at their times")
@@ -62,11 +80,12 @@ class Scheduler:
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+            self._thread.join(timeout=max(5.0, 2 * STOP_CHECK_S))
+        self._drop_notes()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            wait_s = self.interval_s
+            wait_s = self.retry_s
             try:
                 wait_s = self.tick()
                 if self._unreachable:
@@ -75,11 +94,49 @@ class Scheduler:
             except StoreUnavailable:
                 if not self._unreachable:  # once per outage, not once a second
                     self._unreachable = True
-                    log.warning("Redis unreachable; the scheduler tries again every %.1fs", self.interval_s)
+                    log.warning("Redis unreachable; the scheduler tries again every %.1fs", self.retry_s)
             except Exception:
                 # A bug in one pass must not stop the schedules.
-                log.exception("scheduler pass failed; trying again in %.1fs", self.interval_s)
-            self._stop.wait(wait_s)
+                log.exception("scheduler pass failed; trying again in %.1fs", self.retry_s)
+            self._sleep(wait_s)
+
+    def _sleep(self, wait_s: float) -> None:
+        """Sleep ``wait_s``, or until stopped or a schedule's note comes."""
+        until = time.monotonic() + wait_s
+        while not self._stop.is_set():
+            left = until - time.monotonic()
+            if left <= 0 or self._noted(min(left, STOP_CHECK_S)):
+                return
+
+    def _noted(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a note; True when one came, or the subscription was just
+        made again (a note sent while there was none is lost: the pass reads now instead)."""
+        if self._notes is None:
+            try:
+                self._notes = self.store.schedule_nudges()
+            except StoreUnavailable:
+                self._stop.wait(timeout_s)
+                return False
+            return True
+        try:
+            if self._notes.get_message(timeout=timeout_s) is None:
+                return False
+            # One pass answers every note sent so far.
+            for _ in range(NOTES_DRAINED):
+                if self._notes.get_message(timeout=0) is None:
+                    break
+        except (RedisError, OSError):
+            # Redis went away under the subscription: sleep as before, subscribe again next time.
+            self._drop_notes()
+            self._stop.wait(timeout_s)
+            return False
+        return True
+
+    def _drop_notes(self) -> None:
+        if self._notes is not None:
+            with contextlib.suppress(RedisError, OSError):
+                self._notes.close()
+            self._notes = None
 
     def tick(self) -> float:
         """Make every fire due now; the seconds until the next fire time read (at most ``interval_s``)."""

@@ -669,7 +669,7 @@ class UpgradeArgs(Args):
 
 @dataclass(frozen=True)
 class TickArgs(Args):
-    """reaper_tick.lua (standalone), ARGV[1..6]."""
+    """reaper_tick.lua (standalone), ARGV[1..9]."""
 
     owner: str
     lock_ttl_ms: int
@@ -682,6 +682,8 @@ class TickArgs(Args):
     lapse before it wakes."""
     margin_ms: int
     """How long past the holder's planned wake the lock is kept: one tick."""
+    prune: bool
+    """Whether to read the finished runs past their retention (``TickReply.prunable``)."""
 
 
 class Lock(StrEnum):

@@ -82,7 +82,9 @@ EVENTS_MARKER = "0-1"
 SCHEDULES = f"{CONTROL}:schedules"
 """Every schedule: name -> its definition as JSON (core/schedules.py: Schedule)."""
 SCHEDULE_NEXT = f"{CONTROL}:schedule:next"
-"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end."""
+"""The next fire time of every schedule not paused, score = epoch ms; the scheduler reads its low end.
+A write that may make a fire sooner (schedule_put.lua) also publishes on a channel of this name, so a
+scheduler sleeping until the fire it read wakes now (store/recovery.py: schedule_nudges)."""
 SCHEDULE_LAST = f"{CONTROL}:schedule:last"
 """Each schedule's last fire: name -> ``<fire ms>|<run id>`` (for ``--overlap skip`` and listings)."""
 LIMITS = f"{CONTROL}:limits"
@@ -350,18 +352,19 @@ def idem(scope: str) -> str:
 
 
 def worker(name: str) -> str:
-    """One live worker's description (JSON), expiring with its heartbeat."""
+    """One worker's description (JSON), written by its full beats and outliving its heartbeat:
+    readers take it only for a live worker (:data:`WORKERS`)."""
     return f"{CONTROL}:worker:{name}"
 
 
 def served(graph: str) -> str:
-    """The live workers that run ``graph``, score = expiry ms of their last heartbeat."""
+    """The workers that run ``graph``, score = expiry ms of the entry their last full beat wrote;
+    readers take an entry only for a worker live in :data:`WORKERS` (store/workers.py)."""
     return f"{CONTROL}:served:{graph}"
 
 
 def served_version(graph: str, version: str) -> str:
-    """The live workers that run ``version`` of ``graph``, score = expiry ms of their last heartbeat
-    (a graph name holds no '@')."""
+    """The workers that run ``version`` of ``graph``, as :func:`served` (a graph name holds no '@')."""
     return f"{CONTROL}:served:{graph}@{version}"
 
 

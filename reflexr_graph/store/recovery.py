@@ -106,6 +106,7 @@ class Recovery(StoreBase):
         shards: Iterable[int] | None = None,
         idle_ms: int | None = None,
         margin_ms: int | None = None,
+        prune: bool = True,
     ) -> TickReply:
         """One reaper pass's reads over ``shards`` (default: every shard of the store), in one
         pipeline: per shard, one script takes or keeps the shard's lock for ``owner`` and, when it
@@ -115,6 +116,7 @@ class Recovery(StoreBase):
 
         ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
         how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
+        ``prune`` False skips the read of the finished runs past retention (``prunable`` is empty).
         It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
         each re-checking it in its own script.
         """
@@ -129,6 +131,7 @@ class Recovery(StoreBase):
             self.dead_retention_s,
             lock_ttl_ms if idle_ms is None else idle_ms,
             0 if margin_ms is None else margin_ms,
+            prune,
         )
         replies = self._scripts.run_many([("reaper_tick", _tick_keys(shard), args.argv()) for shard in order])
         return _merge_ticks([_tick_reply(reply) for reply in replies], order)
@@ -249,10 +252,11 @@ class Recovery(StoreBase):
         this the indexes grow with every run ever finished. Each call looks at no more than
         ``limit`` of the oldest entries of each terminal status set, past its retention (a
         ZRANGEBYSCORE from the low end: O(log N + limit), whatever the store holds), and prunes
-        them in one pipelined round trip. The reaper calls it every tick, with what its tick
-        found (``found``: run ids by status, :meth:`reaper_tick`), so it keeps up with up to
-        ``limit`` finished runs per second per status. Each run is dropped from the one status
-        set it is in (and from ``rg:all``, and ``rg:dead`` for a dead run), nothing else.
+        them in one pipelined round trip. The reaper calls it with what its tick found (``found``:
+        run ids by status, :meth:`reaper_tick`), about once a minute, and at every pass while a
+        read comes back full, so it keeps up with a tick's read of finished runs a pass per
+        status. Each run is dropped from the one status set it is in (and from ``rg:all``, and
+        ``rg:dead`` for a dead run), nothing else.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         if found is None:
@@ -324,4 +328,13 @@ class Recovery(StoreBase):
         script that ended the child: ``_lib.lua``), so its parent is told at once."""
         pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         pubsub.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
+        return pubsub
+
+    @translate_errors
+    def schedule_nudges(self) -> redis.client.PubSub:
+        """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
+        changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
+        sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub.subscribe(keys.SCHEDULE_NEXT)
         return pubsub

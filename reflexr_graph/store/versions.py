@@ -24,6 +24,7 @@ from reflexr_graph.store.records import (
     from_output,
     text,
 )
+from reflexr_graph.store.workers import live_servers, served_reads
 
 
 class VersionEntry(BaseModel):
@@ -55,12 +56,12 @@ class ServedVersion(VersionEntry):
 def served_versions(graph: str) -> Op[list[ServedVersion]]:
     """Every published version of ``graph``, newest first, with its live workers (two round trips)."""
     entries = yield from published_versions(graph)
-    now = clock.now_ms()
-    commands = [cmd("zrangebyscore", keys.served_version(graph, e.version), now, "+inf") for e in entries]
-    replies = (yield batch(commands)) if commands else []
+    if not entries:
+        return []
+    replies = yield batch(served_reads([keys.served_version(graph, e.version) for e in entries]))
     return [
-        ServedVersion(**e.model_dump(), workers=tuple(sorted(text(n) for n in names)))
-        for e, names in zip(entries, replies, strict=True)
+        ServedVersion(**e.model_dump(), workers=tuple(names))
+        for e, names in zip(entries, live_servers(replies), strict=True)
     ]
 
 

@@ -1,4 +1,10 @@
-"""The registry of live workers: which graphs each serves, kept by heartbeats."""
+"""The registry of live workers: which graphs each serves, kept by heartbeats.
+
+A worker is live while its entry in ``rg:workers`` (score: its heartbeat's expiry) is ahead of
+now; its frequent beats refresh only that. Its description and served entries are written by
+its full beats, less often, and outlive its heartbeat: every reader here takes them only for a
+live worker (:func:`served_reads`, :func:`live_servers`), so nothing counts a worker gone.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.ops import Op, ScriptArg, batch, cmd, layout
+from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
     WorkerInfo,
     run_event,
@@ -90,12 +96,28 @@ def worker_statuses() -> Op[list[WorkerStatus]]:
     ]
 
 
+def served_reads(served_keys: Sequence[str]) -> list[Command]:
+    """The reads of who serves ``served_keys`` (``keys.served``, ``keys.served_version``): the live
+    workers, then each set's entries not expired; send them in one batch, with other reads if
+    need be, and give their replies to :func:`live_servers`."""
+    now = clock.now_ms()
+    reads = [cmd("zrangebyscore", key, now, "+inf") for key in served_keys]
+    return [cmd("zrangebyscore", keys.WORKERS, now, "+inf"), *reads]
+
+
+def live_servers(replies: Sequence[Any]) -> list[list[str]]:
+    """The replies of :func:`served_reads` -> for each set, its workers that are live now, by name."""
+    live, *found = replies
+    names = {text(n) for n in live}
+    return [sorted(name for name in (text(m) for m in members) if name in names) for members in found]
+
+
 def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
     """For each graph, the names of the live workers that serve it (one round trip)."""
-    now = clock.now_ms()
-    commands = [cmd("zrangebyscore", keys.served(graph), now, "+inf") for graph in graphs]
-    replies = (yield batch(commands)) if graphs else []
-    return {g: sorted(text(n) for n in names) for g, names in zip(graphs, replies, strict=True)}
+    if not graphs:
+        return {}
+    replies = yield batch(served_reads([keys.served(graph) for graph in graphs]))
+    return dict(zip(graphs, live_servers(replies), strict=True))
 
 
 def _served_keys(info: WorkerInfo) -> list[str]:
@@ -110,21 +132,41 @@ class Workers(StoreBase):
     # -- live workers ------------------------------------------------------------------------------
 
     @translate_errors
-    def worker_beat(self, info: WorkerInfo, *, ttl_ms: int, full: bool = True) -> None:
-        """Record ``info.name`` as live for ``ttl_ms``, serving ``info.graphs`` (one round trip).
+    def worker_beat(
+        self,
+        info: WorkerInfo,
+        *,
+        ttl_ms: int,
+        described_ms: int | None = None,
+        sets_ms: int | None = None,
+        trim: bool = True,
+    ) -> None:
+        """A full beat: record ``info.name`` as live for ``ttl_ms``, with its description and the
+        sets of the graphs it serves, kept ``described_ms`` (default ``ttl_ms``), in one round trip.
 
-        ``full`` also trims the entries of workers that stopped beating and sets the served sets'
-        expiry; a beat without it only refreshes this worker's entries (``lua/worker_beat.lua``).
+        ``trim`` also drops the entries of workers that stopped beating and sets the served sets'
+        expiry, ``sets_ms`` (default twice the longer of the two); ``lua/worker_beat.lua``.
         """
+        described = ttl_ms if described_ms is None else described_ms
         script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
         args: list[ScriptArg] = [
             info.name,
             clock.now_ms(),
             ttl_ms,
             info.model_dump_json(),
-            "1" if full else "0",
+            described,
+            2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
+            "1" if trim else "0",
         ]
         self._scripts("worker_beat", script_keys, args)
+
+    @translate_errors
+    def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
+        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
+        description and served entries stay as its last :meth:`worker_beat` wrote them. False when
+        ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
+        beat must follow, as its entries may be gone too."""
+        return not self._r.zadd(keys.WORKERS, {name: clock.now_ms() + ttl_ms})
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:

@@ -372,3 +372,12 @@ def test_reaper_tick_wakes_at_the_first_lease_that_could_lapse_and_keeps_the_loc
     fake_clock.advance(4_001)
     found = store.reaper_tick("reaper-a", 3_000, idle_ms=10_000, margin_ms=1_000)
     assert found.lapsed == ["r"] and found.wake == clock.now_ms() + 1_000, "another may lapse next"
+
+
+def test_reaper_tick_reads_the_runs_to_prune_only_when_asked(store: RedisStore, raw: redis.Redis) -> None:
+    """The reaper prunes about once a minute: its other ticks skip the three reads of the status sets."""
+    raw.zadd(keys.status_set(Status.SUCCEEDED, 0), {"old": 1})  # far past any retention
+    assert store.reaper_tick("reaper-a", 3_000, prune=False).prunable == {
+        s: [] for s in ("succeeded", "dead", "cancelled")
+    }
+    assert store.reaper_tick("reaper-a", 3_000).prunable["succeeded"] == ["old"]

@@ -15,7 +15,7 @@ from reflexr_graph import clock
 from reflexr_graph.client import Client
 from reflexr_graph.core.schedules import LATE_GRACE_S
 from reflexr_graph.errors import InvalidInputs, OperationRefused, ScheduleNotFound, UnknownGraph
-from reflexr_graph.fleet.scheduler import Scheduler
+from reflexr_graph.fleet.scheduler import MIN_WAIT_S, Scheduler
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -141,7 +141,7 @@ def test_after_an_outage_catchup_decides_the_missed_fires(
     client.add_schedule("minutely", "counter", every="1m", inputs=JOB, catchup=catchup)
     fake_clock.now = T0 + 10 * 60 + LATE_GRACE_S + 1  # fires 1 to 10 were missed
     sched = scheduler(store)
-    while sched.tick() < sched.interval_s:
+    while sched.tick() == MIN_WAIT_S:  # a pass that made fires reads again at once
         pass
     found = fired(client, "minutely", redis_client)
     assert len(found) == runs
@@ -193,7 +193,7 @@ def test_schedulers_racing_on_the_same_fires_make_one_run_each(
     def race(s: RedisStore) -> None:
         barrier.wait()
         sched = scheduler(s, sent)
-        while sched.tick() < sched.interval_s:
+        while sched.tick() == MIN_WAIT_S:
             pass
 
     threads = [threading.Thread(target=race, args=(s,)) for s in stores]
@@ -290,3 +290,27 @@ def test_a_scheduler_says_once_that_redis_is_unreachable(
     assert [r.getMessage() for r in caplog.records].count(
         "Redis unreachable; the scheduler tries again every 0.1s"
     ) == 1
+
+
+def test_a_schedule_added_while_the_scheduler_sleeps_wakes_it_for_its_first_fire(
+    client: Client, store: RedisStore
+) -> None:
+    passes: list[float] = []
+
+    class Counting(Scheduler):
+        def tick(self) -> float:
+            passes.append(clock.now())
+            return super().tick()
+
+    sent: list[str] = []
+    # With nothing scheduled, it sleeps its most: far longer than the waits below.
+    sched = Counting(store, lambda run_id, _g: sent.append(run_id), default_max_attempts=1, interval_s=600)
+    sched.start()
+    try:
+        wait_for(lambda: passes, 30, "the scheduler's first pass")
+        client.add_schedule("soon", "counter", every="1s", inputs=JOB)
+        # The add's note wakes it; its next read sleeps only until the fire time.
+        wait_for(lambda: sent, 60, "the schedule's first fire")
+    finally:
+        sched.stop()
+    assert len(passes) >= 2

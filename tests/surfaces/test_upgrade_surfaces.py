@@ -73,6 +73,7 @@ def _versions(client: Client, r: redis.Redis, graph: str) -> None:
     ]
     client.store.publish_versions(entries, [graph, graph])
     r.zadd(keys.served_version(graph, "v2"), {"worker-v2": clock.now_ms() + 60_000})
+    r.zadd(keys.WORKERS, {"worker-v2": clock.now_ms() + 60_000})  # a served entry counts for a live worker
 
 
 def test_upgrade_says_what_to_fix_for_an_unknown_graph_or_version(

@@ -13,6 +13,8 @@
 -- ARGV[4] at most this many of each kind  ARGV[5] run retention s (succeeded, cancelled)
 -- ARGV[6] dead retention s  ARGV[7] the longest the reaper may sleep ms (its lease TTL at most)
 -- ARGV[8] how long past its planned wake the lock outlives the holder ms (one tick)
+-- ARGV[9] '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
+-- the reaper prunes about once a minute (fleet/reaper.py: PRUNE_EVERY_S), retention being days
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
 --   next due {run id, due score} or {}, wake ms, ended children} with
@@ -81,6 +83,9 @@ if lock == 'held' then
 else
   redis.call('SET', KEYS[1], owner, 'PX', keep)
 end
-return {lock, lapsed, due,
-  older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before), restart,
+local succeeded, dead, cancelled = {}, {}, {}
+if ARGV[9] == '1' then
+  succeeded, dead, cancelled = older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before)
+end
+return {lock, lapsed, due, succeeded, dead, cancelled, restart,
   next_due, ms(wake), redis.call('ZRANGE', KEYS[8], 0, tonumber(limit) - 1)}

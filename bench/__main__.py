@@ -64,7 +64,7 @@ FULL = {
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
     "stream_reps": 3,
     "payload_reps": 5,
-    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 30,
+    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 60,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,

@@ -6,12 +6,13 @@
 A private redis-server (no AOF: what is measured is the command itself) logs every command in
 its SLOWLOG (``slowlog-log-slower-than 0``), whose duration is the server's own time for the
 call, Lua and the commands it runs included, and nothing of the network. Each round, a child
-process drives ``runs`` five-step runs through the store's API (``create_run``, the claim, four
-``save_checkpoint`` and ``succeed`` with the finished checkpoint) and names the script behind
+process per variant drives ``runs`` five-step runs through the store's API (``create_run``,
+the claim, four ``save_checkpoint`` and ``succeed`` with the finished checkpoint) and names the script behind
 each SHA; the log is read after it and grouped by SHA. With ``--against``, the reflexr_graph
-package of that git revision (``git archive`` into a temp dir) is measured too, in alternate
-rounds on the same server, so both see the same machine load: the figures beside each other
-are the comparison, not either one alone (the machine is shared and noisy).
+package of that git revision (``git archive`` into a temp dir) is measured too, its driver
+running at the same time as this tree's on the same server, so both meet the same load on the
+machine: the figures beside each other are the comparison, not either one alone (a shared
+machine is noisy). The same script text in both counts for both.
 """
 
 from __future__ import annotations
@@ -77,31 +78,43 @@ def _export(rev: str, into: Path) -> None:
         tar.extractall(into, filter="data")
 
 
-def _round(r: redis.Redis, url: str, code: str, runs: int) -> dict[str, list[float]]:
+def _round(
+    r: redis.Redis, url: str, variants: dict[str, str], runs: int
+) -> dict[str, dict[str, list[float]]]:
+    """One round: every variant's driver at once, so each meets the same load on the machine."""
     r.slowlog_reset()
-    out = subprocess.run(
-        [sys.executable, "-m", "bench.script_cpu", "--drive", url, "--code", code, "--runs", str(runs)],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    told = json.loads(out)
-    if not str(told["package"]).startswith(code):
-        raise RuntimeError(f"the driver measured {told['package']}, not the tree in {code}")
-    shas: dict[str, str] = told["shas"]
-    took: dict[str, list[float]] = defaultdict(list)
+    drivers = {
+        variant: subprocess.Popen(
+            [sys.executable, "-m", "bench.script_cpu", "--drive", url, "--code", code, "--runs", str(runs)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for variant, code in variants.items()
+    }
+    shas: dict[str, tuple[list[str], str]] = {}
+    for variant, proc in drivers.items():
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"the driver of {variant} failed")
+        told = json.loads(out)
+        if not str(told["package"]).startswith(variants[variant]):
+            raise RuntimeError(f"the driver measured {told['package']}, not the tree in {variants[variant]}")
+        # The same text in two variants is the same SHA: its calls count for both.
+        for sha, name in told["shas"].items():
+            shas.setdefault(sha, ([], name))[0].append(variant)
+    took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
     for entry in r.slowlog_get(-1):
         command = entry["command"].split()
         if command and command[0].upper() == b"EVALSHA" and len(command) > 1:
-            name = shas.get(command[1].decode())
-            if name:
-                took[name].append(float(entry["duration"]))
+            owners, name = shas.get(command[1].decode(), ([], ""))
+            for variant in owners:
+                took[variant][name].append(float(entry["duration"]))
     return took
 
 
 def compare(against: str | None, runs: int, rounds: int) -> None:
-    """Alternate rounds of each variant on one private server; print µs per call per script."""
+    """Rounds of every variant at once on one private server; print µs per call per script."""
     # Not at the top: a driver (--drive) imports reflexr_graph from the tree it is given.
     from reflexr_graph.local_redis import RedisServer
 
@@ -114,13 +127,12 @@ def compare(against: str | None, runs: int, rounds: int) -> None:
         try:
             r = redis.Redis.from_url(server.url)
             r.config_set("slowlog-log-slower-than", 0)
-            r.config_set("slowlog-max-len", runs * (SAVES + 4) * 2 + 1000)
+            r.config_set("slowlog-max-len", runs * (SAVES + 4) * len(variants) * 2 + 1000)
             took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
-            for code in variants.values():  # warm up: scripts loaded, the events template made
-                _round(r, server.url, code, 5)
+            _round(r, server.url, variants, 5)  # warm up: scripts loaded, the events template made
             for _ in range(rounds):
-                for variant, code in variants.items():
-                    for name, durations in _round(r, server.url, code, runs).items():
+                for variant, by_name in _round(r, server.url, variants, runs).items():
+                    for name, durations in by_name.items():
                         took[variant][name].extend(durations)
             r.close()
         finally:

@@ -83,14 +83,20 @@ local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
 
 -- Ask for fields (names, or groups of them) with the first read: call before any field().
+-- These loops run on every call of a script, so they count with numbers, not ipairs (a function
+-- call per item) or #WANTED (a search per item).
 local function want(...)
-  for _, item in ipairs({...}) do
+  local items, n = {...}, #WANTED
+  for i = 1, #items do
+    local item = items[i]
     if type(item) == 'table' then
-      for _, name in ipairs(item) do
-        WANTED[#WANTED + 1] = name
+      for j = 1, #item do
+        WANTED[n + j] = item[j]
       end
+      n = n + #item
     else
-      WANTED[#WANTED + 1] = item
+      n = n + 1
+      WANTED[n] = item
     end
   end
 end
@@ -98,8 +104,8 @@ end
 local function load()
   local names = WANTED
   local values = redis.call('HMGET', K_RUN, unpack(names))
-  for i, name in ipairs(names) do
-    RUN[name] = values[i] or ''
+  for i = 1, #names do
+    RUN[names[i]] = values[i] or ''
   end
   LOADED = true
 end
@@ -164,14 +170,15 @@ end
 
 -- Write every change of the run hash: at most one HSET and one HDEL.
 local function flush()
-  local args = {}
-  for _, name in ipairs(PUT_ORDER) do
+  local args, n = {}, 0
+  for i = 1, #PUT_ORDER do
+    local name = PUT_ORDER[i]
     if PUT[name] ~= nil then
-      args[#args + 1] = name
-      args[#args + 1] = PUT[name]
+      args[n + 1], args[n + 2] = name, PUT[name]
+      n = n + 2
     end
   end
-  if #args > 0 then
+  if n > 0 then
     redis.call('HSET', K_RUN, unpack(args))
   end
   local gone = {}

@@ -101,11 +101,30 @@ local function want(...)
   end
 end
 
+-- Set by want_whole(): the first read is an HGETALL, and a field the hash lacks reads ''.
+local WHOLE = false
+
+-- A small run hash is a listpack, where HMGET finds each name by a scan of the whole hash (a
+-- name the hash lacks, as most are, costs the full scan): a script that reads most of its
+-- fields (the claim) reads it whole, in one pass, instead of naming them with want(). A run
+-- hash large enough to be a hash table (over 128 entries, or a value over 64 bytes) costs that
+-- pass more than an HMGET of a few names would.
+local function want_whole()
+  WHOLE = true
+end
+
 local function load()
-  local names = WANTED
-  local values = redis.call('HMGET', K_RUN, unpack(names))
-  for i = 1, #names do
-    RUN[names[i]] = values[i] or ''
+  if WHOLE then
+    local all = redis.call('HGETALL', K_RUN)
+    for i = 1, #all, 2 do
+      RUN[all[i]] = all[i + 1]
+    end
+  else
+    local names = WANTED
+    local values = redis.call('HMGET', K_RUN, unpack(names))
+    for i = 1, #names do
+      RUN[names[i]] = values[i] or ''
+    end
   end
   LOADED = true
 end
@@ -118,7 +137,7 @@ local function field(name)
   local value = RUN[name]
   if value == nil then
     -- Not asked for up front: one more read (a script's header lists what it wants).
-    value = FRESH and '' or redis.call('HGET', K_RUN, name) or ''
+    value = (FRESH or WHOLE) and '' or redis.call('HGET', K_RUN, name) or ''
     RUN[name] = value
   end
   return value
@@ -156,7 +175,9 @@ local function drop(...)
     load()
   end
   for _, name in ipairs({...}) do
-    if RUN[name] ~= '' then
+    -- A field not loaded may be there, unless the hash was read whole.
+    local value = RUN[name]
+    if value ~= '' and (value ~= nil or not WHOLE) then
       DROPPED[name] = true
     end
     PUT[name] = nil

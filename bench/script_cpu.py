@@ -1,6 +1,6 @@
 """Server time per call of the scripts a durable run makes, old code beside new on one server.
 
-``python -m bench.script_cpu [--against REV] [--runs N] [--rounds R]``: not a section of
+``python -m bench.script_cpu [--against REV] [--runs N] [--rounds R] [--saves S]``: not a section of
 ``python -m bench`` and not in the test suite; a tool for working on the Lua scripts.
 
 A private redis-server (no AOF: what is measured is the command itself) logs every command in
@@ -35,12 +35,13 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ("create_run", "claim", "save_checkpoint", "succeed")
 SAVES = 4
+"""Saves per run by default: a five-step run's (its fifth checkpoint is the success's)."""
 STATE = '{"data": "", "count": %d}'
 """As bench.fleet_graph's five_steps states are: small, so the run hash stays a listpack, where a
 field is found by a scan and every field a script asks for costs it in proportion to the hash."""
 
 
-def drive(url: str, code: str, runs: int) -> dict[str, object]:
+def drive(url: str, code: str, runs: int, saves: int) -> dict[str, object]:
     """``runs`` runs through the store of the package found in ``code``; its SHAs by script name."""
     sys.path.insert(0, code)
     # Imported only now, after the path is set: a driver measures the package it was given.
@@ -60,9 +61,9 @@ def drive(url: str, code: str, runs: int) -> dict[str, object]:
         )
         claim = store.claim(run_id, f"tok-{run_id}", lease_ttl_ms=30_000)
         ctx = claim.context()
-        for seq in range(1, SAVES + 1):
+        for seq in range(1, saves + 1):
             store.save_checkpoint(ctx, STATE % seq, seq=seq, next_node=f"s{seq}")
-        store.succeed(ctx, "5", checkpoint=STATE % (SAVES + 1), seq=SAVES + 1)
+        store.succeed(ctx, "5", checkpoint=STATE % (saves + 1), seq=saves + 1)
     store.close()
     shas = {hashlib.sha1(scripts.source(name).encode()).hexdigest(): name for name in SCRIPTS}
     return {"shas": shas, "package": scripts.__file__}
@@ -79,13 +80,25 @@ def _export(rev: str, into: Path) -> None:
 
 
 def _round(
-    r: redis.Redis, url: str, variants: dict[str, str], runs: int
+    r: redis.Redis, url: str, variants: dict[str, str], runs: int, saves: int
 ) -> dict[str, dict[str, list[float]]]:
     """One round: every variant's driver at once, so each meets the same load on the machine."""
     r.slowlog_reset()
     drivers = {
         variant: subprocess.Popen(
-            [sys.executable, "-m", "bench.script_cpu", "--drive", url, "--code", code, "--runs", str(runs)],
+            [
+                sys.executable,
+                "-m",
+                "bench.script_cpu",
+                "--drive",
+                url,
+                "--code",
+                code,
+                "--runs",
+                str(runs),
+                "--saves",
+                str(saves),
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -113,7 +126,7 @@ def _round(
     return took
 
 
-def compare(against: str | None, runs: int, rounds: int) -> None:
+def compare(against: str | None, runs: int, rounds: int, saves: int) -> None:
     """Rounds of every variant at once on one private server; print µs per call per script."""
     # Not at the top: a driver (--drive) imports reflexr_graph from the tree it is given.
     from reflexr_graph.local_redis import RedisServer
@@ -127,20 +140,20 @@ def compare(against: str | None, runs: int, rounds: int) -> None:
         try:
             r = redis.Redis.from_url(server.url)
             r.config_set("slowlog-log-slower-than", 0)
-            r.config_set("slowlog-max-len", runs * (SAVES + 4) * len(variants) * 2 + 1000)
+            r.config_set("slowlog-max-len", runs * (saves + 4) * len(variants) * 2 + 1000)
             took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
-            _round(r, server.url, variants, 5)  # warm up: scripts loaded, the events template made
+            _round(r, server.url, variants, 5, saves)  # warm up: scripts loaded, the events template made
             for _ in range(rounds):
-                for variant, by_name in _round(r, server.url, variants, runs).items():
+                for variant, by_name in _round(r, server.url, variants, runs, saves).items():
                     for name, durations in by_name.items():
                         took[variant][name].extend(durations)
             r.close()
         finally:
             server.close()
-    _print(took, runs * rounds)
+    _print(took, runs * rounds, {"create_run": 1, "claim": 1, "save_checkpoint": saves, "succeed": 1})
 
 
-def _print(took: dict[str, dict[str, list[float]]], runs: int) -> None:
+def _print(took: dict[str, dict[str, list[float]]], runs: int, calls: dict[str, int]) -> None:
     print(f"server µs per call (SLOWLOG): lower quartile, median, mean of {runs} runs per variant")
     print(f"{'script':<16}" + "".join(f"{v:>24}" for v in took))
     per_run = dict.fromkeys(took, 0.0)
@@ -151,7 +164,7 @@ def _print(took: dict[str, dict[str, list[float]]], runs: int) -> None:
             if not durations:
                 cells.append(f"{'-':>24}")
                 continue
-            per_run[variant] += sum(durations) / runs
+            per_run[variant] += statistics.fmean(durations) * calls[name]
             quartile = statistics.quantiles(durations, n=4)[0]
             cells.append(
                 f"{quartile:>8.1f}{statistics.median(durations):>8.1f}{statistics.fmean(durations):>8.1f}"
@@ -165,13 +178,16 @@ def main() -> None:
     parser.add_argument("--against", help="a git revision to measure beside this tree, e.g. main")
     parser.add_argument("--runs", type=int, default=100, help="runs per round and variant")
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--saves", type=int, default=SAVES, help="checkpoints saved per run before the success"
+    )
     parser.add_argument("--drive", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
-        print(json.dumps(drive(args.drive, args.code, args.runs)))
+        print(json.dumps(drive(args.drive, args.code, args.runs, args.saves)))
     else:
-        compare(args.against, args.runs, args.rounds)
+        compare(args.against, args.runs, args.rounds, args.saves)
 
 
 if __name__ == "__main__":

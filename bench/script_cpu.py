@@ -1,18 +1,22 @@
-"""Server time per call of the scripts a durable run makes, old code beside new on one server.
+"""Server time per call of the scripts a durable run makes, old scripts beside new on one server.
 
-``python -m bench.script_cpu [--against REV] [--runs N] [--rounds R] [--saves S]``: not a section of
-``python -m bench`` and not in the test suite; a tool for working on the Lua scripts.
+``python -m bench.script_cpu [--against REV] [--runs N] [--rounds R] [--saves S]``: not a
+section of ``python -m bench`` and not in the test suite; a tool for working on the Lua scripts.
 
 A private redis-server (no AOF: what is measured is the command itself) logs every command in
 its SLOWLOG (``slowlog-log-slower-than 0``), whose duration is the server's own time for the
-call, Lua and the commands it runs included, and nothing of the network. Each round, a child
-process per variant drives ``runs`` five-step runs through the store's API (``create_run``,
-the claim, four ``save_checkpoint`` and ``succeed`` with the finished checkpoint) and names the script behind
-each SHA; the log is read after it and grouped by SHA. With ``--against``, the reflexr_graph
-package of that git revision (``git archive`` into a temp dir) is measured too, its driver
-running at the same time as this tree's on the same server, so both meet the same load on the
-machine: the figures beside each other are the comparison, not either one alone (a shared
-machine is noisy). The same script text in both counts for both.
+call, Lua and the commands it runs included, and nothing of the network. Five-step runs go
+through the store's API (``create_run``, the claim, ``saves`` checkpoints and ``succeed`` with
+the finished checkpoint), and the log, read after each round, is grouped by SHA.
+
+With ``--against``, the Lua of that git revision (its ``reflexr_graph`` package, ``git archive``
+into a temp dir, gives each script's full text, as its own ``scripts.source`` builds it) is
+measured too: a second store of this tree's calls those texts, its runs taking turns with this
+tree's, run by run, so both meet the same load on the machine (running the two apart, or
+even at once in two processes, made the same text differ by more than the changes measured).
+This tree's Python drives both, so the revision's scripts must take the same arguments. The
+figures beside each other are the comparison, not either one alone (a shared machine is noisy);
+the same text in both is one SHA, whose calls count for both.
 """
 
 from __future__ import annotations
@@ -32,91 +36,80 @@ from pathlib import Path
 
 import redis
 
+from reflexr_graph.local_redis import RedisServer
+from reflexr_graph.store import RedisStore, scripts
+
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("create_run", "claim", "save_checkpoint", "succeed")
+MEASURED = ("create_run", "claim", "save_checkpoint", "succeed")
 SAVES = 4
 """Saves per run by default: a five-step run's (its fifth checkpoint is the success's)."""
 STATE = '{"data": "", "count": %d}'
 """As bench.fleet_graph's five_steps states are: small, so the run hash stays a listpack, where a
 field is found by a scan and every field a script asks for costs it in proportion to the hash."""
+THIS = "this tree"
+_SOURCES = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); from reflexr_graph.store import scripts; "
+    "print(json.dumps({n: scripts.source(n) for n in scripts.PER_RUN + scripts.STANDALONE}))"
+)
 
 
-def drive(url: str, code: str, runs: int, saves: int) -> dict[str, object]:
-    """``runs`` runs through the store of the package found in ``code``; its SHAs by script name."""
-    sys.path.insert(0, code)
-    # Imported only now, after the path is set: a driver measures the package it was given.
-    from reflexr_graph.store import RedisStore, scripts
-
-    store = RedisStore.from_url(url)
-    prefix = uuid.uuid4().hex[:8]
-    for i in range(runs):
-        run_id = f"{prefix}-{i}"
-        store.create_run(
-            run_id,
-            graph="bench",
-            inputs_json='{"n": 1}',
-            state_json=STATE % 0,
-            max_attempts=3,
-            dispatch_grace_ms=60_000,
-        )
-        claim = store.claim(run_id, f"tok-{run_id}", lease_ttl_ms=30_000)
-        ctx = claim.context()
-        for seq in range(1, saves + 1):
-            store.save_checkpoint(ctx, STATE % seq, seq=seq, next_node=f"s{seq}")
-        store.succeed(ctx, "5", checkpoint=STATE % (saves + 1), seq=saves + 1)
-    store.close()
-    shas = {hashlib.sha1(scripts.source(name).encode()).hexdigest(): name for name in SCRIPTS}
-    return {"shas": shas, "package": scripts.__file__}
-
-
-def _export(rev: str, into: Path) -> None:
+def _sources_of(rev: str) -> dict[str, str]:
+    """Each script's full text at ``rev``, as that revision's own scripts.source builds it."""
     archive = subprocess.run(
         ["git", "-C", str(ROOT), "archive", "--format=tar", rev, "reflexr_graph"],
         check=True,
         capture_output=True,
     ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+    with tempfile.TemporaryDirectory(prefix="script-cpu-") as tmp:
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        out = subprocess.run(
+            [sys.executable, "-c", _SOURCES, tmp], cwd=tmp, check=True, capture_output=True, text=True
+        ).stdout
+    texts: dict[str, str] = json.loads(out)
+    return texts
+
+
+def _store(url: str, texts: dict[str, str] | None) -> RedisStore:
+    """A store of this tree; with ``texts``, one that calls those scripts instead of its own."""
+    store = RedisStore.from_url(url)
+    if texts is not None:
+        registered = store.scripts._scripts  # a bench tool: the texts are swapped under the store
+        for name in registered:
+            registered[name] = store.client.register_script(texts[name])
+    return store
+
+
+def _run(store: RedisStore, run_id: str, saves: int) -> None:
+    store.create_run(
+        run_id,
+        graph="bench",
+        inputs_json='{"n": 1}',
+        state_json=STATE % 0,
+        max_attempts=3,
+        dispatch_grace_ms=60_000,
+    )
+    ctx = store.claim(run_id, f"tok-{run_id}", lease_ttl_ms=30_000).context()
+    for seq in range(1, saves + 1):
+        store.save_checkpoint(ctx, STATE % seq, seq=seq, next_node=f"s{seq}")
+    store.succeed(ctx, "5", checkpoint=STATE % (saves + 1), seq=saves + 1)
 
 
 def _round(
-    r: redis.Redis, url: str, variants: dict[str, str], runs: int, saves: int
+    r: redis.Redis,
+    stores: dict[str, RedisStore],
+    shas: dict[str, tuple[list[str], str]],
+    runs: int,
+    saves: int,
 ) -> dict[str, dict[str, list[float]]]:
-    """One round: every variant's driver at once, so each meets the same load on the machine."""
+    """``runs`` runs of each variant, taking turns (the order swapped every run)."""
     r.slowlog_reset()
-    drivers = {
-        variant: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.script_cpu",
-                "--drive",
-                url,
-                "--code",
-                code,
-                "--runs",
-                str(runs),
-                "--saves",
-                str(saves),
-            ],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for variant, code in variants.items()
-    }
-    shas: dict[str, tuple[list[str], str]] = {}
-    for variant, proc in drivers.items():
-        out, _ = proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"the driver of {variant} failed")
-        told = json.loads(out)
-        if not str(told["package"]).startswith(variants[variant]):
-            raise RuntimeError(f"the driver measured {told['package']}, not the tree in {variants[variant]}")
-        # The same text in two variants is the same SHA: its calls count for both.
-        for sha, name in told["shas"].items():
-            shas.setdefault(sha, ([], name))[0].append(variant)
-    took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
+    prefix = uuid.uuid4().hex[:8]
+    order = list(stores)
+    for i in range(runs):
+        for variant in order if i % 2 else reversed(order):
+            _run(stores[variant], f"{prefix}-{variant[:8]}-{i}", saves)
+    took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in stores}
     for entry in r.slowlog_get(-1):
         command = entry["command"].split()
         if command and command[0].upper() == b"EVALSHA" and len(command) > 1:
@@ -127,29 +120,33 @@ def _round(
 
 
 def compare(against: str | None, runs: int, rounds: int, saves: int) -> None:
-    """Rounds of every variant at once on one private server; print µs per call per script."""
-    # Not at the top: a driver (--drive) imports reflexr_graph from the tree it is given.
-    from reflexr_graph.local_redis import RedisServer
-
-    variants = {"this tree": str(ROOT)}
-    with tempfile.TemporaryDirectory(prefix="script-cpu-") as tmp:
-        if against:
-            _export(against, Path(tmp))
-            variants = {against: tmp, **variants}
-        server = RedisServer(appendonly=False).start()
-        try:
-            r = redis.Redis.from_url(server.url)
-            r.config_set("slowlog-log-slower-than", 0)
-            r.config_set("slowlog-max-len", runs * (saves + 4) * len(variants) * 2 + 1000)
-            took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
-            _round(r, server.url, variants, 5, saves)  # warm up: scripts loaded, the events template made
-            for _ in range(rounds):
-                for variant, by_name in _round(r, server.url, variants, runs, saves).items():
-                    for name, durations in by_name.items():
-                        took[variant][name].extend(durations)
-            r.close()
-        finally:
-            server.close()
+    """Rounds of every variant's runs on one private server; print µs per call per script."""
+    texts: dict[str, dict[str, str] | None] = {THIS: None}
+    if against:
+        texts = {against: _sources_of(against), **texts}
+    shas: dict[str, tuple[list[str], str]] = {}
+    for variant, by_name in texts.items():
+        for name in MEASURED:
+            text = scripts.source(name) if by_name is None else by_name[name]
+            shas.setdefault(hashlib.sha1(text.encode()).hexdigest(), ([], name))[0].append(variant)
+    server = RedisServer(appendonly=False).start()
+    stores: dict[str, RedisStore] = {}
+    try:
+        r = redis.Redis.from_url(server.url)
+        r.config_set("slowlog-log-slower-than", 0)
+        r.config_set("slowlog-max-len", runs * (saves + 4) * len(texts) * 2 + 1000)
+        stores = {variant: _store(server.url, by_name) for variant, by_name in texts.items()}
+        _round(r, stores, shas, 5, saves)  # warm up: scripts loaded, the events template made
+        took: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in texts}
+        for _ in range(rounds):
+            for variant, by_name in _round(r, stores, shas, runs, saves).items():
+                for name, durations in by_name.items():
+                    took[variant][name].extend(durations)
+        r.close()
+    finally:
+        for store in stores.values():
+            store.close()
+        server.close()
     _print(took, runs * rounds, {"create_run": 1, "claim": 1, "save_checkpoint": saves, "succeed": 1})
 
 
@@ -157,7 +154,7 @@ def _print(took: dict[str, dict[str, list[float]]], runs: int, calls: dict[str, 
     print(f"server µs per call (SLOWLOG): lower quartile, median, mean of {runs} runs per variant")
     print(f"{'script':<16}" + "".join(f"{v:>24}" for v in took))
     per_run = dict.fromkeys(took, 0.0)
-    for name in SCRIPTS:
+    for name in MEASURED:
         cells = []
         for variant, by_name in took.items():
             durations = by_name.get(name, [])
@@ -174,20 +171,17 @@ def _print(took: dict[str, dict[str, list[float]]], runs: int, calls: dict[str, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--against", help="a git revision to measure beside this tree, e.g. main")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--against", help="a git revision whose scripts are measured beside this tree's, e.g. main"
+    )
     parser.add_argument("--runs", type=int, default=100, help="runs per round and variant")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument(
         "--saves", type=int, default=SAVES, help="checkpoints saved per run before the success"
     )
-    parser.add_argument("--drive", help=argparse.SUPPRESS)
-    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.drive:
-        print(json.dumps(drive(args.drive, args.code, args.runs, args.saves)))
-    else:
-        compare(args.against, args.runs, args.rounds, args.saves)
+    compare(args.against, args.runs, args.rounds, args.saves)
 
 
 if __name__ == "__main__":

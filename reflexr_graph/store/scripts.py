@@ -126,9 +126,13 @@ def source(name: str) -> str:
         # changes are written (_lib.lua: flush) whichever path the script took.
         body = f"local function main()\n{body}\nend\nlocal reply = main()\nflush()\nreturn reply\n"
     texts = [_read(part) for part in parts]
+    # Only the definitions of the prelude and the history's helpers that this script reaches:
+    # Redis runs the whole text on every call, so each definition left out is work saved per
+    # call (store/prelude.py). The history's are cut first: what they keep reaches the prelude.
+    if name in WITH_HISTORY:
+        at = parts.index(_HISTORY)
+        texts[at] = prelude.needed(texts[at], "\n".join([*texts[at + 1 :], body]))
     if name in PER_RUN:
-        # Only the prelude's definitions this script reaches: Redis runs the whole text on every
-        # call, so each definition left out is work saved per call (store/prelude.py).
         texts[0] = prelude.needed(texts[0], "\n".join([*texts[1:], body]))
     return "\n".join([*texts, body])
 

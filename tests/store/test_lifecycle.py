@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import CheckpointPort, Emission, Lane
+from reflexr_graph.core.port import CheckpointPort, Emission, Lane, Notes
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, fanout, keys
 from reflexr_graph.store.attempts import Lease
@@ -58,6 +58,18 @@ def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redi
     assert raw.zscore(keys.status_set(Status.SUCCEEDED, keys.STANDALONE.of("run-1")), "run-1") is not None
     types = [e.type for e in store.events("run-1")]
     assert types == ["run_enqueued", "attempt_started", "run_progressed", "run_succeeded"]
+
+
+def test_the_notes_of_saves_add_up_on_the_run(store: RedisStore) -> None:
+    """Each save adds its notes to the run's counters, whichever saves had none in between."""
+    make_run(store)
+    ctx = start(store)
+    store.save_checkpoint(ctx, "{}", seq=1, next_node="b", notes=Notes(5, "a: state x5", 1, 3))
+    store.save_checkpoint(ctx, "{}", seq=2, next_node="c")
+    store.save_checkpoint(ctx, "{}", seq=3, next_node="d", notes=Notes(1, "c: state", 2, 4))
+    info = store.get("run-1")
+    assert (info.skipped_boundaries, info.reused_steps, info.reused_calls) == (6, 3, 7)
+    assert [c.seq for c in store.checkpoints("run-1")] == [1, 2, 3]
 
 
 def test_create_puts_run_in_due_after_dispatch_grace(store: RedisStore, raw: redis.Redis) -> None:

@@ -32,6 +32,22 @@ def test_every_prelude_name_a_script_uses_is_defined_in_its_text(redis_client: r
     assert len(scripts.source("signal")) < len(lib)
 
 
+def test_every_history_helper_a_script_uses_is_defined_in_its_text(redis_client: redis.Redis) -> None:
+    """The history's helpers (_history.lua) are cut by use too, and the prelude after them."""
+    history = scripts._read("_history")
+    names = {n.strip() for group in _DEFINITION.findall(history) for n in group.split(",")}
+    assert {"ckpt_plan", "ckpt_write", "ckpt_forget_all"} <= names
+    for name in scripts.WITH_HISTORY:
+        text = scripts.source(name)
+        defined = {n.strip() for group in _DEFINITION.findall(text) for n in group.split(",")}
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _code(text))) & names
+        assert used <= defined, (name, used - defined)
+        redis_client.script_load(text)
+    # The claim reads the latest checkpoint and keeps no history: it carries no save's helpers.
+    assert "local function ckpt_plan(" not in scripts.source("claim")
+    assert "local function ckpt_forget_all(" in scripts.source("replay")
+
+
 def test_a_prelude_with_a_loose_top_level_line_is_kept_whole() -> None:
     lib = "local A = 1\nlocal function f()\n  return A\nend\nB = 2\nlocal function g()\nend\n"
     assert prelude.needed(lib, "return 1") == lib

@@ -83,23 +83,48 @@ local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
 
 -- Ask for fields (names, or groups of them) with the first read: call before any field().
+-- These loops run on every call of a script, so they count with numbers, not ipairs (a function
+-- call per item) or #WANTED (a search per item).
 local function want(...)
-  for _, item in ipairs({...}) do
+  local items, n = {...}, #WANTED
+  for i = 1, #items do
+    local item = items[i]
     if type(item) == 'table' then
-      for _, name in ipairs(item) do
-        WANTED[#WANTED + 1] = name
+      for j = 1, #item do
+        WANTED[n + j] = item[j]
       end
+      n = n + #item
     else
-      WANTED[#WANTED + 1] = item
+      n = n + 1
+      WANTED[n] = item
     end
   end
 end
 
+-- Set by want_whole(): the first read is an HGETALL, and a field the hash lacks reads ''.
+local WHOLE = false
+
+-- A small run hash is a listpack, where HMGET finds each name by a scan of the whole hash (a
+-- name the hash lacks, as most are, costs the full scan): a script that reads most of its
+-- fields (the claim) reads it whole, in one pass, instead of naming them with want(). A run
+-- hash large enough to be a hash table (over 128 entries, or a value over 64 bytes) costs that
+-- pass more than an HMGET of a few names would.
+local function want_whole()
+  WHOLE = true
+end
+
 local function load()
-  local names = WANTED
-  local values = redis.call('HMGET', K_RUN, unpack(names))
-  for i, name in ipairs(names) do
-    RUN[name] = values[i] or ''
+  if WHOLE then
+    local all = redis.call('HGETALL', K_RUN)
+    for i = 1, #all, 2 do
+      RUN[all[i]] = all[i + 1]
+    end
+  else
+    local names = WANTED
+    local values = redis.call('HMGET', K_RUN, unpack(names))
+    for i = 1, #names do
+      RUN[names[i]] = values[i] or ''
+    end
   end
   LOADED = true
 end
@@ -112,7 +137,7 @@ local function field(name)
   local value = RUN[name]
   if value == nil then
     -- Not asked for up front: one more read (a script's header lists what it wants).
-    value = FRESH and '' or redis.call('HGET', K_RUN, name) or ''
+    value = (FRESH or WHOLE) and '' or redis.call('HGET', K_RUN, name) or ''
     RUN[name] = value
   end
   return value
@@ -150,7 +175,9 @@ local function drop(...)
     load()
   end
   for _, name in ipairs({...}) do
-    if RUN[name] ~= '' then
+    -- A field not loaded may be there, unless the hash was read whole.
+    local value = RUN[name]
+    if value ~= '' and (value ~= nil or not WHOLE) then
       DROPPED[name] = true
     end
     PUT[name] = nil
@@ -164,14 +191,15 @@ end
 
 -- Write every change of the run hash: at most one HSET and one HDEL.
 local function flush()
-  local args = {}
-  for _, name in ipairs(PUT_ORDER) do
+  local args, n = {}, 0
+  for i = 1, #PUT_ORDER do
+    local name = PUT_ORDER[i]
     if PUT[name] ~= nil then
-      args[#args + 1] = name
-      args[#args + 1] = PUT[name]
+      args[n + 1], args[n + 2] = name, PUT[name]
+      n = n + 2
     end
   end
-  if #args > 0 then
+  if n > 0 then
     redis.call('HSET', K_RUN, unpack(args))
   end
   local gone = {}

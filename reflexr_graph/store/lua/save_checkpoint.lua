@@ -22,18 +22,31 @@
 for i = 13, #ARGV do
   redis.call('ZREM', KEYS[i - 8], ARGV[i])
 end
-local owner = redis.call('HMGET', KEYS[1], 'token', 'status', 'attempts', 'interruptions', 'cancel',
-  'ck_first', 'checkpoints', 'memo', 'skipped', 'reused_steps', 'reused_calls', 'ck_last')
+-- A small run hash is a listpack, where HMGET scans the hash for each name, the whole of it for
+-- a name it lacks: the notes' counters are asked for only by a save that has notes to add.
+local skipped = tonumber(ARGV[8]) or 0
+local steps, calls = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
+local names = {'token', 'status', 'attempts', 'interruptions', 'cancel', 'ck_first', 'checkpoints', 'memo',
+  'ck_last'}
+if skipped + steps + calls > 0 then
+  names[10], names[11], names[12] = 'skipped', 'reused_steps', 'reused_calls'
+end
+local owner = redis.call('HMGET', KEYS[1], unpack(names))
 if ARGV[3] == '' or owner[1] ~= ARGV[3] or owner[2] ~= 'running' then
   return 0
 end
 local payload, seq, next_node, now = ARGV[4], ARGV[5], ARGV[6], ARGV[2]
 -- The attempt's number as steps see it (_lib.lua: attempt_number), for the history's listing.
 local attempt = (tonumber(owner[3]) or 0) + (tonumber(owner[4]) or 0)
-local first, gone = ckpt_plan(owner[6] or '', owner[12] or '', seq, tonumber(ARGV[12]) or 0)
+local first, gone = ckpt_plan(owner[6] or '', owner[9] or '', seq, tonumber(ARGV[12]) or 0)
 local dropped = ckpt_write(KEYS[2], seq, payload, gone)
-local run = {ckpt_field(seq), ckpt_entry(now, #payload, attempt, next_node), 'ck_first', first,
+local run = {ckpt_field(seq), ckpt_entry(now, #payload, attempt, next_node),
   'ck_last', seq, 'checkpoints', (tonumber(owner[7]) or 0) + 1, 'next_node', next_node, 'updated_at', now}
+-- Written only when it moves (each field written is looked for in the hash).
+if tostring(first) ~= owner[6] then
+  table.insert(run, 'ck_first')
+  table.insert(run, first)
+end
 if #dropped > 0 then
   redis.call('HDEL', KEYS[1], unpack(dropped))
 end
@@ -50,18 +63,16 @@ end
 -- the values in event_codec's order, joined by the unit separator.
 local US = '\31'
 -- Boundaries the attempt could not save ride along with the next save: no round trip of their own.
-local skipped = tonumber(ARGV[8]) or 0
 if skipped > 0 then
   table.insert(run, 'skipped')
-  table.insert(run, (tonumber(owner[9]) or 0) + skipped)
+  table.insert(run, (tonumber(owner[10]) or 0) + skipped)
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'k' .. US .. now .. US .. skipped .. US .. ARGV[9])
 end
-local steps, calls = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 if steps + calls > 0 then
   table.insert(run, 'reused_steps')
-  table.insert(run, (tonumber(owner[10]) or 0) + steps)
+  table.insert(run, (tonumber(owner[11]) or 0) + steps)
   table.insert(run, 'reused_calls')
-  table.insert(run, (tonumber(owner[11]) or 0) + calls)
+  table.insert(run, (tonumber(owner[12]) or 0) + calls)
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[7], '*', 'e', 'u' .. US .. now .. US .. steps .. US .. calls)
 end
 redis.call('HSET', KEYS[1], unpack(run))

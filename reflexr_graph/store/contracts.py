@@ -21,6 +21,8 @@ from reflexr_graph.store.ops import ScriptArg
 
 def _arg(value: object) -> ScriptArg:
     # Lua sees strings: a flag is '1' / '0', a missing value ''.
+    if value.__class__ is str or value.__class__ is int:  # most arguments, passed as they are
+        return value
     if isinstance(value, bool):
         return "1" if value else "0"
     if value is None:

@@ -444,7 +444,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     shard = shards.of(run_id)
     # Built from the run's tag and the shard's cached indexes: the functions above, one by one,
     # hashed the run id once per key and named each status anew, some 9 µs a call (per-run
-    # scripts are called a few times a run); tests/store/test_keys.py holds the two ways equal.
+    # scripts are called a few times a run); tests/store/test_layout.py holds the two ways equal.
     tag = _run_tag(run_id)
     return [
         tag + "run",

@@ -9,14 +9,18 @@ the run's success. It knows nothing of Redis or Celery.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from collections.abc import Coroutine
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
@@ -102,36 +106,38 @@ class _Saver:
         if not pg.is_quiescent(run, batch):
             return
         task = batch[0]
-        if self.action.kinds.get(task.node_id) is Kind.END:
+        node_id, action = task.node_id, self.action
+        kind = action.kinds.get(node_id)
+        if kind is Kind.END:
             # The end node runs no code: the finished checkpoint follows at once, so a save here
             # would protect nothing and cost a round trip.
             return
         stack = pg.task_fork_stack(task)
-        if not self.action.boundaries.is_safe(task.node_id, (item.fork_id for item in stack)):
+        if not action.boundaries.is_safe(node_id, (item.fork_id for item in stack)):
             return  # inside a fork's region: never a boundary, by the seed's rule
-        codec = self.action.node_codec(task.node_id)
+        codec = action.node_codec(node_id)
         if codec is None:
-            self.tally.skip(task.node_id, SkipReason.UNTYPED, "its input type is not known")
+            self.tally.skip(node_id, SkipReason.UNTYPED, "its input type is not known")
             return
         if not self.inputs_ok:
-            self.tally.skip(task.node_id, SkipReason.INPUTS, "the graph inputs do not read back")
+            self.tally.skip(node_id, SkipReason.INPUTS, "the graph inputs do not read back")
+            return
+        checkpoints = action.checkpoints
+        try:
+            state = checkpoints.state.dump(run.state)
+        except NotReadable as why:
+            self.tally.skip(node_id, SkipReason.STATE, f"the state {why}")
             return
         try:
-            state = self.action.checkpoints.state.dump(run.state)
+            # A decision routes by class, so its inputs must read back as theirs (action.is_decision).
+            node_inputs = codec.dump(task.inputs, same_class=kind is Kind.DECISION)
         except NotReadable as why:
-            self.tally.skip(task.node_id, SkipReason.STATE, f"the state {why}")
+            self.tally.skip(node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
             return
-        try:
-            node_inputs = codec.dump(task.inputs, same_class=self.action.is_decision(task.node_id))
-        except NotReadable as why:
-            self.tally.skip(task.node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
-            return
-        payload = self.action.checkpoints.encode(
-            seq=self.seq + 1, state=state, next_task=(task.node_id, node_inputs, stack)
-        )
-        self._save(payload, task.node_id)
+        payload = checkpoints.encode(seq=self.seq + 1, state=state, next_task=(node_id, node_inputs, stack))
+        self._save(payload, node_id)
         # The step about to run keys its records by these inputs: it need not write them down again.
-        self.journal.written = (task.node_id, task.inputs, node_inputs)
+        self.journal.written = (node_id, task.inputs, node_inputs)
 
     def finish(self, output: Any) -> Finished:
         try:
@@ -160,12 +166,18 @@ class _Saver:
         self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
         self.journal.saved()
-        attrs = {tracing.ATTR_GRAPH: self.action.name}
+        attrs = self._metric_attrs
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
-        self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
-        self.span.add_event(tracing.EVENT_SAVED, {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node})
+        if self.journal.traced:  # without an SDK the span records nothing: its event is not built
+            self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
+            saved: dict[str, str | int] = {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node}
+            self.span.add_event(tracing.EVENT_SAVED, saved)
+
+    @cached_property
+    def _metric_attrs(self) -> dict[str, str]:
+        return {tracing.ATTR_GRAPH: self.action.name}
 
 
 @dataclass(frozen=True)
@@ -257,15 +269,14 @@ async def run_attempt(
     }
     tally = tally if tally is not None else Tally(action.name, ctx.run_id)
     parent = tracing.run_trace_parent(ctx.trace_context)
-    with tracing.TRACER.start_as_current_span(
-        tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs
-    ) as span:
+    traced = tracing.recording()
+    with _attempt_span(traced, parent, attrs) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags))
         records = dict(port.load_records(ctx.run_id))
         journal = Journal(
             port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()
         )
-        journal.traced = tracing.recording()
+        journal.traced = traced
         journal_token = set_journal(journal)
         try:
             advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)
@@ -282,6 +293,18 @@ async def run_attempt(
             journal.return_slots()  # a limited step's, when the attempt ends before its boundary
             reset_journal(journal_token)
             reset_current(token)
+
+
+def _attempt_span(
+    traced: bool, parent: Context | None, attrs: dict[str, str | int]
+) -> AbstractContextManager[trace.Span]:
+    """The attempt's ``invoke_workflow`` span, made current. Without an SDK and without a recorded
+    trace to carry on, the API's span would be the current one again, recording nothing: none is
+    started (some 10 µs an attempt). With a recorded trace, the API's span still carries its context,
+    so what the steps send (child runs) stays in the run's trace."""
+    if not traced and parent is None:
+        return contextlib.nullcontext(trace.get_current_span())
+    return tracing.TRACER.start_as_current_span(tracing.INVOKE_WORKFLOW, context=parent, attributes=attrs)
 
 
 async def _within(

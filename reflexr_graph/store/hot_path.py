@@ -37,6 +37,17 @@ from reflexr_graph.store.records import lane_args
 from reflexr_graph.store.scripts import source
 
 _SAVE_FIELDS = tuple(f.name for f in dataclasses.fields(SaveArgs))
+_SAVE_GIVEN = ("now_ms", "payload", "seq", "next_node")
+"""A save's arguments that change per call, in SaveArgs' order; the notes' follow them."""
+_NOTES_FIELDS = ("skipped", "skip_kinds", "reused_steps", "reused_calls")
+_NO_NOTES_ARGS = {
+    "skipped": b"%d" % NO_NOTES.skipped,
+    "skip_kinds": NO_NOTES.skip_kinds.encode(),
+    "reused_steps": b"%d" % NO_NOTES.reused_steps,
+    "reused_calls": b"%d" % NO_NOTES.reused_calls,
+}
+_SAVED = {int(s): s for s in Saved}
+"""save_checkpoint.lua's reply -> Saved, by a dict rather than the enum's call (a few hundred ns)."""
 _INLINE_LIMIT = 16 * 1024
 """Above this a value is sent as its own chunk rather than copied into the command's bytes."""
 
@@ -57,7 +68,8 @@ def _arg_bytes(value: object) -> bytes:
 
 class _Call:
     """One script's EVALSHA on the held connection: the command's head (the hash and the keys) and
-    the attempt's fixed arguments (run id, token...) packed once; only the others are packed per call."""
+    the attempt's fixed arguments (run id, token...) packed once; only the others are packed per call,
+    given in :attr:`given`'s order."""
 
     def __init__(
         self,
@@ -72,22 +84,29 @@ class _Call:
         pending = b"*%d\r\n" % (len(head) + len(fields)) + b"".join(_bulk(part) for part in head)
         # Each argument given per call, after the packed bytes that come before it (the head, and
         # the fixed arguments since the one before), so a call appends two parts per argument.
-        self._plan: list[tuple[bytes, str]] = []
+        plan: list[bytes] = []
+        given: list[str] = []
         for f in fields:
             if f in fixed:
                 pending += _bulk(fixed[f])
             else:
-                self._plan.append((pending, f))
+                plan.append(pending)
+                given.append(f)
                 pending = b""
+        self._plan = tuple(plan)
         self._tail = pending
+        self.given = tuple(given)
+        """The names of the arguments :meth:`pack` takes, in its order (ARGV order)."""
 
-    def pack(self, values: Mapping[str, object]) -> list[bytes]:
-        """The command as chunks to send: small values inline, a large payload in a chunk of its own."""
+    def pack(self, values: Sequence[object]) -> list[bytes]:
+        """The command as chunks to send: small values inline, a large payload in a chunk of its own.
+
+        ``values`` are :attr:`given`'s, in that order: a tuple, not a mapping by name, so a save
+        packs without a dict built and read per call."""
         chunks: list[bytes] = []
         buf: list[bytes] = []
-        for before, name in self._plan:
+        for before, value in zip(self._plan, values):  # noqa: B905 - the callers' tuples are checked once (_checked)
             buf.append(before)
-            value = values[name]
             # str and int first, without a call: a save's arguments are those but for a missing node.
             if value.__class__ is str:
                 data = value.encode()
@@ -105,6 +124,14 @@ class _Call:
         buf.append(self._tail)
         chunks.append(b"".join(buf))
         return chunks
+
+
+def _checked(call: _Call, given: tuple[str, ...]) -> _Call:
+    """``call``, once it is known to take ``given``, the order its caller packs its values in: a
+    contract whose fields moved fails here, when the attempt first uses the call, not as a wrong ARGV."""
+    if call.given != given:
+        raise AssertionError(f"{call.name}: packed as {given}, but its arguments are {call.given}")
+    return call
 
 
 def for_attempt(store: StoreBase, ctx: AttemptContext) -> HotPath | None:
@@ -138,13 +165,22 @@ class HotPath:
     # a one-step graph) or records nothing (most) packs neither its keys nor its head.
     @cached_property
     def _save(self) -> _Call:
+        """A save with no notes (the common case): the notes' arguments are packed once, with the head."""
+        return _checked(self._save_call({**self._fixed, **_NO_NOTES_ARGS}), _SAVE_GIVEN)
+
+    @cached_property
+    def _save_noted(self) -> _Call:
+        """A save that hands the store notes (skipped boundaries, reused work)."""
+        return _checked(self._save_call(self._fixed), (*_SAVE_GIVEN, *_NOTES_FIELDS))
+
+    def _save_call(self, fixed: Mapping[str, bytes]) -> _Call:
         run_id = self._ctx.run_id
         return _Call(
             "save_checkpoint",
             self._store.scripts.sha("save_checkpoint"),
             [keys.run(run_id), keys.ckpt(run_id), keys.events(run_id), keys.memo(run_id)],
             _SAVE_FIELDS,
-            self._fixed,
+            fixed,
         )
 
     @cached_property
@@ -152,13 +188,14 @@ class HotPath:
         run_id = self._ctx.run_id
         # record.lua's ARGV: token, field, value, a lane's field and times (no contract dataclass:
         # store/attempts.py save_record).
-        return _Call(
+        call = _Call(
             "record",
             self._store.scripts.sha("record"),
             [keys.run(run_id), keys.memo(run_id), keys.lanes(run_id)],
             ("token", "field", "value", "lane", "times"),
             self._fixed,
         )
+        return _checked(call, ("field", "value", "lane", "times"))
 
     def __enter__(self) -> HotPath:
         return self
@@ -178,17 +215,14 @@ class HotPath:
     ) -> bool:
         """As ``AttemptWrites.save_checkpoint``: True when a cancel was asked; FencedOut when the
         token lost the run."""
-        given: dict[str, object] = {
-            "now_ms": clock.now_ms(),
-            "payload": self._codec.encode(payload),  # as Scripts does (store/payload_args.py)
-            "seq": seq,
-            "next_node": next_node,
-            "skipped": notes.skipped,
-            "skip_kinds": notes.skip_kinds,
-            "reused_steps": notes.reused_steps,
-            "reused_calls": notes.reused_calls,
-        }
-        saved = Saved(int(self._call(self._save, given)))
+        # The payload encoded as Scripts does (store/payload_args.py).
+        now_ms, data = clock.now_ms(), self._codec.encode(payload)
+        if notes is NO_NOTES:
+            reply = self._call(self._save, (now_ms, data, seq, next_node))
+        else:
+            noted = (notes.skipped, notes.skip_kinds, notes.reused_steps, notes.reused_calls)
+            reply = self._call(self._save_noted, (now_ms, data, seq, next_node, *noted))
+        saved = _SAVED[int(reply)]
         if saved is Saved.FENCED:
             raise _fenced(self._ctx, "checkpoint")
         return saved is Saved.CANCEL_REQUESTED
@@ -196,11 +230,10 @@ class HotPath:
     def save_record(self, field: str, value: str, lane: Lane | None = None) -> None:
         """As ``AttemptWrites.save_record``: FencedOut when the token lost the run."""
         lane_field, times = lane_args(self._ctx, lane)
-        given = {"field": field, "value": self._codec.encode(value), "lane": lane_field, "times": times}
-        if not self._call(self._record, given):
+        if not self._call(self._record, (field, self._codec.encode(value), lane_field, times)):
             raise _fenced(self._ctx, "record")
 
-    def _call(self, call: _Call, values: Mapping[str, object]) -> Any:
+    def _call(self, call: _Call, values: Sequence[object]) -> Any:
         command = call.pack(values)
         try:
             with self._lock:

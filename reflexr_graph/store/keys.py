@@ -23,6 +23,7 @@ import uuid
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from reflexr_graph.model import Status
 
@@ -139,8 +140,13 @@ def new_run_id(graph: str, idempotency_key: str | None) -> str:
     return str(uuid.uuid4())
 
 
+def _run_tag(run_id: str) -> str:
+    """``rg:{s<n>}:<run_id>:``, how each of the run's own keys starts."""
+    return f"{_shard(shard_of(run_id))}:{run_id}:"
+
+
 def _tagged(run_id: str, suffix: str) -> str:
-    return f"{_shard(shard_of(run_id))}:{run_id}:{suffix}"
+    return _run_tag(run_id) + suffix
 
 
 def run(run_id: str) -> str:
@@ -439,25 +445,38 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     so no script's own positions move.
     """
     shard = shards.of(run_id)
+    # Built from the run's tag and the shard's cached indexes: the functions above, one by one,
+    # hashed the run id once per key and named each status anew, some 9 µs a call (per-run
+    # scripts are called a few times a run); tests/store/test_layout.py holds the two ways equal.
+    tag = _run_tag(run_id)
     return [
-        run(run_id),
-        ckpt(run_id),
-        events(run_id),
-        tb(run_id),
+        tag + "run",
+        tag + "ckpt",
+        tag + "events",
+        tag + "tb",
         idem(idem_guess),
+        *_shard_indexes(shard),
+        tag + "memo",
+        tag + "mailbox",
+        *extra,
+        tag + "lanes",
+        children_ended(shard),
+        tag + "in",
+        tag + "stream",
+    ]
+
+
+@cache
+def _shard_indexes(shard: int) -> tuple[str, ...]:
+    """KEYS 6 to 16 of :func:`script_keys`: the shard's every-run, dead, leases, due and status
+    sets (one tuple per shard, :data:`SHARDS` at most)."""
+    return (
         all_runs(shard),
         dead(shard),
         leases(shard),
         due(shard),
         *(retries(shard) if s is Status.RETRYING else status_set(s, shard) for s in STATUS_ORDER),
-        memo(run_id),
-        mailbox(run_id),
-        *extra,
-        lanes(run_id),
-        children_ended(shard),
-        inputs(run_id),
-        stream(run_id),
-    ]
+    )
 
 
 BROKER_PRIORITY_SEP = "\x06\x16"

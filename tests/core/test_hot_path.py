@@ -41,8 +41,14 @@ def _spans_started(redis_url: str, *flags: str) -> list[str]:
     return names
 
 
-def test_a_step_starts_no_span_without_an_sdk(redis_url: str) -> None:
-    assert _spans_started(redis_url) == ["invoke_workflow"]
+def test_an_attempt_starts_no_span_without_an_sdk(redis_url: str) -> None:
+    """Neither the steps nor the attempt: a run enqueued without a trace has none to carry on."""
+    assert _spans_started(redis_url) == []
+
+
+def test_an_attempt_of_a_traced_run_carries_its_trace_on_without_an_sdk(redis_url: str) -> None:
+    """A run enqueued in a trace: its attempt's API span holds that context for what the steps send."""
+    assert _spans_started(redis_url, "--traced-run") == ["invoke_workflow"]
 
 
 def test_each_step_has_its_span_with_an_sdk(redis_url: str) -> None:

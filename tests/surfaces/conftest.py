@@ -24,7 +24,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.local_processes import free_port
 from tests import subprocesses
-from tests.redis_server import RedisFactory
+from tests.redis_server import RedisFactory, RedisServer
 from tests.surfaces.cli_runner import (
     cli_here,  # noqa: F401  (a fixture of these tests)
     run_cli,
@@ -41,14 +41,14 @@ PASSWORD = "s3cret-in-the-url"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def queue() -> str:
+    """One queue per module, so that its tests can share one API server (:func:`api_server`); each
+    test still starts on an emptied Redis (``redis_url``), so none sees another's messages."""
     return f"surfaces-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def env(redis_url: str, queue: str) -> dict[str, str]:
-    """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
+def _environment(redis_url: str, queue: str) -> dict[str, str]:
     return local_processes.environment(
         {
             "REFLEXR_REDIS_URL": redis_url,
@@ -57,6 +57,12 @@ def env(redis_url: str, queue: str) -> dict[str, str]:
             "COLUMNS": "200",
         }
     )
+
+
+@pytest.fixture
+def env(redis_url: str, queue: str) -> dict[str, str]:
+    """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
+    return _environment(redis_url, queue)
 
 
 @pytest.fixture
@@ -203,8 +209,24 @@ def serving(env: dict[str, str], port: int | None = None) -> Iterator[ApiServer]
         _stop(proc)
 
 
+@pytest.fixture(scope="module")
+def shared_api_server(redis_server: RedisServer, queue: str) -> Iterator[ApiServer]:
+    """One ``reflexr-graph serve`` for a module's tests (it starts in 2 s): it holds no state of its
+    own between requests, everything is read from Redis, which each test empties."""
+    with serving(_environment(redis_server.url, queue)) as server:
+        yield server
+
+
 @pytest.fixture
-def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
-    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published."""
+def api_server(shared_api_server: ApiServer, redis_url: str, published: None) -> ApiServer:
+    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published; shared
+    by the module's tests, so a test that stops its server takes :func:`own_api_server`."""
+    assert shared_api_server.proc.poll() is None, "a test stopped the module's shared API server"
+    return shared_api_server
+
+
+@pytest.fixture
+def own_api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
+    """A ``reflexr-graph serve`` of the test's own, for a test that stops it."""
     with serving(env) as server:
         yield server

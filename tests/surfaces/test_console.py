@@ -68,9 +68,11 @@ class Console:
 
 @pytest.fixture
 def console(
-    browser: webdriver.Chrome, api_server: ApiServer, redis_client: redis.Redis, shots: Path
+    browser: webdriver.Chrome, own_api_server: ApiServer, redis_client: redis.Redis, shots: Path
 ) -> Console:
-    return Console(browser, api_server, redis_client, shots)
+    """A server of the test's own: a new origin for the one browser (nothing kept in its session
+    storage from the test before), and one a test may stop."""
+    return Console(browser, own_api_server, redis_client, shots)
 
 
 def _open(browser: webdriver.Chrome, server: ApiServer, page: str) -> None:

@@ -46,9 +46,10 @@ STEP_S = 0.05
 """Each of the three steps takes this long, so runs are in every state when the primary dies."""
 ENQUEUE_DEADLINE_S = 60.0
 DISPATCH_GRACE_ENV = {"REFLEXR_DISPATCH_GRACE_S": "5"}
-"""A run whose message the failover lost (the broker fails over too) is sent again by a reaper once
-its dispatch grace is over: 5 s rather than the default 30 s, which the test would otherwise wait
-out. A run still queued when it is over is sent twice, and the claim drops the second message."""
+"""A run recorded whose message a failover lost is sent again by a reaper once its dispatch grace is
+over: 5 s rather than the default 30 s, which the test would otherwise wait out (here and in
+tests/cluster/test_cluster_failover.py). A run still queued when it is over is sent twice, and the
+claim drops the second message."""
 
 
 UNPROTECTED_ENV = "FAILOVER_UNPROTECTED"

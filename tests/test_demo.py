@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,19 +19,22 @@ import redis
 from reflexr_graph.local_processes import environment, free_port
 from reflexr_graph.store import fanout, keys
 from tests import subprocesses
-from tests.redis_server import NO_RETRY, RedisFactory
+from tests.redis_server import NO_RETRY, RedisServer
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
+def _env(**extra_env: str) -> dict[str, str]:
     # Wide enough that no table cell wraps: the assertions read whole phrases.
-    env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200", **extra_env})
+    return environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200", **extra_env})
+
+
+def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "reflexr_graph", "demo", *args],
         cwd=cwd,
-        env=env,
+        env=_env(**extra_env),
         capture_output=True,
         text=True,
         timeout=200,
@@ -38,6 +42,47 @@ def _demo(cwd: Path, *args: str, expect: int = 0, **extra_env: str) -> str:
     out = done.stdout + done.stderr
     assert done.returncode == expect, out
     return " ".join(out.split())
+
+
+@dataclass
+class Started:
+    """A ``demo`` started in the background (:func:`_start`), its output going to a file."""
+
+    cwd: Path
+    proc: subprocess.Popen[bytes]
+    out: Path
+
+    def finish(self) -> tuple[int, str]:
+        """Its exit code and everything it printed, its whitespace collapsed, once it has ended."""
+        try:
+            code = self.proc.wait(timeout=200)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        return code, " ".join(self.out.read_text().split())
+
+
+def _start(cwd: Path, *args: str, **extra_env: str) -> Started:
+    out = cwd / "demo-output.txt"
+    with out.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "reflexr_graph", "demo", *args], cwd=cwd, env=_env(**extra_env),
+            stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    return Started(cwd, proc, out)
+
+
+@dataclass
+class Others:
+    """The demos that run beside :func:`served`: on a Redis of the test's (REFLEXR_REDIS_URL), and
+    with ``--keep``; their outcome, once each has ended."""
+
+    given_redis: RedisServer
+    given: tuple[int, str]
+    given_cwd: Path
+    kept: tuple[int, str]
+    kept_cwd: Path
 
 
 @dataclass
@@ -57,9 +102,41 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Served:
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, Others]]:
+    """The three demos the tests look at, run side by side (a demo takes 20 s or more, most of it
+    waiting: for a slow step, a lease to lapse, a retry's backoff), each on its own Redis in its own
+    directory: ``--serve``, one on a Redis of the test's, and one with ``--keep``."""
+    given_redis = RedisServer().start()
+    try:
+        given_cwd, kept_cwd = tmp_path_factory.mktemp("demo-given"), tmp_path_factory.mktemp("demo-kept")
+        given = _start(given_cwd, REFLEXR_REDIS_URL=given_redis.url)
+        kept = _start(kept_cwd, "--keep")
+        try:
+            shown = _served(tmp_path_factory)
+        finally:
+            others = Others(given_redis, given.finish(), given_cwd, kept.finish(), kept_cwd)
+        yield shown, others
+    finally:
+        given_redis.close()
+        _stop_kept(kept_cwd)
+
+
+def _stop_kept(cwd: Path) -> None:
+    """Stop the Redis a ``--keep`` demo in ``cwd`` left running, if it still runs (its test stops it)."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        kept = json.loads((cwd / ".run" / "redis" / "kept.json").read_text())
+        if _answers(kept["url"]):
+            os.kill(int(kept["pid"]), signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def served(demos: tuple[Served, Others]) -> Served:
     """The whole showcase once, for the tests of what it shows and of ``--serve`` (which runs it first,
-    then serves until SIGINT, then ends as a plain demo does): a demo takes 20 s or more."""
+    then serves until SIGINT, then ends as a plain demo does)."""
+    return demos[0]
+
+
+def _served(tmp_path_factory: pytest.TempPathFactory) -> Served:
     cwd, port = tmp_path_factory.mktemp("demo-serve"), free_port()
     env = environment({"PYTHONPATH": subprocesses.PYTHONPATH, "COLUMNS": "200"})
     cmd = [sys.executable, "-m", "reflexr_graph", "demo", "--serve", "--port", str(port)]
@@ -115,15 +192,15 @@ def test_demo_survives_a_crash_dead_letters_and_replays(served: Served) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_demo_uses_the_redis_that_reflexr_redis_url_names(
-    tmp_path: Path, private_redis: RedisFactory
-) -> None:
+def test_demo_uses_the_redis_that_reflexr_redis_url_names(demos: tuple[Served, Others]) -> None:
     """With REFLEXR_REDIS_URL set, the demo runs on that Redis and starts no private one."""
-    server = private_redis()
-    text = _demo(tmp_path, REFLEXR_REDIS_URL=server.url)
+    others = demos[1]
+    server, (code, text) = others.given_redis, others.given
+    assert code == 0, text
     assert "every run succeeded" in text and f"127.0.0.1:{server.port}" in text
-    assert not (tmp_path / ".run" / "redis").exists()
-    assert fanout.total(server.client(), keys.all_runs) == 9, "the runs were recorded in the given Redis"
+    assert not (others.given_cwd / ".run" / "redis").exists()
+    with server.client() as r:
+        assert fanout.total(r, keys.all_runs) == 9, "the runs were recorded in the given Redis"
 
 
 def _clients(url: str) -> list[str]:
@@ -133,11 +210,13 @@ def _clients(url: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_demo_keep_leaves_its_redis_running_with_the_runs(tmp_path: Path) -> None:
+def test_demo_keep_leaves_its_redis_running_with_the_runs(demos: tuple[Served, Others]) -> None:
     """--keep: the private Redis outlives the demo, with its runs, its workers gone, and the commands
     to look at it printed; the next demo refuses to share its data dir until it is stopped."""
-    text = _demo(tmp_path, "--keep")
-    kept = json.loads((tmp_path / ".run" / "redis" / "kept.json").read_text())
+    cwd = demos[1].kept_cwd
+    code, text = demos[1].kept
+    assert code == 0, text
+    kept = json.loads((cwd / ".run" / "redis" / "kept.json").read_text())
     url, pid = kept["url"], int(kept["pid"])
     try:
         assert f"left the demo's Redis running at {url} (redis-server pid {pid}" in text
@@ -147,8 +226,8 @@ def test_demo_keep_leaves_its_redis_running_with_the_runs(tmp_path: Path) -> Non
             assert fanout.total(r, keys.all_runs) == 9, "the kept Redis holds the demo's runs"
         # Every connection but this one has closed: the workers were stopped.
         wait_for(lambda: len(_clients(url)) == 1, 30, "only the test's own connection")
-        refused = _demo(tmp_path, expect=1)
-        assert f"still uses {tmp_path.resolve() / '.run' / 'redis'}" in refused and f"kill {pid}" in refused
+        refused = _demo(cwd, expect=1)
+        assert f"still uses {cwd.resolve() / '.run' / 'redis'}" in refused and f"kill {pid}" in refused
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)  # as the demo's message says

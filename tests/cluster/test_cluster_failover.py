@@ -23,7 +23,15 @@ from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests.cluster.conftest import ClusterFleet
 from tests.fleet.conftest import closing_fleet
-from tests.fleet.test_failover import ENQUEUE_DEADLINE_S, KILL_AFTER, RUNS, Enqueuer, report, settle
+from tests.fleet.test_failover import (
+    DISPATCH_GRACE_ENV,
+    ENQUEUE_DEADLINE_S,
+    KILL_AFTER,
+    RUNS,
+    Enqueuer,
+    report,
+    settle,
+)
 from tests.redis_cluster import RedisCluster
 from tests.waiting import wait_for
 
@@ -48,7 +56,7 @@ def test_a_primary_killed_in_the_middle_of_100_runs_loses_none_the_cluster_knows
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    env = {"REFLEXR_BROKER_URL": redis_url}
+    env = {"REFLEXR_BROKER_URL": redis_url, **DISPATCH_GRACE_ENV}
     fleet = ClusterFleet(
         replicated.url, tmp_path, queue=f"cf-{uuid.uuid4().hex[:8]}", env=env, executions_url=redis_url
     )

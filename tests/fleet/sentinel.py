@@ -36,6 +36,10 @@ these it takes about 3 s, and a stall costs 2 s more."""
 SAFETY = ("--min-replicas-to-write", "1", "--min-replicas-max-lag", "2")
 """deploy/redis/redis.conf's HA settings: a primary with no replica acknowledging it within 2 s
 refuses writes, so a primary cut off by a partition takes none that the failover would discard."""
+SYNC_NOW = ("--repl-diskless-sync-delay", "0")
+"""A primary starts a replica's full sync at once, not after Redis's default 5 s wait for more replicas
+to share it (there is one): at the start, and when the old primary comes back as the new one's
+replica, during which the new primary (min-replicas-to-write) refuses writes."""
 
 
 def _role(client: redis.Redis) -> str | None:
@@ -60,7 +64,7 @@ class SentinelTopology:
     def __init__(self, *, safety: bool = True) -> None:
         """``safety=False`` leaves out :data:`SAFETY`, to measure what it prevents."""
         self.safety = SAFETY if safety else ()
-        self.primary = RedisServer(extra_args=self.safety)
+        self.primary = RedisServer(extra_args=(*SYNC_NOW, *self.safety))
         self.replica: RedisServer | None = None
         self.dir = Path(tempfile.mkdtemp(prefix="reflexr-sentinel-"))
         self.port = free_port()
@@ -73,7 +77,7 @@ class SentinelTopology:
     def start(self) -> SentinelTopology:
         self.primary.start()
         self.replica = RedisServer(
-            extra_args=(*self.safety, "--replicaof", "127.0.0.1", str(self.primary.port))
+            extra_args=(*SYNC_NOW, *self.safety, "--replicaof", "127.0.0.1", str(self.primary.port))
         )
         self.replica.start()
         wait_for(self._replica_in_sync, 30, "the replica to sync with the primary")
@@ -131,7 +135,7 @@ class SentinelTopology:
         # Restarted as a supervisor that asks the sentinels first does (a primary restarted as one
         # would only be demoted by the sentinel some INFO rounds later): a replica of the new
         # primary, which (min-replicas-to-write 1) takes writes again once it has one.
-        self.primary.extra_args = (*self.safety, "--replicaof", "127.0.0.1", str(new))
+        self.primary.extra_args = (*SYNC_NOW, *self.safety, "--replicaof", "127.0.0.1", str(new))
         self.primary.start()
         with self.primary.client() as old:
             wait_for(lambda: _role(old) == "slave", 60, "the old primary to follow the new one")

@@ -163,6 +163,8 @@ def test_step_that_kills_its_worker_every_time_is_dead_lettered(
     """G4: a step that SIGKILLs its own process on every attempt is dead-lettered after exactly
     max_attempts (Redis keeps no delivery count; the run's attempt counter stops it), and the
     worker keeps serving."""
+    # Each attempt ends as its lease lapses: a short lease, as no step here runs long.
+    fleet.env["REFLEXR_LEASE_TTL_S"] = "1.5"
     worker = fleet.start()
     client = client_for(fleet)
     run_id = client.enqueue("kills_worker", {})

@@ -45,6 +45,11 @@ KILL_AFTER = 50
 STEP_S = 0.05
 """Each of the three steps takes this long, so runs are in every state when the primary dies."""
 ENQUEUE_DEADLINE_S = 60.0
+DISPATCH_GRACE_ENV = {"REFLEXR_DISPATCH_GRACE_S": "5"}
+"""A run recorded whose message a failover lost is sent again by a reaper once its dispatch grace is
+over: 5 s rather than the default 30 s, which the test would otherwise wait out (here and in
+tests/cluster/test_cluster_failover.py). A run still queued when it is over is sent twice, and the
+claim drops the second message."""
 
 
 UNPROTECTED_ENV = "FAILOVER_UNPROTECTED"
@@ -162,9 +167,12 @@ def test_fleet_recovers_from_a_failover_in_the_middle_of_100_runs(
     ``partition``: the primary is frozen (SIGSTOP) until the replica is promoted, then woken, and
     takes writes until the sentinel demotes it: with min-replicas-to-write it refuses them instead;
     without (``unprotected``), the writes of that window are lost too."""
-    with closing_fleet(Fleet(topology.url, tmp_path, queue=f"ha-{uuid.uuid4().hex[:8]}"), request) as fleet:
-        for _ in range(2):
-            fleet.start(concurrency=2, **{graphs.EXECUTIONS_URL_ENV: redis_url})
+    queue = f"ha-{uuid.uuid4().hex[:8]}"
+    with closing_fleet(Fleet(topology.url, tmp_path, queue, env=dict(DISPATCH_GRACE_ENV)), request) as fleet:
+        for _ in range(2):  # started side by side, then waited for
+            fleet.start(concurrency=2, wait=False, **{graphs.EXECUTIONS_URL_ENV: redis_url})
+        for worker in fleet.workers:
+            fleet.wait_ready(worker)
         with Client(fleet.settings()) as client:
             enqueuer = Enqueuer(client)
             thread = threading.Thread(target=enqueuer.run, name="enqueuer")

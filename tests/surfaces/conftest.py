@@ -10,7 +10,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,7 +24,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.local_processes import free_port
 from tests import subprocesses
-from tests.redis_server import RedisFactory
+from tests.redis_server import RedisFactory, RedisServer
 from tests.surfaces.cli_runner import (
     cli_here,  # noqa: F401  (a fixture of these tests)
     run_cli,
@@ -41,14 +41,14 @@ PASSWORD = "s3cret-in-the-url"
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def queue() -> str:
+    """One queue per module, so that its tests can share one API server (:func:`api_server`); each
+    test still starts on an emptied Redis (``redis_url``), so none sees another's messages."""
     return f"surfaces-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def env(redis_url: str, queue: str) -> dict[str, str]:
-    """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
+def _environment(redis_url: str, queue: str) -> dict[str, str]:
     return local_processes.environment(
         {
             "REFLEXR_REDIS_URL": redis_url,
@@ -57,6 +57,12 @@ def env(redis_url: str, queue: str) -> dict[str, str]:
             "COLUMNS": "200",
         }
     )
+
+
+@pytest.fixture
+def env(redis_url: str, queue: str) -> dict[str, str]:
+    """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
+    return _environment(redis_url, queue)
 
 
 @pytest.fixture
@@ -95,12 +101,21 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process's group (a worker and its pool children): a test's worker is killed, not
+    stopped, at teardown, where nothing waits for what it would finish (a warm or cold shutdown
+    takes 2 s); the next test starts on an emptied Redis and a queue of its own."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
 @pytest.fixture
 def start_worker(
     env: dict[str, str], queue: str, published: None
 ) -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
     """Start real ``celery worker`` subprocesses for the test graphs when the test says; each is
-    stopped by its pid at teardown."""
+    killed with its process group at teardown."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> subprocess.Popen[bytes]:
@@ -108,7 +123,7 @@ def start_worker(
         argv = local_processes.celery_worker_argv(
             "tests.surfaces.worker_app", queue, name, loglevel="warning"
         )
-        # Stopped at teardown only: no re-exec for REMAP_SIGTERM, no long soft shutdown to wait out.
+        # Killed at teardown (_kill): REMAP_SIGTERM set spares the worker its re-exec to set it.
         fast = {"REMAP_SIGTERM": "SIGQUIT", "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1"}
         procs.append(local_processes.spawn(argv, {**env, **fast}, cwd=ROOT))  # its output is the test's
         return procs[-1]
@@ -117,12 +132,12 @@ def start_worker(
         yield start
     finally:
         for proc in procs:
-            _stop(proc)
+            _kill(proc)
 
 
 @pytest.fixture
 def worker(start_worker: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """A real ``celery worker`` subprocess for the test graphs, stopped by its pid at teardown."""
+    """A real ``celery worker`` subprocess for the test graphs, killed with its group at teardown."""
     return start_worker()
 
 
@@ -194,8 +209,24 @@ def serving(env: dict[str, str], port: int | None = None) -> Iterator[ApiServer]
         _stop(proc)
 
 
+@pytest.fixture(scope="module")
+def shared_api_server(redis_server: RedisServer, queue: str) -> Iterator[ApiServer]:
+    """One ``reflexr-graph serve`` for a module's tests (it starts in 2 s): it holds no state of its
+    own between requests, everything is read from Redis, which each test empties."""
+    with serving(_environment(redis_server.url, queue)) as server:
+        yield server
+
+
 @pytest.fixture
-def api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
-    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published."""
+def api_server(shared_api_server: ApiServer, redis_url: str, published: None) -> ApiServer:
+    """A real ``reflexr-graph serve`` on the test's Redis, with the test graphs published; shared
+    by the module's tests, so a test that stops its server takes :func:`own_api_server`."""
+    assert shared_api_server.proc.poll() is None, "a test stopped the module's shared API server"
+    return shared_api_server
+
+
+@pytest.fixture
+def own_api_server(env: dict[str, str], published: None) -> Iterator[ApiServer]:
+    """A ``reflexr-graph serve`` of the test's own, for a test that stops it."""
     with serving(env) as server:
         yield server

@@ -228,19 +228,19 @@ def test_a_run_streams_its_events_live_until_it_ends(
 
 
 def test_a_stopped_server_ends_the_event_streams_still_open(
-    api_server: ApiServer, capfd: pytest.CaptureFixture[str]
+    own_api_server: ApiServer, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """SIGTERM ends ``serve`` although a console still follows a run that goes on (no worker
     serves it here): the stream ends cleanly instead of holding the server up."""
-    with api_server.http() as http:
+    with own_api_server.http() as http:
         run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "open"}).json()["run_id"]
         with http.stream(
             "GET", f"/api/runs/{run_id}/events", headers={"Accept": "text/event-stream"}
         ) as stream:
             lines = stream.iter_lines()
             assert next(line for line in lines if line.startswith("event: ")) == "event: run_enqueued"
-            api_server.proc.send_signal(signal.SIGTERM)
-            assert api_server.proc.wait(timeout=SHUTDOWN_GRACE_S + 25) in (0, -signal.SIGTERM)
+            own_api_server.proc.send_signal(signal.SIGTERM)
+            assert own_api_server.proc.wait(timeout=SHUTDOWN_GRACE_S + 25) in (0, -signal.SIGTERM)
             assert not [line for line in lines if line.startswith("event: ")]  # ended, not cut
     assert "Exception in ASGI application" not in capfd.readouterr().err
 

@@ -66,11 +66,30 @@ class Console:
         self.browser.save_screenshot(str(self.shots / f"{name}.png"))
 
 
+def _fresh(browser: webdriver.Chrome, server: ApiServer) -> None:
+    """Empty the server origin's storage in the browser (the token, the remembered choices), as a
+    new origin has it: the tests share one server, so they share its origin."""
+    browser.get(f"{server.url}/healthz")  # leaves the test before's page, and its event streams
+    browser.execute_script("localStorage.clear(); sessionStorage.clear()")
+
+
 @pytest.fixture
 def console(
     browser: webdriver.Chrome, api_server: ApiServer, redis_client: redis.Redis, shots: Path
 ) -> Console:
+    """The browser on the module's server, with nothing left in its storage by the test before; a
+    test that stops its server takes :func:`own_console`."""
+    _fresh(browser, api_server)
     return Console(browser, api_server, redis_client, shots)
+
+
+@pytest.fixture
+def own_console(
+    browser: webdriver.Chrome, own_api_server: ApiServer, redis_client: redis.Redis, shots: Path
+) -> Console:
+    """The browser on a server of the test's own, which the test may stop."""
+    _fresh(browser, own_api_server)
+    return Console(browser, own_api_server, redis_client, shots)
 
 
 def _open(browser: webdriver.Chrome, server: ApiServer, page: str) -> None:
@@ -137,11 +156,11 @@ def test_a_run_goes_from_queued_to_succeeded_without_a_reload(
 
 
 def test_a_run_page_follows_the_run_again_after_the_server_restarts(
-    console: Console, env: dict[str, str]
+    own_console: Console, env: dict[str, str]
 ) -> None:
     """The run's event stream ends when its server stops; the page follows it again from the last
     event it saw once a server answers on that address, without a reload."""
-    browser, api_server = console.browser, console.server
+    browser, api_server = own_console.browser, own_console.server
     with api_server.http() as http:
         run_id = http.post("/api/runs", json={"graph": "blocker", "inputs": "restart"}).json()["run_id"]
     _open(browser, api_server, f"run/{run_id}")

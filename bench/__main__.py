@@ -65,6 +65,7 @@ FULL = {
     "stream_reps": 3,
     "payload_reps": 5,
     "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 60,
+    "cost_idle_ms": 3000,
 }  # fmt: skip
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
@@ -73,6 +74,7 @@ QUICK = {
     "stream_reps": 1,
     "payload_reps": 1,
     "cluster_runs": 5, "cluster_idle_ms": 200, "cluster_list_runs": 100, "idle_s": 1,
+    "cost_idle_ms": 200,
 }  # fmt: skip
 TITLES = {
     "checkpoint": "1. Checkpoint cost per step",
@@ -108,7 +110,9 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
             waits=waits.render(waits.run(the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], _say))
         ),
         "redis": lambda: out.update(
-            redis=redis_cost.render(redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say))
+            redis=redis_cost.render(
+                redis_cost.run(the_lab, p["cost_runs"], p["tp_reps"], _say, p["cost_idle_ms"] / 1000)
+            )
         ),
         "idle": lambda: out.update(idle=idle_cost.render(idle_cost.run(the_lab, p["idle_s"], _say))),
         "cluster": lambda: out.update(cluster=_cluster(the_lab, p)),

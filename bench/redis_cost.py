@@ -60,24 +60,26 @@ def _cpu_us(r: redis.Redis) -> float:
 
 
 IDLE_S = 3.0
-"""How long each path's idle background (reaper, heartbeats, broker polls) is measured."""
+"""How long each path's idle background (reaper, heartbeats, broker polls) is measured by default."""
 
 
-def _idle_cpu_us_per_s(r: redis.Redis) -> float:
+def _idle_cpu_us_per_s(r: redis.Redis, idle_s: float) -> float:
     """Server CPU per second while the worker is idle: its background, whatever the runs."""
     cpu0, t0 = _cpu_us(r), time.perf_counter()
-    time.sleep(IDLE_S)  # a measurement window, not a wait for a condition
+    time.sleep(idle_s)  # a measurement window, not a wait for a condition
     return (_cpu_us(r) - cpu0) / (time.perf_counter() - t0)
 
 
-def _measured(r: redis.Redis, runs: int, batch: Callable[[], int], poll_command: str) -> ServerCost:
+def _measured(
+    r: redis.Redis, runs: int, batch: Callable[[], int], poll_command: str, idle_s: float
+) -> ServerCost:
     """Server cost per run of ``batch`` (which returns how many completion polls it made).
 
     ``cpu_us`` is net of the path's idle background over the batch's duration: a worker's
     reaper and heartbeats cost the same per second however many runs go by, so counting them
     per run would make a slow batch (a noisy neighbour) look like a costly run.
     """
-    idle_rate = _idle_cpu_us_per_s(r)
+    idle_rate = _idle_cpu_us_per_s(r, idle_s)
     r.config_resetstat()
     cpu0, t0 = _cpu_us(r), time.perf_counter()
     polls = batch()
@@ -111,7 +113,7 @@ def _poll(condition: Callable[[], bool]) -> int:
         time.sleep(POLL_S)
 
 
-def _durable(lab: Lab, r: redis.Redis, runs: int, reps: int) -> list[ServerCost]:
+def _durable(lab: Lab, r: redis.Redis, runs: int, reps: int, idle_s: float) -> list[ServerCost]:
     worker = lab.start_worker("workers", QUEUE, 1)
     lab.wait_ready(worker)
     done = partial(keys.status_set, Status.SUCCEEDED)
@@ -125,12 +127,12 @@ def _durable(lab: Lab, r: redis.Redis, runs: int, reps: int) -> list[ServerCost]
                 return _poll(lambda: fanout.total(r, done) >= target)
 
             batch(max(5, runs // 10))  # warm up
-            return [_measured(r, runs, lambda: batch(runs), "zcard") for _ in range(reps)]
+            return [_measured(r, runs, lambda: batch(runs), "zcard", idle_s) for _ in range(reps)]
     finally:
         lab.stop_workers()
 
 
-def _plain(lab: Lab, r: redis.Redis, runs: int, reps: int) -> list[ServerCost]:
+def _plain(lab: Lab, r: redis.Redis, runs: int, reps: int, idle_s: float) -> list[ServerCost]:
     worker = lab.start_worker("bench.baseline_app", QUEUE, 1)
     lab.wait_ready(worker)
     # One producer for every batch: warmed up, reusing its connection, as a service would.
@@ -144,7 +146,7 @@ def _plain(lab: Lab, r: redis.Redis, runs: int, reps: int) -> list[ServerCost]:
             return _poll(lambda: int(r.get(counter) or 0) >= n)
 
         batch(max(5, runs // 10))
-        return [_measured(r, runs, lambda: batch(runs), "get") for _ in range(reps)]
+        return [_measured(r, runs, lambda: batch(runs), "get", idle_s) for _ in range(reps)]
     finally:
         producer.close()
         lab.stop_workers()
@@ -181,12 +183,14 @@ def _per_step(lab: Lab, r: redis.Redis, reps: int) -> dict[str, float]:
             "ping_us": statistics.median(pings) * 1e6}  # fmt: skip
 
 
-def run(lab: Lab, runs: int, reps: int, progress: Callable[[str], None] = print) -> dict[str, Any]:
+def run(
+    lab: Lab, runs: int, reps: int, progress: Callable[[str], None] = print, idle_s: float = IDLE_S
+) -> dict[str, Any]:
     r = lab.redis.client()
     try:
-        durable = _durable(lab, r, runs, reps)
+        durable = _durable(lab, r, runs, reps, idle_s)
         progress(f"  durable: {statistics.median(c.cpu_us for c in durable):.0f} server CPU µs per run")
-        plain = _plain(lab, r, runs, reps)
+        plain = _plain(lab, r, runs, reps, idle_s)
         progress(f"  plain: {statistics.median(c.cpu_us for c in plain):.0f} server CPU µs per run")
         step = _per_step(lab, r, max(reps * 5, 5))
         progress(f"  per step in a worker: {step['step_us']:.0f} µs, PING {step['ping_us']:.0f} µs")

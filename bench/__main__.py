@@ -64,7 +64,7 @@ FULL = {
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
     "stream_reps": 3,
     "payload_reps": 5,
-    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 60,
+    "cluster_runs": 64, "cluster_idle_ms": 500, "cluster_list_runs": 2000, "idle_s": 70,
     "cost_idle_ms": 3000,
 }  # fmt: skip
 QUICK = {

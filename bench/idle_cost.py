@@ -3,8 +3,8 @@
 One fleet worker (``-c 1``) serving the benchmark's graphs, with nothing to run. The full run's
 window is 70 s: the loops that run about once a minute (a full presence beat, the reaper's prune
 reads, the schemas' publication; each a little over a minute apart, as they follow the reaper's
-ticks) then fall in it once, and those of every 10 s seven times, close to their long-run rates. Once its reaper
-has made its first pass and its presence its first beat, MONITOR records every command the
+ticks) then fall in it once, and those of every 10 s seven times, close to their long-run rates.
+Once its reaper has made its first pass and its presence its first beat, MONITOR records every command the
 server runs for ``window_s`` (those inside scripts included). The broker's own traffic (kombu's
 BRPOP poll, its unacked-restore and binding bookkeeping) and connection health-check PINGs are left out,
 as the target says; what is left is the worker's reaper ticks and presence beats, counted by the

@@ -69,17 +69,18 @@ def attribute(seen: list[tuple[str, bool]]) -> tuple[Counter[str], int]:
     return own, broker
 
 
-def run(lab: Lab, window_s: float, progress: Any = print) -> dict[str, Any]:
-    worker = lab.start_worker("workers", QUEUE, 1)
-    lab.wait_ready(worker)
-    r = redis.Redis.from_url(lab.url)
+def watch_idle(url: str, window_s: float) -> tuple[dict[str, Any], list[tuple[str, bool]]]:
+    """Once the worker on ``url`` has made its first reaper pass and its first beat: its
+    description, and every command the server ran in the next ``window_s`` (its text, and whether
+    a script ran it)."""
+    r = redis.Redis.from_url(url)
     try:
         wait_for(lambda: r.exists(keys.reaper_lock(0)), 30, "the reaper's first pass")
         names: Any = wait_for(lambda: r.zrange(keys.WORKERS, 0, -1), 30, "the worker's first beat")
-        described = json.loads(r.get(keys.worker(names[0].decode())) or "{}")
+        described: dict[str, Any] = json.loads(r.get(keys.worker(names[0].decode())) or "{}")
         seen: list[tuple[str, bool]] = []
         stop = threading.Event()
-        watcher = threading.Thread(target=_monitor, args=(lab.url, stop, seen), daemon=True)
+        watcher = threading.Thread(target=_monitor, args=(url, stop, seen), daemon=True)
         watcher.start()
         stop.wait(window_s)
         stop.set()
@@ -87,6 +88,15 @@ def run(lab: Lab, window_s: float, progress: Any = print) -> dict[str, Any]:
         watcher.join(10)
     finally:
         r.close()
+    return described, seen
+
+
+def run(lab: Lab, window_s: float, progress: Any = print) -> dict[str, Any]:
+    worker = lab.start_worker("workers", QUEUE, 1)
+    lab.wait_ready(worker)
+    try:
+        described, seen = watch_idle(lab.url, window_s)
+    finally:
         lab.stop_workers()
     own, broker = attribute(seen)
     progress(f"  {own.total()} own commands in {window_s:.0f} s")

@@ -14,20 +14,14 @@ loops' periods must keep the long-run rate within issue 18's 2 a second.
 from __future__ import annotations
 
 import hashlib
-import json
-import threading
-from typing import Any
 
 import pytest
-import redis
 
-from bench.idle_cost import TARGET_PER_S, attribute
+from bench.idle_cost import TARGET_PER_S, attribute, watch_idle
 from reflexr_graph.fleet import presence, scheduler
 from reflexr_graph.fleet.reaper import IDLE_MAX_S, PRUNE_EVERY_S, PUBLISH_EVERY_S
-from reflexr_graph.store import keys
 from reflexr_graph.store.scripts import source
 from tests.fleet.conftest import Fleet
-from tests.waiting import wait_for
 
 WINDOW_S = 22.0
 """Long enough to hold two beats and two reaper wakes whatever its start, so each loop's period shows."""
@@ -64,14 +58,6 @@ def long_run_per_s(graphs: int, served: int) -> float:
     )
 
 
-def _monitor(url: str, stop: threading.Event, seen: list[tuple[str, bool]]) -> None:
-    with redis.Redis.from_url(url).monitor() as m:
-        for entry in m.listen():
-            if stop.is_set():
-                return
-            seen.append((str(entry["command"]), entry.get("client_type") == "lua"))
-
-
 def _most(period_s: float) -> int:
     """The most runs of a loop with this period in the window."""
     return int(WINDOW_S // period_s) + 1
@@ -80,23 +66,9 @@ def _most(period_s: float) -> int:
 @pytest.mark.slow
 def test_an_idle_worker_sends_what_its_loops_periods_allow_within_two_a_second(fleet: Fleet) -> None:
     fleet.start(REFLEXR_LEASE_TTL_S="30")
-    r = redis.Redis.from_url(fleet.redis_url)
-    try:
-        wait_for(lambda: r.exists(keys.reaper_lock(0)), 20, "the reaper's first pass")
-        names: Any = wait_for(lambda: r.zrange(keys.WORKERS, 0, -1), 20, "the worker's first beat")
-        described = json.loads(r.get(keys.worker(names[0].decode())) or "{}")
-        graphs = len(described["graphs"])
-        served = graphs + len(described.get("graph_versions", {}))
-        seen: list[tuple[str, bool]] = []
-        stop = threading.Event()
-        watcher = threading.Thread(target=_monitor, args=(fleet.redis_url, stop, seen), daemon=True)
-        watcher.start()
-        stop.wait(WINDOW_S)
-        stop.set()
-        r.ping()  # one more line, so the watcher sees the stop
-        watcher.join(10)
-    finally:
-        r.close()
+    described, seen = watch_idle(fleet.redis_url, WINDOW_S)
+    graphs = len(described["graphs"])
+    served = graphs + len(described.get("graph_versions", {}))
     own, _broker = attribute(seen)
     beat_sha = hashlib.sha1(source("worker_beat").encode()).hexdigest()
     full_beats = sum(1 for c, in_script in seen if not in_script and c.startswith(f"EVALSHA {beat_sha}"))

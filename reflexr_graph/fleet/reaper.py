@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from celery import signals
-from redis.exceptions import RedisError
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
@@ -34,6 +33,7 @@ from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.fleet import backlog, observe, presence, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.nudges import Nudges
 from reflexr_graph.model import Reason, Status
 from reflexr_graph.store import payload_sweep
 from reflexr_graph.store import versions as store_versions
@@ -51,8 +51,6 @@ IDLE_MAX_S = 10.0
 """The longest the reaper sleeps between passes when nothing is due and no lease can lapse before:
 at most the lease TTL too, so a lease taken meanwhile cannot lapse before it wakes. A write that
 makes a run due sooner nudges it awake (:meth:`RedisStore.nudge_reaper`)."""
-NUDGES_DRAINED = 1000
-"""At most this many nudges already received are answered by the one pass they woke."""
 STOP_CHECK_S = 1.0
 """The longest a nudge wait blocks before the loop looks at its stop flag again, whatever the
 tick: a worker that stops does not wait out a reaper's sleep."""
@@ -131,15 +129,14 @@ class Reaper:
         self._outage_until = 0.0
         self._wake_ms: float | None = None
         """When the last pass's tick said to wake next (epoch ms)."""
-        self._nudges: Any = None
-        """The subscription to nudges (store.reaper_nudges), while Redis gives one."""
+        self._nudges = Nudges(self.store.reaper_nudges, self._stop, fresh_is_nudge=False)
+        """The subscription to nudges (store.reaper_nudges): the wake it planned is still right."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
         # Subscribed before the first pass, so no nudge sent after it is missed.
-        with contextlib.suppress(StoreUnavailable):
-            self._nudges = self.store.reaper_nudges()
+        self._nudges.open()
         self._thread = threading.Thread(target=self._loop, name="reflexr-reaper", daemon=True)
         self._thread.start()
         log.info(
@@ -153,7 +150,7 @@ class Reaper:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
-        self._drop_nudges()
+        self._nudges.close()
         if self.presence is not None:
             try:
                 self.presence.leave()
@@ -184,7 +181,7 @@ class Reaper:
                 if self._unreachable_since_ms is None:
                     self._unreachable_since_ms = clock.now_ms() - int(self.interval_s * 1000)
                 self._warn("Redis unreachable; the reaper tries again in %.1fs", self.interval_s)
-                self._drop_nudges()
+                self._nudges.close()
             except Exception:
                 # The reaper is what recovers runs: a bug in one pass must not stop the next.
                 log.exception("reaper pass failed; trying again in %.1fs", self.interval_s)
@@ -201,36 +198,8 @@ class Reaper:
                     self.presence.maybe_beat()
             left = until - time.monotonic()
             # Only the holder acts on a nudge: another reaper could not take the lock before it lapses.
-            if left <= 0 or (self._nudged(min(left, self.interval_s, STOP_CHECK_S)) and self.holding):
+            if left <= 0 or (self._nudges.wait(min(left, self.interval_s, STOP_CHECK_S)) and self.holding):
                 return
-
-    def _nudged(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for a nudge; True when one came (the pass runs now)."""
-        if self._nudges is None:
-            try:
-                self._nudges = self.store.reaper_nudges()
-            except StoreUnavailable:
-                self._stop.wait(timeout_s)
-                return False
-        try:
-            if self._nudges.get_message(timeout=timeout_s) is None:
-                return False
-            # One pass answers every nudge sent so far: a burst of retries wakes it once.
-            for _ in range(NUDGES_DRAINED):
-                if self._nudges.get_message(timeout=0) is None:
-                    break
-        except (RedisError, OSError):
-            # Redis went away under the subscription: sleep as before, subscribe again next time.
-            self._drop_nudges()
-            self._stop.wait(timeout_s)
-            return False
-        return True
-
-    def _drop_nudges(self) -> None:
-        if self._nudges is not None:
-            with contextlib.suppress(RedisError, OSError):
-                self._nudges.close()
-            self._nudges = None
 
     def next_wait_s(self) -> float:
         """How long to sleep after a pass: until the wake its tick named (the next due entry, the

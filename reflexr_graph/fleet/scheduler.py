@@ -12,7 +12,6 @@ needs no note: the scheduler that wakes for that fire finds nothing due.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
@@ -21,13 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import signals
-from redis.exceptions import RedisError
 
 from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core.schedules import Overlap, Schedule, fire_time, plan
 from reflexr_graph.errors import ScheduleNotFound, StoreUnavailable, UnknownGraph
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.nudges import Nudges
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import advance, due_schedules, fire_run, previous_active, read_schedule
 
@@ -40,8 +39,6 @@ RETRY_S = 1.0
 """How soon a scheduler tries again after a failed pass (at most ``interval_s``)."""
 STOP_CHECK_S = 1.0
 """The longest one wait for a note blocks before the loop looks at its stop flag again."""
-NOTES_DRAINED = 1000
-"""At most this many notes already received are answered by the one pass they woke."""
 MIN_WAIT_S = 0.005
 DISPATCH_GRACE_MS = 30_000
 """If the scheduler dies between creating a fire's run and sending its message, the reaper sends
@@ -66,13 +63,12 @@ class Scheduler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unreachable = False
-        self._notes: Any = None
-        """The subscription to schedule_put.lua's notes (store.schedule_nudges), while Redis gives one."""
+        self._notes = Nudges(self.store.schedule_nudges, self._stop, fresh_is_nudge=True)
+        """The subscription to schedule_put.lua's notes (store.schedule_nudges)."""
 
     def start(self) -> None:
         # Subscribed before the first pass, so no schedule written after it is missed.
-        with contextlib.suppress(StoreUnavailable):
-            self._notes = self.store.schedule_nudges()
+        self._notes.open()
         self._thread = threading.Thread(target=self._loop, name="reflexr-scheduler", daemon=True)
         self._thread.start()
         log.info("scheduler started: fires each schedule's runs at their times")
@@ -81,7 +77,7 @@ class Scheduler:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=max(5.0, 2 * STOP_CHECK_S))
-        self._drop_notes()
+        self._notes.close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -105,38 +101,8 @@ class Scheduler:
         until = time.monotonic() + wait_s
         while not self._stop.is_set():
             left = until - time.monotonic()
-            if left <= 0 or self._noted(min(left, STOP_CHECK_S)):
+            if left <= 0 or self._notes.wait(min(left, STOP_CHECK_S)):
                 return
-
-    def _noted(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for a note; True when one came, or the subscription was just
-        made again (a note sent while there was none is lost: the pass reads now instead)."""
-        if self._notes is None:
-            try:
-                self._notes = self.store.schedule_nudges()
-            except StoreUnavailable:
-                self._stop.wait(timeout_s)
-                return False
-            return True
-        try:
-            if self._notes.get_message(timeout=timeout_s) is None:
-                return False
-            # One pass answers every note sent so far.
-            for _ in range(NOTES_DRAINED):
-                if self._notes.get_message(timeout=0) is None:
-                    break
-        except (RedisError, OSError):
-            # Redis went away under the subscription: sleep as before, subscribe again next time.
-            self._drop_notes()
-            self._stop.wait(timeout_s)
-            return False
-        return True
-
-    def _drop_notes(self) -> None:
-        if self._notes is not None:
-            with contextlib.suppress(RedisError, OSError):
-                self._notes.close()
-            self._notes = None
 
     def tick(self) -> float:
         """Make every fire due now; the seconds until the next fire time read (at most ``interval_s``)."""

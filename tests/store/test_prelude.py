@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import redis
 
@@ -15,18 +16,27 @@ def _code(text: str) -> str:
     return re.sub(r"--[^\n]*", "", re.sub(r"'(?:[^'\\\n]|\\.)*'", "''", text))
 
 
+def _defined(text: str) -> set[str]:
+    """The names a Lua text defines at its top level."""
+    return {n.strip() for group in _DEFINITION.findall(text) for n in group.split(",")}
+
+
+def _each_uses_only_what_it_defines(r: redis.Redis, names_of: Iterable[str], helpers: set[str]) -> None:
+    """Each script's full text defines every one of ``helpers`` it uses, and Redis compiles it."""
+    for name in names_of:
+        text = scripts.source(name)
+        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _code(text))) & helpers
+        assert used <= _defined(text), (name, used - _defined(text))
+        r.script_load(text)
+
+
 def test_every_prelude_name_a_script_uses_is_defined_in_its_text(redis_client: redis.Redis) -> None:
     """Checked apart from the cut itself: a name of the prelude that a script's text uses anywhere
     is defined in that text, and Redis compiles every script."""
     lib = scripts._read("_lib")
-    names = {n.strip() for group in _DEFINITION.findall(lib) for n in group.split(",")}
+    names = _defined(lib)
     assert {"field", "flush", "emit", "set_status", "expire_all"} <= names
-    for name in scripts.PER_RUN:
-        text = scripts.source(name)
-        defined = {n.strip() for group in _DEFINITION.findall(text) for n in group.split(",")}
-        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _code(text))) & names
-        assert used <= defined, (name, used - defined)
-        redis_client.script_load(text)
+    _each_uses_only_what_it_defines(redis_client, scripts.PER_RUN, names)
     # The cut is real: a script that ends no run leaves out what ending one takes.
     assert "local function to_dead(" not in scripts.source("signal")
     assert len(scripts.source("signal")) < len(lib)
@@ -34,15 +44,9 @@ def test_every_prelude_name_a_script_uses_is_defined_in_its_text(redis_client: r
 
 def test_every_history_helper_a_script_uses_is_defined_in_its_text(redis_client: redis.Redis) -> None:
     """The history's helpers (_history.lua) are cut by use too, and the prelude after them."""
-    history = scripts._read("_history")
-    names = {n.strip() for group in _DEFINITION.findall(history) for n in group.split(",")}
+    names = _defined(scripts._read("_history"))
     assert {"ckpt_plan", "ckpt_write", "ckpt_forget_all"} <= names
-    for name in scripts.WITH_HISTORY:
-        text = scripts.source(name)
-        defined = {n.strip() for group in _DEFINITION.findall(text) for n in group.split(",")}
-        used = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _code(text))) & names
-        assert used <= defined, (name, used - defined)
-        redis_client.script_load(text)
+    _each_uses_only_what_it_defines(redis_client, sorted(scripts.WITH_HISTORY), names)
     # The claim reads the latest checkpoint and keeps no history: it carries no save's helpers.
     assert "local function ckpt_plan(" not in scripts.source("claim")
     assert "local function ckpt_forget_all(" in scripts.source("replay")

@@ -268,15 +268,22 @@ def test_a_scheduler_acting_on_a_stale_read_moves_nothing(
     assert client.schedule("minutely").next_fire_at is None
 
 
-def test_a_scheduler_says_once_that_redis_is_unreachable(
-    dead_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    passes: list[float] = []
+def _counting(passes: list[float]) -> type[Scheduler]:
+    """A Scheduler that notes the time of each of its passes in ``passes``."""
 
     class Counting(Scheduler):
         def tick(self) -> float:
             passes.append(clock.now())
             return super().tick()
+
+    return Counting
+
+
+def test_a_scheduler_says_once_that_redis_is_unreachable(
+    dead_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    passes: list[float] = []
+    Counting = _counting(passes)
 
     unreachable = RedisStore.from_url(dead_url)
     sched = Counting(unreachable, lambda _r, _g: None, default_max_attempts=1, interval_s=0.05)
@@ -296,11 +303,7 @@ def test_a_schedule_added_while_the_scheduler_sleeps_wakes_it_for_its_first_fire
     client: Client, store: RedisStore
 ) -> None:
     passes: list[float] = []
-
-    class Counting(Scheduler):
-        def tick(self) -> float:
-            passes.append(clock.now())
-            return super().tick()
+    Counting = _counting(passes)
 
     sent: list[str] = []
     # With nothing scheduled, it sleeps its most: far longer than the waits below.

@@ -229,12 +229,20 @@ class Reaper:
             self.outage = None
 
     def _saw_outage(self, window: tuple[int, int]) -> None:
-        """Leases that lapsed in ``window`` were lost to an outage, not to a crash: reaped as
-        interruptions for one lease TTL from now (see reap.lua)."""
+        """Leases that lapsed in ``window``, or within a lease TTL after it, were lost to an outage,
+        not to a crash: reaped as interruptions (see reap.lua) while one may still lapse so."""
         if self.outage is not None:
             window = (min(window[0], self.outage[0]), max(window[1], self.outage[1]))
         self.outage = window
-        self._outage_until = time.monotonic() + self.app.reflexr_settings.lease_ttl_s
+        self._outage_until = time.monotonic() + 2 * self.app.reflexr_settings.lease_ttl_s
+
+    def _lost_to_outage(self) -> tuple[int, int] | None:
+        """When a lease that lapsed was lost to the outage: in it, or up to a lease TTL after it
+        ended. Such a lease was last renewed before the outage, or in it, and its renewals fell due
+        while Redis could not take them; a lease renewed after the outage lapses later than that."""
+        if self.outage is None:
+            return None
+        return (self.outage[0], self.outage[1] + int(self.app.reflexr_settings.lease_ttl_s * 1000))
 
     def _restarted(self, window: tuple[int, int] | None) -> None:
         """Redis restarted or failed over since the last pass of any reaper holding the lock, in
@@ -368,7 +376,7 @@ class Reaper:
     def reap(self, lapsed: list[str] | None = None) -> list[str]:
         """Recover runs whose lease lapsed (``lapsed``: as the tick found them, else read now); each
         becomes due now, or dead when out of attempts."""
-        recovered = self.store.reap(outage=self.outage, lapsed=lapsed)
+        recovered = self.store.reap(outage=self._lost_to_outage(), lapsed=lapsed)
         for run_id in recovered:
             if self._count_recovered(run_id):
                 log.warning(

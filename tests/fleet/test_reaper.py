@@ -68,6 +68,25 @@ def test_lapsed_lease_is_reaped_and_sent_again(app: FleetApp, fake: FakeClock) -
     assert store.client.zscore(keys.due(keys.STANDALONE.of(run_id)), run_id) == clock.now_ms() + 6000
 
 
+def test_a_lease_that_lapses_just_after_an_outage_is_an_interruption(app: FleetApp, fake: FakeClock) -> None:
+    """A lease last renewed before Redis went away can lapse a little after Redis is back: its
+    renewals fell due in the outage, so its run is interrupted (store_unavailable), not charged
+    an attempt. A lease renewed after the outage lapses more than a lease TTL past its end, and
+    counts (abandoned)."""
+    store = app.store()
+    lost, later = create_run(store, "steps", {"value": 1}), create_run(store, "steps", {"value": 2})
+    start = clock.now_ms()
+    claim(app, store, lost)  # its lease lapses at start + 3000
+    reaper = Reaper(app, store)
+    reaper._saw_outage((start, start + 2900))  # Redis was back 100 ms before that
+    fake.advance(2950)
+    claim(app, store, later)  # after the outage: its lease lapses at start + 5950
+    fake.advance(3100)
+    reaper.tick()
+    assert (store.get(lost).reason, store.get(lost).interruptions) == ("store_unavailable", 1)
+    assert (store.get(later).reason, store.get(later).interruptions) == ("abandoned", 0)
+
+
 def test_message_lost_before_any_claim_is_sent_again_later_and_later(app: FleetApp, fake: FakeClock) -> None:
     """G1/G5: a worker SIGKILLed after prefetching a message, before claiming the run, takes the
     message with it until the visibility timeout, and the run holds no lease; the reaper sends it

@@ -41,18 +41,15 @@ from reflexr_graph.store.contracts import (
 )
 from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, layout, per_run
 from reflexr_graph.store.records import (
-    LATEST_CHECKPOINT,
     Claim,
     ClaimOutcome,
     ForkSeed,
-    checkpoint_field,
-    finished_checkpoint,
-    from_output,
     lane_args,
     pairs_to_map,
     text,
     text_map,
 )
+from reflexr_graph.store.versions import latest_checkpoints
 
 __all__ = ["AttemptWrites", "Lease", "NewRun", "QueuedMessage", "create_args", "new_run"]
 
@@ -309,21 +306,8 @@ class AttemptWrites(StoreBase):
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
         """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
-        latest = self._r.hget(keys.run(run_id), LATEST_CHECKPOINT)
-        if latest is None:
-            return None
-        data = self._r.hget(keys.ckpt(run_id), latest)
-        if data is not None:
-            return self.codec.decode(text(data), run_id)
-        # A succeeded run's finished checkpoint may be kept as its entry alone: made of the run hash.
-        entry, graph, version, output = self._r.hmget(
-            keys.run(run_id), checkpoint_field(text(latest)), "graph", "version", "output"
-        )
-        if entry is None or not from_output(text(entry)):
-            return None
-        return finished_checkpoint(
-            text(graph), text(version), text(latest), self.codec.decode(text(output), run_id)
-        )
+        [(_seq, checkpoint, _inputs)] = self.do(latest_checkpoints([run_id]))
+        return checkpoint
 
     @translate_errors
     def save_checkpoint(

@@ -10,9 +10,10 @@ packed once, when the attempt starts.
 What the client's path gave stays: a connection error or timeout is reported as
 ``StoreUnavailable`` (``connection_errors.translate``, as ``translate_errors`` does), which
 the attempt's fenced retry (fleet/fenced.py) retries while the lease holds; a stale socket is
-reconnected once at once, as redis-py's retry would; a script the server lost (a restart, a
-``SCRIPT FLUSH``) is loaded again. The connection comes from the client's pool, so a Sentinel
-pool's connection still finds the primary and drops itself on ``READONLY``. A Redis Cluster
+replaced once at once, as redis-py's retry would; a script the server lost (a restart, a
+``SCRIPT FLUSH``) is loaded again. The connection comes from the client's pool, and one that
+fails goes back to it: the next call checks out another, and a Sentinel pool's checkout asks
+the sentinels where the primary is now (a failover, or ``READONLY`` from a demoted one). A Redis Cluster
 client has no one pool (a connection per node, and a moved slot follows a redirect), so an
 attempt on a cluster store has no hot path: :func:`for_attempt` gives None, and its saves go
 through the store's client.
@@ -264,5 +265,21 @@ class HotPath:
         conn = self._conn
         if conn is None:
             conn = self._conn = self._pool.get_connection()
-        send(conn)
-        return conn.read_response()
+        try:
+            send(conn)
+            return conn.read_response()
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError):
+            self._drop(conn)
+            raise
+
+    def _drop(self, conn: Any) -> None:
+        """Give a failed connection back, so the next call takes one from the pool anew.
+
+        Not merely reconnected in place: a connection reconnects by itself to the address it had
+        (redis-py's ``send_packed_command``), and only the pool's checkout asks the sentinels where
+        the primary is now. Held across a failover, it went back to the old primary, a replica
+        since, and every save was refused as read-only while the lease, renewed through the pool,
+        held: the attempt waited forever."""
+        self._conn = None
+        conn.disconnect()
+        self._pool.release(conn)

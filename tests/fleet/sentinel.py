@@ -160,6 +160,19 @@ class SentinelTopology:
             wait_for(lambda: _role(old) == "slave", 60, "the old primary to follow the new one")
         return new
 
+    def fail_over(self) -> int:
+        """A failover the sentinel runs by itself (``SENTINEL FAILOVER``): the replica is promoted and
+        the primary, still up, is turned into its replica. Returns the new primary's port once the
+        old one follows it."""
+        assert self.replica is not None
+        new = self.replica.port
+        with self.sentinel() as s:
+            s.execute_command("SENTINEL", "FAILOVER", MASTER)
+        wait_for(lambda: self.primary_port() == new, 60, "the sentinel to promote the replica")
+        with self.primary.client() as old:
+            wait_for(lambda: _role(old) == "slave", 60, "the old primary to follow the new one")
+        return new
+
     def new_primary(self) -> redis.Redis:
         assert self.replica is not None
         return self.replica.client()

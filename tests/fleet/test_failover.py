@@ -27,14 +27,17 @@ from pathlib import Path
 import pytest
 import redis
 
+from reflexr_graph import clock, local_processes
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.model import TERMINAL, RunInfo, Status
+from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.fleet.conftest import Fleet, closing_fleet, executions
 from tests.fleet.sentinel import SentinelTopology
 from tests.redis_server import RedisFactory, RedisServerError
+from tests.store.support import make_run, start
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -135,8 +138,34 @@ def settle(client: Client, run_ids: list[str], timeout: float) -> tuple[dict[str
                 done[run_id] = info
         return len(done) + len(gone) == len(run_ids)
 
-    wait_for(all_settled, timeout, "every run to be terminal (or found gone)", poll_s=0.2)
+    if local_processes.poll_until(all_settled, timeout, poll_s=0.2) is None:
+        unsettled = [r for r in run_ids if r not in done and r not in gone]
+        pytest.fail(
+            f"{local_processes.timed_out(timeout, 'every run to be terminal (or found gone)')}: "
+            f"{len(unsettled)} are not; {unsettled_report(client, unsettled[:5])}"
+        )
     return done, gone
+
+
+def unsettled_report(client: Client, run_ids: list[str]) -> str:
+    """What the store says of runs that did not settle: their status and counters, whether they
+    wait in the due set, and whether a live worker serves their graph (a held run waits for one)."""
+    store = client.store
+    now_ms = clock.now_ms()
+    due = dict(store.due(now_ms + 3_600_000))
+    parts = [f"live workers serving 'steps': {store.serving(['steps'])['steps']}"]
+    for run_id in run_ids:
+        try:
+            info = client.get(run_id)
+        except (RunNotFound, StoreUnavailable) as exc:
+            parts.append(f"{run_id}: {type(exc).__name__}")
+            continue
+        when = f"due in {due[run_id] - now_ms:.0f} ms" if run_id in due else "not due"
+        parts.append(
+            f"{run_id}: {info.status.value} ({info.reason}), attempts {info.attempts}, "
+            f"interruptions {info.interruptions}, {when}"
+        )
+    return "; ".join(parts)
 
 
 @pytest.mark.parametrize(
@@ -238,3 +267,32 @@ def test_a_primary_refusing_writes_for_want_of_replicas_is_store_unavailable(
         store.close()
     assert err.value.kind == "no_replicas"
     assert "min-replicas-to-write" in str(err.value)
+
+
+@pytest.mark.timeout(90)
+def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopology) -> None:
+    """The hot path (store/hot_path.py) holds one connection for the attempt's saves. After a
+    failover it must save on the new primary: a connection that reconnects by itself goes back to
+    the address it had, the old primary, now a replica refusing writes as read-only, while the
+    lease renewed through the pool held on; the attempt then waited for ever (CI saw it)."""
+    store = RedisStore.from_url(topology.url)
+    try:
+        make_run(store)
+        ctx = start(store, lease_ms=60_000)
+        with HotPath(store, ctx) as hot:
+            hot.save_checkpoint("{}", seq=1, next_node="s2")
+            old = topology.primary_port()
+            topology.fail_over()
+            assert topology.primary_port() != old
+
+            def saved() -> bool:
+                try:
+                    hot.save_checkpoint("{}", seq=2, next_node="s3")
+                except StoreUnavailable:
+                    return False  # the failover is still settling: the fenced retry waits so
+                return True
+
+            wait_for(saved, 30, "a save of the held connection to land on the new primary")
+        assert store.get("run-1").checkpoints == 2
+    finally:
+        store.close()

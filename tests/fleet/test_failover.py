@@ -281,6 +281,8 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
         ctx = start(store, lease_ms=60_000)
         with HotPath(store, ctx) as hot:
             hot.save_checkpoint("{}", seq=1, next_node="s2")
+            # Replication is asynchronous: the failover must not lose the claim this test keeps.
+            assert store.client.execute_command("WAIT", 1, 10_000) == 1
             old = topology.primary_port()
             topology.fail_over()
             assert topology.primary_port() != old

@@ -72,11 +72,11 @@ define run_pytest
 	exit $$rc
 endef
 
-# Two xdist workers, each with its own session Redis (tests/conftest.py); the tests that share a
+# Three xdist workers, each with its own session Redis (tests/conftest.py); the tests that share a
 # costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
-XDIST := -n $(or $(TEST_WORKERS),2) --dist loadgroup
+XDIST := -n $(or $(TEST_WORKERS),3) --dist loadgroup
 
-test: install redis rabbitmq sentinel browser tmux lint ## Lint, then the full test suite with coverage (TEST_WORKERS=2)
+test: install redis rabbitmq sentinel browser tmux lint ## Lint, then the full test suite with coverage (TEST_WORKERS=3)
 	$(call run_pytest,$(XDIST) --cov --cov-branch --cov-report=term --durations=15)
 
 test-fast: install redis rabbitmq sentinel browser tmux ## Tests without the slow crash/chaos ones, no lint

@@ -28,6 +28,7 @@ from reflexr_graph.core.driver import run_attempt
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.hot_path import HotPath
+from reflexr_graph.store.records import Claim
 from reflexr_graph.store.redis_store import RedisStore
 
 STEPS = 24
@@ -75,18 +76,22 @@ class CountingHotPath(HotPath):
 
 @dataclass
 class TimedStore:
-    """The store port as a worker's attempt has it (saves and records on the attempt's held
-    connection, store/hot_path.py), timing each save so early and late saves can be compared."""
+    """The store port as a worker's attempt has it (fleet/attempt_port.py): the checkpoint and the
+    records its claim read, and saves and records on the attempt's held connection
+    (store/hot_path.py), timing each save so early and late saves can be compared."""
 
     store: RedisStore
     saves: list[float] = field(default_factory=list)
     hot: HotPath | None = None
+    claim: Claim | None = None
 
     def load_checkpoint(self, run_id: str) -> str | None:
-        return self.store.load_checkpoint(run_id)
+        assert self.claim is not None and self.claim.run_id == run_id
+        return self.claim.checkpoint
 
     def load_records(self, run_id: str) -> dict[str, str]:
-        return self.store.load_records(run_id)
+        assert self.claim is not None and self.claim.run_id == run_id
+        return self.claim.records
 
     def save_record(
         self,
@@ -115,10 +120,10 @@ class TimedStore:
         self.saves.append(time.perf_counter() - t0)
 
 
-def _claimed(store: RedisStore, action: GraphAction) -> AttemptContext:
+def _claimed(store: RedisStore, action: GraphAction) -> Claim:
     run_id = uuid.uuid4().hex
     store.create_run(run_id, graph=action.name, inputs_json="0", max_attempts=3, dispatch_grace_ms=600_000)
-    return store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=600_000).context()
+    return store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=600_000)
 
 
 def _time_plain(action: GraphAction, state: Blob) -> float:
@@ -128,7 +133,8 @@ def _time_plain(action: GraphAction, state: Blob) -> float:
 
 
 def _time_durable(action: GraphAction, port: TimedStore, state: Blob) -> float:
-    ctx = _claimed(port.store, action)
+    claim = port.claim = _claimed(port.store, action)
+    ctx = claim.context()
     t0 = time.perf_counter()
     with HotPath(port.store, ctx) as port.hot:
         finished = asyncio.run(run_attempt(action, port, ctx, inputs=0, state=state.model_dump()))
@@ -148,8 +154,7 @@ def round_trip_s(store: RedisStore, n: int = 300) -> float:
 
 
 def round_trips_per_save(store: RedisStore, action: GraphAction) -> float:
-    """Client round trips of one attempt, minus its two loads (the checkpoint and the records of work
-    since it), divided by its saves."""
+    """Client round trips of one attempt, divided by its saves."""
     client = store.client
     sent = 0
     original = client.execute_command
@@ -159,8 +164,9 @@ def round_trips_per_save(store: RedisStore, action: GraphAction) -> float:
         sent += 1
         return original(*args, **kwargs)
 
-    port = TimedStore(store)
-    ctx = _claimed(store, action)
+    claim = _claimed(store, action)
+    port = TimedStore(store, claim=claim)
+    ctx = claim.context()
     client.execute_command = counting  # type: ignore[method-assign]
     try:
         with CountingHotPath(store, ctx) as hot:
@@ -168,7 +174,7 @@ def round_trips_per_save(store: RedisStore, action: GraphAction) -> float:
             asyncio.run(run_attempt(action, port, ctx, inputs=0))
     finally:
         client.execute_command = original  # type: ignore[method-assign]
-    return (sent - 2 + hot.sent) / len(port.saves)
+    return (sent + hot.sent) / len(port.saves)
 
 
 def measure_size(store: RedisStore, size: int, reps: int) -> dict[str, float]:

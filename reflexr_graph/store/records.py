@@ -61,9 +61,9 @@ class Claim:
     checkpoint: str | None = None
     """The run's checkpoint JSON as the claim found it, so the attempt need not load it again."""
     records: dict[str, str] = field(default_factory=dict)
+    """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
     tags: Tags = field(default_factory=dict)
     """The run's tags (``enqueue(..., tags=...)``), which a step reads as ``current_run().tags``."""
-    """The work recorded since that checkpoint (branch results, durable calls), field -> JSON."""
     unreadable: str = ""
     """Why the run's payloads cannot be read here (errors.PayloadUnreadable), '' when they can:
     the claimed attempt then fails the run permanently, running nothing."""

@@ -201,7 +201,7 @@ class AttemptPort:
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:
         """One fenced write of the running graph: raised as the driver expects when it cannot land."""
-        result, value = fenced_write(self.lease_left_s, op)
+        result, value = fenced_write(self.lease_left_s, op, f"run {ctx.run_id}: {what}")
         if result is Written.FENCED:
             raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
         if result is Written.UNREACHABLE:

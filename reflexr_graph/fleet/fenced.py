@@ -9,6 +9,7 @@ nothing, and given up once the lease would have lapsed, when the reaper takes ov
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from enum import StrEnum
@@ -18,8 +19,12 @@ from reflexr_graph.errors import FencedOut, StoreUnavailable
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 LeaseLeft = Callable[[], float]
 """Seconds until the attempt's lease would lapse."""
+SAY_EVERY_S = 10.0
+"""While a write keeps failing, how often it says so: at its first failure, then this often."""
 
 
 class Written(StrEnum):
@@ -30,21 +35,30 @@ class Written(StrEnum):
     """Redis stayed unreachable for as long as the lease held."""
 
 
-def fenced_write(lease_left_s: LeaseLeft, op: Callable[[], T]) -> tuple[Written, T | None]:
+def fenced_write(
+    lease_left_s: LeaseLeft, op: Callable[[], T], what: str = "an attempt's write"
+) -> tuple[Written, T | None]:
     """Run one of the attempt's fenced writes, retrying while Redis is unreachable and the lease holds.
 
     Giving up at once would throw the attempt away; ``lease_left_s`` says how long its right
-    to the run lasts.
+    to the run lasts. ``what`` names the write in the warning a retry logs now and then.
     """
     delay = 0.1
+    said = -SAY_EVERY_S
     while True:
         try:
             return Written.OK, op()
         except FencedOut:
             return Written.FENCED, None
-        except StoreUnavailable:
-            if lease_left_s() <= delay:
+        except StoreUnavailable as exc:
+            left = lease_left_s()
+            if left <= delay:
                 return Written.UNREACHABLE, None
+            if time.monotonic() - said >= SAY_EVERY_S:
+                said = time.monotonic()
+                log.warning(
+                    "%s not written yet (%s); retrying while the lease holds, %.1fs more", what, exc, left
+                )
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 

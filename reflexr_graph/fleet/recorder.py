@@ -112,6 +112,7 @@ class Recorder:
                 counted=how.counted,
                 notes=notes,
             ),
+            f"run {ctx.run_id}: the failed attempt {ctx.attempt}",
         )
         if result is not Written.OK:
             return self._unrecorded(f"failed ({how.reason})", result)
@@ -165,7 +166,9 @@ class Recorder:
         if not exc.ended:
             try:
                 result, _ = fenced_write(
-                    self.lease_left_s, lambda: self.store.cancel(self.ctx.run_id, now=True)
+                    self.lease_left_s,
+                    lambda: self.store.cancel(self.ctx.run_id, now=True),
+                    f"run {self.ctx.run_id}: its cancel",
                 )
             except OperationRefused:
                 result = Written.OK  # already ended (the reaper, another write): cancelled all the same
@@ -200,6 +203,7 @@ class Recorder:
             lambda: self.store.succeed(
                 ctx, output_json, checkpoint=finished.checkpoint, seq=finished.seq, notes=notes
             ),
+            f"run {ctx.run_id}: its success",
         )
         if result is not Written.OK:
             return self._unrecorded("finished", result)
@@ -244,7 +248,9 @@ class Recorder:
         def left() -> float:
             return min(self.lease_left_s(), deadline - time.monotonic())
 
-        result, outcome = fenced_write(left, lambda: self.store.release(ctx))
+        result, outcome = fenced_write(
+            left, lambda: self.store.release(ctx), f"run {ctx.run_id}: the hand-back of attempt {ctx.attempt}"
+        )
         if outcome == "cancelled":
             return self._cancelled(f"was stopped ({why}), and the run had been cancelled meanwhile")
         if result is not Written.OK or outcome == "fenced":

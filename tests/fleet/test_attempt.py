@@ -220,6 +220,9 @@ def test_store_unavailable_while_saving_a_checkpoint(
         with caplog.at_level(logging.WARNING, "reflexr_graph.fleet"):
             attempt.run_claimed(app, store, claim(app, store, run_id))
         assert "failed (store_unavailable" in caplog.text and "not recorded" in caplog.text
+        # The retry said what it waited on, and for how long it may (it once waited silently).
+        assert f"run {run_id}: checkpoint 2 not written yet" in caplog.text
+        assert "retrying while the lease holds" in caplog.text
         server.start()
         info = store.get(run_id)
         assert (info.status, info.attempts, info.checkpoints, info.next_node) == (

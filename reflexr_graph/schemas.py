@@ -12,9 +12,8 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import redis
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -26,6 +25,11 @@ from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.workers import live_servers, served_reads
+
+if TYPE_CHECKING:
+    # Imported where a client validates (_validator, check), not at import: a worker, which
+    # publishes schemas but validates none, then starts without it (about 0.1 s of CPU a start).
+    import jsonschema
 
 GRAPHS = keys.GRAPHS
 """Hash: graph name -> JSON of its :class:`GraphSchema`. (Belongs in ``store/keys.py``.)"""
@@ -227,6 +231,8 @@ def _validator(entry: GraphSchema, part: str, schema: dict[str, Any]) -> jsonsch
     if found is None:
         if len(_VALIDATORS) >= _VALIDATORS_MAX:
             _VALIDATORS.clear()  # graphs are few; a bound keeps redeploys from growing it forever
+        import jsonschema
+
         found = _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
     return found
 
@@ -235,7 +241,10 @@ def check(
     schema: dict[str, Any], value: Any, part: str, validator: jsonschema.Draft202012Validator | None = None
 ) -> list[dict[str, object]]:
     """Every way ``value`` fails ``schema``, as ``{"loc", "msg", "type"}`` dicts (no values)."""
-    validator = validator or jsonschema.Draft202012Validator(schema)
+    if validator is None:
+        import jsonschema
+
+        validator = jsonschema.Draft202012Validator(schema)
     found: list[dict[str, object]] = []
     for error in sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.absolute_path))):
         found.extend(_errors_of(error, part))

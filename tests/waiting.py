@@ -16,10 +16,16 @@ POLL_S = local_processes.POLL_S
 
 
 def wait_for(
-    condition: Callable[[], T], timeout: float = 30.0, what: str = "condition", poll_s: float = POLL_S
+    condition: Callable[[], T],
+    timeout: float = 30.0,
+    what: str = "condition",
+    poll_s: float = POLL_S,
+    explain: Callable[[], str] | None = None,
 ) -> T:
-    """Poll ``condition()`` until it returns something truthy, and return that; fail at the deadline."""
+    """Poll ``condition()`` until it returns something truthy, and return that; fail at the deadline,
+    with what ``explain()`` says of the state then, when given."""
     value = local_processes.poll_until(condition, timeout, poll_s)
     if value is None:
-        pytest.fail(local_processes.timed_out(timeout, what))
+        detail = f": {explain()}" if explain is not None else ""
+        pytest.fail(local_processes.timed_out(timeout, what) + detail)
     return value

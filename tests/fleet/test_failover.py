@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from reflexr_graph import clock, local_processes
+from reflexr_graph import clock
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.model import TERMINAL, RunInfo, Status
@@ -138,12 +138,11 @@ def settle(client: Client, run_ids: list[str], timeout: float) -> tuple[dict[str
                 done[run_id] = info
         return len(done) + len(gone) == len(run_ids)
 
-    if local_processes.poll_until(all_settled, timeout, poll_s=0.2) is None:
+    def explain() -> str:
         unsettled = [r for r in run_ids if r not in done and r not in gone]
-        pytest.fail(
-            f"{local_processes.timed_out(timeout, 'every run to be terminal (or found gone)')}: "
-            f"{len(unsettled)} are not; {unsettled_report(client, unsettled[:5])}"
-        )
+        return f"{len(unsettled)} are not; {unsettled_report(client, unsettled[:5])}"
+
+    wait_for(all_settled, timeout, "every run to be terminal (or found gone)", poll_s=0.2, explain=explain)
     return done, gone
 
 

@@ -19,27 +19,58 @@ ifneq ($(shell $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1 && echo ok),ok)
 $(STAMP): FORCE
 endif
 
-.PHONY: help install redis rabbitmq sentinel browser tmux lint fmt test test-fast test-cluster run serve bench clean FORCE
+.PHONY: help install lock test-latest redis rabbitmq sentinel browser tmux faketime lint fmt test test-fast test-cluster run serve bench clean FORCE
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' \
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' \
 		$(MAKEFILE_LIST)
 
-install: $(STAMP) ## Create .venv (Python >= 3.11) and install the package with the dev and ai extras
+install: $(STAMP) ## Create .venv (Python >= 3.11) with exactly the locked set (uv.lock), every extra included
 
-# The ai extra too: reflexr_graph.ai is linted, type-checked and tested like the rest of the package.
-$(STAMP): pyproject.toml
-	@if ! $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1; then \
-		py=""; \
-		for c in $(PY_CANDIDATES); do \
-			if $$c -c '$(PY_OK)' >/dev/null 2>&1; then py=$$c; break; fi; \
-		done; \
-		if [ -z "$$py" ]; then echo "error: Python >= 3.11 is required (none of: $(PY_CANDIDATES))" >&2; exit 1; fi; \
-		echo "creating $(VENV) with $$py ($$($$py -V))"; \
-		rm -rf $(VENV) && $$py -m venv $(VENV) && $(BIN)/python -m pip install -q --upgrade pip; \
-	fi
-	$(BIN)/python -m pip install -q -e '.[dev,ai]'
+# uv installs the lock; uv itself is pinned and lives in its own small venv (.tools), so `uv sync`,
+# which removes what the lock does not name, never removes the tool that runs it.
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+# A Python is never downloaded: the lock is installed into an interpreter this machine has.
+export UV_PYTHON_DOWNLOADS := never
+
+define find_python
+py=""; \
+for c in $(PY_CANDIDATES); do \
+	if $$c -c '$(PY_OK)' >/dev/null 2>&1; then py=$$c; break; fi; \
+done; \
+if [ -z "$$py" ]; then echo "error: Python >= 3.11 is required (none of: $(PY_CANDIDATES))" >&2; exit 1; fi
+endef
+
+$(UV):
+	@$(find_python); \
+	echo "installing uv $(UV_VERSION) into $(TOOLS) with $$py"; \
+	rm -rf $(TOOLS) && $$py -m venv $(TOOLS) && $(TOOLS)/bin/python -m pip install -q "uv==$(UV_VERSION)"
+
+# --locked: a pyproject.toml that no longer matches uv.lock fails here ("run make lock") instead of
+# testing one set and shipping another. Every extra (dev, ai, s3) is part of the tested set.
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	@$(find_python); \
+	if ! $(BIN)/python -c '$(PY_OK)' >/dev/null 2>&1; then rm -rf $(VENV); fi; \
+	$(UV) sync --locked --all-extras --python "$$($$py -c 'import sys; print(sys.executable)')"
 	@touch $@
+
+lock: $(UV) ## Refresh uv.lock to the newest allowed releases (run `make test-latest` first)
+	$(UV) lock --upgrade
+
+# The canary: the newest releases pyproject.toml allows, resolved afresh into a scratch venv
+# (.venv-latest), linted and tested there. The lock and .venv are left as they are.
+LATEST := .venv-latest
+test-latest: $(UV) redis rabbitmq sentinel browser tmux faketime ## Lint and test on the newest allowed releases, in a scratch venv (not the lock)
+	@$(find_python); \
+	rm -rf $(LATEST) && $(UV) venv -q --python "$$py" $(LATEST) && \
+	VIRTUAL_ENV=$(LATEST) $(UV) pip install -q --upgrade -e '.[dev,ai,s3]'
+	$(UV) pip list --python $(LATEST)/bin/python | grep -iE '^(pydantic-graph|pydantic-ai-slim|redis|celery|kombu|fastapi|mypy|ruff) '
+	$(LATEST)/bin/ruff check .
+	$(LATEST)/bin/ruff format --check .
+	$(LATEST)/bin/mypy
+	$(call run_pytest_with,$(LATEST)/bin/pytest,$(XDIST))
 
 redis: ## Make sure redis-server is installed (tests start their own instances)
 	@bash scripts/ensure-redis.sh
@@ -52,6 +83,9 @@ sentinel: ## Make sure redis-sentinel is installed (the failover tests start the
 
 browser: ## Make sure Debian's chromium and chromium-driver are installed (the console's browser tests)
 	@bash scripts/ensure-chromium.sh
+
+faketime: ## Make sure faketime (libfaketime) is installed (the clock-skew tests run a worker under it)
+	@bash scripts/ensure-faketime.sh
 
 tmux: ## Make sure tmux is installed (the tests of `reflexr-graph top` run it in a real terminal)
 	@bash scripts/ensure-tmux.sh
@@ -66,20 +100,21 @@ fmt: install ## Format and autofix with ruff
 	$(BIN)/ruff check --fix .
 
 # pytest exits 5 when it collects nothing; that must fail rather than look green.
-define run_pytest
-	@rc=0; $(PYTEST) $(1) || rc=$$?; \
+define run_pytest_with
+	@rc=0; $(1) $(2) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: no tests collected" >&2; exit 1; fi; \
 	exit $$rc
 endef
+run_pytest = $(call run_pytest_with,$(PYTEST),$(1))
 
 # Three xdist workers, each with its own session Redis (tests/conftest.py); the tests that share a
 # costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
 XDIST := -n $(or $(TEST_WORKERS),3) --dist loadgroup
 
-test: install redis rabbitmq sentinel browser tmux lint ## Lint, then the full test suite with coverage (TEST_WORKERS=3)
+test: install redis rabbitmq sentinel browser tmux faketime lint ## Lint, then the full test suite with coverage (TEST_WORKERS=3)
 	$(call run_pytest,$(XDIST) --cov --cov-branch --cov-report=term --durations=15)
 
-test-fast: install redis rabbitmq sentinel browser tmux ## Tests without the slow crash/chaos ones, no lint
+test-fast: install redis rabbitmq sentinel browser tmux faketime ## Tests without the slow crash/chaos ones, no lint
 	$(call run_pytest,$(XDIST) -m "not slow")
 
 test-cluster: install redis ## The store on a private 3-primary Redis Cluster (tests/cluster)
@@ -94,8 +129,8 @@ serve: install redis ## The showcase, then its console at http://127.0.0.1:8080/
 bench: install redis ## Run every benchmark and regenerate docs/benchmarks.md
 	$(BIN)/python -m bench
 
-clean: ## Remove .venv, .run and caches
-	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache htmlcov dist build .coverage .coverage.*
+clean: ## Remove .venv, .venv-latest, .tools, .run and caches
+	rm -rf $(VENV) $(LATEST) $(TOOLS) .run .pytest_cache .mypy_cache .ruff_cache htmlcov dist build .coverage .coverage.*
 	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
 	find . -maxdepth 1 -name '*.egg-info' -exec rm -rf {} +
 

@@ -326,7 +326,7 @@ class Recovery(StoreBase):
         """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
         shard's note that a child run ended (published on a channel named as its set, by the
         script that ended the child: ``_lib.lua``), so its parent is told at once."""
-        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
         return pubsub
 
@@ -335,6 +335,6 @@ class Recovery(StoreBase):
         """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
         changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
         sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
-        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(keys.SCHEDULE_NEXT)
         return pubsub

@@ -123,18 +123,18 @@ def _sentinel_side(options: dict[str, Any]) -> dict[str, Any]:
 def client(url: str, **options: Any) -> redis.Redis:
     """A blocking client of the primary that ``url`` names, found (and found again) through Sentinel."""
     address = parse(url)
-    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = redis.sentinel.Sentinel(
         list(address.sentinels),
         sentinel_kwargs={**address.sentinel_kwargs(), **_sentinel_side(options)},
     )
-    master = sentinel.master_for(address.master, **{**options, **address.master_kwargs()})  # type: ignore[no-untyped-call]
+    master = sentinel.master_for(address.master, **{**options, **address.master_kwargs()})
     return cast(redis.Redis, master)
 
 
 def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     """The same as :func:`client`, on redis.asyncio (the AsyncClient's store)."""
     address = parse(url)
-    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+    sentinel = redis.asyncio.sentinel.Sentinel(
         list(address.sentinels),
         sentinel_kwargs={**address.sentinel_kwargs(), **_sentinel_side(options)},
     )

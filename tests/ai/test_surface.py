@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
+import typing
+from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.durable_exec import DurableOperationId
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, ReflexrError
 from reflexr_graph.ai import DurableAgent, durable_agent
+from reflexr_graph.ai.names import CallNames
 from reflexr_graph.errors import DurableAgentError, ExtraNotInstalled
 from tests.core.harness import Harness
 
@@ -84,3 +89,37 @@ def test_a_realtime_session_is_refused_inside_a_step(harness: Harness) -> None:
     action = GraphAction(g.build())
     with pytest.raises(DurableAgentError, match="realtime session cannot run inside a step"):
         harness.attempt(action, harness.create(action, "hi"))
+
+
+# Every operation kind pydantic-ai's durable_exec defines, with the record name each gets. These
+# names are persisted data (records are found again by name), so the set is pinned: a pydantic-ai
+# release that adds a kind fails here until it is given a deliberate name in ai/names.py.
+PINNED_OPERATION_NAMES = {
+    "ModelRequestId": "a.model",
+    "ModelCompactMessagesId": "a.model.compact",
+    "ModelCountTokensId": "a.model.count_tokens",
+    "ModelCancelSuspendedResponseId": "a.model.cancel",
+    "CapabilityOperationId": "a.capability.cap.op",
+    "EventStreamHandlerId": "a.event",
+    "ToolsetGetToolsId": "a.toolset.box.tools",
+    "ToolsetGetInstructionsId": "a.toolset.box.instructions",
+    "ToolsetValidateToolArgumentsId": "a.tool.validate",
+    "ToolsetCallToolId": "a.tool",
+}
+
+
+def _an_operation(kind: type[Any]) -> Any:
+    """One instance of an operation id, its required fields given plain values."""
+    values = {"model_name": "m", "streaming": False, "capability_id": "cap", "operation": "op"}
+    values |= {"toolset_id": "box", "toolset_kind": "function"}
+    return kind(**{f.name: values[f.name] for f in dataclasses.fields(kind) if f.name in values})
+
+
+def test_every_durable_operation_kind_has_a_deliberate_name() -> None:
+    kinds = typing.get_args(DurableOperationId)
+    assert {k.__name__ for k in kinds} == set(PINNED_OPERATION_NAMES), (
+        "pydantic-ai's DurableOperationId changed: name each new kind in reflexr_graph/ai/names.py "
+        "and pin it here (the names are stored with every run's records)"
+    )
+    names = CallNames("a")
+    assert {k.__name__: names.operation_name(_an_operation(k)) for k in kinds} == PINNED_OPERATION_NAMES

@@ -62,6 +62,8 @@ lock: $(UV) ## Refresh uv.lock to the newest allowed releases (run `make test-la
 # The canary: the newest releases pyproject.toml allows, resolved afresh into a scratch venv
 # (.venv-latest), linted and tested there. The lock and .venv are left as they are.
 LATEST := .venv-latest
+# tests/test_lock.py stands aside: this run is on the newest releases, not the lock, on purpose.
+test-latest: export REFLEXR_TEST_LATEST := 1
 test-latest: $(UV) redis rabbitmq sentinel browser tmux faketime ## Lint and test on the newest allowed releases, in a scratch venv (not the lock)
 	@$(find_python); \
 	rm -rf $(LATEST) && $(UV) venv -q --python "$$py" $(LATEST) && \

@@ -1,0 +1,1 @@
+"""Checkpoints saved under other pydantic-graph releases, and the script that saves them."""

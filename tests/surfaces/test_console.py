@@ -849,7 +849,10 @@ def test_a_run_page_shows_the_stream_live_with_the_restart_marked(
     )
     assert voided == ["Hello", ", "]
     assert "step speak runs again (attempt 2)" in _text(browser, "#run-stream .restart")
-    assert _text(browser, "#run-summary .badge") == "running", "shown live, while the run runs"
+    # Shown live, while the run runs: the second attempt holds the run until released below. The
+    # badge follows the run's own updates, which can reach the page after the stream's items (it
+    # read `retrying`, the state between the restart and the second claim), so it is waited for.
+    until(browser, lambda d: _text(d, "#run-summary .badge") == "running", "the badge of the running run")
     console.shot("run-stream", at="#run-stream")
     redis_client.rpush(release_key("console"), 1)
     until(browser, lambda d: _text(d, "#run-summary .badge") == "succeeded", "the run to succeed")

@@ -8,6 +8,11 @@ from typing import Any
 import pytest
 import redis
 
+# pytest-celery's legacy in-process worker fixture (celery.contrib.pytest): the plugin shadows it
+# with its container fixture, which needs Docker. Tests that need a worker but kill nothing take
+# this one, on the fleet's own Celery app (their module's ``celery_app`` fixture; docs/design.md).
+from celery.contrib.pytest import celery_worker  # noqa: F401
+
 from reflexr_graph import clock
 from tests import otel, subprocesses
 from tests.redis_server import RedisFactory, RedisServer

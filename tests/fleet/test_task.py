@@ -1,5 +1,6 @@
 """The ``reflexr_graph.run`` task body in process: message checks, dead letters, claims, and an
-embedded worker (``celery.contrib.testing.worker.start_worker``) for the happy path."""
+in-process worker (pytest-celery's legacy ``celery_worker`` fixture, on the fleet's own Celery app)
+for the happy path: nothing here kills a process, so no worker subprocess is started."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from celery.contrib.testing.worker import start_worker
+from celery.contrib.testing.worker import TestWorkController
 from celery.exceptions import Reject
 from kombu import Message
 
@@ -39,6 +40,17 @@ def app(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FleetApp]:
     yield app
     app.store().close()
     app.close()
+
+
+@pytest.fixture
+def celery_app(app: FleetApp) -> FleetApp:
+    """pytest-celery's ``celery_worker`` serves this app: the fleet's own, with its task and queues."""
+    return app
+
+
+@pytest.fixture
+def celery_worker_parameters() -> dict[str, Any]:
+    return {"perform_ping_check": False, "loglevel": "WARNING"}
 
 
 @pytest.mark.parametrize(
@@ -118,13 +130,10 @@ def test_unusable_task_id_is_dropped_without_a_record(app: FleetApp) -> None:
     assert app.store().list_runs() == []
 
 
-def test_embedded_worker_runs_an_enqueued_run(app: FleetApp) -> None:
-    """Happy path through Celery: Client.enqueue sends the message, an embedded worker runs it."""
+def test_embedded_worker_runs_an_enqueued_run(app: FleetApp, celery_worker: TestWorkController) -> None:
+    """Happy path through Celery: Client.enqueue sends the message, an in-process worker runs it."""
     schemas.publish(app.store(), graphs.ALL)
-    with (
-        Client(app.reflexr_settings) as client,
-        start_worker(app, perform_ping_check=False, loglevel="WARNING"),
-    ):
+    with Client(app.reflexr_settings) as client:
         run_id = client.enqueue("steps", {"value": 11})
         info = client.wait(run_id, timeout=30)
         # A foreign producer's message on the base queue, with the inputs: the contract.

@@ -136,6 +136,22 @@ def test_a_graph_module_that_is_not_found_names_where_it_was_looked_for(
     assert f"no module named 'notmyapp'; searched {project}, " in done.stderr
 
 
+def test_the_demo_outside_a_checkout_says_where_to_run_it(project: Path) -> None:
+    """The demo's graph is the repository's example, which the wheel leaves out: from a project (whose
+    own ``workers`` has no examples) it refuses at once, saying where to run it, and starts nothing."""
+    done = subprocess.run(
+        [str(BIN / "reflexr-graph"), "demo"],
+        cwd=project,
+        env=project_env("redis://127.0.0.1:1/0", "unused"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "run it from the root of a checkout of reflexr-graph" in done.stderr
+    assert not (project / ".run").exists()
+
+
 def test_the_wheel_installs_no_top_level_package_but_reflexr_graph(tmp_path: Path) -> None:
     """A project's own ``workers`` (a common name in Celery shops) must not meet one from the wheel."""
     uv = UV if UV.exists() else shutil.which("uv")

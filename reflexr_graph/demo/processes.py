@@ -43,7 +43,7 @@ class Fleet:
 def worker_env(redis_url: str, overrides: Mapping[str, str]) -> dict[str, str]:
     """The demo workers' environment: this one, minus any REFLEXR_* the user set, plus the demo's."""
     env = environment({"REFLEXR_REDIS_URL": redis_url, "REMAP_SIGTERM": "SIGQUIT", **overrides})
-    # The workers must import the deployable app (`workers`) from the project checkout.
+    # The workers run the repository's app (`celery -A workers`) and its example, from the checkout.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH", "")]))
     return env
 

@@ -65,9 +65,8 @@ def project_env(redis_url: str, queue: str, graphs: str = "myapp.graphs:docpipe"
     """The environment a user's shell gives the worker: no PYTHONPATH (this suite's names the checkout)."""
     env = subprocesses.with_logfire(local_processes.environment({}))
     env.pop("PYTHONPATH", None)
-    env.update(
-        REFLEXR_REDIS_URL=redis_url, REFLEXR_QUEUE=queue, REFLEXR_GRAPHS=graphs, REMAP_SIGTERM="SIGQUIT"
-    )
+    env.update(REFLEXR_REDIS_URL=redis_url, REFLEXR_QUEUE=queue, REFLEXR_GRAPHS=graphs)
+    env.pop("REMAP_SIGTERM", None)  # as a user types it: plain celery re-executes itself to set it
     return env
 
 

@@ -11,7 +11,7 @@ if [ "$#" -eq 0 ]; then
     # -Q must name the queue the fleet sends to (REFLEXR_QUEUE, default "reflexr").
     # WORKER_CONCURRENCY (not a REFLEXR_ setting: unknown REFLEXR_* variables are rejected)
     # sizes the prefork pool; Celery's default is the host's CPU count, not the container's.
-    set -- celery -A workers worker --loglevel=INFO -Q "${REFLEXR_QUEUE:-reflexr}" \
+    set -- celery -A reflexr_graph.worker worker --loglevel=INFO -Q "${REFLEXR_QUEUE:-reflexr}" \
         --concurrency "${WORKER_CONCURRENCY:-2}"
 fi
 exec "$@"

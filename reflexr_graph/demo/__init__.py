@@ -34,7 +34,7 @@ from reflexr_graph.demo.phases import (
     say,
     wait_for_on_call,
 )
-from reflexr_graph.demo.processes import RUN_DIR, Fleet, private_redis, worker_env
+from reflexr_graph.demo.processes import RUN_DIR, Fleet, check_example, private_redis, worker_env
 from reflexr_graph.demo.scenario import RunSpec, batch
 from reflexr_graph.demo.view import summary
 from reflexr_graph.errors import UnknownGraph
@@ -82,6 +82,7 @@ def run_demo(console: Console | None = None, *, keep: bool = False, serve_port: 
     """Run the showcase; 0 when every run succeeded, 1 otherwise. ``keep`` leaves a private Redis running;
     with ``serve_port``, the console serves the demo's runs on that port, with its workers, until Ctrl-C."""
     console = console or Console()
+    check_example()
     RUN_DIR.mkdir(exist_ok=True)
     specs = batch()
     with _redis(keep) as target:

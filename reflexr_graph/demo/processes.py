@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from celery.utils.imports import cwd_in_path
 
 from reflexr_graph.errors import Kind, ReflexrError
 from reflexr_graph.local_processes import Worker, celery_worker_argv, environment, start_worker
@@ -41,9 +43,34 @@ class Fleet:
 def worker_env(redis_url: str, overrides: Mapping[str, str]) -> dict[str, str]:
     """The demo workers' environment: this one, minus any REFLEXR_* the user set, plus the demo's."""
     env = environment({"REFLEXR_REDIS_URL": redis_url, "REMAP_SIGTERM": "SIGQUIT", **overrides})
-    # The workers must import the deployable app (`workers`) from the project checkout.
+    # The workers run the repository's app (`celery -A workers`) and its example, from the checkout.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path.cwd()), env.get("PYTHONPATH", "")]))
     return env
+
+
+class ExampleMissing(ReflexrError):
+    """The demo's graph, the repository's bundled example, is not importable from here."""
+
+    error_kind = Kind.INVALID
+
+
+EXAMPLE_MODULE = "workers.examples.triage"
+
+
+def check_example() -> None:
+    """Refuse to start unless the workers will find the bundled example: it is in a checkout of the
+    repository (``workers/examples``), not in the installed package, and they import it from the
+    working directory (:func:`worker_env`)."""
+    with cwd_in_path():
+        try:
+            found = importlib.util.find_spec(EXAMPLE_MODULE) is not None
+        except ModuleNotFoundError:
+            found = False
+    if not found:
+        raise ExampleMissing(
+            f"the demo runs the repository's bundled example ({EXAMPLE_MODULE}), which the installed "
+            "package does not include: run it from the root of a checkout of reflexr-graph (make run)"
+        )
 
 
 class KeptRedisRunning(ReflexrError):

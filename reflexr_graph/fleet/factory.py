@@ -11,6 +11,7 @@ from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.fleet import (
+    leaving,
     pools,
     preflight,
     reaper,
@@ -45,4 +46,5 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     sigterm.install()
     stopping.install()
     startup_log.install()
+    leaving.add_to(app)
     return app

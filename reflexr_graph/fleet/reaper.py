@@ -542,11 +542,15 @@ def _wake_held(app: FleetApp, store: RedisStore) -> None:
         log.warning("taking back the runs held for this worker's versions failed (%s); trying again", exc)
 
 
-def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:
-    app = getattr(sender, "app", None)
+def stop_for(app: object) -> None:
+    """Stop the reaper of ``app``'s worker in this process, if it runs: once, however often called."""
     reaper = _reapers.pop(id(app), None)
     if reaper is not None:
         reaper.stop()
+
+
+def _on_worker_shutdown(sender: Any = None, **_: Any) -> None:
+    stop_for(getattr(sender, "app", None))
 
 
 def install() -> None:

@@ -8,6 +8,8 @@ that graph as ``unknown_graph`` later.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -30,14 +32,24 @@ def _split(ref: str) -> tuple[str, str]:
     return module, attr
 
 
+def searched(missing: str) -> list[str]:
+    """The directories Python looked in for the module ``missing``, in order: its parent package's
+    directories for a submodule, else ``sys.path`` (``''`` being the working directory)."""
+    parent = sys.modules.get(missing.rpartition(".")[0]) if "." in missing else None
+    paths = getattr(parent, "__path__", None)
+    where = list(paths) if paths is not None else sys.path
+    return [os.path.abspath(p or os.curdir) for p in where if isinstance(p, str)]
+
+
 def _import(module: str, ref: str) -> Any:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
         if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
             raise SettingsError(
-                f"graph reference {ref!r}: no module named {module!r}; check the spelling and that "
-                "it is installed or on PYTHONPATH (the worker's working directory counts)"
+                f"graph reference {ref!r}: no module named {exc.name!r}; searched "
+                f"{', '.join(searched(exc.name))}; check the spelling, and install it or start the "
+                "worker from the directory that holds it (or add that directory to PYTHONPATH)"
             ) from None
         raise SettingsError(
             f"graph reference {ref!r}: module {module!r} failed to import because it needs "

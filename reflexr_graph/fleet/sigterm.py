@@ -4,8 +4,8 @@ Soft shutdown lets a running attempt finish within ``worker_soft_shutdown_timeou
 requeues it at once; Celery's plain SIGTERM is a warm shutdown that waits for a running
 attempt with no timeout, so a supervisor's grace period ends it with SIGKILL. Celery gives
 SIGTERM the soft shutdown only with ``REMAP_SIGTERM=SIGQUIT`` in the environment, and
-billiard and Celery read that once, when they are imported. ``celery -A workers worker``
-imports them before it loads ``-A workers``, so nothing set there can help: at
+billiard and Celery read that once, when they are imported. ``celery -A reflexr_graph.worker
+worker`` imports them before it loads the app, so nothing set there can help: at
 ``celeryd_init`` (sent by ``celery worker`` only, early, before the pool starts) a worker whose
 SIGTERM is not remapped re-executes its own command line once, with the variable set, keeping
 its pid. ``reflexr-graph worker`` sets the variable before anything imports billiard, so it

@@ -6,8 +6,9 @@ broker connection, and the reaper leaves. Against a Redis that went away at the 
 (``docker compose down`` stops every service at once), each of those steps waits out a socket
 timeout or a retry, one after the other, and a supervisor's grace period ended the worker with
 SIGKILL anyway. A deadline armed by SIGTERM ends the worker itself once the margin is spent: it
-kills its pool processes and exits. The runs they held resume elsewhere once their leases lapse
-(the reaper sends them again); kombu restores their messages after the visibility timeout.
+leaves the registry (fleet/leaving.py, a bounded wait), kills its pool processes and exits. The
+runs they held resume elsewhere once their leases lapse (the reaper sends them again); kombu
+restores their messages after the visibility timeout.
 
 The same handler keeps Celery from printing "Hitting Ctrl+C again will terminate all running
 tasks!" on that SIGTERM: advice for a terminal, printed for a supervisor's signal.
@@ -27,6 +28,7 @@ from typing import Any
 
 from celery import signals
 
+from reflexr_graph.fleet import leaving
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.sigterm import remap_effective
 
@@ -51,10 +53,12 @@ def _quiet_say(say: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Deadline:
-    """Ends this worker ``after_s`` seconds after :meth:`arm`, unless it exited before."""
+    """Ends this worker ``after_s`` seconds after :meth:`arm`, unless it exited before; ``on_expire``
+    runs first (the worker leaves the registry)."""
 
-    def __init__(self, after_s: float) -> None:
+    def __init__(self, after_s: float, on_expire: Callable[[], None] | None = None) -> None:
         self.after_s = after_s
+        self.on_expire = on_expire
         self._timer: threading.Timer | None = None
 
     def arm(self) -> None:
@@ -70,6 +74,8 @@ class Deadline:
             "pool processes and exiting now: the runs they held resume elsewhere once their leases lapse",
             self.after_s,
         )
+        if self.on_expire is not None:
+            self.on_expire()
         _kill_pool()
         logging.shutdown()
         for stream in (sys.stdout, sys.stderr):
@@ -112,7 +118,10 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     celery_handler = signal.getsignal(signal.SIGTERM)
     if not callable(celery_handler) or getattr(celery_handler, "__name__", "") == "on_sigterm":
         return
-    deadline = Deadline(app.reflexr_settings.soft_shutdown_timeout_s + STOP_MARGIN_S)
+    deadline = Deadline(
+        app.reflexr_settings.soft_shutdown_timeout_s + STOP_MARGIN_S,
+        on_expire=lambda: leaving.leave_within(app),
+    )
     signal.signal(signal.SIGTERM, wrap_sigterm(celery_handler, deadline))
 
 

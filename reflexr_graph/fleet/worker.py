@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
+
+from celery.utils.imports import import_from_cwd
 
 from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
@@ -17,8 +18,8 @@ from reflexr_graph.fleet.sigterm import REMAP
 
 log = logging.getLogger(__name__)
 
-APP_MODULE = "workers"
-"""The deployable app package: ``celery -A workers worker`` and :func:`run_worker` both load it."""
+APP_MODULE = "reflexr_graph.worker"
+"""The app a worker runs: ``celery -A reflexr_graph.worker worker`` and :func:`run_worker` both load it."""
 
 
 def build_app(settings: Settings | None = None, *, extra_actions: Iterable[GraphAction] = ()) -> FleetApp:
@@ -40,7 +41,7 @@ def _status(code: object) -> int:
 
 
 def run_worker(argv: Sequence[str] | None = None) -> int:
-    """Run ``celery -A workers worker [argv...]`` in this process; returns its exit status.
+    """Run ``celery -A reflexr_graph.worker worker [argv...]`` in this process; returns its exit status.
 
     It runs Celery's own command line as ``celery`` does (``app.worker_main`` would discard the
     status), so both exit with the same status: 1 after an unrecoverable error at start or
@@ -50,8 +51,10 @@ def run_worker(argv: Sequence[str] | None = None) -> int:
     """
     os.environ.setdefault(*REMAP)
     # Loaded first so that invalid settings raise SettingsError, which the CLI reports in one
-    # line (exit 2, as Celery's own exit for an app that does not load).
-    importlib.import_module(APP_MODULE)
+    # line (exit 2, as Celery's own exit for an app that does not load). With the working directory
+    # first on sys.path while it loads, as `celery -A` loads it: the console script's sys.path starts
+    # with its own bin directory, and REFLEXR_GRAPHS names the project's modules.
+    import_from_cwd(APP_MODULE)
     from celery.bin.celery import celery as celery_command
 
     try:

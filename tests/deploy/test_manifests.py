@@ -218,8 +218,26 @@ def test_dockerfile_runs_the_worker_as_non_root_with_soft_shutdown() -> None:
     assert user and user[-1].split(":")[0] not in ("root", "0")
     assert re.search(r"pip install .*\.", text)
     entry = (DEPLOY / "docker-entrypoint.sh").read_text()
-    assert 'celery -A workers worker --loglevel=INFO -Q "${REFLEXR_QUEUE:-reflexr}"' in entry
+    assert 'celery -A reflexr_graph.worker worker --loglevel=INFO -Q "${REFLEXR_QUEUE:-reflexr}"' in entry
     assert 'exec "$@"' in entry
+
+
+def test_the_image_holds_the_bundled_example_where_the_worker_looks() -> None:
+    """The wheel installs ``reflexr_graph`` alone; the worker imports REFLEXR_GRAPHS from its working
+    directory first (issue 34). So ``workers.examples.triage:triage``, the example the compose file
+    and the ConfigMap name, is copied into the image's WORKDIR after the install, and never removed."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    (workdir,) = re.findall(r"^WORKDIR (\S+)$", text, re.M)
+    copy = re.search(r"^COPY workers \./workers$", text, re.M)
+    install = re.search(r"pip install --no-deps \.", text)
+    assert copy and install and copy.start() > install.start(), "copied after the wheel is installed"
+    removed = re.findall(r"rm -rf ([^\n]+)", text)
+    assert not any(f"{workdir}/workers" in r for r in removed)
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+    assert "!workers/**" in ignore
+    assert (DEPLOY.parent / "workers" / "examples" / "triage.py").is_file()
+    for where in (COMPOSE.read_text(), (K8S / "configmap.yaml").read_text()):
+        assert "workers.examples.triage:triage" in where
 
 
 def test_k8s_worker_shuts_down_softly_within_its_grace_period() -> None:

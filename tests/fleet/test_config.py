@@ -135,6 +135,16 @@ def test_bad_references_are_settings_errors(ref: str, expected: str) -> None:
     assert expected in str(err.value)
 
 
+def test_a_missing_module_names_the_directories_searched() -> None:
+    """A submodule is looked for in its package's directory, and the message says so (a top-level
+    module in sys.path, the working directory first for a worker: tests/fleet/test_user_project.py)."""
+    with pytest.raises(SettingsError) as err:
+        resolve("tests.fleet.refs.nope:action")
+    assert f"no module named 'tests.fleet.refs.nope'; searched {Path(good.__file__).parent};" in str(
+        err.value
+    )
+
+
 def test_registry_rejects_two_graphs_with_one_name() -> None:
     """Two different graphs under one name are refused, naming both references."""
     with pytest.raises(SettingsError, match="two graphs are named 'doubler'") as err:

@@ -1,13 +1,17 @@
 """Stopping a worker with SIGTERM, started either way (``celery -A workers worker`` or
 ``reflexr-graph worker``) and without REMAP_SIGTERM in its environment: mid-step it does the soft
-shutdown (the lease released, the run resumes elsewhere); idle, it exits at once."""
+shutdown (the lease released, the run resumes elsewhere); idle, it exits at once. However it stops
+(short of SIGKILL), it leaves the registry before it exits."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -71,3 +75,85 @@ def test_an_idle_worker_exits_promptly_on_sigterm(fleet: Fleet, entry: str) -> N
     print(f"\n{entry}: idle worker exited {time.monotonic() - started:.2f}s after SIGTERM (status {code})")
     assert "Initiating Soft Shutdown" not in worker.log()
     assert "Hitting Ctrl+C" not in worker.log()
+
+
+LEAVE_WITHIN_S = 1.0
+"""Issue 34: a stopped worker is gone from the registry within a second of its exit."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("sig", "start", "mid_step"),
+    [
+        (signal.SIGTERM, {}, False),
+        (signal.SIGTERM, {"REMAP_SIGTERM": "SIGTERM"}, False),
+        (signal.SIGTERM, {"entry": "reflexr-graph", "remap": False}, False),
+        (signal.SIGTERM, {}, True),
+        (signal.SIGQUIT, {}, False),
+        (signal.SIGINT, {}, False),
+    ],
+    ids=[
+        "sigterm-remapped",
+        "sigterm-warm",
+        "sigterm-reflexr-graph",
+        "soft-shutdown-timeout",
+        "sigquit",
+        "sigint",
+    ],
+)
+def test_a_stopped_worker_leaves_the_registry_at_once(
+    fleet: Fleet,
+    client_for: Callable[[Fleet], Client],
+    redis_client: redis.Redis,
+    sig: signal.Signals,
+    start: dict[str, Any],
+    mid_step: bool,
+) -> None:
+    """Every way a worker stops takes it out of the registry (``workers``, and the graphs it served)
+    before it exits: the cold shutdown (SIGTERM remapped, SIGQUIT), the warm one (SIGTERM asked to stay
+    warm, SIGINT), and the end of the soft-shutdown timeout with a step still running. Only a SIGKILL
+    waits out the heartbeat's TTL (30 s)."""
+    worker = fleet.start(**start)
+    client = client_for(fleet)
+
+    def listed() -> list[str]:
+        return [w.name for w in client.workers() if w.name.startswith(f"{worker.name}@")]
+
+    wait_for(listed, 10, f"{worker.name} in the registry")
+    if mid_step:
+        run_id = client.enqueue("steps", {"value": 1, "gate": "s2"})
+        wait_for(lambda: "s2:1" in executions(redis_client, run_id), 30, "s2 to start")
+    worker.signal(sig)
+    worker.wait_exit(30)
+    if mid_step:
+        assert "Initiating Soft Shutdown" in worker.log()
+    wait_for(lambda: not listed(), LEAVE_WITHIN_S, f"{worker.name} gone from the registry")
+    assert client.store.serving(["steps"]) == {"steps": []}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_worker_ended_by_its_stop_deadline_leaves_the_registry_first(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    """A worker whose teardown hangs (its pool child frozen mid-step never exits) ends itself at its
+    stop deadline (soft-shutdown timeout plus the margin, 11 s here), and leaves the registry before."""
+    worker = fleet.start()
+    client = client_for(fleet)
+    run_id = client.enqueue("steps", {"value": 1, "gate": "s2"})
+    wait_for(lambda: "s2:1" in executions(redis_client, run_id), 30, "s2 to start")
+    child = worker.child()
+    os.kill(child, signal.SIGSTOP)
+    try:
+        worker.signal(signal.SIGTERM)
+        worker.wait_exit(60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGCONT)
+    assert "did not stop within 11s of SIGTERM" in worker.log()
+    wait_for(
+        lambda: not [w for w in client.workers() if w.name.startswith(f"{worker.name}@")],
+        LEAVE_WITHIN_S,
+        f"{worker.name} gone from the registry",
+    )

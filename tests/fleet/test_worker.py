@@ -1,6 +1,8 @@
-"""Starting the worker: ``workers`` is importable as the deployable app; ``reflexr-graph worker``
-(``run_worker``) and ``celery -A workers worker`` exit with the same status; a worker says which
-graphs and queues it serves at Celery's default log level. Stopping it: tests/fleet/test_stopping.py."""
+"""Starting the worker: ``reflexr_graph.worker`` is the app users run, and the repository's ``workers``
+serves it to ``celery -A workers`` from the repository root; ``reflexr-graph worker`` (``run_worker``) and
+``celery -A workers worker`` exit with the same status; a worker says which graphs and queues it serves
+at Celery's default log level. Stopping it: tests/fleet/test_stopping.py. In a user's own project:
+tests/fleet/test_user_project.py."""
 
 from __future__ import annotations
 
@@ -52,7 +54,7 @@ def test_bad_graph_reference_stops_the_worker_with_a_clear_error(monkeypatch: py
     """A worker refuses to start on a reference it cannot resolve, saying which and why."""
     monkeypatch.setenv("REFLEXR_GRAPHS", "tests.fleet.graphs:nope")
     out = subprocess.run(
-        [sys.executable, "-c", "import workers"],
+        [sys.executable, "-c", "import reflexr_graph.worker"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": subprocesses.PYTHONPATH},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

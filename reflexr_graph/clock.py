@@ -23,9 +23,9 @@ clock's drift to milliseconds. A worker's full presence beat (about every 60 s) 
 SKEW_WARN_MS = 1000
 """A worker whose wall clock is further than this off the store's says so (a WARNING, and ``workers``
 marks it): the fleet keeps the store's time, but the host's NTP needs fixing."""
-RETRY_S = 5.0
+RETRY_S = 1.0
 """After a first sample that got no answer, the next is not tried before this: an outage must not
-double every call's wait for a connection."""
+double every call's wait for a connection, and once Redis answers a process soon has its time."""
 
 
 @dataclass(frozen=True)

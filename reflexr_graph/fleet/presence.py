@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 10.0
 """A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone. A beat
-refreshes only the heartbeat (one ZADD), unless it is a full one."""
+refreshes only the heartbeat (one ZADD), unless it is a full one; either also samples Redis's time
+(clock.py) in the same round trip, and says when this worker's clock is off it (SkewWatch)."""
 TTL_S = HEARTBEAT_TTL_S
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
@@ -64,8 +65,8 @@ def describe(consumer: Any, graphs: list[str], versions: dict[str, str] | None =
 
 
 class SkewWatch:
-    """Says once when a worker's wall clock is off from Redis's by more than clock.SKEW_WARN_MS, again when
-    the skew moves by as much, and when it is back within: each beat measures it (clock.py)."""
+    """Says once when a worker's wall clock is off Redis's by more than ``clock.SKEW_WARN_MS``, again
+    when the skew moves by as much, and when it is back within: each beat measures it (clock.py)."""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
 from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
@@ -170,8 +170,13 @@ class Workers(StoreBase):
         description and served entries stay as its last :meth:`worker_beat` wrote them. False when
         ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
         beat must follow, as its entries may be gone too."""
+        expiry = {name: clock.now_ms() + ttl_ms}
+        if cluster.is_cluster(self._r):
+            # redis-py refuses TIME in a cluster pipeline: there the full beat's reply (about once a
+            # minute) and the store's own resampling keep the clock.
+            return not self._r.zadd(keys.WORKERS, expiry)
         pipe = self._r.pipeline(transaction=False)
-        pipe.zadd(keys.WORKERS, {name: clock.now_ms() + ttl_ms})
+        pipe.zadd(keys.WORKERS, expiry)
         pipe.time()  # the beat samples the store's clock (clock.py) in the same round trip
         started = clock.probe()
         added, reply = pipe.execute()

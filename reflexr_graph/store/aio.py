@@ -132,8 +132,8 @@ class AsyncStore:
         started = clock.probe()
         try:
             reply = await self._r.time()
-        except redis_errors.RedisError:
-            return None
+        except (redis_errors.RedisError, redis_errors.RedisClusterException):
+            return None  # the call that follows says what is wrong
         return started.record(time_reply_ms(reply))
 
     async def keep_clock(self) -> None:

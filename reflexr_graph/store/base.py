@@ -218,8 +218,8 @@ class StoreBase:
         started = clock.probe()
         try:
             reply = self._r.time()
-        except redis_errors.RedisError:
-            return None
+        except (redis_errors.RedisError, redis_errors.RedisClusterException):
+            return None  # the call that follows says what is wrong
         return started.record(time_reply_ms(reply))
 
     def keep_clock(self) -> None:

@@ -29,6 +29,7 @@ from reflexr_graph.cli import (
     top,
     versions,
     watch,
+    workers,
 )
 from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
@@ -36,6 +37,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
     "schedules", "serve", "signals", "stream", "time_travel", "top", "versions", "watch",
+    "workers",
 ]  # fmt: skip
 
 

@@ -83,6 +83,7 @@ class AsyncClient(ClientBase):
         return await self.store.handle(request)
 
     async def _do(self, op: Op[T]) -> T:
+        await self.store.keep_clock()  # the operation's times are the store's (clock.py)
         return await drive_async(op, self._handle)
 
     async def close(self) -> None:
@@ -166,6 +167,7 @@ class AsyncClient(ClientBase):
 
     async def activity(self, minutes: int = 60) -> Activity:
         """See :meth:`Client.activity`."""
+        await self.store.keep_clock()  # "now" is read before the operation starts
         return await self._do(activity(clock.now_ms(), minutes))
 
     async def ping(self) -> None:

@@ -110,6 +110,7 @@ class Client(ClientBase):
         return self.store.handle(request)
 
     def _do(self, op: Op[T]) -> T:
+        self.store.keep_clock()  # the operation's times are the store's (clock.py)
         return drive(op, self._handle)
 
     # -- graphs and workers ------------------------------------------------------------------
@@ -202,6 +203,7 @@ class Client(ClientBase):
         """The last ``minutes`` (at most 60), per minute: runs started, succeeded, dead-lettered
         and retried, dead letters by reason; the latest succeeded runs' durations per graph; the
         runs waiting now, by reason (the console's overview)."""
+        self.store.keep_clock()  # "now" is read before the operation starts
         return self._do(activity(clock.now_ms(), minutes))
 
     def ping(self) -> None:

@@ -63,5 +63,8 @@ class FleetApp(Celery):
                 # Loaded now, no first call pays a NOSCRIPT round trip; if Redis is down, the
                 # first calls load them (redis-py retries NOSCRIPT with the script's text).
                 store.preload_scripts()
+            # Every time this process compares is Redis's (clock.py): sampled before its first
+            # call. A pool child inherits its parent's sample, fresh at the fork, and keeps it.
+            store.keep_clock()
             self._store, self._store_pid = store, pid
         return self._store

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 10.0
 """A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone. A beat
-refreshes only the heartbeat (one ZADD), unless it is a full one."""
+refreshes only the heartbeat (one ZADD), unless it is a full one; either also samples Redis's time
+(clock.py) in the same round trip, and says when this worker's clock is off it (SkewWatch)."""
 TTL_S = HEARTBEAT_TTL_S
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""
@@ -63,6 +64,31 @@ def describe(consumer: Any, graphs: list[str], versions: dict[str, str] | None =
     )
 
 
+class SkewWatch:
+    """Says once when a worker's wall clock is off Redis's by more than ``clock.SKEW_WARN_MS``, again
+    when the skew moves by as much, and when it is back within: each beat measures it (clock.py)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._warned: int | None = None
+
+    def check(self, skew_ms: int | None) -> None:
+        if skew_ms is None:
+            return
+        if abs(skew_ms) > clock.SKEW_WARN_MS:
+            if self._warned is None or abs(skew_ms - self._warned) > clock.SKEW_WARN_MS:
+                log.warning(
+                    "worker %s: its clock is %+.1fs off Redis's; the worker keeps the store's time for "
+                    "every lease and due time, so nothing is affected; fix NTP on this host",
+                    self.name,
+                    skew_ms / 1000,
+                )
+                self._warned = skew_ms
+        elif self._warned is not None:
+            log.info("worker %s: its clock is within %+.1fs of Redis's again", self.name, skew_ms / 1000)
+            self._warned = None
+
+
 class Presence:
     """Beats for one worker; :meth:`maybe_beat` is called from the reaper's loop."""
 
@@ -76,6 +102,7 @@ class Presence:
         self._next = 0.0
         self._last_full: float | None = None
         self._last_trim: float | None = None
+        self._skew = SkewWatch(self.info.name)
 
     def maybe_beat(self) -> None:
         now = time.monotonic()
@@ -90,12 +117,15 @@ class Presence:
         # at once: its description and served entries may be gone with it.
         if full or not self.store.worker_alive(self.info.name, ttl_ms=ttl_ms):
             described_ms, sets_ms = int(DESCRIBED_S * 1000), int(SETS_S * 1000)
+            # The description carries the skew of the latest sample (the beat before, or the start).
+            self.info = self.info.model_copy(update={"clock_skew_ms": clock.skew_ms()})
             self.store.worker_beat(
                 self.info, ttl_ms=ttl_ms, described_ms=described_ms, sets_ms=sets_ms, trim=trim
             )
             self._last_full = now
             self._last_trim = now if trim else self._last_trim
         self._next = now + BEAT_EVERY_S
+        self._skew.check(clock.skew_ms())
         if self.on_beat is not None:
             self.on_beat()
 

@@ -14,6 +14,7 @@ from typing import Any, Self, TypeVar
 import redis.asyncio
 from redis import exceptions as redis_errors
 
+from reflexr_graph import clock
 from reflexr_graph.store import cluster, connect, connection_errors, sentinel
 from reflexr_graph.store.base import (
     CLIENT_DEFAULTS,
@@ -21,6 +22,7 @@ from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
     decode_batch,
     run_of_request,
+    time_reply_ms,
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, encode_args
@@ -122,7 +124,22 @@ class AsyncStore:
 
     async def do(self, op: Op[T]) -> T:
         """Run an operation against this store."""
+        await self.keep_clock()  # before the operation reads the clock
         return await drive_async(op, self.handle)
+
+    async def sample_clock(self) -> clock.Sample | None:
+        """Read Redis's time into this process's clock, as the blocking store's ``sample_clock``."""
+        started = clock.probe()
+        try:
+            reply = await self._r.time()
+        except (redis_errors.RedisError, redis_errors.RedisClusterException):
+            return None  # the call that follows says what is wrong
+        return started.record(time_reply_ms(reply))
+
+    async def keep_clock(self) -> None:
+        """Sample Redis's time if this process never has or its sample is due (``clock.due``)."""
+        if clock.due():
+            await self.sample_clock()
 
     async def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable when it does not answer."""

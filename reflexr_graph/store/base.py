@@ -3,8 +3,10 @@
 ``RedisStore`` (redis_store.py) is assembled from one class per concern, each a subclass of
 :class:`StoreBase`: an attempt's writes, recovery, interventions (cancel, replay, purge), reads,
 the worker registry. Every change that touches more than one key is one Lua script (``lua/``); every
-"now" comes from ``clock.now_ms()`` and is passed to the scripts, which never read the
-server's clock; Redis being unreachable is always reported as ``errors.StoreUnavailable``.
+"now" comes from ``clock.now_ms()`` and is passed to the scripts. That clock is Redis's own time,
+which the store samples (:meth:`StoreBase.sample_clock`) before a process's first call and again
+every ``clock.RESAMPLE_S``, so a worker whose wall clock is off agrees with the fleet on every
+lease and due time. Redis being unreachable is always reported as ``errors.StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, ParamSpec, Self, TypeVar
 import redis
 from redis import exceptions as redis_errors
 
-from reflexr_graph import errors
+from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
@@ -65,6 +67,8 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if args and isinstance(args[0], StoreBase):
+            args[0].keep_clock()  # a store method may compare times: on the store's clock
         try:
             return fn(*args, **kwargs)
         except redis_errors.RedisError as exc:
@@ -75,6 +79,12 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise translated from exc
 
     return wrapper
+
+
+def time_reply_ms(reply: Any) -> float:
+    """Redis's reply to TIME, ``[seconds, microseconds]`` (as numbers or text), in epoch ms."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) / 1000
 
 
 def _digest(inputs_json: str, state_json: str | None) -> str:
@@ -198,6 +208,25 @@ class StoreBase:
         """One round trip to Redis; StoreUnavailable when it does not answer."""
         self._r.ping()
 
+    def sample_clock(self) -> clock.Sample | None:
+        """Read Redis's time (one TIME) into this process's clock (``clock.py``); None when Redis did
+        not answer: the clock keeps its last sample (or the wall clock) and tries again later.
+
+        On a Redis Cluster redis-py sends TIME to its default node: one shard's time serves for all,
+        as a cluster's nodes keep theirs by NTP, far closer than a lease's margins.
+        """
+        started = clock.probe()
+        try:
+            reply = self._r.time()
+        except (redis_errors.RedisError, redis_errors.RedisClusterException):
+            return None  # the call that follows says what is wrong
+        return started.record(time_reply_ms(reply))
+
+    def keep_clock(self) -> None:
+        """Sample Redis's time if this process never has or its sample is due (``clock.due``)."""
+        if clock.due():
+            self.sample_clock()
+
     @translate_errors
     def preload_scripts(self) -> None:
         """Load every script into Redis now, so no first call pays the NOSCRIPT round trip."""
@@ -227,4 +256,5 @@ class StoreBase:
 
     def do(self, op: Op[T]) -> T:
         """Run an operation against this store; Redis errors arrive as StoreUnavailable."""
+        self.keep_clock()  # before the operation reads the clock
         return drive(op, self.handle)

@@ -165,6 +165,9 @@ class WorkerInfo(BaseModel):
     started_at: float = 0.0
     graph_versions: dict[str, str] = Field(default_factory=dict)
     """Graph name -> the graph's version this worker runs (``GraphAction.version``)."""
+    clock_skew_ms: int | None = None
+    """The worker's wall clock minus Redis's time, ms, at its latest sample (None before one). The
+    fleet runs on Redis's time (clock.py), so a skew changes nothing but says NTP needs fixing."""
 
 
 def request_digest(inputs: Any, state: Any) -> str:

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
-from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store import cluster, keys
+from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
 from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
     WorkerInfo,
@@ -142,7 +142,8 @@ class Workers(StoreBase):
         trim: bool = True,
     ) -> None:
         """A full beat: record ``info.name`` as live for ``ttl_ms``, with its description and the
-        sets of the graphs it serves, kept ``described_ms`` (default ``ttl_ms``), in one round trip.
+        sets of the graphs it serves, kept ``described_ms`` (default ``ttl_ms``), in one round trip,
+        which also samples Redis's time into this process's clock.
 
         ``trim`` also drops the entries of workers that stopped beating and sets the served sets'
         expiry, ``sets_ms`` (default twice the longer of the two); ``lua/worker_beat.lua``.
@@ -158,15 +159,29 @@ class Workers(StoreBase):
             2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
             "1" if trim else "0",
         ]
-        self._scripts("worker_beat", script_keys, args)
+        started = clock.probe()
+        reply = self._scripts("worker_beat", script_keys, args)
+        started.record(time_reply_ms(reply))
 
     @translate_errors
     def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
-        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
+        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD, with a TIME that
+        samples Redis's time into this process's clock, in one round trip); its
         description and served entries stay as its last :meth:`worker_beat` wrote them. False when
         ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
         beat must follow, as its entries may be gone too."""
-        return not self._r.zadd(keys.WORKERS, {name: clock.now_ms() + ttl_ms})
+        expiry = {name: clock.now_ms() + ttl_ms}
+        if cluster.is_cluster(self._r):
+            # redis-py refuses TIME in a cluster pipeline: there the full beat's reply (about once a
+            # minute) and the store's own resampling keep the clock.
+            return not self._r.zadd(keys.WORKERS, expiry)
+        pipe = self._r.pipeline(transaction=False)
+        pipe.zadd(keys.WORKERS, expiry)
+        pipe.time()  # the beat samples the store's clock (clock.py) in the same round trip
+        started = clock.probe()
+        added, reply = pipe.execute()
+        started.record(time_reply_ms(reply))
+        return not added
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:

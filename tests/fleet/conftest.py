@@ -45,6 +45,16 @@ FAST_ENV = {
     "REFLEXR_SOFT_SHUTDOWN_TIMEOUT_S": "1",
 }
 """Small TTLs and backoffs, so crash tests recover in seconds."""
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+"""Debian's libfaketime (``make test`` installs it): preloaded, it shifts every clock of a process."""
+
+
+def skewed_clock(offset_s: int) -> dict[str, str]:
+    """The environment of a worker whose clocks run ``offset_s`` off the machine's (and Redis's):
+    pass it to :meth:`Fleet.start`. Its pool children inherit it."""
+    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": f"{offset_s:+d}s"}
+
+
 ENTRY_POINTS = {
     "celery": [sys.executable, "-m", "celery", "-A", "workers", "worker"],
     "reflexr-graph": [sys.executable, "-m", "reflexr_graph", "worker"],

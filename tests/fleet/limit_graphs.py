@@ -17,13 +17,19 @@ from pydantic import BaseModel
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, Limit, RetryPolicy, RunFailure, clock, current_run
+from reflexr_graph import GraphAction, Limit, RetryPolicy, RunFailure, current_run
 from tests.fleet.graphs import GATE_TIMEOUT_S, r, record
 
 ENTER = """
 local n = redis.call('INCR', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], n) end
 return n
+"""
+
+
+STAMP = """
+local t = redis.call('TIME')
+return redis.call('RPUSH', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000))
 """
 
 
@@ -85,8 +91,8 @@ def _mapped(name: str, limit: Limit, starts: bool = False) -> GraphAction:
     @g.step
     async def work(ctx: StepContext[Tag, None, Fan]) -> int:
         key = limit.key_for(ctx)
-        if starts:
-            r().rpush(f"starts:{key}", clock.now_ms())
+        if starts:  # when the step started, by the store's clock (a worker's own may be off)
+            r().eval(STAMP, 1, f"starts:{key}")
         await detected(key, ctx.inputs)
         return 1
 

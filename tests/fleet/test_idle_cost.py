@@ -2,8 +2,9 @@
 
 An idle worker's own traffic comes from four loops, each with its period: the reaper (one
 ``reaper_tick.lua`` per wake, at most every ``Reaper.idle_s``; its prune reads about once a
-minute), the scheduler (one ZRANGE per ``scheduler.INTERVAL_S``), presence (a heartbeat ZADD and
-the look for held versions every ``BEAT_EVERY_S``; a full beat about every ``FULL_EVERY_S``, a trim
+minute), the scheduler (one ZRANGE per ``scheduler.INTERVAL_S``), presence (a heartbeat ZADD with
+the TIME that samples the store's clock, and the look for held versions every ``BEAT_EVERY_S``; a
+full beat about every ``FULL_EVERY_S``, a trim
 about every ``TRIM_EVERY_S``) and the schemas' publication (every ``PUBLISH_EVERY_S``). MONITOR
 shows every command the server runs, those inside scripts included, and bench/idle_cost.py tells
 each one's sender and leaves out the broker's and health checks'. The bounds are what each loop may
@@ -29,14 +30,15 @@ TICK_COMMANDS = 9
 """A reaper tick: the EVALSHA and 8 commands inside it (lua/reaper_tick.lua, _pass.lua)..."""
 PRUNE_READS = 3
 """...and, on a tick that prunes, one read of each terminal status set."""
-BEAT_COMMANDS = 2
-"""A beat between full ones: the heartbeat's ZADD and the ZRANGE of the held versions."""
+BEAT_COMMANDS = 3
+"""A beat between full ones: the heartbeat's ZADD, the TIME it samples the store's clock with (in
+the same round trip), and the ZRANGE of the held versions."""
 
 
 def full_beat(served: int) -> int:
-    """A full beat (lua/worker_beat.lua): the EVALSHA, its ZADD and SET, one ZADD per served set,
-    and a PEXPIRE for each set it was added to anew (none once the worker is in them)."""
-    return 3 + 2 * served
+    """A full beat (lua/worker_beat.lua): the EVALSHA, its ZADD, SET and TIME, one ZADD per served
+    set, and a PEXPIRE for each set it was added to anew (none once the worker is in them)."""
+    return 4 + 2 * served
 
 
 def trim(served: int) -> int:
@@ -52,7 +54,7 @@ def long_run_per_s(graphs: int, served: int) -> float:
         + PRUNE_READS / PRUNE_EVERY_S
         + 1 / scheduler.INTERVAL_S
         + BEAT_COMMANDS / presence.BEAT_EVERY_S
-        + (3 + served) / (presence.FULL_EVERY_S - slack)
+        + (4 + served) / (presence.FULL_EVERY_S - slack)
         + trim(served) / (presence.TRIM_EVERY_S - slack)
         + (1 + graphs) / PUBLISH_EVERY_S  # an HMGET of the schemas, an HSETNX per version
     )
@@ -80,7 +82,7 @@ def test_an_idle_worker_sends_what_its_loops_periods_allow_within_two_a_second(f
         "reaper ticks": own.pop("reaper_tick", 0) - pruned,
         "prune reads": pruned,
         "scheduler and held-version reads": own.pop("ZRANGE", 0),
-        "heartbeats": own.pop("ZADD", 0),
+        "heartbeats": own.pop("ZADD", 0) + own.pop("TIME", 0),
         "full beats": own.pop("worker_beat", 0),
         "schema publication": own.pop("HMGET", 0) + own.pop("HSETNX", 0) + own.pop("HSET", 0),
     }
@@ -88,7 +90,7 @@ def test_an_idle_worker_sends_what_its_loops_periods_allow_within_two_a_second(f
         "reaper ticks": _most(IDLE_MAX_S) * TICK_COMMANDS,
         "prune reads": _most(PRUNE_EVERY_S) * PRUNE_READS,
         "scheduler and held-version reads": _most(scheduler.INTERVAL_S) + _most(presence.BEAT_EVERY_S),
-        "heartbeats": _most(presence.BEAT_EVERY_S),
+        "heartbeats": 2 * _most(presence.BEAT_EVERY_S),
         "full beats": _most(presence.FULL_EVERY_S - slack) * full_beat(served)
         + _most(presence.TRIM_EVERY_S - slack) * trim(served),
         "schema publication": _most(PUBLISH_EVERY_S) * (2 + graphs),

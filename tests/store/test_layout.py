@@ -100,9 +100,13 @@ def test_every_lua_file_starts_with_its_keys_and_argv_map() -> None:
 
 
 def test_lua_never_reads_the_clock_or_builds_key_names() -> None:
-    """Scripts take "now" from ARGV (never TIME) and get every key via KEYS (never a 'rg:' literal)."""
+    """Scripts take "now" from ARGV (never TIME: a test's clock fakes it) and get every key via KEYS
+    (never a 'rg:' literal). The one TIME is the full beat's reply, the process's sample of the store's
+    clock (clock.py): it compares nothing."""
     for name, text in _lua_files().items():
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        if name == "worker_beat.lua":
+            code = code.replace("return redis.call('TIME')", "")
         assert "'TIME'" not in code and '"TIME"' not in code, name
         assert "rg:" not in code, name
 

@@ -407,6 +407,7 @@ def test_workers_are_listed_with_their_graphs_runs_in_flight_and_last_heartbeat(
         assert info["pid"] == worker.pid and info["pool"] == "prefork" and info["concurrency"] == 1
         assert {"blocker", "counter", "journey"} <= set(info["graphs"])
         assert info["started_at"] <= listed["last_beat_at"], "a heartbeat since the worker started"
+        assert abs(info["clock_skew_ms"]) < 1000, "its clock against Redis's (the same machine's)"
         redis_client.rpush(release_key("held"), 1)
         wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "succeeded", what="the run")
         assert http.get("/api/workers").json()[0]["in_flight"] == []

@@ -4,6 +4,7 @@ capture-pane) it redraws in place and ends on ``q`` or Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -54,6 +55,19 @@ def test_top_piped_prints_the_fleet_once(
     assert refused.returncode == 2 and "--interval" in refused.stderr
     for key in ("piped", "piped-2"):
         redis_client.rpush(release_key(key), 1)
+
+
+def test_workers_lists_the_live_worker_with_its_clock_skew(
+    cli_here: Callable[..., subprocess.CompletedProcess[str]], client: Client, worker: subprocess.Popen[bytes]
+) -> None:
+    wait_for(lambda: client.worker_statuses(), what="the worker to be listed")
+    shown = cli_here("workers")
+    assert shown.returncode == 0, shown.stderr
+    assert "surfaces-" in shown.stdout and "clock skew" in shown.stdout
+    assert re.search(r"[+-]\d+ms", shown.stdout), f"its clock against Redis's, in ms:\n{shown.stdout}"
+    listed = json.loads(cli_here("workers", "--json").stdout)
+    assert [w["info"]["pid"] for w in listed] == [worker.pid]
+    assert abs(listed[0]["info"]["clock_skew_ms"]) < 1000
 
 
 @dataclass

@@ -573,11 +573,12 @@ def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flig
     cells = browser.execute_script(
         "return [...document.querySelectorAll('#workers-body tr[data-worker] td')].map((c) => c.textContent)"
     )
-    name, host, pool, concurrency, graphs, _, beat, _ = cells
+    name, host, pool, concurrency, graphs, _, beat, skew, _ = cells
     assert name.startswith("surfaces-") and host and name.endswith(f"@{host}")
     assert (pool, concurrency) == ("prefork", "1")
     assert {"blocker", "counter", "journey"} <= set(str(graphs).split(", "))
     assert str(beat).endswith(" ago")
+    assert re.fullmatch(r"[+-]\d+ms", str(skew)), f"its clock against Redis's: {skew}"
     assert "active" in str(browser.find_element(By.ID, "nav-workers").get_attribute("class"))
     console.shot("workers")
     console.redis.rpush(release_key("on-shift"), 1)

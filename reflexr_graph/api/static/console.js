@@ -634,11 +634,17 @@ async function graphsPage(view) {
   return () => {};
 }
 
+// A worker's clock skew against Redis's (ms), as the CLI's `workers` shows it.
+function skewText(ms) {
+  if (ms === null || ms === undefined) return "-";
+  return Math.abs(ms) >= 100 ? `${ms >= 0 ? "+" : ""}${(ms / 1000).toFixed(1)}s` : `${ms >= 0 ? "+" : ""}${ms}ms`;
+}
+
 // The live workers (GET /api/workers): what each serves, what it runs now, when it last beat.
 async function workersPage(view) {
   const body = h("tbody", { id: "workers-body" });
   view.replaceChildren(h("h1", {}, "Workers"),
-    h("table", { id: "workers" }, h("thead", {}, h("tr", {}, ["worker", "host", "pool", "concurrency", "graphs", "runs in flight", "last heartbeat", "version"].map((t) => h("th", {}, t)))), body));
+    h("table", { id: "workers" }, h("thead", {}, h("tr", {}, ["worker", "host", "pool", "concurrency", "graphs", "runs in flight", "last heartbeat", "clock skew", "version"].map((t) => h("th", {}, t)))), body));
   return repeat(async () => {
     const workers = await api("/api/workers");
     const now = Date.now() / 1000;
@@ -649,8 +655,9 @@ async function workersPage(view) {
         h("td", { class: "graphs" }, info.graphs.flatMap((g, i) => [i ? ", " : "", h("a", { href: "#/graphs", "data-graph": g }, g)])),
         h("td", { class: "in-flight" }, in_flight.length ? in_flight.map((id) => h("div", {}, h("a", { href: `#/run/${id}`, class: "mono nowrap" }, id))) : "none"),
         h("td", { class: "beat nowrap", title: `${clockTime(last_beat_at, true)} ${zoneLabel()}` }, `${duration(Math.max(0, now - last_beat_at))} ago`),
+        h("td", { class: "skew nowrap", title: "this worker's clock minus Redis's; the fleet keeps Redis's time" }, skewText(info.clock_skew_ms)),
         h("td", {}, info.version || "-"));
-    }) : [h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No live worker."))]));
+    }) : [h("tr", {}, h("td", { colspan: 9, class: "muted" }, "No live worker."))]));
   });
 }
 

@@ -70,7 +70,7 @@ def test_the_token_guards_every_api_route_and_nothing_else(api_server: ApiServer
             assert anon.get("/").status_code == 200 and "reflexr-graph" in anon.get("/").text
     with api_server.http() as http:
         assert http.get("/api/runs").status_code == 200
-        assert http.get("/readyz").json() == {"status": "ready"}
+        assert http.get("/readyz").json() == {"status": "ready", "warning": None}
 
 
 def test_security_headers_and_post_only_mutations(api_server: ApiServer) -> None:

@@ -6,7 +6,8 @@ not have, a wrong password, TLS on one side only, not a Redis server. Such a wor
 log the same error every few seconds and never run anything. So at ``worker_init`` it pings
 the store once: a misconfiguration stops it with exit status 1 and one line saying what to
 fix; Redis merely down lets it start, to connect once Redis answers. A Redis that answers but
-may lose runs (it evicts keys, or persists nothing: store/durability.py) gets one WARNING line.
+may lose runs (it evicts keys, or persists nothing: store/durability.py) gets one WARNING line
+once the worker is ready, when its log has its format (at ``worker_init`` it has none yet).
 """
 
 from __future__ import annotations
@@ -31,11 +32,7 @@ def _check(sender: Any = None, **_: Any) -> None:
     if not isinstance(app, FleetApp):
         return
     try:
-        store = app.store()
-        store.ping()
-        warning = durability_note(store.do(read_durability()))
-        if warning is not None:
-            log.warning("%s; the worker starts anyway", warning)
+        app.store().ping()
     except RedisMisconfigured as exc:
         log.critical("%s; the worker stops: fix REFLEXR_REDIS_URL (or the server), then start it again", exc)
         # SystemExit, not an exception: Celery's signal dispatch logs and swallows exceptions.
@@ -70,5 +67,18 @@ def _check_rabbitmq(app: FleetApp) -> None:
         conn.release()
 
 
+def _check_durability(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if not isinstance(app, FleetApp):
+        return
+    try:
+        note = durability_note(app.store().do(read_durability()))
+    except StoreUnavailable:
+        return  # down at start: the reaper says so, and the check waits for the next start
+    if note is not None:
+        log.warning("%s; the worker runs on", note)
+
+
 def install() -> None:
     signals.worker_init.connect(_check, weak=False)
+    signals.worker_ready.connect(_check_durability, weak=False)

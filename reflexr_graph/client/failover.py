@@ -21,6 +21,7 @@ clients (and the CLI and the API, which use them) pass every request of an opera
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from reflexr_graph import errors
 from reflexr_graph.store.ops import Batch, Command, Envelope, Layout, Request
 
 T = TypeVar("T")
+
+log = logging.getLogger("reflexr_graph.client")
 
 FIRST_PAUSE_S = 0.05
 MAX_PAUSE_S = 1.0
@@ -142,6 +145,12 @@ class Outage:
         now = time.monotonic()
         if self.began is None:
             self.began = now
+            log.warning(
+                "%s; the client tries again for up to %gs (REFLEXR_CLIENT_RETRY_S), as a failover or "
+                "restart would need",
+                exc,
+                self.policy.retry_s,
+            )
         left = self.began + self.policy.retry_s - now
         if left <= 0:
             waited = now - self.began

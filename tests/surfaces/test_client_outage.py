@@ -4,20 +4,23 @@ without an idempotency key is not sent twice blindly, and says it may or may not
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reflexr_graph import errors
-from reflexr_graph.client import Client
+from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.config.settings import load_settings
-from reflexr_graph.model import Status
+from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import RedisStore
+from reflexr_graph.store.aio import AsyncStore
 from tests.redis_server import RedisServer
 from tests.tcp_proxy import TcpProxy
 from tests.waiting import wait_for
@@ -88,3 +91,29 @@ def test_an_enqueue_with_a_key_and_reads_ride_out_a_partition(
     assert len(got) == 2 and isinstance(got[0], str), got
     assert got[0] == cut_client.enqueue("counter", {"key": "k", "n": 1}, idempotency_key="k"), "one run"
     assert getattr(got[1], "status", None) is Status.QUEUED
+
+
+def test_the_async_client_rides_out_a_partition_too(
+    proxy: TcpProxy, queue: str, published: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same policy, awaited: AsyncClient's reads wait for Redis to answer again."""
+    settings = load_settings(redis_url=proxy.url(), queue=queue)
+
+    async def main() -> RunInfo:
+        store = AsyncStore.from_url(
+            proxy.url(), socket_timeout=SOCKET_TIMEOUT_S, retry=AsyncRetry(NoBackoff(), 0)
+        )
+        async with AsyncClient(settings, store=store) as client:
+            run_id = await client.enqueue("counter", {"key": "a", "n": 1})
+            proxy.stall()
+            try:
+                reading = asyncio.ensure_future(client.get(run_id))
+                while "REFLEXR_CLIENT_RETRY_S" not in caplog.text and not reading.done():
+                    await asyncio.sleep(0.05)  # a poll of the condition, as wait_for's
+            finally:
+                proxy.heal()
+            return await asyncio.wait_for(reading, 30)
+
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.client"):
+        info = asyncio.run(main())
+    assert info.status is Status.QUEUED

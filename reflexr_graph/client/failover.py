@@ -111,6 +111,11 @@ class FailoverPolicy:
     reached: bool = False
     """Whether Redis has answered this client once: an outage from then on is not a wrong URL."""
 
+    def answered(self, request: Request) -> None:
+        """Note a request answered: one that went to Redis (or the broker) proves the URL right."""
+        if not isinstance(request, Layout | Envelope):  # answered by the client itself
+            self.reached = True
+
     def retryable(self, exc: errors.StoreUnavailable, repeat: Repeat) -> bool:
         if repeat.probe or isinstance(exc, errors.RedisMisconfigured) or exc.kind in NEVER:
             return False
@@ -173,7 +178,7 @@ def call(policy: FailoverPolicy, handle: Callable[[Request], Any], request: Requ
         except errors.StoreUnavailable as exc:
             time.sleep(outage.pause(exc))
             continue
-        policy.reached = True
+        policy.answered(request)
         return reply
 
 
@@ -188,5 +193,5 @@ async def call_async(
         except errors.StoreUnavailable as exc:
             await asyncio.sleep(outage.pause(exc))
             continue
-        policy.reached = True
+        policy.answered(request)
         return reply

@@ -117,3 +117,23 @@ def test_the_async_client_rides_out_a_partition_too(
     with caplog.at_level(logging.WARNING, logger="reflexr_graph.client"):
         info = asyncio.run(main())
     assert info.status is Status.QUEUED
+
+
+def test_a_read_gives_up_after_the_retry_time_saying_how_long_it_waited(
+    proxy: TcpProxy, queue: str, published: None
+) -> None:
+    """Past REFLEXR_CLIENT_RETRY_S the client raises, saying what it waited for and how long."""
+    settings = load_settings(redis_url=proxy.url(), queue=queue, client_retry_s=2)
+    store = RedisStore.from_url(proxy.url(), socket_timeout=SOCKET_TIMEOUT_S, retry=Retry(NoBackoff(), 0))
+    with Client(settings, store=store) as client:
+        run_id = client.enqueue("counter", {"key": "a", "n": 1})
+        proxy.stall()
+        try:
+            with pytest.raises(errors.StoreUnavailable) as caught:
+                client.get(run_id)
+        finally:
+            proxy.heal()
+    said = str(caught.value)
+    assert "did not answer" in said and "REFLEXR_CLIENT_RETRY_S=2" in said, said
+    waited = float(said.split("after waiting ")[1].split("s ")[0])
+    assert waited >= 2, said

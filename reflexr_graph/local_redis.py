@@ -197,6 +197,9 @@ class RedisServer:
             "--protected-mode", "no",
             "--appendonly", "yes" if self.appendonly else "no",
             "--appendfsync", self.appendfsync,
+            # Said, not left to redis.conf defaults: the store's durability check (workers, health
+            # --redis) wants no eviction, and the demo's Redis must pass it.
+            "--maxmemory-policy", "noeviction",
         ]  # fmt: skip
         if self.password:
             argv += ["--requirepass", self.password]

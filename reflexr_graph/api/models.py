@@ -132,6 +132,8 @@ class GraphOut(BaseModel):
 
 class Health(BaseModel):
     status: str
+    warning: str | None = None
+    """How Redis may lose runs (``/readyz``), as the workers' start and ``health --redis`` say it."""
 
 
 def refusals(refused: list[Refused]) -> list[Refusal]:

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.store.activity import MAX_MINUTES, Activity
+from reflexr_graph.store.durability import durability_note
 from reflexr_graph.store.overview import Overview
 
 router = APIRouter(prefix="/overview", tags=["overview"])
@@ -20,6 +21,9 @@ class OverviewOut(BaseModel):
 
     now: Overview
     activity: Activity
+    redis_warning: str | None = None
+    """How the store's Redis may lose runs (store/durability.py), or that CONFIG could not be read;
+    the console shows it as a banner."""
 
 
 @router.get("", response_model=OverviewOut)
@@ -30,4 +34,8 @@ async def get_overview(
     """Runs by status now, queued runs per graph with their oldest, the live workers and the
     dead letters; and per minute: runs started, succeeded, dead-lettered and retried, dead
     letters by reason, p50/p95 durations per graph and the runs waiting by reason."""
-    return OverviewOut(now=await client.overview(), activity=await client.activity(minutes))
+    return OverviewOut(
+        now=await client.overview(),
+        activity=await client.activity(minutes),
+        redis_warning=durability_note(await client.durability()),
+    )

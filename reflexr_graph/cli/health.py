@@ -2,7 +2,8 @@
 
 Liveness asks only whether the worker's main process is still looping (its reaper touches
 REFLEXR_HEALTH_FILE every tick), so a Redis outage does not get every worker restarted at
-once. Readiness adds ``--redis``: a worker is of no use while it cannot reach Redis.
+once. Readiness adds ``--redis``: a worker is of no use while it cannot reach Redis, and a
+Redis that may lose runs (store/durability.py) fails it too, unless ``--allow-volatile``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import EXIT_UNREACHABLE, BadInput, CliError, CommandFailed
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.store.durability import durability_note, durability_warning
 
 
 def _check_file(path: str, max_age_s: float) -> str:
@@ -41,17 +43,36 @@ def health(
         float,
         typer.Option("--max-age", min=0.1, metavar="S", help="Seconds the worker's health file may be old."),
     ] = 30.0,
-    redis: Annotated[bool, typer.Option("--redis", help="Also check that Redis answers.")] = False,
+    redis: Annotated[
+        bool, typer.Option("--redis", help="Also check that Redis answers and will not lose runs.")
+    ] = False,
+    allow_volatile: Annotated[
+        bool,
+        typer.Option(
+            "--allow-volatile",
+            help="With --redis, accept a Redis that may evict keys or persists nothing (a scratch one).",
+        ),
+    ] = False,
 ) -> None:
-    """Probe a worker: its health file is fresh (REFLEXR_HEALTH_FILE) and, with --redis, Redis answers."""
+    """Probe a worker: its health file is fresh (REFLEXR_HEALTH_FILE) and, with --redis, Redis answers
+    and keeps its data (maxmemory-policy noeviction, persistence on)."""
     path = load_settings().health_file
     if not path and not redis:
         raise BadInput("nothing to check: set REFLEXR_HEALTH_FILE on the worker and here, or pass --redis")
     said = [_check_file(path, max_age)] if path else []
     if redis:
-        try:
-            client_of(ctx).ping()
-        except StoreUnavailable as exc:
-            raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
-        said.append("Redis answers")
+        said.append(_check_redis(ctx, allow_volatile))
     typer.echo("; ".join(said))
+
+
+def _check_redis(ctx: typer.Context, allow_volatile: bool) -> str:
+    client = client_of(ctx)
+    try:
+        client.ping()
+        found = client.durability()
+    except StoreUnavailable as exc:
+        raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
+    if durability_warning(found) is not None and not allow_volatile:
+        raise CommandFailed(f"{durability_warning(found)}; or pass --allow-volatile to accept it")
+    note = durability_note(found)
+    return "Redis answers" if note is None else f"Redis answers ({note})"

@@ -24,6 +24,7 @@ from reflexr_graph.client.bulk import (
     purgeable_runs,
 )
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.failover import PROBE, READ, WRITE, Repeat, call_async, keyed
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.client.streaming import StreamCursor
@@ -34,6 +35,7 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
@@ -82,9 +84,12 @@ class AsyncClient(ClientBase):
             return self._sender.message(request.run_id, request.graph, request.priority)
         return await self.store.handle(request)
 
-    async def _do(self, op: Op[T]) -> T:
+    async def _do(self, op: Op[T], repeat: Repeat = READ) -> T:
         await self.store.keep_clock()  # the operation's times are the store's (clock.py)
-        return await drive_async(op, self._handle)
+        # Each request is retried while Redis is unavailable, as ``repeat`` allows (client/failover.py).
+        return await drive_async(
+            op, lambda request: call_async(self._failover, self._handle, request, repeat)
+        )
 
     async def close(self) -> None:
         """Release the Redis connections."""
@@ -143,7 +148,7 @@ class AsyncClient(ClientBase):
             graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
             code=code,
         )  # fmt: skip
-        return await self._do(op)
+        return await self._do(op, WRITE)
 
     async def versions(self, graph: str) -> list[ServedVersion]:
         """See :meth:`Client.versions`."""
@@ -172,7 +177,11 @@ class AsyncClient(ClientBase):
 
     async def ping(self) -> None:
         """See :meth:`Client.ping`."""
-        await self._do(ping())
+        await self._do(ping(), PROBE)
+
+    async def durability(self) -> Durability:
+        """See :meth:`Client.durability`."""
+        return await self._do(read_durability())
 
     async def enqueue(
         self,
@@ -202,7 +211,9 @@ class AsyncClient(ClientBase):
         tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """See :meth:`Client.enqueue_run`."""
-        return await self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
+        return await self._do(
+            self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags), keyed(idempotency_key)
+        )
 
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""
@@ -316,11 +327,13 @@ class AsyncClient(ClientBase):
         tags: Mapping[str, str] | None = None,
     ) -> BulkReplay:
         """See :meth:`Client.replay_many`."""
-        return await self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
+        return await self._do(
+            self._core.replay_many(run_ids, graph, reason, from_start, progress, tags), WRITE
+        )
 
     async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
         """See :meth:`Client.replay`."""
-        return await self._do(self._core.replay(run_id, from_start, from_seq))
+        return await self._do(self._core.replay(run_id, from_start, from_seq), WRITE)
 
     async def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """See :meth:`Client.checkpoints`."""
@@ -342,7 +355,7 @@ class AsyncClient(ClientBase):
     ) -> str:
         """See :meth:`Client.fork`."""
         change = ForkChange(from_seq, state, patch, priority)
-        return await self._do(self._core.fork(run_id, change, idempotency_key))
+        return await self._do(self._core.fork(run_id, change, idempotency_key), keyed(idempotency_key, WRITE))
 
     async def check_fork(
         self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
@@ -352,11 +365,11 @@ class AsyncClient(ClientBase):
 
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""
-        return await self._do(self._core.signal(run_id, name, value))
+        return await self._do(self._core.signal(run_id, name, value), WRITE)
 
     async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :meth:`Client.cancel`."""
-        return await self._do(cancel_run(run_id, self.store.run_retention_s, now))
+        return await self._do(cancel_run(run_id, self.store.run_retention_s, now), WRITE)
 
     async def cancellable(
         self,
@@ -383,11 +396,11 @@ class AsyncClient(ClientBase):
     ) -> BulkCancel:
         """See :meth:`Client.cancel_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return await self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
+        return await self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress), WRITE)
 
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
-        return await self._do(purge_run(run_id))
+        return await self._do(purge_run(run_id), WRITE)
 
     async def purgeable(
         self,
@@ -412,7 +425,7 @@ class AsyncClient(ClientBase):
     ) -> BulkPurge:
         """See :meth:`Client.purge_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return await self._do(purge_many(run_ids, wanted, progress))
+        return await self._do(purge_many(run_ids, wanted, progress), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 
@@ -431,7 +444,7 @@ class AsyncClient(ClientBase):
         op = add_schedule(
             self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
         )
-        return await self._do(op)
+        return await self._do(op, WRITE)
 
     async def schedules(self) -> list[ScheduleInfo]:
         """See :meth:`Client.schedules`."""
@@ -451,11 +464,11 @@ class AsyncClient(ClientBase):
 
     async def delete_schedule(self, name: str) -> None:
         """See :meth:`Client.delete_schedule`."""
-        await self._do(delete_schedule(name))
+        await self._do(delete_schedule(name), WRITE)
 
     async def trigger_schedule(self, name: str) -> str:
         """See :meth:`Client.trigger_schedule`."""
-        return await self._do(trigger(self._core, name))
+        return await self._do(trigger(self._core, name), WRITE)
 
     async def limits(self) -> list[LimitUsage]:
         """See :meth:`Client.limits`."""
@@ -467,4 +480,4 @@ class AsyncClient(ClientBase):
 
     async def purge_quarantine(self) -> int:
         """See :meth:`Client.purge_quarantine`."""
-        return await self._do(purge_quarantine())
+        return await self._do(purge_quarantine(), WRITE)

@@ -18,6 +18,7 @@ from typing import Any, Self
 from celery import Celery
 
 from reflexr_graph import errors, schemas, telemetry, time_travel
+from reflexr_graph.client.failover import FailoverPolicy
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
 from reflexr_graph.config.payloads import payload_codec
@@ -36,7 +37,7 @@ from reflexr_graph.model import (
     Status,
 )
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store import keys
+from reflexr_graph.store import cluster, keys, sentinel
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_children, replay_run
@@ -103,6 +104,10 @@ class ClientBase:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._core = ClientCore(settings)
+        url = settings.redis_url
+        self._failover = FailoverPolicy(
+            settings.client_retry_s, fails_over=cluster.is_cluster_url(url) or sentinel.is_sentinel_url(url)
+        )
         # Producer side of tracing: the enqueuer's trace is recorded with the run and carried in
         # the message. With no OTEL_* configuration and no provider, nothing is installed.
         telemetry.setup_process()

@@ -23,6 +23,7 @@ from reflexr_graph.client.bulk import (
     purgeable_runs,
 )
 from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.failover import PROBE, READ, WRITE, Repeat, call, keyed
 from reflexr_graph.client.publish import queued_message
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
 from reflexr_graph.client.streaming import StreamCursor
@@ -34,6 +35,7 @@ from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
+from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import LimitUsage, limit_usage
@@ -109,9 +111,10 @@ class Client(ClientBase):
             return queued_message(self.app, request.run_id, request.graph, request.priority)
         return self.store.handle(request)
 
-    def _do(self, op: Op[T]) -> T:
+    def _do(self, op: Op[T], repeat: Repeat = READ) -> T:
         self.store.keep_clock()  # the operation's times are the store's (clock.py)
-        return drive(op, self._handle)
+        # Each request is retried while Redis is unavailable, as ``repeat`` allows (client/failover.py).
+        return drive(op, lambda request: call(self._failover, self._handle, request, repeat))
 
     # -- graphs and workers ------------------------------------------------------------------
 
@@ -177,7 +180,7 @@ class Client(ClientBase):
             graph, from_version, resume_compatible=resume_compatible, include_running=include_running,
             code=code,
         )  # fmt: skip
-        return self._do(op)
+        return self._do(op, WRITE)
 
     def versions(self, graph: str) -> list[ServedVersion]:
         """Every published version of ``graph``, newest first, with the live workers that serve it."""
@@ -208,7 +211,12 @@ class Client(ClientBase):
 
     def ping(self) -> None:
         """One round trip to Redis; StoreUnavailable (saying what to fix) when it does not answer."""
-        self._do(ping())
+        self._do(ping(), PROBE)
+
+    def durability(self) -> Durability:
+        """Redis's maxmemory-policy, appendonly and save (``checked`` False where CONFIG is refused);
+        ``store.durability.durability_warning`` says whether it may lose runs."""
+        return self._do(read_durability())
 
     # -- enqueue ----------------------------------------------------------------------------
 
@@ -263,7 +271,9 @@ class Client(ClientBase):
         tags: Mapping[str, str] | None = None,
     ) -> Enqueued:
         """:meth:`enqueue`, saying also whether the run was created now or the key already named it."""
-        return self._do(self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags))
+        return self._do(
+            self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags), keyed(idempotency_key)
+        )
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -406,7 +416,7 @@ class Client(ClientBase):
         in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
         and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags))
+        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags), WRITE)
 
     # -- operator actions -------------------------------------------------------------------
 
@@ -421,7 +431,7 @@ class Client(ClientBase):
 
         OperationRefused for a run in any other status, RunNotFound for an unknown id.
         """
-        return self._do(self._core.replay(run_id, from_start, from_seq))
+        return self._do(self._core.replay(run_id, from_start, from_seq), WRITE)
 
     # -- time travel ------------------------------------------------------------------------
 
@@ -467,7 +477,7 @@ class Client(ClientBase):
         The same ``idempotency_key`` gives the same fork, as for :meth:`enqueue`.
         """
         change = ForkChange(from_seq, state, patch, priority)
-        return self._do(self._core.fork(run_id, change, idempotency_key))
+        return self._do(self._core.fork(run_id, change, idempotency_key), keyed(idempotency_key, WRITE))
 
     def check_fork(
         self, run_id: str, *, from_seq: int, state: Any = None, patch: Any = None
@@ -489,7 +499,7 @@ class Client(ClientBase):
         OperationRefused for a finished one; SignalPending when a signal of this name was sent
         and not taken yet (a second would replace it).
         """
-        return self._do(self._core.signal(run_id, name, value))
+        return self._do(self._core.signal(run_id, name, value), WRITE)
 
     def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one.
@@ -506,7 +516,7 @@ class Client(ClientBase):
         ``asyncio.CancelledError`` (within a third of the lease TTL), so it can clean up in
         ``except CancelledError`` / ``finally``; nothing it does after that is recorded.
         """
-        return self._do(cancel_run(run_id, self.store.run_retention_s, now))
+        return self._do(cancel_run(run_id, self.store.run_retention_s, now), WRITE)
 
     def cancellable(
         self,
@@ -540,12 +550,12 @@ class Client(ClientBase):
         its error, and the others go on. InvalidInputs when both ``run_ids`` and a filter are
         given, or a status a cancel does not take."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress))
+        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress), WRITE)
 
     def purge(self, run_id: str) -> bool:
         """Delete a finished run (succeeded, dead or cancelled) for good; False if there was no such
         run. OperationRefused for a run that has not finished: cancel it first."""
-        return self._do(purge_run(run_id))
+        return self._do(purge_run(run_id), WRITE)
 
     def purgeable(
         self,
@@ -577,7 +587,7 @@ class Client(ClientBase):
         the others go on. InvalidInputs when both ``run_ids`` and a filter are given, or a status
         that is not a finished one."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(purge_many(run_ids, wanted, progress))
+        return self._do(purge_many(run_ids, wanted, progress), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 
@@ -606,7 +616,7 @@ class Client(ClientBase):
         op = add_schedule(
             self._core, name, graph, cron=cron, every=every, inputs=inputs, overlap=overlap, catchup=catchup
         )
-        return self._do(op)
+        return self._do(op, WRITE)
 
     def schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name, with its next fire time (None while paused) and its last fire and run."""
@@ -627,12 +637,12 @@ class Client(ClientBase):
 
     def delete_schedule(self, name: str) -> None:
         """Delete schedule ``name``; the runs it made stay. ScheduleNotFound when there is none."""
-        self._do(delete_schedule(name))
+        self._do(delete_schedule(name), WRITE)
 
     def trigger_schedule(self, name: str) -> str:
         """Fire schedule ``name`` now, paused or not; returns the run's id (the same run as its
         clock's fire in the same second, if there is one)."""
-        return self._do(trigger(self._core, name))
+        return self._do(trigger(self._core, name), WRITE)
 
     # -- the fleet's shared state -----------------------------------------------------------
 
@@ -650,4 +660,4 @@ class Client(ClientBase):
 
     def purge_quarantine(self) -> int:
         """Delete every quarantined queue item and the counts; returns how many entries there were."""
-        return self._do(purge_quarantine())
+        return self._do(purge_quarantine(), WRITE)

@@ -66,6 +66,9 @@ class Settings(BaseSettings):
     """How long a run a client records (enqueue, signal, fork) may wait for its message to be taken
     before a worker's reaper sends it again: for a client that died before sending it, and for a
     graph no live worker serves, whose run is then seen waiting for one."""
+    client_retry_s: float = Field(15.0, ge=0)
+    """How long a client (Client, AsyncClient, the CLI, the API) retries a Redis that is unavailable
+    (a Sentinel or cluster failover, a restart) before it raises StoreUnavailable; 0 never retries."""
     unknown_graph_grace_s: float = Field(300.0, ge=0)
     """How long a run waits for a live worker that serves its graph before it is dead-lettered."""
     version_grace_s: float = Field(60.0, ge=0)

@@ -5,7 +5,9 @@ is right for an outage but wrong for a URL that can never work: a database the s
 not have, a wrong password, TLS on one side only, not a Redis server. Such a worker would
 log the same error every few seconds and never run anything. So at ``worker_init`` it pings
 the store once: a misconfiguration stops it with exit status 1 and one line saying what to
-fix; Redis merely down lets it start, to connect once Redis answers.
+fix; Redis merely down lets it start, to connect once Redis answers. A Redis that answers but
+may lose runs (it evicts keys, or persists nothing: store/durability.py) gets one WARNING line
+once the worker is ready, when its log has its format (at ``worker_init`` it has none yet).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from celery import signals
 from reflexr_graph.config import broker
 from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.store.durability import durability_note, read_durability
 
 log = logging.getLogger(__name__)
 
@@ -64,5 +67,18 @@ def _check_rabbitmq(app: FleetApp) -> None:
         conn.release()
 
 
+def _check_durability(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if not isinstance(app, FleetApp):
+        return
+    try:
+        note = durability_note(app.store().do(read_durability()))
+    except StoreUnavailable:
+        return  # down at start: the reaper says so, and the check waits for the next start
+    if note is not None:
+        log.warning("%s; the worker runs on", note)
+
+
 def install() -> None:
     signals.worker_init.connect(_check, weak=False)
+    signals.worker_ready.connect(_check_durability, weak=False)

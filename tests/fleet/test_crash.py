@@ -16,6 +16,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.model import Status
 from reflexr_graph.store.redis_store import RedisStore
+from tests.fleet import graphs
 from tests.fleet.conftest import (
     Fleet,
     Worker,
@@ -26,6 +27,7 @@ from tests.fleet.conftest import (
     open_gate,
 )
 from tests.redis_server import RedisFactory, RedisServer
+from tests.tcp_proxy import TcpProxy
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -212,24 +214,45 @@ def test_same_message_twice_at_once_runs_one_attempt(
     assert executions(redis_client, run_id) == ["s1:1", "s2:1", "s3:1"]
 
 
+def serves_afterwards(fleet: Fleet, client: Client, survivor: Worker) -> None:
+    """``survivor`` lives on and serves runs: with every other worker killed, a new run succeeds on it."""
+    for worker in fleet.workers:
+        if worker is not survivor:
+            worker.kill_group()
+    assert survivor.alive(), f"{survivor.name} died\n{survivor.log()[-3000:]}"
+    run_id = client.enqueue("steps", {"value": 8})
+    info = client.wait(run_id, timeout=60)
+    assert info.status is Status.SUCCEEDED and info.attempts == 1
+    (started,) = [e for e in client.history(run_id) if e.type == "attempt_started"]
+    assert started.fields["worker"].split("@")[0] == survivor.name
+
+
+@pytest.mark.parametrize("frozen", ["pool child", "process group"])
 def test_stale_attempt_cannot_write_checkpoint_or_outcome(
-    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+    frozen: str, fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
 ) -> None:
-    """G3: an attempt frozen mid-step (SIGSTOP) loses its lease; another attempt takes over and
-    finishes the run. When the frozen one wakes and finishes its step, it writes no checkpoint
-    and no outcome: the run keeps the second attempt's result."""
+    """G3: an attempt frozen mid-step (SIGSTOP of its pool child, or of its worker's whole process
+    group: main process, reaper and heartbeat too) loses its lease; another attempt takes over and
+    finishes the run. When the frozen one wakes (SIGCONT) and finishes its step, it writes no
+    checkpoint and no outcome: the run keeps the second attempt's result. The woken worker lives on
+    and serves runs afterwards."""
     first = fleet.start()
     client = client_for(fleet)
     run_id = client.enqueue("steps", {"value": 6, "gate": "s2"})
     wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start on the first worker")
-    frozen = first.child()
+    child = first.child()
     fleet.start()
     open_gate(redis_client, run_id, attempt=2)
-    os.kill(frozen, signal.SIGSTOP)
+    freeze, thaw = (
+        (lambda: os.kill(child, signal.SIGSTOP), lambda: os.kill(child, signal.SIGCONT))
+        if frozen == "pool child"
+        else (lambda: os.killpg(first.pid, signal.SIGSTOP), lambda: os.killpg(first.pid, signal.SIGCONT))
+    )
+    freeze()
     try:
         info = client.wait(run_id, timeout=60)
     finally:
-        os.kill(frozen, signal.SIGCONT)
+        thaw()
     assert info.status is Status.SUCCEEDED and info.attempts == 2
     checkpoints_before = info.checkpoints
     events_before = len(events(client.store, run_id))
@@ -244,6 +267,47 @@ def test_stale_attempt_cannot_write_checkpoint_or_outcome(
     assert len(events(client.store, run_id)) == events_before
     assert "s3:1" not in executions(redis_client, run_id)
     assert_consistent(redis_client, run_id)
+    serves_afterwards(fleet, client, first)
+
+
+PARTITION_S = 15.0
+"""How long the partition lasts: five lease TTLs (FAST_ENV), long past every retry of the cut worker."""
+
+
+def test_a_worker_cut_off_from_redis_is_fenced_out_and_serves_runs_once_healed(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    """A worker whose Redis (store and broker) is behind a TCP proxy that stops forwarding for 15 s,
+    mid-step: the run finishes on another worker; the cut attempt, its step let through during the
+    partition, writes nothing once the partition heals (fenced, G3); and the worker lives on and
+    serves runs afterwards. Its steps keep their records and gates on a direct connection, so the
+    test can see and steer them whatever the proxy does."""
+    proxy = TcpProxy(redis_server.port).start()
+    try:
+        cut = fleet.start(REFLEXR_REDIS_URL=proxy.url(), **{graphs.EXECUTIONS_URL_ENV: fleet.redis_url})
+        client = client_for(fleet)
+        run_id = client.enqueue("steps", {"value": 9, "gate": "s2"})
+        wait_for(entered(redis_client, run_id, "s2", 1), 30, "s2 to start on the worker to be cut off")
+        proxy.stall()
+        cut_at = time.monotonic()
+        fleet.start()
+        open_gate(redis_client, run_id, attempt=2)
+        info = client.wait(run_id, timeout=60)
+        assert info.status is Status.SUCCEEDED and info.attempts == 2, info
+        events_before = len(events(client.store, run_id))
+        open_gate(redis_client, run_id, attempt=1)  # the cut attempt finishes its step, unheard
+        wait_for(lambda: time.monotonic() - cut_at >= PARTITION_S, PARTITION_S + 1, "the partition to last")
+        proxy.heal()
+        cut.wait_log("records nothing more", 30)
+        after = client.get(run_id)
+        assert after.output == info.output and after.output["attempt"] == 2
+        assert after.checkpoints == info.checkpoints
+        assert len(events(client.store, run_id)) == events_before
+        assert "s3:1" not in executions(redis_client, run_id)
+        assert_consistent(redis_client, run_id)
+        serves_afterwards(fleet, client, cut)
+    finally:
+        proxy.close()
 
 
 def test_runs_finish_when_redis_restarts_mid_flight(

@@ -15,12 +15,13 @@ steps that ran again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from reflexr_graph import clock
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.model import TERMINAL, RunInfo, Status
+from reflexr_graph.store import keys
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
@@ -110,6 +112,41 @@ async def enqueue_async(fleet: Fleet) -> RunInfo:
     async with AsyncClient(fleet.settings()) as client:
         run_id = await client.enqueue("steps", {"value": -1})
         return await client.wait(run_id, timeout=60)
+
+
+def wait_across(
+    client: Client,
+    gates: redis.Redis,
+    run_id: str,
+    fail_over: Callable[[Callable[[], bool]], object],
+    caplog: pytest.LogCaptureFixture,
+) -> RunInfo:
+    """``client.wait(run_id)`` from a thread while ``fail_over(waiting)`` runs, then the run's gated
+    step is let through (every attempt's gate: the failover may have cost the attempt its lease);
+    what the wait returned. ``waiting()`` says the client has met the outage: it said it rides it
+    out, or its wait ended (it raised at once). It must ride it out (REFLEXR_CLIENT_RETRY_S)."""
+    waited: list[RunInfo | BaseException] = []
+
+    def wait() -> None:
+        try:
+            waited.append(client.wait(run_id, timeout=150))
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            waited.append(exc)
+
+    def waiting() -> bool:
+        return bool(waited) or "REFLEXR_CLIENT_RETRY_S" in caplog.text
+
+    thread = threading.Thread(target=wait, name="waiter")
+    with caplog.at_level(logging.WARNING, logger="reflexr_graph.client"):
+        thread.start()
+        try:
+            fail_over(waiting)
+        finally:
+            for _ in range(3):
+                gates.rpush(graphs.gate_key(run_id), b"open")
+            thread.join(160)
+    assert waited and isinstance(waited[0], RunInfo), f"the wait did not return the run: {waited!r}"
+    return waited[0]
 
 
 def outcome(client: Client, run_id: str) -> RunInfo | None:
@@ -297,3 +334,29 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
         assert store.get("run-1").checkpoints == 2
     finally:
         store.close()
+
+
+@pytest.mark.timeout(180)
+def test_a_client_waiting_on_a_run_rides_out_a_primary_kill(
+    topology: SentinelTopology,
+    caplog: pytest.LogCaptureFixture,
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    """``Client.wait`` on a run in flight while Sentinel's primary is SIGKILLed and the replica
+    promoted: the wait follows the new primary and returns the run's outcome."""
+    queue = f"hw-{uuid.uuid4().hex[:8]}"
+    with closing_fleet(Fleet(topology.url, tmp_path, queue), request) as fleet:
+        fleet.start(**{graphs.EXECUTIONS_URL_ENV: redis_url})
+        with Client(fleet.settings()) as client:
+            run_id = client.enqueue("steps", {"value": 4, "gate": "s2"}, idempotency_key="held")
+            wait_for(lambda: executions(redis_client, run_id)[-1:] == ["s2:1"], 30, "s2 to start")
+            # The run's record must be on the replica the kill promotes: replication is asynchronous.
+            assert topology.replica is not None
+            with topology.replica.client() as replica:
+                wait_for(lambda: replica.hget(keys.run(run_id), "status") == b"running", 30, "replication")
+            info = wait_across(client, redis_client, run_id, lambda _waiting: topology.kill_primary(), caplog)
+        assert info.status is Status.SUCCEEDED and info.output["value"] == 4, info
+        assert all(w.alive() for w in fleet.workers), "the worker died in the failover"

@@ -70,7 +70,7 @@ def test_the_token_guards_every_api_route_and_nothing_else(api_server: ApiServer
             assert anon.get("/").status_code == 200 and "reflexr-graph" in anon.get("/").text
     with api_server.http() as http:
         assert http.get("/api/runs").status_code == 200
-        assert http.get("/readyz").json() == {"status": "ready"}
+        assert http.get("/readyz").json() == {"status": "ready", "warning": None}
 
 
 def test_security_headers_and_post_only_mutations(api_server: ApiServer) -> None:
@@ -465,3 +465,21 @@ def test_loopback_hosts_need_no_token(host: str) -> None:
     from reflexr_graph.api.security import check_bind
 
     check_bind(host, "")
+
+
+def test_readiness_and_the_overview_name_a_redis_that_may_lose_runs(
+    api_server: ApiServer, redis_client: redis.Redis
+) -> None:
+    """/readyz stays 200 (the API loses nothing itself; ``health --redis`` is the probe that fails)
+    but names the setting, as the overview does for the console's banner."""
+    with api_server.http() as http:
+        assert http.get("/api/overview").json()["redis_warning"] is None
+        redis_client.config_set("maxmemory-policy", "allkeys-lru")
+        try:
+            ready = http.get("/readyz")
+            overview = http.get("/api/overview").json()
+        finally:
+            redis_client.config_set("maxmemory-policy", "noeviction")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    for said in (ready.json()["warning"], overview["redis_warning"]):
+        assert "maxmemory-policy is allkeys-lru" in said and "set maxmemory-policy noeviction" in said

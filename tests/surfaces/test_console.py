@@ -635,6 +635,23 @@ def quick_dispatch_console(
         yield Console(browser, server, redis_client, shots)
 
 
+def test_the_overview_shows_a_redis_that_may_lose_runs_as_a_banner(console: Console) -> None:
+    """Persistence turned off under a running console: the overview says so in a banner, as the
+    workers' log and ``health --redis`` say it, and hides it again once persistence is back."""
+    browser, redis_client = console.browser, console.redis
+    _open(browser, console.server, "")
+    until(browser, lambda d: find(d, "#chart-runs"), "the overview")
+    assert browser.find_element(By.ID, "redis-warning").get_attribute("hidden") is not None
+    redis_client.config_set("appendonly", "no")
+    try:
+        until(browser, lambda d: "persistence is off" in _text(d, "#redis-warning"), "the banner")
+        assert browser.find_element(By.ID, "redis-warning").is_displayed()
+        assert "set appendonly yes" in _text(browser, "#redis-warning")
+    finally:
+        redis_client.config_set("appendonly", "yes")
+    until(browser, lambda d: not d.find_element(By.ID, "redis-warning").is_displayed(), "no banner")
+
+
 def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
     quick_dispatch_console: Console, worker: subprocess.Popen[bytes]
 ) -> None:

@@ -711,9 +711,11 @@ async function overviewPage(view) {
     runs: h("div", { class: "chart", id: "overview-runs" }), status: h("div", { id: "overview-status" }),
     dead: h("div", { class: "chart", id: "overview-dead" }), waiting: h("div", { id: "overview-waiting" }),
     durations: h("tbody", { id: "durations" }), queues: h("tbody", { id: "queues" }),
+    redis: h("p", { class: "banner", id: "redis-warning", role: "alert", hidden: true }),
   };
   const table = (id, heads, body) => h("table", { id }, h("thead", {}, h("tr", {}, heads.map((t) => h("th", {}, t)))), body);
   view.replaceChildren(h("div", { class: "filters" }, h("h1", {}, "Overview"), h("label", { for: "overview-window" }, "Charts of"), minutes),
+    parts.redis,
     h("div", { class: "grid" },
       h("section", {}, h("h2", {}, "Runs per minute"), parts.runs),
       h("section", {}, h("h2", {}, "Runs by status now"), parts.status)),
@@ -725,8 +727,11 @@ async function overviewPage(view) {
         table("durations-table", ["graph", "runs", "p50", "p95"], parts.durations)),
       h("section", {}, h("h2", {}, "Queues"), table("queues-table", ["graph", "queued", "oldest waits"], parts.queues))));
   const refresh = async () => {
-    const { now, activity } = await api(`/api/overview?minutes=${encodeURIComponent(minutes.value)}`);
+    const { now, activity, redis_warning } = await api(`/api/overview?minutes=${encodeURIComponent(minutes.value)}`);
     renderOverview(parts, now, activity);
+    // A Redis that may lose runs (it evicts keys, or persists nothing), said as the worker says it.
+    parts.redis.hidden = !redis_warning;
+    parts.redis.textContent = redis_warning || "";
   };
   minutes.addEventListener("change", () => { localStorage.setItem(WINDOW_KEY, minutes.value); refresh().catch((e) => notice(e.message)); });
   return repeat(refresh, OVERVIEW_MS);

@@ -16,7 +16,8 @@ import typer
 from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import EXIT_UNREACHABLE, BadInput, CliError, CommandFailed
 from reflexr_graph.config.settings import load_settings
-from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
+from reflexr_graph.store import server_version
 
 
 def _check_file(path: str, max_age_s: float) -> str:
@@ -34,6 +35,18 @@ def _check_file(path: str, max_age_s: float) -> str:
     return f"worker alive ({age:.1f}s ago)"
 
 
+def _check_redis(ctx: typer.Context) -> str:
+    store = client_of(ctx).store
+    try:
+        store.ping()
+        version = store.do(server_version.check())
+    except RedisMisconfigured as exc:
+        raise CliError(str(exc), EXIT_UNREACHABLE) from None
+    except StoreUnavailable as exc:
+        raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
+    return f"Redis answers (version {version}; reflexr needs {server_version.MIN_TEXT} or later)"
+
+
 @app.command()
 def health(
     ctx: typer.Context,
@@ -49,9 +62,5 @@ def health(
         raise BadInput("nothing to check: set REFLEXR_HEALTH_FILE on the worker and here, or pass --redis")
     said = [_check_file(path, max_age)] if path else []
     if redis:
-        try:
-            client_of(ctx).ping()
-        except StoreUnavailable as exc:
-            raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
-        said.append("Redis answers")
+        said.append(_check_redis(ctx))
     typer.echo("; ".join(said))

@@ -32,6 +32,7 @@ from kombu.transport import redis as kombu_redis
 from reflexr_graph.fleet import acks
 from reflexr_graph.fleet.envelope import envelope_problem
 from reflexr_graph.fleet.quarantine import move_aside
+from reflexr_graph.store import connection_errors
 
 log = logging.getLogger(__name__)
 
@@ -198,13 +199,58 @@ class _KeepsItsClient:
             self._client = value
 
 
-class Transport(_KeepsItsClient, kombu_redis.Transport):
+def _outage(exc: redis.ResponseError) -> bool:
+    """Whether an error reply is a state of the server that passes (store/connection_errors.py)."""
+    return connection_errors.translate(exc, connection_errors.Endpoint()) is not None
+
+
+class _Poller(kombu_redis.MultiChannelPoller):
+    """kombu's poller, whose periodic chores skip a tick Redis cannot serve, as for a lost connection.
+
+    Each second it takes a lock (SET) to restore unacked messages and refreshes the queues'
+    bindings (a script); a full Redis (OOM), a busy one or a read-only replica refuses both with
+    an error reply, where a lost connection skips the tick quietly: kombu logged a traceback for
+    each, every second of the outage. Consuming (BRPOP) goes on meanwhile; the next tick tries again.
+    """
+
+    def maybe_restore_messages(self) -> Any:
+        try:
+            return super().maybe_restore_messages()
+        except redis.ResponseError as exc:
+            if not _outage(exc):
+                raise
+            log.debug("restoring unacked messages skipped (%s); tried again at the next tick", exc)
+            return None
+
+    def maybe_refresh_binding_expiry(self) -> None:
+        channels: Any = getattr(self, "_channels", ())
+        for channel in channels:
+            try:
+                channel.maybe_refresh_binding_expiry()
+            except channel.connection_errors:
+                log.debug("refreshing the bindings skipped (connection lost); tried again at the next tick")
+            except redis.ResponseError as exc:
+                if _outage(exc):
+                    log.debug("refreshing the bindings skipped (%s); tried again at the next tick", exc)
+                else:
+                    log.warning("refreshing the bindings failed (%s); tried again at the next tick", exc)
+
+
+class _RidesOutServerStates(kombu_redis.Transport):
+    """A transport whose poller rides out the server's transient states (:class:`_Poller`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycle = _Poller()
+
+
+class Transport(_RidesOutServerStates, _KeepsItsClient, kombu_redis.Transport):
     """kombu's Redis transport with the fleet's :class:`Channel`."""
 
     Channel = Channel
 
 
-class SentinelTransport(_KeepsItsClient, kombu_redis.SentinelTransport):
+class SentinelTransport(_RidesOutServerStates, _KeepsItsClient, kombu_redis.SentinelTransport):
     """kombu's Sentinel transport with the fleet's :class:`SentinelChannel`."""
 
     Channel = SentinelChannel

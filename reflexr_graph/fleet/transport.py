@@ -16,7 +16,9 @@ Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
 Both transports also keep their connection parameters after Celery drops a lost connection
 (:class:`_KeepsItsClient`), so a Redis restart with an attempt running does not stop the worker,
 and hold the deliveries that only name a recorded run in memory, without kombu's unacked
-bookkeeping in Redis (fleet/acks.py).
+bookkeeping in Redis (fleet/acks.py). Their clients report a Redis that cannot serve for now
+(full, busy, a read-only replica: store/connection_errors.py server_state) as a lost connection,
+which kombu rides out, rather than as an error reply, which stops a worker.
 """
 
 from __future__ import annotations
@@ -58,7 +60,17 @@ class _Screened:
         return reply
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        reply = super().execute_command(*args, **options)  # type: ignore[misc]
+        try:
+            reply = super().execute_command(*args, **options)  # type: ignore[misc]
+        except redis.ResponseError as exc:
+            state = connection_errors.server_state(exc)
+            if state is None:
+                raise
+            # A full Redis (OOM), a busy one, a read-only replica: kombu stops the worker on an error
+            # reply ("Unrecoverable error": a worker starting while Redis was full declared its
+            # queues, and died) but skips a tick, or reconnects backing off, on a lost connection.
+            # The state passes, as a lost connection comes back. BRPOP still works meanwhile.
+            raise redis.ConnectionError(f"Redis cannot serve the broker now ({state}); retrying") from exc
         # kombu's synchronous get pops with a plain RPOP of one item.
         if (
             len(args) == 2
@@ -199,28 +211,14 @@ class _KeepsItsClient:
             self._client = value
 
 
-def _outage(exc: redis.ResponseError) -> bool:
-    """Whether an error reply is a state of the server that passes (store/connection_errors.py)."""
-    return connection_errors.translate(exc, connection_errors.Endpoint()) is not None
-
-
 class _Poller(kombu_redis.MultiChannelPoller):
-    """kombu's poller, whose periodic chores skip a tick Redis cannot serve, as for a lost connection.
+    """kombu's poller, whose refresh of the queues' bindings skips a tick Redis cannot serve.
 
-    Each second it takes a lock (SET) to restore unacked messages and refreshes the queues'
-    bindings (a script); a full Redis (OOM), a busy one or a read-only replica refuses both with
-    an error reply, where a lost connection skips the tick quietly: kombu logged a traceback for
-    each, every second of the outage. Consuming (BRPOP) goes on meanwhile; the next tick tries again.
+    The refresh is a MULTI pipeline, which does not pass the client's ``execute_command``
+    (:class:`_Screened`): a full Redis refuses it with an error reply, which kombu logged as a
+    warning with a traceback every tick of the outage, where a lost connection skips the tick
+    quietly. Refused for a state that passes, it is skipped quietly too; the next tick tries again.
     """
-
-    def maybe_restore_messages(self) -> Any:
-        try:
-            return super().maybe_restore_messages()
-        except redis.ResponseError as exc:
-            if not _outage(exc):
-                raise
-            log.debug("restoring unacked messages skipped (%s); tried again at the next tick", exc)
-            return None
 
     def maybe_refresh_binding_expiry(self) -> None:
         channels: Any = getattr(self, "_channels", ())
@@ -228,16 +226,19 @@ class _Poller(kombu_redis.MultiChannelPoller):
             try:
                 channel.maybe_refresh_binding_expiry()
             except channel.connection_errors:
-                log.debug("refreshing the bindings skipped (connection lost); tried again at the next tick")
+                log.debug("refreshing the queue bindings skipped (connection lost); tried again next tick")
             except redis.ResponseError as exc:
-                if _outage(exc):
-                    log.debug("refreshing the bindings skipped (%s); tried again at the next tick", exc)
+                state = connection_errors.server_state(exc)
+                if state is None:
+                    log.warning("refreshing the queue bindings failed (%s); tried again next tick", exc)
                 else:
-                    log.warning("refreshing the bindings failed (%s); tried again at the next tick", exc)
+                    log.debug(
+                        "refreshing the queue bindings skipped (Redis: %s); tried again next tick", state
+                    )
 
 
 class _RidesOutServerStates(kombu_redis.Transport):
-    """A transport whose poller rides out the server's transient states (:class:`_Poller`)."""
+    """A transport with the fleet's :class:`_Poller`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

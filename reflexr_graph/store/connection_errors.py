@@ -239,15 +239,13 @@ def _database_count(client: redis.Redis | None) -> int | None:
 
 
 def memory_info(client: redis.Redis | None) -> dict[str, Any] | None:
-    """The server's ``INFO memory`` (maxmemory and its policy), or None if it will not say."""
-    probe = _probe(client)
-    if probe is None:
+    """The server's ``INFO memory`` (maxmemory and its policy), or None if it will not say (INFO
+    refused, as managed Redis may; a cluster, whose nodes each have their own). Asked on the
+    client's own pool: a full Redis still answers it, and no connection is opened for it."""
+    if client is None or cluster.is_cluster(client):
         return None
     with contextlib.suppress(redis_errors.RedisError, OSError, ValueError, TypeError):
-        try:
-            return dict(probe.info("memory"))
-        finally:
-            probe.close()
+        return dict(client.info("memory"))
     return None
 
 
@@ -262,11 +260,10 @@ def _size(value: object) -> str:
 
 def _full(at: Endpoint, info: Mapping[str, Any] | None) -> errors.StoreFull:
     """Redis refused a write at its maxmemory: what to do, with its figures when it gives them."""
-    try:
-        assert info is not None
-        figures = f" (maxmemory {_size(info['maxmemory'])}, policy {_text(info['maxmemory_policy'])})"
-    except (AssertionError, KeyError, ValueError):
-        figures = " (its maxmemory could not be read: INFO refused)"
+    figures = " (its maxmemory and policy could not be read)"
+    if info is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            figures = f" (maxmemory {_size(info['maxmemory'])}, policy {_text(info['maxmemory_policy'])})"
     return errors.StoreFull(
         f"Redis at {at.where} is out of memory{figures}: free memory, raise maxmemory, or shorten "
         "retention (REFLEXR_RUN_RETENTION_S)",
@@ -390,6 +387,14 @@ def _cluster_state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable 
             "once a replica is promoted, otherwise check the cluster's nodes",
         )
     return None
+
+
+def server_state(exc: BaseException) -> str | None:
+    """The kind of a state the server is in that passes on its own (full, loading, busy, a replica,
+    a cluster failing over), for code that meets redis-py's errors outside the store (kombu's
+    transport); None for any other error."""
+    found = _state(exc, Endpoint())
+    return None if found is None or isinstance(found, errors.RedisMisconfigured) else found.kind
 
 
 def _network(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:

@@ -8,6 +8,7 @@ Client's StoreFull, the CLI's one line and exit 3, the API's 503 with Retry-Afte
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,7 +44,8 @@ def full_server(private_redis: RedisFactory) -> RedisServer:
 
 @pytest.fixture
 def full_fleet(full_server: RedisServer, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
-    env = {"REFLEXR_LEASE_TTL_S": LEASE_TTL_S}
+    # A recorded run whose message was lost is sent again by the reaper once its dispatch grace passed.
+    env = {"REFLEXR_LEASE_TTL_S": LEASE_TTL_S, "REFLEXR_DISPATCH_GRACE_S": "2"}
     queue = f"full-{uuid.uuid4().hex[:6]}"
     with closing_fleet(Fleet(full_server.url, tmp_path, queue=queue, env=env), request) as f:
         yield f
@@ -123,3 +125,47 @@ def test_a_full_redis_is_an_outage_that_loses_nothing_and_tells_producers(
 
 def _cli_env(fleet: Fleet) -> dict[str, str]:
     return {"REFLEXR_REDIS_URL": fleet.redis_url, "REFLEXR_QUEUE": fleet.queue, "COLUMNS": "200"}
+
+
+def test_a_delivery_taken_while_redis_is_full_runs_once_memory_frees(
+    full_server: RedisServer,
+    full_fleet: Fleet,
+    redis_url: str,
+    client_for: Callable[[Fleet], Client],
+    tmp_path: Path,
+) -> None:
+    """A queued run's message taken while Redis is full (BRPOP still works at maxmemory) can be
+    neither claimed nor put back (LPUSH is refused): the worker drops it, the run being recorded
+    with its due entry, and lives on (the refused LPUSH stopped it). A worker started meanwhile
+    cannot declare its queues: it retries as for a lost connection (the refusal stopped it at
+    start). Once memory frees the reaper sends the run again, and it runs once, its first attempt."""
+    full_fleet.env["REFLEXR_LEASE_TTL_S"] = "30"  # the held run's lease outlives the late start
+    record = {graphs.EXECUTIONS_URL_ENV: redis_url}
+    busy = full_fleet.start(concurrency=1, **record)
+    taker = full_fleet.start(concurrency=1, **record)
+    client = client_for(full_fleet)
+    gate = tmp_path / "gate"
+    held = client.enqueue("steps", {"value": 1, "gate": "s2", "file_gate": str(gate), "async_gate": True})
+    executed = redis.Redis.from_url(redis_url)
+    wait_for(lambda: "s2:1" in executions(executed, held), 60, "the first run to hold a worker")
+    holder, idle = (busy, taker) if held in busy.log() else (taker, busy)
+    idle.signal(signal.SIGSTOP)  # takes nothing until Redis is full; the holder prefetches no more
+    try:
+        queued = client.enqueue("steps", {"value": 2})
+        fill_past_maxmemory(full_server.client())
+        late = full_fleet.start(concurrency=1, wait=False, **record)
+    finally:
+        idle.signal(signal.SIGCONT)
+    wait_for(lambda: "not put back on queue" in idle.log(), 30, "the queued run's claim to meet OOM")
+    wait_for(lambda: "Redis cannot serve the broker now (out_of_memory)" in late.log(), 30, "the late start")
+    gate.touch()
+    free_the_fill(full_server.client())
+    full_fleet.wait_ready(late)
+    for run_id in (held, queued):
+        info = client.wait(run_id, timeout=60)
+        assert (info.status, info.attempts, info.interruptions) == (Status.SUCCEEDED, 1, 0), info
+        assert sorted(executions(executed, run_id)) == ["s1:1", "s2:1", "s3:1"], "a step ran twice"
+    for worker in (holder, idle, late):
+        assert worker.alive(), worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
+    assert "Traceback" not in holder.log()  # (the idle one logs Celery's Reject with its traceback)

@@ -363,29 +363,34 @@ def _state(
     return _cluster_state(exc, at)
 
 
+_CLUSTER_STATES: tuple[tuple[type[redis_errors.RedisError], str, str], ...] = (
+    # MASTERDOWN first: redis-py's MasterDownError is a ClusterDownError.
+    (
+        redis_errors.MasterDownError,
+        "master_down",
+        "Redis at {where} has lost its link to its primary (MASTERDOWN); during a failover this passes "
+        "once a replica is promoted, otherwise check the primary",
+    ),
+    (
+        redis_errors.TryAgainError,
+        "try_again",
+        "{where} is moving the slot of these keys (TRYAGAIN); retry in a moment",
+    ),
+    (
+        redis_errors.ClusterDownError,
+        "cluster_down",
+        "{where} cannot serve some of its slots now (CLUSTERDOWN); during a failover this passes once a "
+        "replica is promoted, otherwise check the cluster's nodes",
+    ),
+)
+"""A replica cut off from its primary, or a Redis Cluster without a primary for some slots (a
+failover under way) or moving them: redis-py has already followed its slot map as far as it could."""
+
+
 def _cluster_state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
-    """A replica cut off from its primary, or a Redis Cluster without a primary for some slots (a
-    failover under way) or moving them: redis-py has already followed its slot map as far as it could."""
-    if _find(exc, redis_errors.MasterDownError) is not None:
-        return _unavailable(
-            "master_down",
-            at,
-            f"Redis at {at.where} has lost its link to its primary (MASTERDOWN); during a failover this "
-            "passes once a replica is promoted, otherwise check the primary",
-        )
-    if _find(exc, redis_errors.TryAgainError) is not None:
-        return _unavailable(
-            "try_again",
-            at,
-            f"{at.where} is moving the slot of these keys (TRYAGAIN); retry in a moment",
-        )
-    if _find(exc, redis_errors.ClusterDownError) is not None:
-        return _unavailable(
-            "cluster_down",
-            at,
-            f"{at.where} cannot serve some of its slots now (CLUSTERDOWN); during a failover this passes "
-            "once a replica is promoted, otherwise check the cluster's nodes",
-        )
+    for kind_of_error, kind, message in _CLUSTER_STATES:
+        if _find(exc, kind_of_error) is not None:
+            return _unavailable(kind, at, message.format(where=at.where))
     return None
 
 

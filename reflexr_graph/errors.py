@@ -236,6 +236,14 @@ class StoreUnavailable(ReflexrError):
         self.kind = kind
 
 
+class StoreFull(StoreUnavailable):
+    """Redis is at its ``maxmemory`` and refuses writes (``OOM``): nothing was written.
+
+    An outage like any other to the fleet (attempts wait while their lease holds, and none is
+    counted); to a producer it says what to do: free memory, raise maxmemory, shorten retention.
+    """
+
+
 class RedisMisconfigured(StoreUnavailable):
     """Redis answered, but the URL or the server's setup is wrong: a password, the database
     number, TLS, or not a Redis server at all. Retrying does not help until that is fixed."""

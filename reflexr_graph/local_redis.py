@@ -99,12 +99,14 @@ class RedisServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self) -> Self:
+    def start(self, *, loaded: bool = True) -> Self:
+        """Start the server; returns once it answers and, unless ``loaded`` is False, has loaded its
+        data (False: a test's clients meet the LOADING state of a restart)."""
         if self.running:
             return self
         _LIVE.add(self)
         if self._port is not None:  # restart: same port so clients and AOF stay valid
-            self._spawn_and_wait(self._port)
+            self._spawn_and_wait(self._port, loaded=loaded)
             return self
         # A port picked by bind(0) can be taken before redis binds it; retry with a new one.
         for _ in range(_PORT_ATTEMPTS - 1):
@@ -205,7 +207,7 @@ class RedisServer:
             argv += ["--requirepass", self.password]
         return argv + list(self.extra_args)
 
-    def _spawn_and_wait(self, port: int) -> None:
+    def _spawn_and_wait(self, port: int, *, loaded: bool = True) -> None:
         self._port = port
         # stderr goes to a file: config errors are printed there before --logfile takes over,
         # and an undrained pipe could block the server.
@@ -218,26 +220,26 @@ class RedisServer:
                 start_new_session=self.own_session,
             )
         try:
-            self._wait_ready()
+            self._wait_ready(loaded=loaded)
         except RedisServerError:
             self.kill()
             raise
 
-    def _wait_ready(self) -> None:
-        """Poll until the server answers and has finished loading its AOF."""
+    def _wait_ready(self, *, loaded: bool = True) -> None:
+        """Poll until the server answers and (if ``loaded``) has finished loading its AOF."""
         deadline = time.monotonic() + START_TIMEOUT
         delay = 0.005
         while time.monotonic() < deadline:
             assert self._proc is not None
             if self._proc.poll() is not None:
                 raise RedisServerError(f"redis-server exited with {self._proc.returncode}: {self._diag()}")
-            if self._is_ready(self._proc.pid):
+            if self._is_ready(self._proc.pid, loaded=loaded):
                 return
             time.sleep(delay)  # backoff between polls, not the wait itself
             delay = min(delay * 2, 0.2)
         raise RedisServerError(f"redis-server not ready after {START_TIMEOUT}s: {self._diag()}")
 
-    def _is_ready(self, pid: int) -> bool:
+    def _is_ready(self, pid: int, *, loaded: bool = True) -> bool:
         try:
             # No client-side retries: this loop is the retry, and it must see each failure.
             with redis.Redis(
@@ -248,7 +250,7 @@ class RedisServer:
             return False
         # The process id guards against a port race answered by some other server; `loading`
         # is 1 while the AOF is replayed after a restart.
-        return int(info["process_id"]) == pid and int(info["loading"]) == 0
+        return int(info["process_id"]) == pid and (int(info["loading"]) == 0 or not loaded)
 
     def _diag(self) -> str:
         def tail(path: Path) -> str:

@@ -4,7 +4,7 @@
 # harmless because nothing here uses that port.
 set -euo pipefail
 
-MIN_VERSION="6.2"
+MIN_VERSION="7.0"
 
 have_redis() { command -v redis-server >/dev/null 2>&1; }
 
@@ -29,7 +29,7 @@ warn_if_old() {
     local version
     version="$(redis-server --version | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p')"
     if [ -n "$version" ] && [ "$(printf '%s\n%s\n' "$MIN_VERSION" "$version" | sort -V | head -n1)" != "$MIN_VERSION" ]; then
-        echo "warning: redis-server $version is older than $MIN_VERSION; tests may fail" >&2
+        echo "warning: redis-server $version is older than $MIN_VERSION, the oldest that runs reflexr's scripts (script flags); the tests will fail" >&2
     fi
 }
 

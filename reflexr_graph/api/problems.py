@@ -1,9 +1,10 @@
 """Errors as JSON problem details (RFC 9457), never with a traceback or a value the client sent.
 
 A reflexr-graph error is answered by its kind (:data:`HTTP_STATUS`): not found 404, invalid 422,
-conflict 409, unavailable 503, timeout 504, failed 500. The request's own errors: a body that is
-not JSON 400 (415 when its Content-Type says it is not), one that does not validate 422, a body
-too large 413. Anything unexpected is a 500 with a generic message (the server logs the traceback).
+conflict 409, unavailable 503 (with ``Retry-After``), timeout 504, failed 500. The request's own
+errors: a body that is not JSON 400 (415 when its Content-Type says it is not), one that does not
+validate 422, a body too large 413. Anything unexpected is a 500 with a generic message (the
+server logs the traceback).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ HTTP_STATUS: dict[Kind, tuple[int, str]] = {
     Kind.FAILED: (500, "Internal Server Error"),
 }
 """The status and title that answer each kind of error (a 500 with a generic detail)."""
+RETRY_AFTER_S = 5
+"""The ``Retry-After`` of a 503: Redis unreachable, loading, failing over or full passes on its own
+or once an operator acts; a client asking again sooner only adds load."""
 
 
 class ProblemError(BaseModel):
@@ -59,7 +63,7 @@ class Problem(BaseModel):
 
 def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
     body = Problem(status=status, title=title, detail=detail, **extra)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": str(RETRY_AFTER_S)}}.get(status)
     return JSONResponse(
         body.model_dump(exclude_none=True), status_code=status, media_type=MEDIA_TYPE, headers=headers
     )

@@ -17,7 +17,8 @@ import typer
 from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import EXIT_UNREACHABLE, BadInput, CliError, CommandFailed
 from reflexr_graph.config.settings import load_settings
-from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
+from reflexr_graph.store import server_version
 from reflexr_graph.store.durability import durability_note, durability_warning
 
 
@@ -66,13 +67,20 @@ def health(
 
 
 def _check_redis(ctx: typer.Context, allow_volatile: bool) -> str:
+    """Redis answers, is recent enough for the scripts, and keeps what it is given (or the user
+    accepted that it may not, with --allow-volatile)."""
     client = client_of(ctx)
     try:
         client.ping()
+        version = client.store.do(server_version.check())
         found = client.durability()
+    except RedisMisconfigured as exc:
+        raise CliError(str(exc), EXIT_UNREACHABLE) from None
     except StoreUnavailable as exc:
         raise CliError(f"Redis does not answer: {exc}", EXIT_UNREACHABLE) from None
-    if durability_warning(found) is not None and not allow_volatile:
-        raise CommandFailed(f"{durability_warning(found)}; or pass --allow-volatile to accept it")
+    warning = durability_warning(found)
+    if warning is not None and not allow_volatile:
+        raise CommandFailed(f"{warning}; or pass --allow-volatile to accept it")
     note = durability_note(found)
-    return "Redis answers" if note is None else f"Redis answers ({note})"
+    said = f"version {version}; reflexr needs {server_version.MIN_TEXT} or later"
+    return f"Redis answers ({said})" if note is None else f"Redis answers ({said}; {note})"

@@ -21,10 +21,12 @@ import json
 import logging
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
 from reflexr_graph.config.dispatch import TASK_NAME
+from reflexr_graph.store import connection_errors
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +91,27 @@ class QoS(kombu_redis.QoS):
             return
         delivery = message.delivery_info
         channel: Any = self.channel  # a kombu Redis channel
-        with channel.conn_or_acquire(client) as conn:
-            pipe = conn.pipeline(transaction=False)
-            channel._do_restore_message(
-                message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost
+        try:
+            with channel.conn_or_acquire(client) as conn:
+                pipe = conn.pipeline(transaction=False)
+                channel._do_restore_message(
+                    message._raw, delivery["exchange"], delivery["routing_key"], pipe, leftmost
+                )
+                pipe.execute()
+        except redis.ResponseError as exc:
+            # A full Redis (or a busy, loading or read-only one) refuses the LPUSH. Raised, it stopped
+            # the worker; the run is recorded with its due entry, so the message is not needed.
+            state = connection_errors.server_state(exc)
+            if state is None:
+                raise
+            log.warning(
+                "message of run %s not put back on queue %s (Redis: %s); the reaper sends the run again "
+                "once Redis serves it",
+                message.headers.get("id"),
+                delivery["routing_key"],
+                state,
             )
-            pipe.execute()
+            return
         log.info(
             "message of run %s put back on queue %s; a worker takes it next",
             message.headers.get("id"),

@@ -136,14 +136,16 @@ class Heartbeat:
             held = self._store.renew_lease(
                 self._ctx.run_id, self._ctx.token, lease_ttl_ms=int(self._ttl_s * 1000)
             )
-        except StoreUnavailable:
+        except StoreUnavailable as exc:
+            # Down, full, loading, busy, failing over: an outage, never a lost lease while it holds.
             left = self.lease_left_s()
             if left > 0:
                 log.warning(
-                    "run %s attempt %d: Redis unreachable while renewing the lease; the lease holds for "
-                    "%.1fs more, retrying the renewal every %.0fs meanwhile",
+                    "run %s attempt %d: Redis unreachable while renewing the lease (%s); the lease holds "
+                    "for %.1fs more, retrying the renewal every %.0fs meanwhile",
                     self._ctx.run_id,
                     self._ctx.attempt,
+                    exc.kind,
                     left,
                     RETRY_WHILE_UNREACHABLE_S,
                 )

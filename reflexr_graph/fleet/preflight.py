@@ -4,10 +4,11 @@ Celery retries a broker connection forever (``broker_connection_max_retries=None
 is right for an outage but wrong for a URL that can never work: a database the server does
 not have, a wrong password, TLS on one side only, not a Redis server. Such a worker would
 log the same error every few seconds and never run anything. So at ``worker_init`` it pings
-the store once: a misconfiguration stops it with exit status 1 and one line saying what to
-fix; Redis merely down lets it start, to connect once Redis answers. A Redis that answers but
-may lose runs (it evicts keys, or persists nothing: store/durability.py) gets one WARNING line
-once the worker is ready, when its log has its format (at ``worker_init`` it has none yet).
+the store once: a misconfiguration (or a Redis older than 7.0, which cannot run the scripts)
+stops it with exit status 1 and one line saying what to fix; Redis merely down lets it start,
+to connect once Redis answers. A Redis that answers but may lose runs (it evicts keys, or
+persists nothing: store/durability.py) gets one WARNING line once the worker is ready, when its
+log has its format (at ``worker_init`` it has none yet).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from celery import signals
 from reflexr_graph.config import broker
 from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.store import server_version
 from reflexr_graph.store.durability import durability_note, read_durability
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,9 @@ def _check(sender: Any = None, **_: Any) -> None:
     if not isinstance(app, FleetApp):
         return
     try:
-        app.store().ping()
+        store = app.store()
+        store.ping()
+        store.do(server_version.check())
     except RedisMisconfigured as exc:
         log.critical("%s; the worker stops: fix REFLEXR_REDIS_URL (or the server), then start it again", exc)
         # SystemExit, not an exception: Celery's signal dispatch logs and swallows exceptions.

@@ -16,7 +16,9 @@ Celery's consumer (fleet/consumer.py) handles the ones it cannot run.
 Both transports also keep their connection parameters after Celery drops a lost connection
 (:class:`_KeepsItsClient`), so a Redis restart with an attempt running does not stop the worker,
 and hold the deliveries that only name a recorded run in memory, without kombu's unacked
-bookkeeping in Redis (fleet/acks.py).
+bookkeeping in Redis (fleet/acks.py). Their clients report a Redis that cannot serve for now
+(full, busy, a read-only replica: store/connection_errors.py server_state) as a lost connection,
+which kombu rides out, rather than as an error reply, which stops a worker.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kombu.transport import redis as kombu_redis
 from reflexr_graph.fleet import acks
 from reflexr_graph.fleet.envelope import envelope_problem
 from reflexr_graph.fleet.quarantine import move_aside
+from reflexr_graph.store import connection_errors
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,17 @@ class _Screened:
         return reply
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        reply = super().execute_command(*args, **options)  # type: ignore[misc]
+        try:
+            reply = super().execute_command(*args, **options)  # type: ignore[misc]
+        except redis.ResponseError as exc:
+            state = connection_errors.server_state(exc)
+            if state is None:
+                raise
+            # A full Redis (OOM), a busy one, a read-only replica: kombu stops the worker on an error
+            # reply ("Unrecoverable error": a worker starting while Redis was full declared its
+            # queues, and died) but skips a tick, or reconnects backing off, on a lost connection.
+            # The state passes, as a lost connection comes back. BRPOP still works meanwhile.
+            raise redis.ConnectionError(f"Redis cannot serve the broker now ({state}); retrying") from exc
         # kombu's synchronous get pops with a plain RPOP of one item.
         if (
             len(args) == 2
@@ -198,13 +211,47 @@ class _KeepsItsClient:
             self._client = value
 
 
-class Transport(_KeepsItsClient, kombu_redis.Transport):
+class _Poller(kombu_redis.MultiChannelPoller):
+    """kombu's poller, whose refresh of the queues' bindings skips a tick Redis cannot serve.
+
+    The refresh is a MULTI pipeline, which does not pass the client's ``execute_command``
+    (:class:`_Screened`): a full Redis refuses it with an error reply, which kombu logged as a
+    warning with a traceback every tick of the outage, where a lost connection skips the tick
+    quietly. Refused for a state that passes, it is skipped quietly too; the next tick tries again.
+    """
+
+    def maybe_refresh_binding_expiry(self) -> None:
+        channels: Any = getattr(self, "_channels", ())
+        for channel in channels:
+            try:
+                channel.maybe_refresh_binding_expiry()
+            except channel.connection_errors:
+                log.debug("refreshing the queue bindings skipped (connection lost); tried again next tick")
+            except redis.ResponseError as exc:
+                state = connection_errors.server_state(exc)
+                if state is None:
+                    log.warning("refreshing the queue bindings failed (%s); tried again next tick", exc)
+                else:
+                    log.debug(
+                        "refreshing the queue bindings skipped (Redis: %s); tried again next tick", state
+                    )
+
+
+class _RidesOutServerStates(kombu_redis.Transport):
+    """A transport with the fleet's :class:`_Poller`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycle = _Poller()
+
+
+class Transport(_RidesOutServerStates, _KeepsItsClient, kombu_redis.Transport):
     """kombu's Redis transport with the fleet's :class:`Channel`."""
 
     Channel = Channel
 
 
-class SentinelTransport(_KeepsItsClient, kombu_redis.SentinelTransport):
+class SentinelTransport(_RidesOutServerStates, _KeepsItsClient, kombu_redis.SentinelTransport):
     """kombu's Sentinel transport with the fleet's :class:`SentinelChannel`."""
 
     Channel = SentinelChannel

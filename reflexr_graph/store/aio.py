@@ -87,10 +87,20 @@ class AsyncStore:
             at = connection_errors.Endpoint.of_client(self._r)
             # The translation may probe the server (does it speak TLS?) with blocking sockets:
             # only on this failure path, and off the loop so other requests go on meanwhile.
-            translated = await asyncio.to_thread(connection_errors.translate, exc, at)
+            memory = await self._memory() if isinstance(exc, redis_errors.OutOfMemoryError) else None
+            translated = await asyncio.to_thread(connection_errors.translate, exc, at, None, memory)
             if translated is None:
                 raise
             raise translated from exc
+
+    async def _memory(self) -> dict[str, Any] | None:
+        """The server's ``INFO memory``, for the message of a full Redis; None if it will not say."""
+        if cluster.is_cluster(self._r):  # no one server's maxmemory
+            return None
+        try:
+            return dict(await self._r.info("memory"))
+        except (redis_errors.RedisError, OSError):
+            return None
 
     async def _answer(self, request: Request) -> Any:
         # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).

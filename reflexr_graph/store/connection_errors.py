@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -201,9 +201,10 @@ def _auth(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
     return _misconfigured("auth", at, fix)
 
 
-def _database_count(client: redis.Redis | None) -> int | None:
-    """How many databases the server has (CONFIG GET on database 0), or None if it will not say."""
-    if client is None or cluster.is_cluster(client):  # a cluster has one database
+def _probe(client: redis.Redis | None) -> redis.Redis | None:
+    """A client of its own to ask the server something (database 0, short timeouts, no retry), so
+    an answer comes fast or not at all; None for a cluster (no one server) or without a client."""
+    if client is None or cluster.is_cluster(client):
         return None
     pool = client.connection_pool
     kwargs = {
@@ -213,10 +214,20 @@ def _database_count(client: redis.Redis | None) -> int | None:
         "socket_connect_timeout": _PROBE_TIMEOUT_S,
         "retry": Retry(NoBackoff(), 0),
     }
-    with contextlib.suppress(redis_errors.RedisError, OSError, ValueError, TypeError):
-        probe = redis.Redis(
+    try:
+        return redis.Redis(
             connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         )
+    except (redis_errors.RedisError, OSError, ValueError, TypeError):
+        return None
+
+
+def _database_count(client: redis.Redis | None) -> int | None:
+    """How many databases the server has (CONFIG GET on database 0), or None if it will not say."""
+    probe = _probe(client)
+    if probe is None:  # a cluster has one database
+        return None
+    with contextlib.suppress(redis_errors.RedisError, OSError, ValueError, TypeError):
         try:
             found: dict[Any, Any] = probe.config_get("databases")
         finally:
@@ -225,6 +236,40 @@ def _database_count(client: redis.Redis | None) -> int | None:
             if _text(key) == "databases":
                 return int(_text(value))
     return None
+
+
+def memory_info(client: redis.Redis | None) -> dict[str, Any] | None:
+    """The server's ``INFO memory`` (maxmemory and its policy), or None if it will not say (INFO
+    refused, as managed Redis may; a cluster, whose nodes each have their own). Asked on the
+    client's own pool: a full Redis still answers it, and no connection is opened for it."""
+    if client is None or cluster.is_cluster(client):
+        return None
+    with contextlib.suppress(redis_errors.RedisError, OSError, ValueError, TypeError):
+        return dict(client.info("memory"))
+    return None
+
+
+def _size(value: object) -> str:
+    """Bytes as Redis's config writes them: 48mb, 2gb, 1500kb."""
+    count = int(_text(value))
+    for unit, size in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10)):
+        if count >= size and count % size == 0:
+            return f"{count // size}{unit}"
+    return f"{count}b"
+
+
+def _full(at: Endpoint, info: Mapping[str, Any] | None) -> errors.StoreFull:
+    """Redis refused a write at its maxmemory: what to do, with its figures when it gives them."""
+    figures = " (its maxmemory and policy could not be read)"
+    if info is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            figures = f" (maxmemory {_size(info['maxmemory'])}, policy {_text(info['maxmemory_policy'])})"
+    return errors.StoreFull(
+        f"Redis at {at.where} is out of memory{figures}: free memory, raise maxmemory, or shorten "
+        "retention (REFLEXR_RUN_RETENTION_S)",
+        endpoint=at.where,
+        kind="out_of_memory",
+    )
 
 
 def _text(value: object) -> str:
@@ -265,8 +310,22 @@ def _server_side(
     return None
 
 
-def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
-    """A server that is there but cannot serve yet: a replica, a restart, a full client table."""
+def _replied(exc: BaseException, code: str) -> bool:
+    """Whether the server's error reply starts with ``code`` (one redis-py has no class for)."""
+    return any(
+        isinstance(e, redis_errors.ResponseError)
+        and (getattr(e, "status_code", None) == code or str(e).startswith(f"{code} "))
+        for e in _chain(exc)
+    )
+
+
+def _state(
+    exc: BaseException, at: Endpoint, memory: Mapping[str, Any] | None = None
+) -> errors.StoreUnavailable | None:
+    """A server that is there but cannot serve now: full, a replica, a restart, busy, a full client
+    table. Each passes on its own (or once clients follow a failover): an outage, not a failure."""
+    if _find(exc, redis_errors.OutOfMemoryError) is not None:
+        return _full(at, memory)
     if _find(exc, redis_errors.ReadOnlyError) is not None:
         return _unavailable(
             "read_only",
@@ -284,21 +343,16 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             "during a failover this passes once clients follow the new primary, otherwise bring a "
             "replica back",
         )
-    if (
-        _find(exc, (redis_errors.ClusterDownError, redis_errors.TryAgainError, redis_errors.MasterDownError))
-        is not None
-    ):
-        # A Redis Cluster without a primary for some slots (a failover under way) or moving them:
-        # redis-py has already followed its slot map as far as it could.
-        return _unavailable(
-            "cluster_down",
-            at,
-            f"{at.where} cannot serve some of its slots now ({type(exc).__name__}); during a failover "
-            "this passes once a replica is promoted, otherwise check the cluster's nodes",
-        )
     if _find(exc, redis_errors.BusyLoadingError) is not None:
         return _unavailable(
             "loading", at, f"Redis at {at.where} is loading its data after a restart; retry in a moment"
+        )
+    if _replied(exc, "BUSY"):
+        return _unavailable(
+            "busy",
+            at,
+            f"Redis at {at.where} is busy running a script or module command past busy-reply-threshold; "
+            "retry once it ends (SCRIPT KILL stops a script that writes nothing)",
         )
     if _says(exc, "max number of clients reached"):
         return _unavailable(
@@ -306,7 +360,46 @@ def _state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
             at,
             f"Redis at {at.where} has reached its maxclients limit; raise maxclients or stop idle clients",
         )
+    return _cluster_state(exc, at)
+
+
+_CLUSTER_STATES: tuple[tuple[type[redis_errors.RedisError], str, str], ...] = (
+    # MASTERDOWN first: redis-py's MasterDownError is a ClusterDownError.
+    (
+        redis_errors.MasterDownError,
+        "master_down",
+        "Redis at {where} has lost its link to its primary (MASTERDOWN); during a failover this passes "
+        "once a replica is promoted, otherwise check the primary",
+    ),
+    (
+        redis_errors.TryAgainError,
+        "try_again",
+        "{where} is moving the slot of these keys (TRYAGAIN); retry in a moment",
+    ),
+    (
+        redis_errors.ClusterDownError,
+        "cluster_down",
+        "{where} cannot serve some of its slots now (CLUSTERDOWN); during a failover this passes once a "
+        "replica is promoted, otherwise check the cluster's nodes",
+    ),
+)
+"""A replica cut off from its primary, or a Redis Cluster without a primary for some slots (a
+failover under way) or moving them: redis-py has already followed its slot map as far as it could."""
+
+
+def _cluster_state(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
+    for kind_of_error, kind, message in _CLUSTER_STATES:
+        if _find(exc, kind_of_error) is not None:
+            return _unavailable(kind, at, message.format(where=at.where))
     return None
+
+
+def server_state(exc: BaseException) -> str | None:
+    """The kind of a state the server is in that passes on its own (full, loading, busy, a replica,
+    a cluster failing over), for code that meets redis-py's errors outside the store (kombu's
+    transport); None for any other error."""
+    found = _state(exc, Endpoint())
+    return None if found is None or isinstance(found, errors.RedisMisconfigured) else found.kind
 
 
 def _network(exc: BaseException, at: Endpoint) -> errors.StoreUnavailable | None:
@@ -359,18 +452,27 @@ def _speaks_tls(at: Endpoint) -> bool:
 
 
 def translate(
-    exc: BaseException, at: Endpoint, client: redis.Redis | None = None
+    exc: BaseException,
+    at: Endpoint,
+    client: redis.Redis | None = None,
+    memory: Mapping[str, Any] | None = None,
 ) -> errors.StoreUnavailable | None:
     """The StoreUnavailable (or RedisMisconfigured) that explains ``exc``; None if it is another error.
 
-    ``client`` lets a wrong database number be reported with the server's database count.
+    ``client`` lets a wrong database number be reported with the server's database count, and a
+    full Redis with its maxmemory and policy (``memory``: its ``INFO memory``, when the caller has it).
     """
     if _find(exc, (redis_errors.RedisError, *_SOCKET_ERRORS)) is None:
         return None
-    for rule in (_tls, _auth, _state):
+    for rule in (_tls, _auth):
         found = rule(exc, at)
         if found is not None:
             return found
+    if memory is None and _find(exc, redis_errors.OutOfMemoryError) is not None:
+        memory = memory_info(client)
+    found = _state(exc, at, memory)
+    if found is not None:
+        return found
     found = _server_side(exc, at, client) or _network(exc, at)
     if found is not None:
         return found

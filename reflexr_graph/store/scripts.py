@@ -100,6 +100,23 @@ WITH_LIMIT: frozenset[str] = frozenset({"limit_acquire", "limit_take", "limit_gr
 """Scripts that get the two halves of a limit's grant (``lua/_limit.lua``)."""
 
 
+READ_ONLY: frozenset[str] = frozenset({"read_checkpoint", "list_checkpoints", "activity_counts"})
+"""Scripts that write nothing: declared ``no-writes``, so a full Redis still runs them."""
+
+
+def shebang(name: str) -> str:
+    """The first line of script ``name``: its Redis 7 flags.
+
+    A script that writes declares no ``allow-oom``: over maxmemory Redis refuses it before it
+    runs, so it writes nothing, and the caller sees OOM (errors.StoreFull), an outage. Undeclared,
+    a script was judged command by command as it ran: stopped at its first write that grows
+    memory, or, once it had written anything (a ZREM, a DEL), let run on past maxmemory. One that
+    writes nothing is ``no-writes``, so a full Redis still answers it. Redis reads flags since 7.0
+    (store/server_version.py).
+    """
+    return "#!lua flags=no-writes" if name in READ_ONLY else "#!lua"
+
+
 def _read(name: str) -> str:
     # importlib.resources rather than a path next to __file__: works from a zipped wheel too.
     return (resources.files("reflexr_graph.store") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
@@ -134,7 +151,8 @@ def source(name: str) -> str:
         texts[at] = prelude.needed(texts[at], "\n".join([*texts[at + 1 :], body]))
     if name in PER_RUN:
         texts[0] = prelude.needed(texts[0], "\n".join([*texts[1:], body]))
-    return "\n".join([*texts, body])
+    # The flags line must come first: Redis reads a script's flags from its first line only.
+    return "\n".join([shebang(name), *texts, body])
 
 
 class Scripts:

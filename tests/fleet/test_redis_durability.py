@@ -7,6 +7,7 @@ pressure (``maxmemory-policy allkeys-lru``), or persisting nothing (``appendonly
 
 from __future__ import annotations
 
+import re
 import subprocess
 import uuid
 from collections.abc import Callable
@@ -70,10 +71,12 @@ def test_a_redis_that_may_lose_runs_is_warned_about(
 
 def test_a_well_configured_redis_passes(private_redis: RedisFactory, health: Health) -> None:
     """The private Redis the demo, the benchmarks and the tests start (reflexr_graph/local_redis.py,
-    appendonly yes and noeviction) passes its own check: health --redis says only that it answers."""
+    appendonly yes and noeviction) passes its own check: health --redis says only that it answers,
+    and which version."""
     server = private_redis()
     ok = health(server.url)
-    assert ok.returncode == 0 and ok.stdout.strip() == "Redis answers", ok.stdout + ok.stderr
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert re.fullmatch(r"Redis answers \(version [0-9.]+; reflexr needs 7\.0 or later\)", ok.stdout.strip())
     store = RedisStore.from_url(server.url)
     try:
         found = store.do(read_durability())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from reflexr_graph import errors
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests.fleet.conftest import Fleet, Worker, assert_consistent, closing_fleet, events, executions
@@ -176,3 +177,48 @@ def test_a_worker_told_to_stop_while_redis_hangs_exits_by_its_deadline(
     restart_fleet.start()
     info = client_for(restart_fleet).wait(run_id, timeout=30)
     assert info.status is Status.SUCCEEDED, info
+
+
+BALLAST_KEYS = 50_000
+SLOW_LOAD = ("--key-load-delay", "50", "--loading-process-events-interval-bytes", "1024")
+"""Loading its 50,000 keys takes seconds (each waits 50 µs), and it answers clients meanwhile
+(LOADING) rather than after each 2 MB read: a large AOF's restart, made slow on purpose."""
+
+
+def _loading(server: RedisServer) -> bool:
+    with redis.Redis(host="127.0.0.1", port=server.port, socket_timeout=2) as r:
+        return int(r.info("persistence")["loading"]) == 1
+
+
+def test_a_redis_still_loading_its_aof_is_an_outage(
+    server: RedisServer, restart_fleet: Fleet, client_for: Callable[[Fleet], Client], tmp_path: Path
+) -> None:
+    """Issue 33, item 2 (LOADING): Redis restarts on a large AOF while a run is in flight, and a
+    producer enqueues while it loads. The enqueue fails at once as StoreUnavailable of kind loading,
+    saying so (not a crash, not a hang); the worker lives on, and both runs finish once it loaded,
+    the interrupted attempt not counted."""
+    worker = restart_fleet.start(concurrency=2)
+    gate = tmp_path / "gate"
+    run_id = start_waiting_run(server, client_for(restart_fleet), gate)
+    with server.client() as r:
+        r.eval(f"for i = 1, {BALLAST_KEYS} do redis.call('SET', 'ballast:' .. i, 'x') end", 0)
+        r.bgrewriteaof()  # into the AOF's base file, which a restart loads key by key
+        wait_for(lambda: int(r.info("persistence")["aof_rewrite_in_progress"]) == 0, 30, "the rewrite")
+    server.stop()
+    server.extra_args = (*server.extra_args, *SLOW_LOAD)
+    server.start(loaded=False)
+    assert _loading(server)
+    client = client_for(restart_fleet)
+    with pytest.raises(errors.StoreUnavailable) as refused:
+        client.enqueue("steps", {"value": 2}, idempotency_key="while-loading")
+    assert refused.value.kind == "loading", refused.value
+    assert "is loading its data after a restart" in str(refused.value)
+    assert _loading(server), "Redis loaded before the enqueue was tried: the test proved nothing"
+    gate.touch()
+    wait_for(lambda: not _loading(server), 60, "Redis to load its AOF")
+    again = client.enqueue("steps", {"value": 2}, idempotency_key="while-loading")
+    for each in (run_id, again):
+        info = client.wait(each, timeout=60)
+        assert (info.status, info.attempts) == (Status.SUCCEEDED, 1), info
+    assert worker.alive(), worker.log()[-3000:]
+    assert "unexpected error" not in worker.log()

@@ -17,7 +17,7 @@ from typing import Any
 from celery.worker.strategy import default
 
 from reflexr_graph.fleet.quarantine import QuarantineReason, move_message_aside
-from reflexr_graph.fleet.task import valid_run_id
+from reflexr_graph.store.keys import MAX_RUN_ID_LENGTH, valid_run_id
 
 
 def _protocol2_problem(payload: Any) -> str | None:
@@ -42,7 +42,10 @@ def _headers_problem(headers: Any) -> str | None:
     if not isinstance(headers, dict):
         return "its headers are not a mapping"
     if not valid_run_id(headers.get("id")):
-        return "its 'id' header (the run id) is missing, empty, too long, unprintable or not a string"
+        return (
+            f"its 'id' header (the run id) is not 1 to {MAX_RUN_ID_LENGTH} of A-Z a-z 0-9 _ . - starting "
+            "with a letter or digit"
+        )
     timelimit = headers.get("timelimit")
     if timelimit is not None and not (isinstance(timelimit, list | tuple) and len(timelimit) == 2):
         return "its 'timelimit' header is not [soft, hard]"

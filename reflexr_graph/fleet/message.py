@@ -19,7 +19,7 @@ from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.redis_store import RedisStore
 
 KWARGS = ("graph", "inputs", "state", "idempotency_key")
-MAX_RUN_ID_LENGTH = 200
+MAX_RUN_ID_LENGTH = keys.MAX_RUN_ID_LENGTH
 MAX_KEY_LENGTH = 512
 
 

@@ -302,9 +302,16 @@ def is_tag_index(name: str) -> bool:
     return name.startswith(f"{PREFIX}:{{s") and f"}}:{USER_TEXT}tag:" in name
 
 
-def every_tag_index() -> str:
-    """A SCAN pattern that matches every shard's tag indexes (and nothing else)."""
-    return f"{PREFIX}:{{s*}}:{USER_TEXT}tag:*"
+def tag_indexes(shard: int) -> str:
+    """The names of the shard's tag indexes (a set), added by ``create_run.lua`` with each entry:
+    the reaper's prune walks it to drop the entries of expired runs, and a name with them, as an
+    index without an entry is no key (store/recovery.py: prune_tag_indexes)."""
+    return f"{_shard(shard)}:tags"
+
+
+def shard_in(name: str) -> int:
+    """The shard whose hash tag a shard's key (``rg:{s<n>}:...``) carries."""
+    return int(name[len(f"{PREFIX}:{{s") : name.index("}")])
 
 
 # -- a shard's indexes --------------------------------------------------------------------------

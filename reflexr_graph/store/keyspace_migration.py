@@ -42,6 +42,7 @@ def _move(client: redis.Redis, old: str, new: str) -> bool:
     pipe = client.pipeline(transaction=True)
     pipe.zunionstore(new, [new, old], aggregate="MIN")
     pipe.delete(old)
+    pipe.sadd(keys.tag_indexes(keys.shard_in(new)), new)
     pipe.execute()
     return True
 

@@ -74,6 +74,7 @@ STANDALONE: tuple[str, ...] = (
     "activity_counts",
     "child_started",
     "unhold_version",
+    "prune_tag",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 

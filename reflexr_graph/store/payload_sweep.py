@@ -30,7 +30,7 @@ SCAN_COUNT = 1000
 _SUFFIXES = tuple(f":{name}" for name in keys.RUN_HASHES)
 
 
-def _values(store: StoreBase, name: str) -> list[bytes]:
+def _values(store: StoreBase, name: str) -> list[bytes | str]:
     """The values a run's key ``name`` holds that may be payloads; none for another key, or for one
     of the wrong type (store/key_types.py)."""
     run_id = keys.run_of(name)

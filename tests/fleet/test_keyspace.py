@@ -78,13 +78,22 @@ def test_user_text_and_foreign_ids_shaped_like_our_keys_break_nothing(
         publish_raw(
             fleet.redis_url, fleet.queue, json_body([], {"graph": GRAPH, "inputs": {}}), task_id=task_id
         )
+    hostile = "\x1b[2J\x1b]0;owned\x07" + "g" * 200_000 + "\x1f"
+    publish_raw(fleet.redis_url, fleet.queue, json_body([], {"graph": hostile, "inputs": {}}))
     quarantine = Quarantine(redis_client)
 
     def all_quarantined() -> bool:
-        return len([i for i in quarantine.items() if i.reason == "invalid_task"]) >= len(foreign)
+        return len(quarantine.items()) >= len(foreign) + 1
 
-    wait_for(all_quarantined, 60, "every foreign task id shaped like a key to be quarantined")
-    assert all("the run id" in i.detail for i in quarantine.items())
+    wait_for(
+        all_quarantined, 60, "every foreign task id shaped like a key, and the hostile name, quarantined"
+    )
+    reasons = sorted(i.reason for i in quarantine.items())
+    assert reasons == ["bad_name"] + ["invalid_task"] * len(foreign)
+    assert all("the run id" in i.detail for i in quarantine.items() if i.reason == "invalid_task")
+    # Its log line is bounded and holds none of the name: no escape reaches a terminal tailing it.
+    lines = [line for line in worker.log().splitlines() if "bad_name" in line]
+    assert len(lines) == 1 and len(lines[0]) < 1000 and "\x1b" not in worker.log() and "ggg" not in lines[0]
     worker.kill_group()  # the runs below stay queued: only their keys matter here
 
     client = client_for(fleet)

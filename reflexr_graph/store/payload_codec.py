@@ -11,7 +11,8 @@ writes JSON::
 ``flags`` holds ``z`` (zstd), ``e`` (AES-256-GCM under ``key id``) and ``r`` (the body is the
 SHA-256 of the bytes in the payload store, not the bytes themselves, which are base64 inline).
 With no keys and no payload store the codec keeps every payload as it was, byte for byte; only
-a payload that itself starts like an envelope is wrapped, so that no value is ever misread.
+a payload that itself starts like an envelope, or like a signal record around one, is wrapped, so
+that no value is ever misread (:func:`looks_encoded`).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class PayloadCodec:
     def encode(self, text: str) -> str:
         """``text`` (a payload's JSON) as Redis keeps it."""
         if not self.active:
-            if text.startswith(PREFIX):
+            if looks_encoded(text):
                 return Envelope("", "", _b64(text.encode())).text()
             return text
         data = text.encode()
@@ -252,6 +253,15 @@ class PayloadCodec:
             text = text[len(SIGNAL_RECORD) : -1]
         envelope = Envelope.parse(text)
         return envelope.body if envelope is not None and "r" in envelope.flags else None
+
+
+def looks_encoded(text: str) -> bool:
+    """Whether :meth:`PayloadCodec.decode` would unwrap ``text``: an envelope, or a signal record
+    around one. Such a payload is wrapped even when payloads are kept as they are, so it reads back
+    as it was given."""
+    return text.startswith(PREFIX) or (
+        text.startswith(SIGNAL_RECORD) and text.startswith(PREFIX, len(SIGNAL_RECORD))
+    )
 
 
 def placeholder_of(text: str) -> str | None:

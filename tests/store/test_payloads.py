@@ -122,6 +122,21 @@ def test_a_value_that_looks_like_an_envelope_is_kept_as_given(stores: dict[str, 
     assert claim.inputs_json == looks
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        json.dumps("rg:p1:e:k1:AAAA"),
+        '{"signal":"rg:p1:::AAAA"}',
+        '{"signal":"rg:p1:z:k1:AAAA", "more": 1}',
+        '{"signal":"rg:p1:::e30="}',
+    ],
+    ids=["envelope", "signal-record", "signal-record-more", "signal-record-valid"],
+)
+def test_without_keys_every_value_decode_would_unwrap_reads_back_as_given(value: str) -> None:
+    plain = PayloadCodec()
+    assert plain.decode(plain.encode(value)) == value
+
+
 def test_memo_records_and_signals_read_back_decoded(stores: dict[str, RedisStore]) -> None:
     store = stores["k1"]
     store.create_run("run-m", graph="demo", inputs_json="{}", max_attempts=3, dispatch_grace_ms=60_000)

@@ -13,6 +13,11 @@ On a standalone Redis a run's keys have the same names (a hash tag is then only 
 but its indexes are one shard's, shard 0 (:class:`Shards`): a listing or a reaper pass reads one
 index, as it would unsharded.
 
+No user text can forge a key: a run id matches :data:`RUN_ID_PATTERN` (no ``:``), and the
+indexes named after user text (tags, idempotency keys) start their segment with
+:data:`USER_TEXT` and hold the text as its SHA-1 only: ``rg:{s7}:#tag:<sha1>``,
+``rg:{s7}:#idem:<sha1>`` (docs/design.md, "User text never forges a key").
+
 The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua prelude
 (``lua/_lib.lua``) reads them by the same positions, so the two must change together.
 """

@@ -10,8 +10,9 @@ idempotent and safe to run from several workers at once: each move is one transa
 
 A tag index is merged into its new name (a run created since the upgrade is in both), then
 deleted; an idempotency key is renamed unless the new name exists already (a run keyed since the
-upgrade owns it now), keeping its expiry. A key of another type under an old name (a run's key
-whose id was ``tag:...``, which run ids can no longer be) is left as it is.
+upgrade owns it now), keeping its expiry. A key of another type under an old name, or a string
+that holds no run id (the keys of a run whose id was ``tag:...`` or ``idem:...``, which run ids
+can no longer be), is left as it is.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ log = logging.getLogger(__name__)
 
 SCAN_COUNT = 1000
 _TYPES = {"tag": b"zset", "idem": b"string"}
+_MAX_OLD_RUN_ID = 200
+"""The longest run id an idempotency key of the old layout could name (fleet/message.py then)."""
+_JSON_OPENERS = ("{", "[", '"')
 
 
 def _move(client: redis.Redis, old: str, new: str) -> bool:
@@ -35,6 +39,11 @@ def _move(client: redis.Redis, old: str, new: str) -> bool:
     if client.type(old) != _TYPES[kind]:
         return False
     if kind == "idem":
+        owner = text(client.get(old))
+        # A run of an id like 'idem:g:k' had a string too, its long inputs ('rg:{s<n>}:idem:g:k:in'):
+        # JSON or an envelope, never a run id.
+        if not owner or len(owner) > _MAX_OLD_RUN_ID or owner.startswith(_JSON_OPENERS):
+            return False
         # RENAMENX keeps the TTL, and refuses when a newer key took the name: the old one goes.
         if not client.renamenx(old, new):
             client.delete(old)

@@ -25,6 +25,8 @@ def test_the_migration_moves_old_layout_keys_once(store: RedisStore, raw: redis.
     raw.set(_old_idem("demo:k2"), "run-gone")
     raw.set(keys.idem("demo:k2"), "run-now")  # keyed since the upgrade: it owns the key now
     raw.hset("rg:{s0}:tag:x=y:run", "status", "queued")  # a run once named 'tag:x=y': left alone
+    long_inputs = _old_idem("demo:k9:in")  # the long inputs of a run once named 'idem:demo:k9'
+    raw.set(long_inputs, '{"text": "' + "x" * 80 + '"}')
 
     assert migrate(raw) == 3
     assert raw.get(keys.idem("demo:k1")) == b"run-old"
@@ -33,6 +35,7 @@ def test_the_migration_moves_old_layout_keys_once(store: RedisStore, raw: redis.
     assert raw.zrange(keys.tag_index("team", "a:run", 0), 0, -1) == [b"run-old", b"run-new"]
     assert not raw.exists(_old_idem("demo:k1"), _old_idem("demo:k2"), "rg:{s0}:tag:team=a:run")
     assert raw.type("rg:{s0}:tag:x=y:run") == b"hash"
+    assert raw.get(long_inputs) and not raw.exists(keys.idem("demo:k9:in"))
     assert raw.exists(keys.MIGRATED)
 
     # The key still names its run for a later enqueue, and a second pass does nothing.

@@ -136,11 +136,13 @@ def rows(events: list[RunEvent]) -> list[Row]:
 def show(events: list[RunEvent], run_id: str) -> None:
     """A run's events, oldest first; times are UTC, the date is in the title."""
     if not events:
-        render.out.print(f"no events for {run_id}")
+        render.out.print(f"no events for {render.plain(run_id)}")
         return
     first_day = datetime.fromtimestamp(events[0].at, UTC).date()
     table = Table(
-        title=f"history of {run_id}, {first_day:%Y-%m-%d} UTC", box=box.SIMPLE_HEAD, show_edge=False
+        title=f"history of {render.plain(run_id)}, {first_day:%Y-%m-%d} UTC",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
     )
     table.add_column("time", no_wrap=True)
     table.add_column("took", justify="right", no_wrap=True)

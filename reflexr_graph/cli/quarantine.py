@@ -11,7 +11,6 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from reflexr_graph.cli import render
@@ -62,11 +61,11 @@ def messages(
     for item in items:
         table.add_row(
             render.when(item.time_ms / 1000),
-            escape(item.queue),
+            render.plain(item.queue),
             item.reason,
             f"{item.size}{' (cut)' if item.truncated else ''}",
-            escape(item.detail),
-            escape(_preview(item)),
+            render.plain(item.detail),
+            render.plain(_preview(item)),
         )
     render.out.print(table)
     total = sum(counts.values())

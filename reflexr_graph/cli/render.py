@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -218,9 +219,26 @@ def waiting_text(info: RunInfo) -> str:
     return f"a timer ({until})"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+"""What a terminal would act on rather than show: C0 and C1 control characters but the newline and
+the tab (an escape sequence starts with one), and the invisible and direction-changing marks."""
+
+
+def _escaped(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(value: str) -> str:
+    """``value`` with every character a terminal would act on written as its escape (``\\x1b``):
+    the one function every text of a user's, or read from the store, passes before a terminal."""
+    return _CONTROL.sub(_escaped, value)
+
+
 def plain(value: str) -> str:
-    """``value`` printed as is, not read as rich markup."""
-    return value.replace("[", r"\[")
+    """``value`` printed as it is (its control characters escaped: :func:`terminal_safe`), not read
+    as rich markup."""
+    return terminal_safe(value).replace("[", r"\[")
 
 
 def size(n_bytes: int) -> str:

@@ -20,7 +20,7 @@ from reflexr_graph.core import invalid
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S
 from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
 from reflexr_graph.errors import SettingsError
-from reflexr_graph.store import cluster, payload_store, sentinel
+from reflexr_graph.store import cluster, payload_store, sentinel, url_check
 from reflexr_graph.store.payload_keys import KeyRing
 
 ENV_PREFIX = "REFLEXR_"
@@ -41,7 +41,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field("redis://127.0.0.1:6379/0", repr=False)
     broker_url: str = Field("", repr=False)
     """The Celery broker; '' for the store's Redis (``redis_url``). ``amqp://`` for RabbitMQ: the
     store, leases and checkpoints stay in Redis (docs/design.md#rabbitmq-as-the-broker)."""
@@ -110,6 +110,7 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str) -> str:
+        _parses(value)
         scheme = urlsplit(value).scheme
         if scheme not in REDIS_SCHEMES:
             # The URL may hold a password, so only its scheme is echoed.
@@ -126,6 +127,7 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _check_broker_url(cls, value: str) -> str:
+        _parses(value)
         scheme = urlsplit(value).scheme
         if scheme in cluster.SCHEMES:
             raise ValueError(
@@ -201,6 +203,13 @@ class Settings(BaseSettings):
     @property
     def dispatch_grace_ms(self) -> int:
         return int(self.dispatch_grace_s * 1000)
+
+
+def _parses(url: str) -> None:
+    """ValueError when ``url`` does not parse, saying why without quoting it (store/url_check.py)."""
+    found = url_check.problem(url)
+    if found is not None:
+        raise ValueError(found)
 
 
 def known_env_vars() -> list[str]:

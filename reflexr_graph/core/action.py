@@ -33,6 +33,8 @@ from reflexr_graph.errors import DurabilityWarning, GraphDefinitionError, Invali
 T = TypeVar("T")
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+NAME_RULE = "1 to 100 of A-Z a-z 0-9 _ . - starting with a letter or digit"
+""":data:`NAME_PATTERN` in words, for messages."""
 """Graph names: each names a Celery queue (``reflexr.<name>``) and scopes idempotency keys."""
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from celery.worker.strategy import default
 
+from reflexr_graph.core.action import NAME_PATTERN, NAME_RULE
 from reflexr_graph.fleet.quarantine import QuarantineReason, move_message_aside
-from reflexr_graph.fleet.task import valid_run_id
+from reflexr_graph.store.keys import MAX_RUN_ID_LENGTH, valid_run_id
 
 
 def _protocol2_problem(payload: Any) -> str | None:
@@ -42,13 +43,34 @@ def _headers_problem(headers: Any) -> str | None:
     if not isinstance(headers, dict):
         return "its headers are not a mapping"
     if not valid_run_id(headers.get("id")):
-        return "its 'id' header (the run id) is missing, empty, too long, unprintable or not a string"
+        return (
+            f"its 'id' header (the run id) is not 1 to {MAX_RUN_ID_LENGTH} of A-Z a-z 0-9 _ . - starting "
+            "with a letter or digit"
+        )
     timelimit = headers.get("timelimit")
     if timelimit is not None and not (isinstance(timelimit, list | tuple) and len(timelimit) == 2):
         return "its 'timelimit' header is not [soft, hard]"
     if not isinstance(headers.get("retries", 0) or 0, int):
         return "its 'retries' header is not a number"
     return None
+
+
+def _kwargs_of(message: Any, body: Any) -> Any:
+    """The task's keyword arguments, of a protocol 1 body or a protocol 2 payload of good shape."""
+    if body is not None:
+        return body.get("kwargs")
+    payload = message.payload
+    return payload[1] if isinstance(payload, list | tuple) else payload.get("kwargs")
+
+
+def graph_problem(message: Any, body: Any) -> str | None:
+    """What makes the message's graph name unusable, or None (a missing one is the task's to
+    dead-letter): a foreign producer's name is checked here, before it is logged or stored."""
+    kwargs = _kwargs_of(message, body)
+    graph = kwargs.get("graph") if isinstance(kwargs, dict) else None
+    if graph is None or (isinstance(graph, str) and NAME_PATTERN.fullmatch(graph)):
+        return None
+    return f"its 'graph' is not a graph name: {NAME_RULE}"
 
 
 def message_problem(message: Any, body: Any) -> str | None:
@@ -70,12 +92,12 @@ def strategy(task: Any, app: Any, consumer: Any, **kwargs: Any) -> Callable[...,
     handler = default(task, app, consumer, **kwargs)
 
     def guarded(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
-        problem = message_problem(message, body)
+        problem, reason = message_problem(message, body), QuarantineReason.INVALID_TASK
+        if problem is None:
+            problem, reason = graph_problem(message, body), QuarantineReason.BAD_NAME
         if problem is None:
             return handler(message, body, ack, reject, callbacks, **kw)
-        move_message_aside(
-            message, QuarantineReason.INVALID_TASK, f"a {task.name} message: {problem}", app=app
-        )
+        move_message_aside(message, reason, f"a {task.name} message: {problem}", app=app)
         return None
 
     return guarded

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph import schemas
+from reflexr_graph.core.action import NAME_PATTERN, NAME_RULE
 from reflexr_graph.core.tracing import current_trace_context
 from reflexr_graph.errors import Kind, ReflexrError, UnknownGraph
 from reflexr_graph.model import Reason
@@ -19,7 +20,7 @@ from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.redis_store import RedisStore
 
 KWARGS = ("graph", "inputs", "state", "idempotency_key")
-MAX_RUN_ID_LENGTH = 200
+MAX_RUN_ID_LENGTH = keys.MAX_RUN_ID_LENGTH
 MAX_KEY_LENGTH = 512
 
 
@@ -76,6 +77,9 @@ def _check_shape(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     graph = kwargs.get("graph")
     if not isinstance(graph, str) or not graph:
         raise BadMessage(Reason.BAD_MESSAGE, "keyword argument 'graph' is missing or not a non-empty string")
+    if not NAME_PATTERN.fullmatch(graph):
+        # The guard quarantines such a message first (fleet/guard.py); this holds for any other path.
+        raise BadMessage(Reason.BAD_MESSAGE, f"keyword argument 'graph' is not a graph name: {NAME_RULE}")
     key = kwargs.get("idempotency_key")
     if key is not None and (not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH):
         raise BadMessage(

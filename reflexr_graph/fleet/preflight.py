@@ -6,9 +6,10 @@ not have, a wrong password, TLS on one side only, not a Redis server. Such a wor
 log the same error every few seconds and never run anything. So at ``worker_init`` it pings
 the store once: a misconfiguration (or a Redis older than 7.0, which cannot run the scripts)
 stops it with exit status 1 and one line saying what to fix; Redis merely down lets it start,
-to connect once Redis answers. A Redis that answers but may lose runs (it evicts keys, or
-persists nothing: store/durability.py) gets one WARNING line once the worker is ready, when its
-log has its format (at ``worker_init`` it has none yet).
+to connect once Redis answers. A store written by an older release has its keys moved to the
+current layout there too, once (store/keyspace_migration.py). A Redis that answers but may lose
+runs (it evicts keys, or persists nothing: store/durability.py) gets one WARNING line once the
+worker is ready, when its log has its format (at ``worker_init`` it has none yet).
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ import sys
 from typing import Any
 
 import amqp
+import redis
 from celery import signals
 
 from reflexr_graph.config import broker
 from reflexr_graph.errors import RedisMisconfigured, StoreUnavailable
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.store import server_version
+from reflexr_graph.store import keyspace_migration, server_version
 from reflexr_graph.store.durability import durability_note, read_durability
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ def _check(sender: Any = None, **_: Any) -> None:
         store = app.store()
         store.ping()
         store.do(server_version.check())
+        _migrate(app)
     except RedisMisconfigured as exc:
         log.critical("%s; the worker stops: fix REFLEXR_REDIS_URL (or the server), then start it again", exc)
         # SystemExit, not an exception: Celery's signal dispatch logs and swallows exceptions.
@@ -45,6 +48,19 @@ def _check(sender: Any = None, **_: Any) -> None:
         log.warning("%s; the worker starts anyway and connects once Redis answers", exc)
     if broker.kind_of(app.reflexr_settings.broker) is broker.BrokerKind.AMQP:
         _check_rabbitmq(app)
+
+
+def _migrate(app: FleetApp) -> None:
+    """Keys of an older release's layout moved (store/keyspace_migration.py), before the consumer
+    takes a message, so no keyed enqueue misses a key written before the upgrade."""
+    try:
+        keyspace_migration.migrate(app.store().client)
+    except redis.RedisError as exc:
+        log.warning(
+            "moving keys of the older layout failed (%s); the worker starts anyway, and the next "
+            "worker start tries again",
+            type(exc).__name__,
+        )
 
 
 def _check_rabbitmq(app: FleetApp) -> None:

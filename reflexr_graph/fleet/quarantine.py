@@ -51,6 +51,9 @@ class QuarantineReason(StrEnum):
     """A task name this worker has not registered, on one of the fleet's queues."""
     INVALID_TASK = "invalid_task"
     """A task message Celery could not accept: wrong shape of body or headers, a bad ETA or expiry."""
+    BAD_NAME = "bad_name"
+    """A run message whose graph name is not one (``core/action.py: NAME_PATTERN``: 1 to 100 of
+    A-Z a-z 0-9 _ . -): it could hold terminal escapes or the event codec's separator, or be huge."""
     HANDLER_ERROR = "handler_error"
     """Handling the message raised something unforeseen; moved aside rather than stop the worker."""
 

@@ -122,6 +122,8 @@ class Reaper:
         self._next_sweep = 0.0
         self._next_prune = 0.0
         self._prune_behind = False
+        self._tag_cursors: dict[int, int] = {}
+        """Where the walk of each shard's tag indexes is (store/recovery.py: prune_tag_indexes)."""
         self._last_warning = 0.0
         self._unreachable_since_ms: int | None = None
         self.outage: tuple[int, int] | None = None
@@ -322,6 +324,7 @@ class Reaper:
         self._next_prune = now + PRUNE_EVERY_S
         self._prune_behind = any(len(found) >= TICK_BATCH for found in prunable.values())
         pruned = self.store.prune(found=prunable)
+        pruned += self.store.prune_tag_indexes(self._tag_cursors)
         if pruned:
             log.debug("pruned %d index entries of expired runs", pruned)
 

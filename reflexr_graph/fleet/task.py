@@ -47,6 +47,7 @@ from reflexr_graph.fleet.message import (
 )
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.model import Reason, Status
+from reflexr_graph.store import keys
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -191,10 +192,6 @@ def log_not_claimed(claim: Claim) -> None:
         log.warning("run %s: no record (its retention passed?); this delivery is dropped", run_id)
 
 
-def valid_run_id(run_id: object) -> bool:
-    return isinstance(run_id, str) and 0 < len(run_id) <= MAX_RUN_ID_LENGTH and run_id.isprintable()
-
-
 def _deliver(
     app: FleetApp, store: RedisStore, run_id: str, args: tuple[Any, ...], kwargs: dict[str, Any], worker: str
 ) -> Claim | Delivered:
@@ -220,9 +217,11 @@ def handle(
 
     ``worker`` (the Celery node name) is recorded with the attempt, so operators see where it ran.
     """
-    if run_id is None or not valid_run_id(run_id):
+    if run_id is None or not keys.valid_run_id(run_id):
         log.error(
-            "message with an unusable task id (empty, too long or unprintable) dropped; fix the producer"
+            "message with an unusable task id (not 1 to %d of A-Z a-z 0-9 _ . - starting with a letter "
+            "or digit) dropped; fix the producer",
+            MAX_RUN_ID_LENGTH,
         )
         return Delivered(Outcome.DROPPED, str(run_id)[:MAX_RUN_ID_LENGTH], Reason.BAD_MESSAGE.value)
     store = app.store()

@@ -108,7 +108,7 @@ class AsyncStore:
             reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
             return await self._decoded(reply, run_of_request(request))
         if isinstance(request, Eval):
-            args = await self._off_loop(encode_args, self.codec, request.name, request.args)
+            args = await self._off_loop(encode_args, self.codec, request.name, request.args, request.keys)
             reply = await self._scripts.call_encoded(request.name, request.keys, args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
             return await self._decoded(reply, run_of_request(request), strict)

@@ -147,7 +147,10 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         extra = [owner_key, keys.events_template(shards.of(run.run_id))]
         if run.message is not None:
             extra.append(run.message.queue_key)
-        extra.extend(keys.tag_index(k, v, shards.of(run.run_id)) for k, v in run.tags.items())
+        if run.tags:
+            shard = shards.of(run.run_id)
+            extra.append(keys.tag_indexes(shard))
+            extra.extend(keys.tag_index(k, v, shard) for k, v in run.tags.items())
         if run.parent_token:
             extra.extend([keys.run(run.parent), keys.memo(run.parent), keys.mailbox(run.parent)])
         reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)

@@ -115,10 +115,13 @@ def _fenced(ctx: AttemptContext, what: str) -> errors.FencedOut:
 
 
 def run_of_request(request: Command | Eval) -> str:
-    """The run a request reads (for the messages of payloads it cannot decode), '' for none."""
+    """The run a request reads, '' for none: its payloads are decoded as that run's (the associated
+    data of an encrypted one binds it, store/payload_codec.py), and named so in messages."""
     first = request.keys[0] if isinstance(request, Eval) and request.keys else None
     if isinstance(request, Command):
         first = request.args[0] if request.args else None
+        if isinstance(first, dict):  # XREAD's streams, a run's first
+            first = next(iter(first), None)
     return keys.run_of(first) if first is not None else ""
 
 

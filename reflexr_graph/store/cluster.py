@@ -58,7 +58,7 @@ def is_cluster_url(url: str) -> bool:
 def _host_port(part: str) -> tuple[str, int]:
     host, sep, port = part.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ClusterURLError(f"cluster node {part!r} is not host:port, e.g. {_EXAMPLE}")
+        raise ClusterURLError(f"a cluster node is not host:port, e.g. {_EXAMPLE}")
     return host.strip("[]"), int(port)
 
 

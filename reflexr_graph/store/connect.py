@@ -12,12 +12,17 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from reflexr_graph.store import cluster, sentinel
+from reflexr_graph.store import cluster, sentinel, url_check
 from reflexr_graph.store.tls import HandshakeBoundSSLConnection
+
+SETTING = "the Redis URL (REFLEXR_REDIS_URL, or REFLEXR_BROKER_URL for the broker)"
+"""How an unusable URL is named here, where which setting it came from is not known."""
 
 
 def blocking_client(url: str, **options: Any) -> redis.Redis:
-    """A redis-py client of ``url``; a TLS handshake counts as connecting (``store/tls.py``)."""
+    """A redis-py client of ``url``; a TLS handshake counts as connecting (``store/tls.py``).
+    SettingsError, never quoting the URL, when it does not parse (store/url_check.py)."""
+    url_check.check(url, SETTING)
     if sentinel.is_sentinel_url(url):
         return sentinel.client(url, **options)
     if cluster.is_cluster_url(url):
@@ -29,6 +34,7 @@ def blocking_client(url: str, **options: Any) -> redis.Redis:
 
 def async_client(url: str, **options: Any) -> redis.asyncio.Redis:
     """A redis.asyncio client of ``url``."""
+    url_check.check(url, SETTING)
     if sentinel.is_sentinel_url(url):
         return sentinel.async_client(url, **options)
     if cluster.is_cluster_url(url):

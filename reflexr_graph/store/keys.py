@@ -13,12 +13,19 @@ On a standalone Redis a run's keys have the same names (a hash tag is then only 
 but its indexes are one shard's, shard 0 (:class:`Shards`): a listing or a reaper pass reads one
 index, as it would unsharded.
 
+No user text can forge a key: a run id matches :data:`RUN_ID_PATTERN` (no ``:``), and the
+indexes named after user text (tags, idempotency keys) start their segment with
+:data:`USER_TEXT` and hold the text as its SHA-1 only: ``rg:{s7}:#tag:<sha1>``,
+``rg:{s7}:#idem:<sha1>`` (docs/design.md, "User text never forges a key").
+
 The scripts receive their keys in one fixed order, :func:`script_keys`; the Lua prelude
 (``lua/_lib.lua``) reads them by the same positions, so the two must change together.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 import zlib
 from collections.abc import Sequence
@@ -77,6 +84,23 @@ QUARANTINE_COUNTS = f"{CONTROL}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
 
+MAX_RUN_ID_LENGTH = 200
+RUN_ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_RUN_ID_LENGTH - 1}}}")
+"""What a run id may be: ours are uuids, a foreign producer's task ids are checked against it
+where its message enters (fleet/guard.py). It holds no ``:``, so a run's key
+``rg:{s<n>}:<run_id>:<suffix>`` has one segment between its tag and its suffix, and it starts
+with a letter or digit, so no run key can start as an index of user text does (:data:`USER_TEXT`)."""
+
+USER_TEXT = "#"
+"""How the segment of a shard's index named after user text starts (``#tag:``, ``#idem:``): a
+character no run id starts with, so no run key, tag, idempotency key or schedule name can forge
+such an index, nor such an index a run key. The text itself enters the name only as its SHA-1
+(:func:`_digest`): bounded, and of one charset, whatever the user wrote."""
+
+MIGRATED = f"{CONTROL}:migrated:keyspace-2"
+"""Set once the keys written before :data:`USER_TEXT` (``rg:{s<n>}:tag:<k>=<v>``,
+``rg:{s<n>}:idem:<graph>:<key>``) have been moved (store/keyspace_migration.py)."""
+
 EVENTS_MARKER = "0-1"
 """The id of that marker entry in every run's stream; readers skip it."""
 
@@ -115,6 +139,16 @@ def same_shard(run_id: str, scope: str) -> bool:
 
 def _shard(shard: int) -> str:
     return f"{PREFIX}:{{s{shard}}}"
+
+
+def valid_run_id(run_id: object) -> bool:
+    """Whether ``run_id`` is one a run may have (:data:`RUN_ID_PATTERN`)."""
+    return isinstance(run_id, str) and RUN_ID_PATTERN.fullmatch(run_id) is not None
+
+
+def _digest(text: str) -> str:
+    """User text as it enters a key name: the hex SHA-1 of its UTF-8 bytes (not a secret, a name)."""
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
 
 def run_id_in(shard: int) -> str:
@@ -229,7 +263,9 @@ def run_of(key: object) -> str:
     if not name.startswith(f"{PREFIX}:{{s") or end < 0:
         return ""
     run_id, _, suffix = name[end + 2 :].rpartition(":")
-    return run_id if suffix in _RUN_SUFFIXES and run_id and _tagged(run_id, suffix) == name else ""
+    if suffix not in _RUN_SUFFIXES or not valid_run_id(run_id):
+        return ""
+    return run_id if _tagged(run_id, suffix) == name else ""
 
 
 RUN_HASHES = ("run", "ckpt", "memo", "mailbox")
@@ -260,13 +296,27 @@ def run_keys(run_id: str) -> tuple[str, ...]:
 def tag_index(key: str, value: str, shard: int) -> str:
     """The shard's runs carrying tag ``key=value``, score = created ms: a listing by tag reads only
     these. Written by ``create_run.lua``; an entry whose run expired is dropped by the listing that
-    meets it (core/tags.py keeps ``=`` out of keys and values, so the name is unambiguous)."""
-    return f"{_shard(shard)}:tag:{key}={value}"
+    meets it and by the reaper's prune (store/tag_prune.py). The tag is in the name as its digest
+    (core/tags.py keeps ``=`` out of keys and values, so ``key=value`` is unambiguous):
+    ``rg:{s<n>}:#tag:<sha1 of key=value>``."""
+    return f"{_shard(shard)}:{USER_TEXT}tag:{_digest(f'{key}={value}')}"
 
 
 def is_tag_index(name: str) -> bool:
     """True for a key :func:`tag_index` built."""
-    return name.startswith(f"{PREFIX}:{{s") and ":tag:" in name
+    return name.startswith(f"{PREFIX}:{{s") and f"}}:{USER_TEXT}tag:" in name
+
+
+def tag_indexes(shard: int) -> str:
+    """The names of the shard's tag indexes (a set), added by ``create_run.lua`` with each entry:
+    the reaper's prune walks it to drop the entries of expired runs, and a name with them, as an
+    index without an entry is no key (store/recovery.py: prune_tag_indexes)."""
+    return f"{_shard(shard)}:tags"
+
+
+def shard_in(name: str) -> int:
+    """The shard whose hash tag a shard's key (``rg:{s<n>}:...``) carries."""
+    return int(name[len(f"{PREFIX}:{{s") : name.index("}")])
 
 
 # -- a shard's indexes --------------------------------------------------------------------------
@@ -353,8 +403,33 @@ def idem_scope(graph: str, idempotency_key: str) -> str:
 
 
 def idem(scope: str) -> str:
-    """Maps a scoped idempotency key (:func:`idem_scope`) to the run it created, in the scope's shard."""
-    return f"{_shard(shard_of(scope))}:idem:{scope}"
+    """Maps a scoped idempotency key (:func:`idem_scope`) to the run it created, in the scope's shard:
+    ``rg:{s<n>}:#idem:<sha1 of the scope>``."""
+    return f"{_shard(shard_of(scope))}:{USER_TEXT}idem:{_digest(scope)}"
+
+
+# -- the layout before USER_TEXT, for its migration (store/keyspace_migration.py) only ----------
+
+
+def old_user_text_keys() -> tuple[str, ...]:
+    """SCAN patterns of the keys written before :data:`USER_TEXT`: tag indexes and idempotency keys."""
+    return (f"{PREFIX}:{{s*}}:tag:*", f"{PREFIX}:{{s*}}:idem:*")
+
+
+def migrated_name(name: str) -> str:
+    """The name a key of the old layout (:func:`old_user_text_keys`) has now, '' for any other key
+    (a run's own key that matches the pattern: a run whose id is ``tag`` or ``idem``)."""
+    head, sep, rest = name.partition("}:")
+    if not head.startswith(f"{PREFIX}:{{s") or not sep:
+        return ""
+    kind, _, text = rest.partition(":")
+    shard = head + "}"
+    # A tag index's text holds '=', a scope's a ':' (graph:key); a run key's suffix neither.
+    if kind == "tag" and "=" in text:
+        return f"{shard}:{USER_TEXT}tag:{_digest(text)}"
+    if kind == "idem" and ":" in text:
+        return f"{shard}:{USER_TEXT}idem:{_digest(text)}"
+    return ""
 
 
 def worker(name: str) -> str:

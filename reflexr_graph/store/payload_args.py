@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from reflexr_graph.store import contracts
+from reflexr_graph.store import contracts, keys
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.payload_codec import PREFIX_BYTES, SIGNAL_RECORD, PayloadCodec
 
@@ -46,16 +46,20 @@ def _emitted_values(args: Sequence[ScriptArg]) -> tuple[int, ...]:
     return tuple(range(first, len(args), contracts.EMIT_ITEM_ARGS))
 
 
-def encode_args(codec: PayloadCodec, name: str, args: Sequence[ScriptArg]) -> Sequence[ScriptArg]:
-    """``args`` of script ``name`` with each payload encoded ('' stays '': no payload)."""
+def encode_args(
+    codec: PayloadCodec, name: str, args: Sequence[ScriptArg], script_keys: Sequence[str] = ()
+) -> Sequence[ScriptArg]:
+    """``args`` of script ``name`` with each payload encoded ('' stays '': no payload), bound to
+    the run of its first key (every script that writes payloads takes the run hash first)."""
     positions = _emitted_values(args) if name == "emit" else PAYLOAD_ARGV.get(name)
     if positions is None:
         return args
+    run_id = keys.run_of(script_keys[0]) if codec.ring is not None and script_keys else ""
     encoded = list(args)
     for i in positions:
         value = encoded[i]
         if isinstance(value, str) and value:
-            encoded[i] = codec.encode(value)
+            encoded[i] = codec.encode(value, run_id)
     return encoded
 
 

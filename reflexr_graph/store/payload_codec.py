@@ -8,10 +8,14 @@ writes JSON::
 
     "rg:p1:<flags>:<key id>:<body>"
 
-``flags`` holds ``z`` (zstd), ``e`` (AES-256-GCM under ``key id``) and ``r`` (the body is the
+``flags`` holds ``z`` (zstd), ``e`` (AES-256-GCM under ``key id``), ``a`` (the associated data
+binds the run id, not only the key id: :func:`associated_data`) and ``r`` (the body is the
 SHA-256 of the bytes in the payload store, not the bytes themselves, which are base64 inline).
+A value copied from one run's hash into another's does not decrypt there; one written before
+``a`` (the key id alone) still reads, and ``rekey`` writes it again with ``a``.
 With no keys and no payload store the codec keeps every payload as it was, byte for byte; only
-a payload that itself starts like an envelope is wrapped, so that no value is ever misread.
+a payload that itself starts like an envelope, or like a signal record around one, is wrapped, so
+that no value is ever misread (:func:`looks_encoded`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Protocol
 import zstandard
 
 from reflexr_graph import errors
+from reflexr_graph.store.keys import valid_run_id
 from reflexr_graph.store.payload_keys import KeyRing, WrongKey
 
 PREFIX = '"rg:p1:'
@@ -109,10 +114,11 @@ class PayloadCodec:
 
     # -- encoding ---------------------------------------------------------------------------------
 
-    def encode(self, text: str) -> str:
-        """``text`` (a payload's JSON) as Redis keeps it."""
+    def encode(self, text: str, run_id: str = "") -> str:
+        """``text`` (a payload's JSON) as Redis keeps it, in run ``run_id`` ('' when not known: an
+        encrypted payload is then bound to its key id alone)."""
         if not self.active:
-            if text.startswith(PREFIX):
+            if looks_encoded(text):
                 return Envelope("", "", _b64(text.encode())).text()
             return text
         data = text.encode()
@@ -122,9 +128,9 @@ class PayloadCodec:
                 f"({self.max_offload_bytes}); "
                 "keep such data elsewhere and pass a reference, or raise the limit"
             )
-        return self._envelope(data).text()
+        return self._envelope(data, run_id).text()
 
-    def _envelope(self, plain: bytes) -> Envelope:
+    def _envelope(self, plain: bytes, run_id: str) -> Envelope:
         data, flags, key_id = plain, "", ""
         if len(plain) > COMPRESS_ABOVE:
             packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(plain)
@@ -132,7 +138,8 @@ class PayloadCodec:
                 data, flags = packed, "z"
         if self.ring is not None:
             key_id = self.ring.primary
-            data, flags = self.ring.seal(data, key_id.encode()), flags + "e"
+            bound = flags + ("ea" if valid_run_id(run_id) else "e")
+            data, flags = self.ring.seal(data, associated_data(key_id, run_id, bound)), bound
         if self.blobs is not None and len(plain) > self.offload_bytes:
             return Envelope(flags + "r", key_id, self.blobs.put(data))
         return Envelope(flags, key_id, _b64(data))
@@ -160,7 +167,7 @@ class PayloadCodec:
     def _open(self, envelope: Envelope, run_id: str) -> bytes:
         data = self._body(envelope, run_id)
         if "e" in envelope.flags:
-            data = self._decrypt(envelope.key_id, data, run_id)
+            data = self._decrypt(envelope.key_id, data, run_id, envelope.flags)
         if "z" in envelope.flags:
             try:
                 data = zstandard.ZstdDecompressor().decompress(data)
@@ -202,7 +209,7 @@ class PayloadCodec:
                 f"payload {digest[:12]} corrupt",
             ) from None
 
-    def _decrypt(self, key_id: str, data: bytes, run_id: str) -> bytes:
+    def _decrypt(self, key_id: str, data: bytes, run_id: str, flags: str) -> bytes:
         if self.ring is None or key_id not in self.ring.keys:
             held = "holds no keys" if self.ring is None else f"holds {', '.join(self.ring.keys)}"
             raise _unreadable(
@@ -212,12 +219,12 @@ class PayloadCodec:
                 f"encrypted with key {key_id}",
             )
         try:
-            return self.ring.open(key_id, data, key_id.encode())
+            return self.ring.open(key_id, data, associated_data(key_id, run_id, flags))
         except WrongKey:
             raise _unreadable(
                 run_id,
-                f"a stored payload does not decrypt with key {key_id}: it was altered, or key {key_id} here "
-                "is not the key it was written with",
+                f"a stored payload does not decrypt with key {key_id}: it was altered, copied from another "
+                f"run, or key {key_id} here is not the key it was written with",
                 f"not readable with key {key_id}",
             ) from None
 
@@ -226,7 +233,7 @@ class PayloadCodec:
         it already; errors.PayloadUnreadable when it cannot be read here. For ``rekey``."""
         if self.ring is None:
             raise errors.SettingsError("REFLEXR_PAYLOAD_KEYS is not set: there is no key to encrypt under")
-        if self.key_of(text) == self.ring.primary:
+        if self.key_of(text) == self.ring.primary and self._bound(text):
             return None
         strict = PayloadCodec(
             self.ring,
@@ -235,7 +242,15 @@ class PayloadCodec:
             max_offload_bytes=self.max_offload_bytes,
             strict=True,
         )
-        return self.encode(strict.decode(text, run_id))
+        return self.encode(strict.decode(text, run_id), run_id)
+
+    @staticmethod
+    def _bound(text: str) -> bool:
+        """Whether an encrypted payload's associated data binds its run (flag ``a``)."""
+        envelope = Envelope.parse(text)
+        if envelope is None and text.startswith(SIGNAL_RECORD):
+            envelope = Envelope.parse(text[len(SIGNAL_RECORD) : -1])
+        return envelope is not None and "a" in envelope.flags
 
     def key_of(self, text: str) -> str | None:
         """The key id a stored payload is encrypted with, '' when it is not, None when it is no envelope."""
@@ -252,6 +267,21 @@ class PayloadCodec:
             text = text[len(SIGNAL_RECORD) : -1]
         envelope = Envelope.parse(text)
         return envelope.body if envelope is not None and "r" in envelope.flags else None
+
+
+def associated_data(key_id: str, run_id: str, flags: str) -> bytes:
+    """What AES-GCM authenticates beside the payload: the key id, and with flag ``a`` the run id
+    (a NUL between, which neither holds); payloads written before ``a`` have the key id alone."""
+    return f"{key_id}\0{run_id}".encode() if "a" in flags else key_id.encode()
+
+
+def looks_encoded(text: str) -> bool:
+    """Whether :meth:`PayloadCodec.decode` would unwrap ``text``: an envelope, or a signal record
+    around one. Such a payload is wrapped even when payloads are kept as they are, so it reads back
+    as it was given."""
+    return text.startswith(PREFIX) or (
+        text.startswith(SIGNAL_RECORD) and text.startswith(PREFIX, len(SIGNAL_RECORD))
+    )
 
 
 def placeholder_of(text: str) -> str | None:

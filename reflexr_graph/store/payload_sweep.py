@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 
+import redis
+
 from reflexr_graph import clock
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.key_types import wrong_type
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.records import text
 
@@ -24,22 +27,32 @@ waits for the script that refers to it."""
 SCAN_COUNT = 1000
 
 
+_SUFFIXES = tuple(f":{name}" for name in keys.RUN_HASHES)
+
+
+def _values(store: StoreBase, name: str) -> list[bytes | str]:
+    """The values a run's key ``name`` holds that may be payloads; none for another key, or for one
+    of the wrong type (store/key_types.py)."""
+    run_id = keys.run_of(name)
+    if not run_id:
+        return []  # not a run's key (a shard's index shares the pattern)
+    try:
+        if name.endswith(_SUFFIXES):
+            return list(store.client.hvals(name))
+        if name == keys.inputs(run_id):
+            return [store.client.get(name) or b""]
+    except redis.ResponseError as exc:
+        if not wrong_type(exc, name, "payload sweep"):
+            raise
+    return []
+
+
 def referenced(store: StoreBase, codec: PayloadCodec) -> set[str]:
     """Every digest a run in Redis refers to (its run, checkpoint, memo and mailbox hashes, and
     its long inputs' key)."""
     found: set[str] = set()
-    suffixes = tuple(f":{name}" for name in keys.RUN_HASHES)
     for key in store.client.scan_iter(match=keys.every_run_key(), count=SCAN_COUNT):
-        name = text(key)
-        if not keys.run_of(name):
-            continue  # not a run's key (a shard's index shares the pattern)
-        if name.endswith(suffixes):
-            values = store.client.hvals(name)
-        elif name == keys.inputs(keys.run_of(name)):
-            values = [store.client.get(name) or b""]
-        else:
-            continue
-        for value in values:
+        for value in _values(store, text(key)):
             digest = codec.references(text(value))
             if digest:
                 found.add(digest)

@@ -26,6 +26,10 @@ from reflexr_graph.store.ops import ScriptArg, per_run
 from reflexr_graph.store.records import text
 
 PRUNE_BATCH = 1000
+TAG_PRUNE_BATCH = 200
+"""Entries of one tag index, the oldest, that one prune call looks at."""
+TAG_INDEXES_PER_CALL = 50
+"""About how many tag indexes of each shard one prune call looks at (an SSCAN's COUNT)."""
 """Index entries of each terminal status one prune call looks at, at most."""
 TICK_BATCH = 100
 """Lapsed leases and due runs one reaper pass handles, at most."""
@@ -281,6 +285,27 @@ class Recovery(StoreBase):
             for status, run_id in queued
         ]
         return sum(int(done) for done in self._scripts.run_many(calls))
+
+    @translate_errors
+    def prune_tag_indexes(self, cursors: dict[int, int], *, limit: int = TAG_PRUNE_BATCH) -> int:
+        """Drop tag index entries of runs whose keys expired; returns how many were dropped.
+
+        A listing by tag drops the stale entries it meets, but a tag nobody lists would keep its
+        index for ever: each call walks on through every shard's set of tag index names
+        (``cursors``, shard -> SSCAN cursor, kept by the caller between calls), some
+        :data:`TAG_INDEXES_PER_CALL` of them a shard, and looks at the ``limit`` oldest entries
+        of each (prune_tag.lua), so an index goes, and its name with it, once its runs have.
+        """
+        dropped = 0
+        for shard in self.shards.all:
+            names_key = keys.tag_indexes(shard)
+            cursor, names = self._r.sscan(names_key, cursors.get(shard, 0), count=TAG_INDEXES_PER_CALL)
+            cursors[shard] = int(cursor)
+            for name in map(text, names):
+                run_ids = [text(m) for m in self._r.zrange(name, 0, limit - 1)]
+                run_keys = [keys.run(run_id) for run_id in run_ids]
+                dropped += int(self._scripts("prune_tag", [names_key, name, *run_keys], run_ids))
+        return dropped
 
     # -- graphs without a live worker -----------------------------------------------------------
 

@@ -16,6 +16,7 @@ import redis
 from reflexr_graph import errors
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.key_types import wrong_type
 from reflexr_graph.store.payload_codec import PLAIN
 from reflexr_graph.store.records import text
 
@@ -104,7 +105,12 @@ def rekey(store: StoreBase, *, graph: str | None = None) -> RekeyReport:
         run_id = keys.run_of(name)
         if not name.endswith(suffix) or name != keys.run(run_id):
             continue
-        if graph is not None and text(store.client.hget(name, "graph")) != graph:
-            continue
-        rekey_run(store, run_id, report)
+        try:
+            if graph is not None and text(store.client.hget(name, "graph")) != graph:
+                continue
+            rekey_run(store, run_id, report)
+        except redis.ResponseError as exc:
+            # A key of another type under a run's name (store/key_types.py): its run is skipped.
+            if not wrong_type(exc, name, "rekey"):
+                raise
     return report

@@ -74,6 +74,7 @@ STANDALONE: tuple[str, ...] = (
     "activity_counts",
     "child_started",
     "unhold_version",
+    "prune_tag",
 )
 """Scripts with their own small KEYS layout; they get no prelude."""
 
@@ -170,7 +171,7 @@ class Scripts:
         }
 
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
-        return self.call_encoded(name, keys, encode_args(self.codec, name, args))
+        return self.call_encoded(name, keys, encode_args(self.codec, name, args, keys))
 
     def call_encoded(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         """Call script ``name`` with arguments whose payloads are encoded already."""
@@ -195,7 +196,7 @@ class Scripts:
         """
         script = self._scripts[name]
         assert isinstance(script, Script)
-        encoded = encode_args(self.codec, name, args)
+        encoded = encode_args(self.codec, name, args, keys)
         if isinstance(pipe, redis.cluster.ClusterPipeline):
             target = {"target_nodes": pipe.get_node_from_key(keys[0])} if keys else {}
             pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *encoded, **target)

@@ -78,7 +78,7 @@ def _host_port(part: str) -> tuple[str, int]:
     if not sep:
         host, port = part, str(DEFAULT_SENTINEL_PORT)
     if not host or not port.isdigit():
-        raise SentinelURLError(f"sentinel address {part!r} is not host:port, e.g. 10.0.0.5:26379")
+        raise SentinelURLError("a sentinel address is not host:port, e.g. 10.0.0.5:26379")
     return host.strip("[]"), int(port)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from hashlib import sha1
 from importlib import resources
 
 import redis
@@ -44,7 +45,10 @@ def test_a_runs_keys_and_its_shards_indexes_share_one_hash_tag() -> None:
     ]
     assert len({key_slot(k.encode()) for k in [*script_keys, *own]}) == 1
     assert keys.retries(shard) in script_keys
-    assert keys.idem("order-1") == f"rg:{{s{keys.shard_of('order-1')}}}:idem:order-1"
+    assert (
+        keys.idem("g:order-1")
+        == f"rg:{{s{keys.shard_of('g:order-1')}}}:#idem:{sha1(b'g:order-1').hexdigest()}"
+    )
 
 
 def test_a_standalone_store_keeps_its_indexes_in_one_shard() -> None:

@@ -12,7 +12,7 @@ import redis
 
 from reflexr_graph import errors, time_travel
 from reflexr_graph.store import RedisStore, keys
-from reflexr_graph.store.payload_codec import PayloadCodec
+from reflexr_graph.store.payload_codec import Envelope, PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from tests.store.support import LEASE_MS, fail_once, make_run, new_token, start
 
@@ -37,6 +37,7 @@ def stores(redis_url: str) -> Iterator[dict[str, RedisStore]]:
         "k2k1": RedisStore.from_url(redis_url, codec=codec("k2", "k1")),
         "none": RedisStore.from_url(redis_url),
         "strict-k2": RedisStore.from_url(redis_url, codec=codec("k2", strict=True)),
+        "strict-k1": RedisStore.from_url(redis_url, codec=codec("k1", strict=True)),
     }
     try:
         yield made
@@ -120,6 +121,21 @@ def test_a_value_that_looks_like_an_envelope_is_kept_as_given(stores: dict[str, 
     stores["none"].create_run("run-l", graph="demo", inputs_json=looks, max_attempts=1, dispatch_grace_ms=1)
     claim = stores["none"].claim("run-l", new_token(), lease_ttl_ms=LEASE_MS)
     assert claim.inputs_json == looks
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        json.dumps("rg:p1:e:k1:AAAA"),
+        '{"signal":"rg:p1:::AAAA"}',
+        '{"signal":"rg:p1:z:k1:AAAA", "more": 1}',
+        '{"signal":"rg:p1:::e30="}',
+    ],
+    ids=["envelope", "signal-record", "signal-record-more", "signal-record-valid"],
+)
+def test_without_keys_every_value_decode_would_unwrap_reads_back_as_given(value: str) -> None:
+    plain = PayloadCodec()
+    assert plain.decode(plain.encode(value)) == value
 
 
 def test_memo_records_and_signals_read_back_decoded(stores: dict[str, RedisStore]) -> None:
@@ -234,3 +250,37 @@ def test_every_contract_field_that_carries_a_payload_passes_the_codec() -> None:
             continue
         offset = 0 if "(standalone)" in (args.__doc__ or "") else 3
         assert set(_positions(args, named, offset)) <= set(PAYLOAD_ARGV.get(script, ())), (script, named)
+
+
+def test_a_value_copied_into_another_run_does_not_decrypt(
+    stores: dict[str, RedisStore], redis_client: redis.Redis
+) -> None:
+    """The associated data binds the run: a ciphertext moved from one run's hash to another's (by
+    anyone who can write Redis) is refused there, not read as that run's data."""
+    strict = codec("k1", strict=True)
+    sealed = strict.encode(json.dumps({"secret": MARKER}), "run-a")
+    assert json.loads(strict.decode(sealed, "run-a")) == {"secret": MARKER}
+    with pytest.raises(errors.PayloadUnreadable, match="copied from another run"):
+        strict.decode(sealed, "run-b")
+    for run_id in ("run-a", "run-b"):
+        stores["k1"].create_run(
+            run_id, graph="demo", inputs_json=json.dumps({"who": run_id}), max_attempts=1, dispatch_grace_ms=1
+        )
+    # Encrypted, the inputs are longer than a listpack value: a key of their own (keys.inputs).
+    redis_client.set(keys.inputs("run-b"), redis_client.get(keys.inputs("run-a")) or b"", keepttl=True)
+    claim = stores["strict-k1"].claim("run-b", new_token(), lease_ttl_ms=LEASE_MS)
+    assert "run run-b" in claim.unreadable and "copied from another run" in claim.unreadable
+    assert json.loads(stores["k1"].claim("run-a", new_token(), lease_ttl_ms=LEASE_MS).inputs_json) == {
+        "who": "run-a"
+    }
+
+
+def old_envelope(value: str, key_id: str = "k1") -> str:
+    """``value`` encrypted as releases before the run binding wrote it: the key id alone as AAD."""
+    ring = KeyRing.parse(spec(key_id))
+    return Envelope("e", key_id, base64.b64encode(ring.seal(value.encode(), key_id.encode())).decode()).text()
+
+
+def test_a_payload_written_before_the_run_binding_still_reads() -> None:
+    old = old_envelope(json.dumps({"secret": MARKER}))
+    assert json.loads(codec("k1", strict=True).decode(old, "any-run")) == {"secret": MARKER}

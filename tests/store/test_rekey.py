@@ -15,7 +15,7 @@ from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.rekey import rekey
 from tests.store.test_payload_store import big_state
-from tests.store.test_payloads import MARKER, _written, spec
+from tests.store.test_payloads import MARKER, _written, old_envelope, spec
 from tests.surfaces.cli_runner import run_cli
 
 
@@ -113,3 +113,17 @@ def test_the_rekey_command_asks_first_and_rewrites_with_yes(
     assert key_ids(redis_client, run_id) == {"k2"}
     unset = run_cli(["rekey", "--yes"], {"REFLEXR_REDIS_URL": redis_url}, monkeypatch)
     assert unset.returncode == 2 and "REFLEXR_PAYLOAD_KEYS is not set" in unset.stderr
+
+
+def test_rekey_rewrites_a_payload_bound_to_its_key_id_alone_to_bind_its_run(
+    stores: dict[str, RedisStore], redis_client: redis.Redis
+) -> None:
+    stores["k1"].create_run("run-o", graph="demo", inputs_json="{}", max_attempts=1, dispatch_grace_ms=1)
+    old = old_envelope(json.dumps({"secret": MARKER}))
+    redis_client.hset(keys.run("run-o"), "inputs", old)
+    assert rekey(stores["k1"]).rewritten == 1
+    stored = (redis_client.hget(keys.run("run-o"), "inputs") or b"").decode()
+    assert stored != old and stored.startswith('"rg:p1:ea:k1:')
+    strict = PayloadCodec(KeyRing.parse(spec("k1")), strict=True)
+    assert json.loads(strict.decode(stored, "run-o")) == {"secret": MARKER}
+    assert rekey(stores["k1"]).rewritten == 0

@@ -36,7 +36,8 @@ def test_tags_are_kept_with_the_run_and_listings_filter_by_them(client: Client) 
 def test_a_run_without_tags_writes_no_tag_field_or_index(client: Client, redis_client: redis.Redis) -> None:
     run_id = client.enqueue("counter", JOB)
     assert not redis_client.hexists(keys.run(run_id), "tags")
-    assert redis_client.keys(keys.tag_index("*", "*", 0)) == []
+    assert redis_client.keys("rg:{s0}:#tag:*") == []
+    assert not redis_client.exists(keys.tag_indexes(0))
 
 
 def test_a_tagged_run_is_indexed_by_each_tag(client: Client, redis_client: redis.Redis) -> None:
@@ -54,6 +55,29 @@ def test_a_tag_listing_drops_the_entries_of_runs_that_expired(
     redis_client.delete(*keys.run_keys(gone))  # as retention expires a run's keys
     assert [r.run_id for r in client.runs(tags={"tenant": "acme"})] == [kept]
     assert redis_client.zrange(keys.tag_index("tenant", "acme", 0), 0, -1) == [kept.encode()]
+
+
+def test_a_tag_index_goes_with_the_runs_it_holds(client: Client, redis_url: str) -> None:
+    """The reaper's prune drops the entries of expired runs from every tag index, listed or not,
+    and an index goes (with its name in the shard's set) once its last run has."""
+    gone = [client.enqueue("counter", JOB, tags={"tenant": "acme", "tier": "gold"}) for _ in range(3)]
+    kept = client.enqueue("counter", JOB, tags={"tier": "gold"})
+    store = RedisStore.from_url(redis_url)
+    r = store.client
+    try:
+        for run_id in gone:
+            r.delete(*keys.run_keys(run_id))  # as retention expires a run's keys
+        cursors: dict[int, int] = {}
+        assert store.prune_tag_indexes(cursors) == 6
+        assert not r.exists(keys.tag_index("tenant", "acme", 0))
+        assert r.zrange(keys.tag_index("tier", "gold", 0), 0, -1) == [kept.encode()]
+        assert r.smembers(keys.tag_indexes(0)) == {keys.tag_index("tier", "gold", 0).encode()}
+        assert cursors == {0: 0}  # walked through the set: the next call starts again
+        r.delete(*keys.run_keys(kept))
+        assert store.prune_tag_indexes(cursors) == 1
+        assert r.keys("rg:{s0}:#tag*") == [] and not r.exists(keys.tag_indexes(0))
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize(
@@ -124,7 +148,7 @@ def test_the_api_takes_tags_and_filters_by_them(api_server: ApiServer) -> None:
         assert http.get("/api/dead-letters", params={"tag": "tenant=acme"}).json()["runs"] == []
 
 
-def test_tags_cost_one_zadd_each_inside_the_create_script(private_redis: RedisFactory) -> None:
+def test_tags_cost_one_zadd_and_one_sadd_each_inside_the_create_script(private_redis: RedisFactory) -> None:
     server = private_redis()
     store = RedisStore.from_url(server.url)
     r = redis.Redis.from_url(server.url)
@@ -140,7 +164,8 @@ def test_tags_cost_one_zadd_each_inside_the_create_script(private_redis: RedisFa
         untagged, tagged = costs[1], costs[2]
         assert tagged["cmdstat_evalsha"] == untagged["cmdstat_evalsha"] == 1  # one round trip either way
         assert tagged["cmdstat_zadd"] - untagged["cmdstat_zadd"] == 2  # one index entry per tag
-        assert sum(tagged.values()) - sum(untagged.values()) == 2
+        assert tagged["cmdstat_sadd"] == 2  # and its name in the shard's set, for the prune
+        assert sum(tagged.values()) - sum(untagged.values()) == 4
     finally:
         r.close()
         store.close()

@@ -342,7 +342,8 @@ local function emit(kind, ...)
   end
   local parts, pairs_ = {code, NOW}, {...}
   for i = 2, #pairs_, 2 do
-    parts[#parts + 1] = tostring(pairs_[i])
+    -- A value holding the separator would shift the fields after it: it is written as U+241F.
+    parts[#parts + 1] = (string.gsub(tostring(pairs_[i]), '\31', '\226\144\159'))
   end
   redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', table.concat(parts, '\31'))
 end

@@ -8,8 +8,8 @@
 -- KEYS[20] rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
 -- KEYS[21] the broker list ARGV[22]'s message goes to (keys.broker_queue), only with a message
 -- KEYS[21..] or, with a message, KEYS[22..], up to the parent's keys and the prelude's last three
---   (children ended, the long inputs, the stream): the run's tag indexes (rg:tag:<key>=<value>),
---   one per tag of ARGV[20]
+--   (children ended, the long inputs, the stream): the shard's set of tag index names
+--   (rg:tags), then the run's tag indexes (rg:#tag:<sha1 of key=value>), one per tag of ARGV[20]
 -- KEYS[#KEYS - 1] the run's inputs when longer than INLINE_MAX (_lib.lua: init_run)
 -- ARGV: store/contracts.py CreateArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] the scoped idempotency key (graph and key), else the run_id
@@ -108,9 +108,12 @@ end
 if ARGV[20] ~= '' then
   -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
   put('tags', ARGV[20])
-  -- The last four are the prelude's (_lib.lua), and the parent's three before them.
-  for i = ARGV[22] ~= '' and 22 or 21, #KEYS - (parent_token ~= '' and 7 or 4) do
+  -- The last four are the prelude's (_lib.lua), and the parent's three before them. Each index
+  -- is named in its shard's set, by which the reaper's prune finds it (store/recovery.py).
+  local names = ARGV[22] ~= '' and 22 or 21
+  for i = names + 1, #KEYS - (parent_token ~= '' and 7 or 4) do
     redis.call('ZADD', KEYS[i], NOW, RUN_ID)
+    redis.call('SADD', KEYS[names], KEYS[i])
   end
 end
 if key ~= '' then

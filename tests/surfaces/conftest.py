@@ -169,7 +169,7 @@ def dead_url(private_redis: RedisFactory) -> str:
     return url
 
 
-API_TOKEN = "test-token-0123456789"
+API_TOKEN = "test-token-0123456789-abcdefghijklmnop"
 
 
 @dataclass
@@ -178,10 +178,14 @@ class ApiServer:
     token: str
     proc: subprocess.Popen[bytes]
 
-    def http(self, *, token: str | None = "default") -> httpx.Client:
-        """An httpx client on the server; with the server's token unless ``token`` says otherwise."""
+    def http(self, *, token: str | None = "default", as_json: bool = True) -> httpx.Client:
+        """An httpx client on the server; with the server's token unless ``token`` says otherwise,
+        and, as the console does, declaring every request JSON (the API refuses a POST that is not,
+        body or not) unless ``as_json`` is False."""
         given = self.token if token == "default" else token
         headers = {"Authorization": f"Bearer {given}"} if given else {}
+        if as_json:
+            headers["Content-Type"] = "application/json"
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 

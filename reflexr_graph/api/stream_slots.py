@@ -67,11 +67,16 @@ class HeldStream(StreamingResponse):
         self._release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        failed: Exception | None = None
         try:
             async with anyio.create_task_group() as group:
 
                 async def stream() -> None:
-                    await self.stream_response(send)
+                    nonlocal failed
+                    try:
+                        await self.stream_response(send)
+                    except Exception as exc:
+                        failed = exc  # raised as itself below, not inside an ExceptionGroup
                     group.cancel_scope.cancel()
 
                 group.start_soon(stream)
@@ -79,6 +84,8 @@ class HeldStream(StreamingResponse):
                 group.cancel_scope.cancel()
         finally:
             self._release()
+        if failed is not None:
+            raise failed
 
 
 def open_stream(request: Request, frames: Callable[[AsyncClient], AsyncIterator[str]]) -> StreamingResponse:

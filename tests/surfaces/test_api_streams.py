@@ -9,8 +9,6 @@ import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
-
 from reflexr_graph.api.stream_slots import StreamSlots, share_of
 from reflexr_graph.client import Client
 from tests.surfaces.conftest import ApiServer, serving
@@ -75,7 +73,6 @@ def _other_routes_answer(server: ApiServer) -> None:
             assert response.status_code == 200, (path, response.text)
 
 
-@pytest.mark.timeout(90)
 def test_1100_streams_asked_at_once_leave_every_other_route_answering(
     own_api_server: ApiServer, client: Client
 ) -> None:

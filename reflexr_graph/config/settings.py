@@ -91,7 +91,8 @@ class Settings(BaseSettings):
     health_file: str = ""
     """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
     api_token: str = Field("", repr=False)
-    """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires; '' for none."""
+    """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires, at least 32
+    characters (``serve`` refuses a shorter one); '' and ``serve`` generates one at start."""
     api_max_body: int = Field(5 * MIB, ge=1024)
     """The largest request body the HTTP API accepts, in bytes (inputs and state, each up to
     ``max_payload_bytes``, with room to spare)."""

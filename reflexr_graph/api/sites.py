@@ -29,6 +29,8 @@ SAME_SITE_FETCHES = frozenset({"same-origin", "none"})
 
 def _split(authority: str) -> tuple[str, int | None] | None:
     """``host`` (lowercase, no brackets) and port of a Host value, or None when it is malformed."""
+    if any(c in authority for c in "@/?#\\"):
+        return None  # a Host is a name and a port, never user info or a path
     try:
         parts = urlsplit(f"//{authority}")
         return (parts.hostname or "", parts.port) if parts.hostname else None
@@ -76,7 +78,7 @@ def cross_site(headers: Headers) -> str | None:
     """Why a state-changing request comes from another site, or None when it does not say so."""
     fetch_site = headers.get("sec-fetch-site")
     if fetch_site is not None and fetch_site.lower() not in SAME_SITE_FETCHES:
-        return f"the browser says it comes from another origin (Sec-Fetch-Site: {fetch_site[:16]})"
+        return "the browser says it comes from another origin (Sec-Fetch-Site)"
     origin = headers.get("origin")
     if origin is None:
         return None

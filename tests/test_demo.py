@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,7 +150,9 @@ def _served(tmp_path_factory: pytest.TempPathFactory) -> Served:
             seen.append(line)
             if "console: http://127.0.0.1:" in line:
                 break
-        runs = wait_for(lambda: _runs(port), what="the console's API") if proc.poll() is None else []
+        # serve prints the token it generated in the console's URL (#token=...): the API needs it.
+        token = next(iter(re.findall(r"#token=([A-Za-z0-9_-]+)", "".join(seen))), "")
+        runs = wait_for(lambda: _runs(port, token), what="the console's API") if proc.poll() is None else []
         up = proc.poll() is None
         os.killpg(proc.pid, signal.SIGINT)
         seen.extend(proc.stdout)
@@ -246,18 +249,19 @@ def _answers(url: str) -> bool:
 @pytest.mark.timeout(240)
 def test_demo_serve_prints_the_console_url_and_stays_up_until_ctrl_c(served: Served) -> None:
     """`demo --serve` serves the demo's runs on the console until SIGINT (Ctrl-C), then stops everything."""
-    assert f"http://127.0.0.1:{served.port}/" in served.console_line, served.text
+    assert f"http://127.0.0.1:{served.port}/#token=" in served.console_line, served.text
     runs = served.runs
     assert len(runs) == 9 and {r["status"] for r in runs} == {"succeeded"}
     assert served.up_while_serving, "it stays up until Ctrl-C"
     assert served.code == 0
 
 
-def _runs(port: int) -> list[dict[str, object]] | None:
+def _runs(port: int, token: str) -> list[dict[str, object]] | None:
+    auth = {"Authorization": f"Bearer {token}"}
     try:
-        found: list[dict[str, object]] = httpx.get(f"http://127.0.0.1:{port}/api/runs", timeout=5).json()[
-            "runs"
-        ]
+        found: list[dict[str, object]] = httpx.get(
+            f"http://127.0.0.1:{port}/api/runs", headers=auth, timeout=5
+        ).json()["runs"]
     except httpx.HTTPError:
         return None
     return found

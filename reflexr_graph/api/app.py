@@ -21,7 +21,16 @@ from reflexr_graph.api import (
     waits,
     workers,
 )
-from reflexr_graph.api.security import BodyLimit, SecurityHeaders, require_json, require_token
+from reflexr_graph.api.security import (
+    AuthFailures,
+    BodyLimit,
+    SecurityHeaders,
+    require_json,
+    require_token,
+    token_digest,
+)
+from reflexr_graph.api.sites import HostRules, RelativeRedirects, SiteGuard
+from reflexr_graph.api.stream_slots import StreamSlots, share_of
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.config.settings import Settings, load_settings
 
@@ -41,17 +50,27 @@ OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
 """The routers outside ``/api``: probes and the console page, which need no token."""
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The API and the console on the settings' Redis; the client opens with the app's lifespan."""
+def create_app(
+    settings: Settings | None = None, *, token: str | None = None, bound: tuple[str, int] | None = None
+) -> FastAPI:
+    """The API and the console on the settings' Redis; the clients open with the app's lifespan.
+
+    ``token`` (the settings' when None) guards ``/api``: ``serve`` always passes one, an app made
+    in process may have none. ``bound`` is the address ``serve`` listens on, whose names the Host
+    header must give (or one of REFLEXR_API_HOSTS); without one, loopback names only.
+    """
     settings = settings or load_settings(strict=False)
+    token = settings.api_token if token is None else token
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Created on the server's loop: redis.asyncio connections belong to one loop.
         app.state.client = AsyncClient(settings)
+        app.state.streams = stream_client(settings)
         try:
             yield
         finally:
+            await app.state.streams.close()
             await app.state.client.close()
 
     app = FastAPI(
@@ -63,7 +82,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    app.state.api_token = settings.api_token
+    # Only the token's digest is kept, and compared (security.require_token).
+    app.state.token_digest = token_digest(token) if token else None
+    app.state.auth_failures = AuthFailures()
+    app.state.stream_slots = StreamSlots(settings.max_streams, share_of(settings.max_streams, tokens=1))
     # Set when the server starts to stop: the live event streams end at once (api/stream.py).
     app.state.stopping = asyncio.Event()
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(require_json)])
@@ -75,8 +97,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", console.static_files(), name="static")
     problems.install(app)
     app.add_middleware(BodyLimit, limit=settings.api_max_body)
+    app.add_middleware(RelativeRedirects)
+    app.add_middleware(SiteGuard, rules=HostRules(bound, settings.api_hosts))
     app.add_middleware(SecurityHeaders)
     return app
+
+
+def stream_client(settings: Settings) -> AsyncClient:
+    """The client the event streams read on: a Redis pool of its own, as large as their cap, so
+    that open streams never take the connections of the other routes."""
+    return AsyncClient(settings, max_connections=settings.max_streams)
 
 
 def _version() -> str:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from reflexr_graph import errors
 from reflexr_graph.client import Refused
@@ -46,14 +46,33 @@ class BulkReplayRequest(BaseModel):
     from_start: bool = False
 
 
-class BulkCancelRequest(BaseModel):
-    """Runs to cancel: the ``run_ids`` given, or the cancellable runs matching ``status``, ``graph``
-    and ``tags``."""
+class BulkRequest(BaseModel):
+    """Runs to act on: the ``run_ids`` given, or those matching ``status``, ``graph`` and ``tags``,
+    or with ``"all": true`` every one the action takes. An empty filter is refused: it would act
+    on every run, which only ``"all": true`` may mean."""
 
     run_ids: list[str] | None = Field(None, max_length=1000)
     status: Status | None = None
     graph: str | None = None
     tags: dict[str, str] | None = None
+    all: bool = Field(False, description="Act on every run the action takes, with no filter")
+
+    @model_validator(mode="after")
+    def _intended(self) -> Self:
+        if self.run_ids is None and not self.all and self.status is None and not self.graph and not self.tags:
+            raise ValueError(
+                "an empty filter would act on every run: give run_ids, a filter (status, graph, tags), "
+                'or "all": true to mean every run'
+            )
+        if self.run_ids is not None and self.all:
+            raise ValueError('give run_ids or "all": true, not both')
+        return self
+
+
+class BulkCancelRequest(BulkRequest):
+    """Runs to cancel: the ``run_ids`` given, or the cancellable runs matching ``status``, ``graph``
+    and ``tags``, or every cancellable run with ``"all": true``."""
+
     now: bool = Field(False, description="Interrupt running steps with CancelledError")
 
 
@@ -73,14 +92,9 @@ class BulkCancelResult(BaseModel):
     refused: list[Refusal]
 
 
-class BulkPurgeRequest(BaseModel):
+class BulkPurgeRequest(BulkRequest):
     """Runs to delete for good: the ``run_ids`` given, or the finished runs matching ``status``
-    (succeeded, dead or cancelled), ``graph`` and ``tags``."""
-
-    run_ids: list[str] | None = Field(None, max_length=1000)
-    status: Status | None = None
-    graph: str | None = None
-    tags: dict[str, str] | None = None
+    (succeeded, dead or cancelled), ``graph`` and ``tags``, or every finished run with ``"all": true``."""
 
 
 class BulkPurgeResult(BaseModel):

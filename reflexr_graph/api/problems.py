@@ -92,8 +92,9 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
 async def _http(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
-    title = {401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed", 413: "Content Too Large",
-             415: "Unsupported Media Type"}  # fmt: skip
+    title = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+             405: "Method Not Allowed", 413: "Content Too Large", 415: "Unsupported Media Type",
+             429: "Too Many Requests"}  # fmt: skip
     response = problem(exc.status_code, title.get(exc.status_code, "Error"), detail)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value

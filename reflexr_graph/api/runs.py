@@ -22,6 +22,7 @@ from reflexr_graph.api.models import (
     refusals,
 )
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.stream_slots import open_stream
 from reflexr_graph.core.emit import TOPIC
 from reflexr_graph.core.tags import parse_tags
 from reflexr_graph.model import BranchLane, RunInfo, Status
@@ -29,6 +30,9 @@ from reflexr_graph.model import BranchLane, RunInfo, Status
 router = APIRouter(prefix="/runs", tags=["runs"])
 
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such run"}}
+STREAMS_FULL: dict[int | str, dict[str, Any]] = {
+    429: {"model": Problem, "description": "The server holds as many event streams as it may (Retry-After)"}
+}
 REFUSED: dict[int | str, dict[str, Any]] = {
     409: {"model": Problem, "description": "The run's status does not allow it"},
     **NOT_FOUND,
@@ -94,11 +98,12 @@ async def list_runs(
 @router.post("/cancel", response_model=BulkCancelResult, responses={422: {"model": Problem}})
 async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelResult:
     """Cancel the runs named by ``run_ids``, or the cancellable runs matching ``status``, ``graph``
-    and/or ``tags`` (at most 1000 per call: a cancelled run no longer matches, so call again until
-    ``cancelled`` is empty). Runs that cannot be cancelled are listed with why. ``GET /api/runs``
-    with the same filter shows what it would take."""
+    and/or ``tags``, or with ``"all": true`` every cancellable run (at most 1000 per call: a
+    cancelled run no longer matches, so call again until ``cancelled`` is empty). Runs that cannot
+    be cancelled are listed with why. ``GET /api/runs`` with the same filter shows what it would
+    take."""
     done = await client.cancel_many(
-        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now
+        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now, all=body.all
     )
     return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
 
@@ -106,9 +111,12 @@ async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelR
 @router.post("/purge", response_model=BulkPurgeResult, responses={422: {"model": Problem}})
 async def purge_many(body: BulkPurgeRequest, client: ClientDep) -> BulkPurgeResult:
     """Delete for good the runs named by ``run_ids``, or the finished runs matching ``status``,
-    ``graph`` and/or ``tags`` (at most 1000 per call: a purged run is gone, so call again until
-    ``purged`` is empty). Runs not finished, or not there, are listed with why."""
-    done = await client.purge_many(body.run_ids, status=body.status, graph=body.graph, tags=body.tags)
+    ``graph`` and/or ``tags``, or with ``"all": true`` every finished run (at most 1000 per call: a
+    purged run is gone, so call again until ``purged`` is empty). Runs not finished, or not there,
+    are listed with why."""
+    done = await client.purge_many(
+        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, all=body.all
+    )
     return BulkPurgeResult(purged=done.purged, refused=refusals(done.refused))
 
 
@@ -124,6 +132,7 @@ async def get_run(run_id: str, client: ClientDep) -> RunInfo:
     responses={
         200: {"content": {stream.MEDIA_TYPE: {}}, "description": "With Accept: text/event-stream, live"},
         **NOT_FOUND,
+        **STREAMS_FULL,
     },
 )
 async def events(run_id: str, request: Request, client: ClientDep) -> list[EventOut] | StreamingResponse:
@@ -133,11 +142,8 @@ async def events(run_id: str, request: Request, client: ClientDep) -> list[Event
     if stream.MEDIA_TYPE not in request.headers.get("accept", ""):
         return [EventOut.of(e) for e in history]
     after = stream.last_event_id(request.headers.get("last-event-id"))
-    return StreamingResponse(
-        stream.run_stream(client, run_id, after, request.app.state.stopping),
-        media_type=stream.MEDIA_TYPE,
-        headers={"X-Accel-Buffering": "no"},
-    )
+    stopping = request.app.state.stopping
+    return open_stream(request, lambda streams: stream.run_stream(streams, run_id, after, stopping))
 
 
 @router.get("/{run_id}/branches", response_model=list[BranchLane], responses=NOT_FOUND)
@@ -153,6 +159,7 @@ async def branches(run_id: str, client: ClientDep) -> list[BranchLane]:
     responses={
         200: {"content": {stream.MEDIA_TYPE: {}}, "description": "The items, live (SSE)"},
         **NOT_FOUND,
+        **STREAMS_FULL,
     },
 )
 async def item_stream(
@@ -169,11 +176,8 @@ async def item_stream(
     ``Last-Event-ID``, and an ``end`` event with the finished run once the run has ended."""
     await client.get(run_id)  # 404 before any stream starts
     after = max(after, stream.last_offset(request.headers.get("last-event-id")))
-    return StreamingResponse(
-        stream.item_stream(client, run_id, topic, after, request.app.state.stopping),
-        media_type=stream.MEDIA_TYPE,
-        headers={"X-Accel-Buffering": "no"},
-    )
+    stopping = request.app.state.stopping
+    return open_stream(request, lambda streams: stream.item_stream(streams, run_id, topic, after, stopping))
 
 
 @router.post("/{run_id}/cancel", response_model=RunInfo, responses=REFUSED)

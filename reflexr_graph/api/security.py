@@ -1,16 +1,23 @@
 """What guards the API: the bearer token, JSON bodies only, security headers, the request body limit,
 loopback-only binds.
 
-With ``REFLEXR_API_TOKEN`` set, every ``/api`` route needs ``Authorization: Bearer <token>``,
-compared in constant time. The console sends it the way any API client does (it keeps the
-token in the tab's session storage): there is no cookie, so there is no session to forge.
+``serve`` always has a token: ``REFLEXR_API_TOKEN`` (at least :data:`TOKEN_MIN_LENGTH` characters),
+or one it generates at start. Every ``/api`` route needs ``Authorization: Bearer <token>``; the
+app holds only the token's SHA-256 and compares digests in constant time. An address that keeps
+sending a wrong token is answered 429 for a while (:class:`AuthFailures`). The console sends the
+token the way any API client does (it keeps it in the tab's session storage): there is no
+cookie, so there is no session to forge. The Host and Origin checks are in ``api/sites.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
+import math
+import time
+from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -20,7 +27,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reflexr_graph.errors import Kind, ReflexrError, SettingsError
 
-_bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, when the server has one")
+_bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, or the token serve printed")
+
+TOKEN_MIN_LENGTH = 32
+"""The shortest token ``serve`` takes: a short one can be guessed, throttle or not."""
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 SECURITY_HEADERS: dict[str, str] = {
     # Scripts and styles only from the app itself (no CDN, nothing inline): the console carries the
@@ -39,34 +50,98 @@ SECURITY_HEADERS: dict[str, str] = {
 }
 
 
+def token_digest(token: str) -> bytes:
+    """What the app keeps of a token, and compares: its SHA-256."""
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def check_token(token: str) -> None:
+    """SettingsError for a configured token too short to resist guessing (never echoing it)."""
+    if token and len(token) < TOKEN_MIN_LENGTH:
+        raise SettingsError(
+            f"REFLEXR_API_TOKEN is shorter than {TOKEN_MIN_LENGTH} characters, short enough to guess: set "
+            "a long random one (python -c 'import secrets; print(secrets.token_urlsafe(32))'), or unset "
+            "it and serve generates one"
+        )
+
+
+class AuthFailures:
+    """Wrong tokens per client address: after ``limit`` in ``window_s`` seconds, every request from
+    that address is answered 429 until the window ends, without a look at its token. Only a token
+    that is sent and wrong counts (a console opened without one polls with none). In memory, for
+    at most ``capacity`` addresses, the oldest forgotten first."""
+
+    def __init__(self, limit: int = 10, window_s: float = 60.0, capacity: int = 10_000) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.capacity = capacity
+        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def retry_after(self, address: str) -> int:
+        """Seconds ``address`` must wait before it is heard again; 0 when it may be heard now."""
+        start, count = self._seen.get(address, (0.0, 0))
+        left = start + self.window_s - time.monotonic()
+        if left <= 0:
+            self._seen.pop(address, None)
+            return 0
+        return math.ceil(left) if count >= self.limit else 0
+
+    def failed(self, address: str) -> None:
+        now = time.monotonic()
+        start, count = self._seen.pop(address, (now, 0))
+        if now - start >= self.window_s:
+            start, count = now, 0
+        self._seen[address] = (start, count + 1)
+        while len(self._seen) > self.capacity:
+            self._seen.popitem(last=False)
+
+
 def require_token(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
-    """401 unless the request carries the server's token (when it has one)."""
-    expected: str = request.app.state.api_token
-    if not expected:
+    """401 unless the request carries the server's token (an app made in process may have none);
+    429 with Retry-After for an address that sent wrong tokens too often."""
+    expected: bytes | None = request.app.state.token_digest
+    if expected is None:
         return
+    failures: AuthFailures = request.app.state.auth_failures
+    address = request.client.host if request.client else ""
+    wait = failures.retry_after(address)
+    if wait:
+        raise HTTPException(
+            429,
+            "too many requests with a wrong bearer token from this address: try again later",
+            headers={"Retry-After": str(wait)},
+        )
     given = credentials.credentials if credentials is not None else ""
-    if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+    if not hmac.compare_digest(token_digest(given), expected):
+        if given:
+            failures.failed(address)
         why = "a bearer token is required" if not given else "the bearer token is not this server's"
-        raise HTTPException(401, f"{why}: send Authorization: Bearer <REFLEXR_API_TOKEN>")
+        raise HTTPException(
+            401, f"{why}: send Authorization: Bearer <REFLEXR_API_TOKEN, or the token serve printed>"
+        )
+    request.state.token_holder = "api"
 
 
 def require_json(request: Request) -> None:
-    """415 for a body not declared as JSON (a form, as ``curl -d`` sends, or no Content-Type).
+    """415 for a request not declared as JSON: a body of another type (a form, as ``curl -d``
+    sends, or no Content-Type), and any request that changes something, body or not.
 
-    Without this, FastAPI reads such a body as bytes, and the 422 it answers never names the
-    Content-Type. A request without a body (``POST .../cancel``) needs none.
+    A browser sends a cross-site form or no-cors fetch without a preflight only with a form or
+    text type, never JSON: a body-less POST that passed would let any site cancel a run. And
+    without this, FastAPI reads such a body as bytes, and its 422 never names the Content-Type.
     """
-    length = request.headers.get("content-length")
-    if length == "0" or (length is None and "transfer-encoding" not in request.headers):
-        return
+    if request.method not in STATE_CHANGING:
+        length = request.headers.get("content-length")
+        if length == "0" or (length is None and "transfer-encoding" not in request.headers):
+            return
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
         return
     raise HTTPException(
         415,
-        "the request body must be JSON: send it with Content-Type: application/json "
+        "the request must be sent as JSON, with Content-Type: application/json, even without a body "
         "(with curl, --json '{...}' rather than -d)",
         headers={"Accept-Post": "application/json"},
     )

@@ -5,25 +5,30 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import secrets
 import socket
 
 import uvicorn
 
 from reflexr_graph.api.app import create_app
-from reflexr_graph.api.security import check_bind
+from reflexr_graph.api.security import check_bind, check_token
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.errors import CannotListen
 
 log = logging.getLogger(__name__)
 
 
-def console_url(host: str, port: int) -> str:
+def console_url(host: str, port: int, token: str = "") -> str:
+    """The console's address; with ``token``, one that hands the console the token (in the
+    fragment, which the browser never sends: the console keeps it and clears the address bar)."""
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/"
+    return f"http://{shown}:{port}/" + (f"#token={token}" if token else "")
 
 
 BACKLOG = 2048
 """Connections the listening socket queues before uvicorn accepts them (uvicorn's default)."""
+GENERATED_TOKEN_BYTES = 32
+"""The randomness of a token ``serve`` makes when none is set (43 characters, URL-safe)."""
 SHUTDOWN_GRACE_S = 5
 """How long a stopping server (SIGTERM, Ctrl-C) lets open requests finish before it closes them."""
 
@@ -54,11 +59,14 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve until interrupted; SettingsError when ``host`` is not loopback and there is no token,
-    CannotListen when the address cannot be bound (before anything is printed)."""
+    """Serve until interrupted; SettingsError when the token is too short, or ``host`` is not
+    loopback and there is no token, CannotListen when the address cannot be bound (before anything
+    is printed). Without REFLEXR_API_TOKEN it generates a token and prints the console's URL with it."""
+    check_token(settings.api_token)
     check_bind(host, settings.api_token)
     sock = listen(host, port)
-    app = create_app(settings)
+    token = settings.api_token or secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
+    app = create_app(settings, token=token, bound=(host, port))
     config = uvicorn.Config(
         app,
         host=host,
@@ -71,7 +79,16 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None
         # request still open after this is cut rather than keeping a stopped server up.
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    print(f"reflexr-graph console: {console_url(host, port)} (API under /api, Ctrl-C to stop)", flush=True)
+    if settings.api_token:
+        url = console_url(host, port)
+        print(f"reflexr-graph console: {url} (API under /api, Ctrl-C to stop)", flush=True)
+    else:
+        # Printed once, here only: it is this process's, and a restart makes another.
+        print(
+            f"reflexr-graph console: {console_url(host, port, token)} (API under /api with this token, "
+            "generated for this server since REFLEXR_API_TOKEN is not set; Ctrl-C to stop)",
+            flush=True,
+        )
     _Server(config, app.state.stopping).run(sockets=[sock])
 
 

@@ -17,15 +17,19 @@ def serve(
     ctx: typer.Context,
     host: Annotated[
         str,
-        typer.Option("--host", metavar="HOST", help="Address to listen on (not loopback: needs a token)."),
+        typer.Option(
+            "--host", metavar="HOST", help="Address to listen on (not loopback: needs REFLEXR_API_TOKEN)."
+        ),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535, metavar="PORT")] = 8080,
 ) -> None:
     """Serve the HTTP API (/api, /openapi.json) and the web console (/) until Ctrl-C.
 
-    With REFLEXR_API_TOKEN set, every /api route needs `Authorization: Bearer <token>`; without
-    one, only a loopback address is served. Exits 4 when it cannot listen on the address (a port
-    in use, say), before it prints anything.
+    Every /api route needs `Authorization: Bearer <token>`: REFLEXR_API_TOKEN (at least 32
+    characters), or, without it, a token generated at start and printed once with the console's
+    URL (only a loopback address is served then). REFLEXR_API_HOSTS names the Host values it
+    answers besides its address. Exits 4 when it cannot listen on the address (a port in use,
+    say), before it prints anything.
     """
     from reflexr_graph.api.serve import serve as run_server
 

@@ -67,9 +67,13 @@ T = TypeVar("T")
 class AsyncClient(ClientBase):
     """Enqueue and manage runs from asyncio code; the same methods and arguments as ``Client``."""
 
-    def __init__(self, settings: Settings, store: AsyncStore | None = None) -> None:
+    def __init__(
+        self, settings: Settings, store: AsyncStore | None = None, *, max_connections: int | None = None
+    ) -> None:
+        """``max_connections`` bounds the store's pool (store/aio.py's MAX_CONNECTIONS otherwise)."""
         super().__init__(settings)
-        self.store = store or AsyncStore.from_url(settings.redis_url, **self.store_options)
+        bound = {"max_connections": max_connections} if max_connections else {}
+        self.store = store or AsyncStore.from_url(settings.redis_url, **self.store_options, **bound)
         self._sender = MessageSender(settings)
 
     @property
@@ -392,11 +396,14 @@ class AsyncClient(ClientBase):
         graph: str | None = None,
         tags: Mapping[str, str] | None = None,
         now: bool = False,
+        all: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> BulkCancel:
         """See :meth:`Client.cancel_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return await self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress), WRITE)
+        return await self._do(
+            cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress, all), WRITE
+        )
 
     async def purge(self, run_id: str) -> bool:
         """See :meth:`Client.purge`."""
@@ -421,11 +428,12 @@ class AsyncClient(ClientBase):
         status: Status | str | None = None,
         graph: str | None = None,
         tags: Mapping[str, str] | None = None,
+        all: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> BulkPurge:
         """See :meth:`Client.purge_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return await self._do(purge_many(run_ids, wanted, progress), WRITE)
+        return await self._do(purge_many(run_ids, wanted, progress, all), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -109,11 +109,18 @@ def purgeable_runs(wanted: RunFilter, limit: int) -> Op[list[RunInfo]]:
     return (yield from matching_runs(wanted, statuses, limit, lambda _info: True))
 
 
-def _chosen(run_ids: Sequence[str] | None, wanted: RunFilter) -> None:
-    if run_ids is not None and wanted != RunFilter():
+def _chosen(run_ids: Sequence[str] | None, wanted: RunFilter, every: bool, verb: str) -> None:
+    """InvalidInputs unless the runs are named one way: by id, by a filter, or all (``every``)."""
+    if run_ids is not None and (wanted != RunFilter() or every):
         raise errors.InvalidInputs(
-            "give run ids or a filter (status, graph, tags), not both",
+            "give run ids or a filter (status, graph, tags) or all=True, not both",
             [{"loc": ["run_ids"], "msg": "cannot be combined with a filter", "type": "exclusive"}],
+        )
+    if run_ids is None and wanted == RunFilter() and not every:
+        raise errors.InvalidInputs(
+            f"an empty filter would {verb} every run: give run ids, a filter (status, graph, tags), "
+            "or all=True to mean every run",
+            [{"loc": ["all"], "msg": "is needed to act with no filter", "type": "intent"}],
         )
 
 
@@ -123,12 +130,13 @@ def cancel_many(
     run_retention_s: int,
     now: bool,
     progress: Callable[[str], None] | None = None,
+    every: bool = False,
 ) -> Op[BulkCancel]:
     """Cancel each of ``run_ids`` as ``cancel`` does (``now`` too), or, without them, the runs
-    ``wanted`` matches (at most BULK_LIMIT: call again for more, it finds only those left). A run
-    that cannot be cancelled is listed with why, and the others go on. ``progress`` is told each
-    run id once it is done."""
-    _chosen(run_ids, wanted)
+    ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
+    for more, it finds only those left). A run that cannot be cancelled is listed with why, and
+    the others go on. ``progress`` is told each run id once it is done."""
+    _chosen(run_ids, wanted, every, "cancel")
     if run_ids is None:
         run_ids = [info.run_id for info in (yield from cancellable_runs(wanted, BULK_LIMIT, now))]
 
@@ -139,13 +147,17 @@ def cancel_many(
 
 
 def purge_many(
-    run_ids: Sequence[str] | None, wanted: RunFilter, progress: Callable[[str], None] | None = None
+    run_ids: Sequence[str] | None,
+    wanted: RunFilter,
+    progress: Callable[[str], None] | None = None,
+    every: bool = False,
 ) -> Op[BulkPurge]:
     """Delete each of ``run_ids`` for good, as ``purge`` does, or, without them, the finished runs
-    ``wanted`` matches (at most BULK_LIMIT: call again for more; a purged run is gone, so it
-    finds only those left). A run that is not finished or not there is listed with why, and the
-    others go on. ``progress`` is told each run id once it is done."""
-    _chosen(run_ids, wanted)
+    ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
+    for more; a purged run is gone, so it finds only those left). A run that is not finished or
+    not there is listed with why, and the others go on. ``progress`` is told each run id once it
+    is done."""
+    _chosen(run_ids, wanted, every, "purge")
     if run_ids is None:
         run_ids = [info.run_id for info in (yield from purgeable_runs(wanted, BULK_LIMIT))]
 

@@ -541,16 +541,18 @@ class Client(ClientBase):
         graph: str | None = None,
         tags: Mapping[str, str] | None = None,
         now: bool = False,
+        all: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> BulkCancel:
         """Cancel each of ``run_ids`` as :meth:`cancel` does (``now`` too), or, without them, the
         runs the filter matches (see :meth:`cancellable`; at most ``BULK_LIMIT`` per call: a
         cancelled run no longer matches, so calling again goes on with the rest, and an interrupted
         bulk cancel resumes that way). A run that cannot be cancelled is listed in ``refused`` with
-        its error, and the others go on. InvalidInputs when both ``run_ids`` and a filter are
-        given, or a status a cancel does not take."""
+        its error, and the others go on. With no ids and no filter it cancels nothing: pass
+        ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
+        ``run_ids`` and a filter are given, or a status a cancel does not take)."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress), WRITE)
+        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress, all), WRITE)
 
     def purge(self, run_id: str) -> bool:
         """Delete a finished run (succeeded, dead or cancelled) for good; False if there was no such
@@ -578,16 +580,18 @@ class Client(ClientBase):
         status: Status | str | None = None,
         graph: str | None = None,
         tags: Mapping[str, str] | None = None,
+        all: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> BulkPurge:
         """Delete each of ``run_ids`` for good as :meth:`purge` does, or, without them, the finished
         runs the filter matches (see :meth:`purgeable`; at most ``BULK_LIMIT`` per call: a purged
         run is gone, so calling again goes on with the rest, and an interrupted bulk purge resumes
         that way). A run not finished, or not there, is listed in ``refused`` with its error, and
-        the others go on. InvalidInputs when both ``run_ids`` and a filter are given, or a status
-        that is not a finished one."""
+        the others go on. With no ids and no filter it deletes nothing: pass ``all=True`` to
+        delete every finished run (InvalidInputs otherwise, as when both ``run_ids`` and a filter
+        are given, or a status that is not a finished one)."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(purge_many(run_ids, wanted, progress), WRITE)
+        return self._do(purge_many(run_ids, wanted, progress, all), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -94,10 +94,18 @@ class Settings(BaseSettings):
     health_file: str = ""
     """A worker touches this file every reaper tick; `reflexr-graph health` checks its age."""
     api_token: str = Field("", repr=False)
-    """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires; '' for none."""
+    """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires, at least 32
+    characters (``serve`` refuses a shorter one); '' and ``serve`` generates one at start."""
     api_max_body: int = Field(5 * MIB, ge=1024)
     """The largest request body the HTTP API accepts, in bytes (inputs and state, each up to
     ``max_payload_bytes``, with room to spare)."""
+    api_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """The Host values ``serve`` answers besides its bound address (``name`` or ``name:port``,
+    comma separated): the names a proxy or a browser reaches it by. Any other is refused (400), so
+    a page on another site that rebinds its own name to this address reads nothing."""
+    max_streams: int = Field(200, ge=1)
+    """The most event streams (SSE) one ``serve`` holds open at once; past it a stream gets 429
+    with ``Retry-After``. They have a Redis pool of their own, so the other routes keep theirs."""
 
     @field_validator("graphs", mode="before")
     @classmethod
@@ -105,6 +113,21 @@ class Settings(BaseSettings):
         # The environment gives one comma-separated string; code may pass a list.
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("api_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("api_hosts")
+    @classmethod
+    def _check_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for host in value:
+            if not host or any(c in host for c in "/@?# \t"):
+                raise ValueError("each must be a host name, optionally with :port (api.example.com:443)")
         return value
 
     @field_validator("redis_url")

@@ -148,10 +148,11 @@ def test_fork_replay_and_the_api_read_encrypted_offloaded_payloads(
     assert client.wait(waiting, timeout=60).output == f"summary of {ticket}: approved by {MARKER}"
     assert MARKER.encode() not in every_value(redis_client)
 
-    with TestClient(create_app(fleet.settings())) as api:
+    # An app made in process answers loopback names only (api/sites.py): not TestClient's "testserver".
+    with TestClient(create_app(fleet.settings()), base_url="http://localhost") as api:
         body = api.get(f"/api/runs/{waiting}").json()
         assert body["output"] == f"summary of {ticket}: approved by {MARKER}"
-    with TestClient(create_app(fleet.settings(payload_keys=""))) as api:
+    with TestClient(create_app(fleet.settings(payload_keys="")), base_url="http://localhost") as api:
         assert api.get(f"/api/runs/{fork}").json()["output"] == "<encrypted with key k1>"
 
 

@@ -4,6 +4,7 @@ Redis URLs that cannot be used (a killed server, an HTTP server)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def queue() -> str:
     return f"surfaces-{uuid.uuid4().hex[:8]}"
 
 
-def _environment(redis_url: str, queue: str) -> dict[str, str]:
+def environment(redis_url: str, queue: str) -> dict[str, str]:
     return local_processes.environment(
         {
             "REFLEXR_REDIS_URL": redis_url,
@@ -62,7 +63,7 @@ def _environment(redis_url: str, queue: str) -> dict[str, str]:
 @pytest.fixture
 def env(redis_url: str, queue: str) -> dict[str, str]:
     """The environment of CLI and worker subprocesses: only our REFLEXR_* settings."""
-    return _environment(redis_url, queue)
+    return environment(redis_url, queue)
 
 
 @pytest.fixture
@@ -169,7 +170,7 @@ def dead_url(private_redis: RedisFactory) -> str:
     return url
 
 
-API_TOKEN = "test-token-0123456789"
+API_TOKEN = "test-token-0123456789-abcdefghijklmnop"
 
 
 @dataclass
@@ -177,12 +178,24 @@ class ApiServer:
     url: str
     token: str
     proc: subprocess.Popen[bytes]
+    printed: str = ""
+    """What it printed as it started, when it was started with no token (:func:`serving`)."""
 
-    def http(self, *, token: str | None = "default") -> httpx.Client:
-        """An httpx client on the server; with the server's token unless ``token`` says otherwise."""
+    def http(
+        self,
+        *,
+        token: str | None = "default",
+        as_json: bool = True,
+        transport: httpx.BaseTransport | None = None,
+    ) -> httpx.Client:
+        """An httpx client on the server; with the server's token unless ``token`` says otherwise,
+        and, as the console does, declaring every request JSON (the API refuses a POST that is not,
+        body or not) unless ``as_json`` is False."""
         given = self.token if token == "default" else token
         headers = {"Authorization": f"Bearer {given}"} if given else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        if as_json:
+            headers["Content-Type"] = "application/json"
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, transport=transport)
 
 
 def _ready(url: str) -> bool:
@@ -193,27 +206,39 @@ def _ready(url: str) -> bool:
 
 
 @contextmanager
-def serving(env: dict[str, str], port: int | None = None) -> Iterator[ApiServer]:
-    """A real ``reflexr-graph serve`` subprocess with a token and a small body limit, on ``env``'s
-    Redis, on ``port`` (a free one unless given)."""
+def serving(
+    env: dict[str, str], port: int | None = None, token: str | None = API_TOKEN
+) -> Iterator[ApiServer]:
+    """A real ``reflexr-graph serve`` subprocess with ``token`` and a small body limit, on ``env``'s
+    Redis, on ``port`` (a free one unless given). With ``token`` None it starts with none, and the
+    token is the one it generates, read from the console's URL it prints."""
     port = port or free_port()
-    server_env = {**env, "REFLEXR_API_TOKEN": API_TOKEN, "REFLEXR_API_MAX_BODY": "65536"}
+    server_env = {**env, "REFLEXR_API_MAX_BODY": "65536"}
+    server_env.pop("REFLEXR_API_TOKEN", None)
+    if token is not None:
+        server_env["REFLEXR_API_TOKEN"] = token
     cmd = [str(BIN / "reflexr-graph"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=server_env, cwd=ROOT, start_new_session=True)
+    out = subprocess.PIPE if token is None else None
+    proc = subprocess.Popen(cmd, env=server_env, cwd=ROOT, start_new_session=True, stdout=out)
     url = f"http://127.0.0.1:{port}"
     try:
+        printed = proc.stdout.readline().decode() if proc.stdout is not None else ""
+        found = re.search(r"/#token=([A-Za-z0-9_-]+) ", printed)
+        token = found.group(1) if found else token
         wait_for(lambda: proc.poll() is not None or _ready(url), timeout=30, what="the API server to answer")
-        assert proc.poll() is None, "the API server exited at start"
-        yield ApiServer(url, API_TOKEN, proc)
+        assert proc.poll() is None and token, f"the server exited at start, or printed no token: {printed!r}"
+        yield ApiServer(url, token, proc, printed)
     finally:
         _stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @pytest.fixture(scope="module")
 def shared_api_server(redis_server: RedisServer, queue: str) -> Iterator[ApiServer]:
     """One ``reflexr-graph serve`` for a module's tests (it starts in 2 s): it holds no state of its
     own between requests, everything is read from Redis, which each test empties."""
-    with serving(_environment(redis_server.url, queue)) as server:
+    with serving(environment(redis_server.url, queue)) as server:
         yield server
 
 

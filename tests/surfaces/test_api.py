@@ -135,8 +135,11 @@ def test_a_body_that_is_not_json_is_refused_with_415_naming_the_content_type(api
         typed = {"content-type": "application/json; charset=utf-8"}
         good = json.dumps({"graph": "counter", "inputs": {"key": "j", "n": 1}})
         assert http.post("/api/runs", content=good, headers=typed).status_code == 201
-        _problem(http.post("/api/runs", content=good), 415)  # no Content-Type: FastAPI would not read it
-        _problem(http.post("/api/runs/no-such-run/cancel"), 404)  # no body: no Content-Type needed
+        _problem(http.post("/api/runs/no-such-run/cancel"), 404)  # no body, declared JSON
+    with api_server.http(as_json=False) as bare:
+        _problem(bare.post("/api/runs", content=good), 415)  # no Content-Type: FastAPI would not read it
+        _problem(bare.post("/api/runs/no-such-run/cancel"), 415)  # no body: a cross-site form could send it
+        assert bare.get("/api/runs").status_code == 200, "a GET needs no Content-Type"
     with api_server.http(token=None) as anon:
         _problem(anon.post("/api/runs", content=b"graph=counter", headers=form), 401)
 

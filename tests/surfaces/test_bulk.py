@@ -202,3 +202,38 @@ def test_the_api_purges_by_filter(client: Client, api_server: ApiServer) -> None
         assert [(r["run_id"], r["status"]) for r in refused] == [(globex[0], 409)]
         assert http.post("/api/runs/purge", json={"status": "running"}).status_code == 422
     assert _statuses(client, globex) == {Status.QUEUED}
+
+
+def test_an_empty_filter_is_refused_on_every_surface_and_all_means_every_run(
+    client: Client, cli: Cli, api_server: ApiServer
+) -> None:
+    """``cancel``/``purge`` with no ids and no filter would act on every run: the API wants
+    ``"all": true``, the Client ``all=True`` and the CLI ``--all``, each named in the refusal."""
+    runs = [*_tagged(client, "acme", 2), client.enqueue("blocker", "b")]
+    with api_server.http() as http:
+        for action in ("cancel", "purge"):
+            for body in ({}, {"now": True}, {"tags": {}}, {"graph": ""}):
+                refused = http.post(f"/api/runs/{action}", json=body)
+                assert refused.status_code == 422 and '"all": true' in refused.json()["detail"], refused.text
+            both = http.post(f"/api/runs/{action}", json={"run_ids": runs[:1], "all": True})
+            assert both.status_code == 422
+    for act in (client.cancel_many, client.purge_many):
+        with pytest.raises(InvalidInputs, match=r"all=True"):
+            act()
+    for args in (("cancel",), ("purge",), ("dlq", "purge")):
+        done = cli(*args, "--yes")
+        assert done.returncode == 2 and "--all" in done.stderr, (args, done.stderr)
+    assert _statuses(client, runs) == {Status.QUEUED}, "nothing was cancelled"
+
+    with api_server.http() as http:
+        cancelled = http.post("/api/runs/cancel", json={"all": True}).json()["cancelled"]
+        assert sorted(cancelled) == sorted(runs)
+        assert sorted(http.post("/api/runs/purge", json={"all": True}).json()["purged"]) == sorted(runs)
+    assert client.runs() == []
+    again = _tagged(client, "globex", 2)
+    assert sorted(client.cancel_many(all=True).cancelled) == sorted(again)
+    assert sorted(client.purge_many(all=True).purged) == sorted(again)
+    client.enqueue("counter", JOB)
+    done = cli("cancel", "--all", "--yes")
+    assert done.returncode == 0 and "cancelled: 1 of 1 run(s)" in done.stdout, done.stderr
+    assert cli("purge", "--all", "--yes").returncode == 0 and client.runs() == []

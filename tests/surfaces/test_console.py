@@ -11,9 +11,12 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -908,3 +911,63 @@ def test_the_run_page_shows_an_encrypted_offloaded_output_that_redis_never_holds
     assert marker.encode() not in every_value(redis_client)
     files = [p for p in store.rglob("*") if p.is_file()]
     assert files and all(marker.encode() not in p.read_bytes() for p in files), "offloaded, encrypted"
+
+
+class _Page(BaseHTTPRequestHandler):
+    """Serves one page (``page``), as a site of another origin would."""
+
+    page = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(self.page)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def _other_site(page: str) -> Iterator[str]:
+    """A site on another origin (another port of this machine) serving ``page``: its URL."""
+    handler = type("Page", (_Page,), {"page": page.encode()})
+    site = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=site.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{site.server_address[1]}/"
+    finally:
+        site.shutdown()
+        site.server_close()
+        thread.join(timeout=10)
+
+
+def test_the_console_takes_the_printed_token_and_another_sites_form_changes_nothing(
+    browser: webdriver.Chrome, env: dict[str, str], published: None
+) -> None:
+    """``serve`` with no token prints the console's URL with the one it made: opening it is all the
+    console needs (the token leaves the address bar). A page on another origin that posts a form
+    to resume a paused schedule is refused as from another site, and the schedule stays paused."""
+    with serving(env, token=None) as server, server.http() as http:
+        body = {"name": "nightly", "graph": "approvals", "cron": "0 3 * * *", "inputs": "n"}
+        assert http.post("/api/schedules", json=body).status_code == 201
+        assert http.post("/api/schedules/nightly/pause").status_code == 200
+        printed = re.search(r"(http://\S+/#token=\S+)", server.printed)
+        assert printed is not None, server.printed
+        browser.get(f"{server.url}/healthz")
+        browser.execute_script("localStorage.clear(); sessionStorage.clear()")
+        browser.get(printed.group(1))
+        until(browser, lambda d: find(d, "#nav-overview.active"), "the console")
+        kept = browser.execute_script("return sessionStorage.getItem('reflexr-api-token')")
+        assert kept == server.token and server.token not in browser.current_url
+        browser.get(f"{server.url}/#/schedules")
+        until(browser, lambda d: _text(d, 'tr[data-schedule="nightly"] .next') == "paused", "the schedule")
+        form = (
+            f'<form method="post" enctype="text/plain" action="{server.url}/api/schedules/nightly/resume">'
+            '<input name="x" value="y"></form><script>document.forms[0].submit()</script>'
+        )
+        with _other_site(form) as site:
+            browser.get(site)
+            until(browser, lambda d: "another site" in d.page_source, "the form's answer")
+        assert http.get("/api/schedules/nightly").json()["schedule"]["paused"] is True

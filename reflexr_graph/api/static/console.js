@@ -36,7 +36,9 @@ async function api(path, options = {}) {
   const headers = { ...(options.headers || {}) };
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
-  if (options.body !== undefined) headers["Content-Type"] = "application/json";
+  // Sent with every request that changes something, body or not: the API refuses those without
+  // it (415), which no cross-site form can send.
+  if (options.body !== undefined || (options.method && options.method !== "GET")) headers["Content-Type"] = "application/json";
   const res = await fetch(path, { ...options, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body) });
   if (res.status === 401) notice("This server needs its API token: enter it at the top right.");
   if (!res.ok) {
@@ -71,22 +73,25 @@ function repeat(fn, every = POLL_MS) {  // run fn now and every `every` ms until
 // A stream that ends without its "end" event (the server stopped or restarted) is followed again
 // from the last event seen, as an EventSource would, until the run ends or the page closes.
 const RECONNECT_MS = 1000;
+const FULL_RETRY_MS = 5000;
 
 // ``path`` is the run's events (/api/runs/<id>/events) or its emitted items (/api/runs/<id>/stream).
 async function follow(path, onEvent, signal) {
   let lastId = null;
   for (;;) {
-    let ended = false;
+    let ended = false, wait = RECONNECT_MS;
     try {
       lastId = await followOnce(path, (type, data) => {
         if (type === "end") ended = true;
         return onEvent(type, data);
       }, signal, lastId);
     } catch (e) {
-      if (signal.aborted || /^[0-9]{3}: /.test(e.message)) throw e;  // closed, or refused: not a lost stream
+      // The server holds as many streams as it may (429): follow again once one may be free.
+      if (e.message.startsWith("429: ")) wait = FULL_RETRY_MS;
+      else if (signal.aborted || /^[0-9]{3}: /.test(e.message)) throw e;  // closed, or refused: not a lost stream
     }
     if (ended || signal.aborted) return;
-    await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
+    await new Promise((resolve) => setTimeout(resolve, wait));
   }
 }
 
@@ -786,7 +791,17 @@ async function route() {
   } catch (e) { if (seq === routes) notice(e.message); }
 }
 
+// `serve` prints the console's URL with its token in the fragment (#token=...), which the browser
+// never sends: it is kept as a typed token is, and taken out of the address bar and history.
+function takeTokenFromUrl() {
+  const match = /^#token=(.+)$/.exec(location.hash);
+  if (!match) return;
+  sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+  history.replaceState(null, "", location.pathname + location.search);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  takeTokenFromUrl();
   // The page's own font: mermaid measures its labels while the CSP refuses its styles, so the
   // labels are measured in the font they are later shown in.
   const font = getComputedStyle(document.body);

@@ -6,11 +6,13 @@ so a crash test added there runs here too. Pytest collects them here, where ``fl
 on a ``redis+cluster://`` store and ``redis_client`` is a cluster client, so every read a test makes
 (the run's record, its status indexes, the graphs' executions and gates) goes to the cluster.
 
-Three tests of that module are left out, for they do not run on whatever store the fixtures give:
+Four tests of that module are left out, for they do not run on whatever store the fixtures give:
 ``test_runs_finish_when_redis_restarts_mid_flight``, ``test_short_redis_outage_mid_step_costs_nothing``
 and ``test_redis_down_while_checkpoint_is_saved`` each start their own standalone Redis as store and
 broker, and restart or kill it. On a cluster the loss of a primary is a failover, which
-test_cluster_failover.py tests.
+test_cluster_failover.py tests. ``test_a_worker_cut_off_from_redis_is_fenced_out_and_serves_runs_once_healed``
+puts one standalone Redis behind its TCP proxy, as store and broker of the worker it cuts off;
+a cluster's clients follow its nodes' own addresses (CLUSTER SLOTS), past any one proxy.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ LEFT_OUT = frozenset({
     "test_runs_finish_when_redis_restarts_mid_flight",
     "test_short_redis_outage_mid_step_costs_nothing",
     "test_redis_down_while_checkpoint_is_saved",
+    "test_a_worker_cut_off_from_redis_is_fenced_out_and_serves_runs_once_healed",
 })  # fmt: skip
 """The tests that build their own standalone Redis (see the module's docstring)."""
 CRASH_TESTS = {name: test for name, test in vars(test_crash).items() if name.startswith("test_")}

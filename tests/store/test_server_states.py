@@ -14,6 +14,7 @@ from redis import exceptions as redis_errors
 from redis._parsers.base import BaseParser
 
 from reflexr_graph import errors
+from reflexr_graph.local_processes import free_port
 from reflexr_graph.store import RedisStore, connection_errors
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.hot_path import HotPath
@@ -149,7 +150,11 @@ def test_a_replica_cut_off_from_its_primary_is_master_down(private_redis: RedisF
 
 
 def test_a_cluster_node_without_its_slots_is_cluster_down(private_redis: RedisFactory) -> None:
-    node = private_redis(extra_args=("--cluster-enabled", "yes", "--appendonly", "no"))
+    # Its bus on a port of its own: the default (client port + 10000) can lie past 65535, which
+    # refuses to start (tests/redis_cluster.py starts its nodes the same way).
+    node = private_redis(
+        extra_args=("--cluster-enabled", "yes", "--cluster-port", str(free_port()), "--appendonly", "no")
+    )
     with node.client() as r, pytest.raises(redis_errors.ResponseError) as raised:
         r.get("x")
     found = connection_errors.translate(raised.value, connection_errors.Endpoint(host="127.0.0.1"))

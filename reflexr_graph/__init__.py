@@ -31,7 +31,7 @@ from reflexr_graph.errors import (
     UnknownSignal,
     WaitTimeout,
 )
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, LastFailure, RunInfo, Status, StreamItem
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -61,6 +61,7 @@ __all__ = [
     "GraphDefinitionError",
     "IdempotencyConflict",
     "InvalidInputs",
+    "LastFailure",
     "Limit",
     "OperationRefused",
     "ReflexrError",

@@ -55,8 +55,10 @@ def test_run_info_fields() -> None:
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
         "attempt", "suspensions", "cancel_requested", "tags", "version", "parent_run_id", "children",
-        "upgrade_to", "upgrade_resumes",
+        "upgrade_to", "upgrade_resumes", "last_failure",
     }  # fmt: skip
+    # Issue 34: error and reason say what the run is now; an earlier attempt's failure is last_failure.
+    assert set(reflexr_graph.LastFailure.model_fields) == {"attempt", "time", "reason", "error"}
 
 
 def test_child_run_names() -> None:

@@ -51,6 +51,8 @@ class Event(StrEnum):
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"
     RUN_FORKED = "run_forked"
+    CALL_RETRIED = "call_retried"
+    """A durable call failed and is tried again inside its step (``CallRetry``)."""
 
 
 class Reason(StrEnum):

@@ -329,7 +329,7 @@ local EVENT_CODES = {
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
   cancel_requested = 'z', waiting_for_version = 'v', run_woken = 'b',
-  run_upgraded = 'n',
+  run_upgraded = 'n', call_retried = 't',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked

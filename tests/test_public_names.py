@@ -137,3 +137,14 @@ def test_module_entry_point() -> None:
     out = subprocess.run([sys.executable, "-m", "reflexr_graph", "--help"], capture_output=True, text=True,
                          timeout=60, check=True)  # fmt: skip
     assert "dlq" in out.stdout and "enqueue" in out.stdout
+
+
+def test_call_retry_names() -> None:
+    """Issue 34: per-call retries, on durable_call and on a durable agent's model requests."""
+    policy = inspect.signature(reflexr_graph.CallRetry).parameters
+    assert list(policy) == ["max_attempts", "backoff_s", "backoff_max_s", "non_retryable"]
+    retry = inspect.signature(reflexr_graph.durable_call).parameters["retry"]
+    assert (retry.kind, retry.default) == (inspect.Parameter.KEYWORD_ONLY, None)
+    from reflexr_graph.ai import durable_agent
+
+    assert inspect.signature(durable_agent).parameters["model_retry"].default is None

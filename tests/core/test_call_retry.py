@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import CallRetry, GraphAction, GraphDefinitionError, RunFailure, durable_call
+from reflexr_graph import CallRetry, GraphAction, GraphDefinitionError, RunFailure, StepTimeout, durable_call
 from tests.core.graphs import CALLS, FAIL, Boom, hit
 from tests.core.harness import Harness
 
@@ -120,3 +120,26 @@ def test_a_permanent_failure_is_never_tried_again(harness: Harness) -> None:
 def test_a_bad_policy_is_refused_where_it_is_built(kwargs: dict[str, object]) -> None:
     with pytest.raises(GraphDefinitionError):
         CallRetry(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_steps_timeout_bounds_the_waits_between_tries(harness: Harness) -> None:
+    """A call that keeps asking for 5 s in a step allowed 0.5 s: the step times out in its first
+    wait, as it would in a slow call, and nothing tries the call again."""
+    g = GraphBuilder(name="timed_call", input_type=int, output_type=int)
+
+    def busy(n: int) -> int:
+        CALLS["busy"] += 1
+        raise RunFailure("busy", retry_after=5)
+
+    @g.step
+    async def ask(ctx: StepContext[None, None, int]) -> int:
+        policy = CallRetry(max_attempts=5, backoff_s=1, backoff_max_s=10)
+        return await durable_call("busy", busy, ctx.inputs, retry=policy)
+
+    g.add(g.edge_from(g.start_node).to(ask), g.edge_from(ask).to(g.end_node))
+    action = GraphAction(g.build(), step_timeouts={"ask": 0.5})
+    run_id = harness.create(action, 1)
+    with pytest.raises(StepTimeout):
+        harness.attempt(action, run_id)
+    assert CALLS["busy"] == 1
+    assert [e["delay_ms"] for e in _retried(harness, run_id)] == ["5000"]

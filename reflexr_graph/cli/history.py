@@ -110,7 +110,13 @@ def details(event: RunEvent) -> str:
 
 
 _WITHIN_A_STEP = frozenset(
-    {Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED, Event.CANCEL_REQUESTED, Event.CALL_RETRIED}
+    {
+        Event.LIMIT_WAITED,
+        Event.BOUNDARIES_SKIPPED,
+        Event.WORK_REUSED,
+        Event.CANCEL_REQUESTED,
+        Event.CALL_RETRIED,
+    }
 )
 """Events written while a step runs, on its way to the next checkpoint (a limit's grant, the notes
 a checkpoint carries, a cancel that waits for the step, a durable call tried again): the step goes

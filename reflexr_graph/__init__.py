@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.call_retry import CallRetry
 from reflexr_graph.core.children import run_child, start_child, wait_child
 from reflexr_graph.core.context import CurrentRun, current_run
 from reflexr_graph.core.durable import durable_call
@@ -31,7 +32,7 @@ from reflexr_graph.errors import (
     UnknownSignal,
     WaitTimeout,
 )
-from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.model import CheckpointDetail, CheckpointInfo, LastFailure, RunInfo, Status, StreamItem
 
 if TYPE_CHECKING:
     from reflexr_graph.client import AsyncClient, Client
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AsyncClient",
     "AttemptTimeout",
+    "CallRetry",
     "CheckpointDetail",
     "CheckpointInfo",
     "CheckpointNotFound",
@@ -61,6 +63,7 @@ __all__ = [
     "GraphDefinitionError",
     "IdempotencyConflict",
     "InvalidInputs",
+    "LastFailure",
     "Limit",
     "OperationRefused",
     "ReflexrError",

@@ -51,6 +51,8 @@ class Event(StrEnum):
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"
     RUN_FORKED = "run_forked"
+    CALL_RETRIED = "call_retried"
+    """A durable call failed and is tried again inside its step (``CallRetry``)."""
 
 
 class Reason(StrEnum):
@@ -87,6 +89,19 @@ CHILDREN_WAIT_PREFIX = "children:"
 """``waiting_for`` of a run whose step waits for several child runs: ``children:<how many>``."""
 
 
+class LastFailure(BaseModel):
+    """The latest failed attempt of a run: its ``attempt`` number (as history numbers it), when it
+    failed (``time``, epoch seconds), its ``reason`` code and its ``error`` (``Type: message``;
+    None for an attempt that left none, such as one whose worker died: reason ``abandoned``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    attempt: int
+    time: float
+    reason: str
+    error: str | None = None
+
+
 class RunInfo(BaseModel):
     """A snapshot of one run, as ``Client.get`` and ``reflexr-graph status`` show it.
 
@@ -121,6 +136,12 @@ class RunInfo(BaseModel):
     every release to its grant), and ``limit_wait_s`` how long they waited in all (its history
     has a ``limit_waited`` event each).
 
+    ``error`` and ``reason`` describe the run as it is now: set when it ended ``dead`` or
+    ``cancelled`` (a dead run keeps its last error) or is ``retrying`` (why, and the error of the
+    attempt that just failed), None while it is queued, running, waiting or succeeded. The latest
+    failed attempt, whatever the run does since, is ``last_failure`` (None when no attempt failed
+    since the run started or was last replayed; a succeeded run drops it, its history keeps it).
+
     ``cancel_requested`` is True for a ``running`` run that was cancelled without ``now``: its
     step in flight finishes, and the run ends ``cancelled`` at the next boundary.
     """
@@ -138,6 +159,7 @@ class RunInfo(BaseModel):
     output: Any = None
     error: str | None = None
     reason: str | None = None
+    last_failure: LastFailure | None = None
     next_node: str | None = None
     checkpoints: int = 0
     created_at: float

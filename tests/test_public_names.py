@@ -55,8 +55,10 @@ def test_run_info_fields() -> None:
         "interruptions", "skipped_boundaries", "replays", "reused_steps", "reused_calls",
         "waiting_for", "wake_at", "forked_from", "forked_at_seq", "limit_waits", "limit_wait_s", "priority",
         "attempt", "suspensions", "cancel_requested", "tags", "version", "parent_run_id", "children",
-        "upgrade_to", "upgrade_resumes",
+        "upgrade_to", "upgrade_resumes", "last_failure",
     }  # fmt: skip
+    # Issue 34: error and reason say what the run is now; an earlier attempt's failure is last_failure.
+    assert set(reflexr_graph.LastFailure.model_fields) == {"attempt", "time", "reason", "error"}
 
 
 def test_child_run_names() -> None:
@@ -135,3 +137,14 @@ def test_module_entry_point() -> None:
     out = subprocess.run([sys.executable, "-m", "reflexr_graph", "--help"], capture_output=True, text=True,
                          timeout=60, check=True)  # fmt: skip
     assert "dlq" in out.stdout and "enqueue" in out.stdout
+
+
+def test_call_retry_names() -> None:
+    """Issue 34: per-call retries, on durable_call and on a durable agent's model requests."""
+    policy = inspect.signature(reflexr_graph.CallRetry).parameters
+    assert list(policy) == ["max_attempts", "backoff_s", "backoff_max_s", "non_retryable"]
+    retry = inspect.signature(reflexr_graph.durable_call).parameters["retry"]
+    assert (retry.kind, retry.default) == (inspect.Parameter.KEYWORD_ONLY, None)
+    from reflexr_graph.ai import durable_agent
+
+    assert inspect.signature(durable_agent).parameters["model_retry"].default is None

@@ -13,6 +13,7 @@ from pydantic_ai.tools import AgentDepsT
 
 from reflexr_graph.ai.capability import StepDurability
 from reflexr_graph.ai.step import in_step
+from reflexr_graph.core.call_retry import CallRetry
 from reflexr_graph.errors import DurableAgentError
 
 if TYPE_CHECKING:
@@ -34,9 +35,12 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         name: str,
         models: Mapping[str, Model] | None,
         stream: str | None = None,
+        model_retry: CallRetry | None = None,
     ) -> None:
         super().__init__(wrapped)
-        self.durability = StepDurability[AgentDepsT](name=name, models=models, stream=stream)
+        self.durability = StepDurability[AgentDepsT](
+            name=name, models=models, stream=stream, model_retry=model_retry
+        )
 
     @asynccontextmanager
     async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[AgentDepsT, Any]]:
@@ -68,6 +72,7 @@ def durable_agent(
     name: str | None = None,
     models: Mapping[str, Model] | None = None,
     stream: str | None = None,
+    model_retry: CallRetry | None = None,
 ) -> DurableAgent[AgentDepsT, OutputDataT]:
     """The agent, with its model requests and tool calls inside a step recorded as durable calls.
 
@@ -84,6 +89,9 @@ def durable_agent(
         stream: a topic of the run's stream that gets, inside a step, the model's text token by
             token and the tool calls it makes, while it streams (``Client.stream(run_id,
             topic=...)`` reads them). A request answered from its record sends nothing again.
+        model_retry: how a failing model request is tried again inside the step, spending none
+            of the run's attempts (``CallRetry``); the wait a provider asks for (pydantic-ai's
+            ``model_error_retry_after``) is honoured. None: a failed request fails the step.
 
     Raises:
         DurableAgentError: neither ``name`` nor the agent's name is set.
@@ -94,4 +102,4 @@ def durable_agent(
             "a durable agent needs a name, the prefix of its durable call names: pass "
             "durable_agent(agent, name=...) or build the agent with Agent(..., name=...)"
         )
-    return DurableAgent(agent, name=chosen, models=models, stream=stream)
+    return DurableAgent(agent, name=chosen, models=models, stream=stream, model_retry=model_retry)

@@ -22,10 +22,12 @@ from pydantic_ai.durable_exec import (
     DurableOperationId,
     ResultCodec,
     RoleBasedOperationConfig,
+    model_error_retry_after,
 )
 
-from reflexr_graph import durable_call
 from reflexr_graph.ai.names import CallNames
+from reflexr_graph.core.call_retry import CallRetry
+from reflexr_graph.core.durable import recorded_call
 from reflexr_graph.errors import Kind, ReflexrError, RunFailure
 
 ParamsT = TypeVar("ParamsT")
@@ -57,16 +59,25 @@ def recorded_type(codec: ResultCodec[Any]) -> Any:
     return Annotated[JsonValue, AfterValidator(reads_back)]
 
 
-class DurableCallBackend(CallableOperationBackend[None]):
+def _model_retry_after(error: BaseException) -> float | None:
+    """The wait a model error asks for (a provider's Retry-After), wherever it is in the chain.
+    Uncapped here: CallRetry hands a wait past its backoff_max_s to the run's own retry."""
+    return model_error_retry_after(error, maximum=float("inf"))
+
+
+class DurableCallBackend(CallableOperationBackend[CallRetry | None]):
     """Runs each operation as ``durable_call(name, operation)``.
 
-    There is nothing to configure per operation (no timeouts or retries of its own: a failed
-    call fails the step, and the step's attempt is retried), so the configuration is ``None``.
+    An operation's configuration is the ``CallRetry`` its calls are tried again under: the model
+    requests' is ``durable_agent(..., model_retry=...)``, and the other operations have none (a
+    failed call fails the step, and the step's attempt is retried).
     """
 
-    def __init__(self, agent_name: str) -> None:
-        none = RoleBasedOperationConfig[None](model=None, event=None, capability=None, tool=None)
-        super().__init__(namer=CallNames(agent_name), config=none)
+    def __init__(self, agent_name: str, model_retry: CallRetry | None = None) -> None:
+        config = RoleBasedOperationConfig[CallRetry | None](
+            model=model_retry, event=None, capability=None, tool=None
+        )
+        super().__init__(namer=CallNames(agent_name), config=config)
         self.agent_name = agent_name
 
     def bind(
@@ -84,7 +95,7 @@ class DurableCallBackend(CallableOperationBackend[None]):
         name: str,
         body: Callable[[], Awaitable[object]],
         cache_key: tuple[object, ...],
-        config: None,
+        config: CallRetry | None,
     ) -> object:
         async def operation() -> object:
             try:
@@ -97,8 +108,12 @@ class DurableCallBackend(CallableOperationBackend[None]):
                     permanent=True,
                 ) from None
 
-        return await durable_call(
-            name, operation, result_type=_recorded_types[(self.agent_name, operation_id)]
+        return await recorded_call(
+            name,
+            operation,
+            result_type=_recorded_types[(self.agent_name, operation_id)],
+            retry=config,
+            retry_after=_model_retry_after,
         )
 
 

@@ -27,6 +27,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from reflexr_graph.ai.backend import DurableCallBackend, unstorable
 from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
 from reflexr_graph.ai.streaming import emitting_handler
+from reflexr_graph.core.call_retry import CallRetry
 from reflexr_graph.core.emit import check_topic
 
 
@@ -72,10 +73,16 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     )
 
     def __init__(
-        self, *, name: str, models: Mapping[str, Model] | None = None, stream: str | None = None
+        self,
+        *,
+        name: str,
+        models: Mapping[str, Model] | None = None,
+        stream: str | None = None,
+        model_retry: CallRetry | None = None,
     ) -> None:
         super().__init__(name=name, models=models)
         self.stream_topic = None if stream is None else check_topic(stream)
+        self.model_retry = model_retry
 
     @property
     def has_wrap_run_event_stream(self) -> bool:
@@ -105,7 +112,7 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
 
     def get_durable_operation_backend(self) -> DurableCallBackend:
-        return DurableCallBackend(self.name)
+        return DurableCallBackend(self.name, self.model_retry)
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         if not self.in_durable_context:

@@ -95,6 +95,8 @@ def _detail(key: str, value: str, event_at: float) -> str:
         return render.size(int(value))
     if key == "waited_ms" and value.isdigit():
         return f"waited {duration(int(value) / 1000)}"
+    if key == "delay_ms" and value.isdigit():
+        return f"next try in {duration(int(value) / 1000)}"
     if key == "signal":
         for prefix, text in WAITS_FOR:
             if value.startswith(prefix):
@@ -108,10 +110,17 @@ def details(event: RunEvent) -> str:
 
 
 _WITHIN_A_STEP = frozenset(
-    {Event.LIMIT_WAITED, Event.BOUNDARIES_SKIPPED, Event.WORK_REUSED, Event.CANCEL_REQUESTED}
+    {
+        Event.LIMIT_WAITED,
+        Event.BOUNDARIES_SKIPPED,
+        Event.WORK_REUSED,
+        Event.CANCEL_REQUESTED,
+        Event.CALL_RETRIED,
+    }
 )
 """Events written while a step runs, on its way to the next checkpoint (a limit's grant, the notes
-a checkpoint carries, a cancel that waits for the step): the step goes on, and so does its time."""
+a checkpoint carries, a cancel that waits for the step, a durable call tried again): the step goes
+on, and so does its time."""
 _ENDING_A_STEP = frozenset({Event.RUN_PROGRESSED, Event.ATTEMPT_FAILED, Event.RUN_SUCCEEDED})
 """Events that end the step(s) since the previous one: a checkpoint, a failure, the graph's end."""
 

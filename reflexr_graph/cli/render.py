@@ -125,6 +125,16 @@ def skipped_text(info: RunInfo) -> str:
     )
 
 
+def last_failure_text(info: RunInfo) -> str:
+    """The run's latest failed attempt, apart from what it does now: ``attempt 1 at <time>:
+    step_failed, RuntimeError: ...``."""
+    failure = info.last_failure
+    if failure is None:
+        return "-"
+    said = f"attempt {failure.attempt} at {when(failure.time)}: {failure.reason}"
+    return f"{said}, {failure.error}" if failure.error else said
+
+
 def run_detail(
     info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
 ) -> None:
@@ -145,6 +155,7 @@ def run_detail(
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),
         ("error", info.error or "-"),
+        ("last failure", last_failure_text(info)),
         ("created", when(info.created_at)),
         ("updated", when(info.updated_at)),
     ]
@@ -166,7 +177,7 @@ def run_detail(
         rows.append(("output", _value(info.output)))
     cut: list[str] = []
     for key, value in [*rows, *extra]:
-        if key in ("output", "error") and not full and (short := clip(value)).cut:
+        if key in ("output", "error", "last failure") and not full and (short := clip(value)).cut:
             value = short.text + "\n..."
             more = (
                 f"{short.hidden_lines} more lines"

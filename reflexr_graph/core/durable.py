@@ -20,9 +20,10 @@ from opentelemetry import trace
 from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph.core import tracing
+from reflexr_graph.core.call_retry import CallRetry, RetryAfter, call_labels, retry_after_of, with_retries
 from reflexr_graph.core.emit import in_call
 from reflexr_graph.core.readback import Codec, NotReadable
-from reflexr_graph.core.steps import current_execution
+from reflexr_graph.core.steps import StepExecution, current_execution
 from reflexr_graph.errors import NotInRun, RunFailure
 
 T = TypeVar("T")
@@ -68,6 +69,7 @@ async def durable_call(
     /,
     *args: Any,
     result_type: Any = None,
+    retry: CallRetry | None = None,
     **kwargs: Any,
 ) -> T:
     """Call ``fn(*args, **kwargs)`` (sync or async) once per step execution, and record its result.
@@ -80,20 +82,38 @@ async def durable_call(
     first unrecorded one runs. An exception from ``fn`` is not recorded. A result that does
     not read back as it was through its type fails the run permanently, naming the call.
     The records are dropped once a checkpoint past the step is saved.
+
+    With ``retry=CallRetry(...)`` a call that raises is tried again inside the step, after a
+    backoff or the ``retry_after`` its error carries, spending none of the run's attempts
+    (core/call_retry.py); each retry is a ``call_retried`` event in the run's history.
     """
+    tp = _result_type(fn, result_type)
+    result: T = await recorded_call(name, lambda: _run(fn, args, kwargs), result_type=tp, retry=retry)
+    return result
+
+
+async def recorded_call(
+    name: str,
+    call: Callable[[], Awaitable[Any]],
+    *,
+    result_type: Any,
+    retry: CallRetry | None = None,
+    retry_after: RetryAfter = retry_after_of,
+) -> Any:
+    """:func:`durable_call` of ``call()``, whose result is recorded through ``result_type``;
+    ``retry_after`` reads the wait an error asks for (pydantic-ai's model errors: ai/backend.py)."""
     execution = current_execution()
     if execution is None:
         raise NotInRun(
             f"durable_call({name!r}) was called outside a step of a reflexr-graph run; call it from a "
             "step of a graph a worker runs (a plain graph.run() has nothing to record into)"
         )
-    tp = _result_type(fn, result_type)
-    codec = codec_of(tp)
+    codec = codec_of(result_type)
     key = execution.call_key(name)
     recorded = execution.journal.get(key) if key is not None else None
     if recorded is not None:
         try:
-            value: T = codec.load(json.loads(recorded))
+            value = codec.load(json.loads(recorded))
         except (ValueError, ValidationError):
             pass  # its type changed since it was recorded: make the call again
         else:
@@ -101,7 +121,7 @@ async def durable_call(
             trace.get_current_span().add_event(tracing.EVENT_CALL_REUSED, {tracing.ATTR_CALL: name})
             return value
     with in_call(f"{name}#{execution.calls.get(('c', name), 0) - 1}" if key is not None else name):
-        result: T = await _run(fn, args, kwargs)
+        result = await _tries(execution, name, call, retry, retry_after)
     if key is None:
         execution.journal.tally.note_once(
             execution.node_id,
@@ -110,6 +130,31 @@ async def durable_call(
             "that reads back as it was",
         )
         return result
+    await _record(execution, name, key, codec, result_type, result)
+    return result
+
+
+async def _tries(
+    execution: StepExecution,
+    name: str,
+    call: Callable[[], Awaitable[Any]],
+    retry: CallRetry | None,
+    retry_after: RetryAfter,
+) -> Any:
+    """``call()``, once, or under ``retry``: each retry told to the run's history first."""
+    if retry is None:
+        return await call()
+    journal, node = execution.journal, execution.node_id
+
+    def told(failed: int, exc: Exception, delay_s: float) -> None:
+        journal.call_retried(node, name, failed, exc, delay_s)
+
+    labels = call_labels(journal.tally.graph, node, name)
+    return await with_retries(retry, call, retry_after=retry_after, notify=told, labels=labels)
+
+
+async def _record(execution: StepExecution, name: str, key: str, codec: Codec, tp: Any, result: Any) -> None:
+    """Record call ``name``'s result under ``key``, once the items it emitted are in the stream."""
     try:
         dumped = codec.dump(result)
     except NotReadable as why:
@@ -124,4 +169,3 @@ async def durable_call(
     if execution.emitted and stream is not None:
         await stream.flush()  # the items the call emitted are in the stream before its record
     execution.journal.put(key, dumped)
-    return result

@@ -58,6 +58,10 @@ class RecordPort(Protocol):
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
     ) -> WaitResult: ...
 
+    def call_retried(
+        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
+    ) -> None: ...
+
 
 def digest(*parts: str) -> str:
     """A short, stable digest of JSON texts (or other strings) for a record's key."""
@@ -167,6 +171,20 @@ class Journal:
                 self.limiter.returning.extend(returning)  # the step's end gives them back, or they lapse
             raise
         self.records[key] = value
+
+    def call_retried(
+        self, node: str, call: str, try_number: int, error: BaseException, delay_s: float
+    ) -> None:
+        """Tell the run's history that durable call ``call`` failed try ``try_number`` and is tried
+        again in ``delay_s``: one fenced round trip, naming the error's type, never its values."""
+        self.port.call_retried(
+            self.ctx,
+            node=node,
+            call=call,
+            try_number=try_number,
+            error_type=type(error).__name__,
+            delay_ms=round(delay_s * 1000),
+        )
 
     def return_slots(self) -> None:
         """Give back the slots of ended steps that no write of theirs carried (one round trip each)."""

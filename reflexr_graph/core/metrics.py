@@ -59,6 +59,10 @@ LIMIT_DENIED = METER.create_counter(
 LIMIT_IN_USE = METER.create_up_down_counter(
     "reflexr.limit.in_use", description="Concurrency slots held now, by limit key (summed over processes)"
 )
+CALL_RETRIES = METER.create_counter(
+    "reflexr.call.retries",
+    description="Durable calls tried again inside their step (CallRetry), by graph, node and call name",
+)
 ATTR_OUTCOME = "reflexr.outcome"
 ATTR_WAIT = "reflexr.wait"
 ATTR_REASON = "reflexr.reason"

@@ -151,6 +151,13 @@ class CheckpointPort(Protocol):
         """
         ...
 
+    def call_retried(
+        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
+    ) -> None:
+        """Tell the run's history that a durable call failed try ``try_number`` with an error of
+        type ``error_type`` and is tried again in ``delay_ms``. One round trip, fenced by ``ctx.token``."""
+        ...
+
     def save_checkpoint(
         self,
         ctx: AttemptContext,

@@ -119,6 +119,17 @@ class AttemptPort:
         )
         return found[-1]
 
+    def call_retried(
+        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
+    ) -> None:
+        self._write(
+            ctx,
+            f"retry of durable call {call!r}",
+            lambda: self.store.call_retried(
+                ctx, node=node, call=call, try_number=try_number, error_type=error_type, delay_ms=delay_ms
+            ),
+        )
+
     def wait(
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
     ) -> WaitResult:

@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass, field
 
 from reflexr_graph import clock
+from reflexr_graph.core import backoff as retry
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.driver import Finished
 from reflexr_graph.core.policy import NO_POLICY, failed_node, judge
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import CancelRequested, OperationRefused, OutputNotSerializable, StoreUnavailable
-from reflexr_graph.fleet import observe, retry
+from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.attempt_port import Suspension
 from reflexr_graph.fleet.failure import Failure, classify

@@ -312,6 +312,27 @@ class WaitArgs(Args):
     """How long a step released to wait for a limit ('limit:<key>') waited in place first."""
 
 
+@dataclass(frozen=True)
+class CallRetriedArgs(Args):
+    """call_retried.lua, ARGV[4..9]."""
+
+    token: str
+    node: str
+    call: str
+    try_number: int
+    """The try that failed, 1 for the first."""
+    error_type: str
+    delay_ms: int
+    """How long the step waits before the next try."""
+
+
+class CallRetried(StrEnum):
+    """call_retried.lua's reply."""
+
+    OK = "ok"
+    FENCED = "fenced"
+
+
 class Waited(StrEnum):
     """wait.lua's outcome, the first item of ``{outcome, detail}``."""
 

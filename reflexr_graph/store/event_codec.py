@@ -44,6 +44,7 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "v": ("waiting_for_version", ("version", "until")),
     "b": ("run_woken", ("version",)),
     "n": ("run_upgraded", ("from_version", "version")),
+    "t": ("call_retried", ("node", "call", "try", "error_type", "delay_ms")),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
 

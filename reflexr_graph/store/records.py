@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext, Lane
 from reflexr_graph.core.tags import Tags, tags_of
-from reflexr_graph.model import BranchLane, CheckpointInfo, RunInfo, Status
+from reflexr_graph.model import BranchLane, CheckpointInfo, LastFailure, RunInfo, Status
 from reflexr_graph.store import event_codec
 
 
@@ -214,23 +214,61 @@ def _error(record: Mapping[str, str]) -> str | None:
     return message or None
 
 
+def _last_failure(record: Mapping[str, str]) -> LastFailure | None:
+    """The run's latest failed attempt, from its 'failed' field (lua/_lib.lua note_failure)."""
+    attempt, at_ms, reason, with_error = (record.get("failed") or "|||").split("|", 3)
+    if not attempt:
+        return None
+    return LastFailure(
+        attempt=int(attempt),
+        time=_seconds(at_ms),
+        reason=reason,
+        error=_error(record) if with_error == "1" else None,
+    )
+
+
+_ENDED_WITH_REASON = frozenset({Status.DEAD, Status.CANCELLED})
+
+
+def _present(
+    record: Mapping[str, str], status: Status, attempt: int, failure: LastFailure | None
+) -> tuple[str | None, str | None]:
+    """``error`` and ``reason`` of the run as it is now: a dead or cancelled run's (a dead one keeps
+    its last error, G4), a retrying run's (the error only when the attempt that just ended left
+    it: a run released by a shutdown retries with none), and none for a run that is queued,
+    running, waiting or succeeded, whatever an earlier attempt left (that is ``last_failure``)."""
+    reason = record.get("reason") or None
+    if status in _ENDED_WITH_REASON:
+        return _error(record), reason
+    if status is not Status.RETRYING:
+        return None, None
+    if failure is None:
+        return _error(record), reason  # recorded before 'failed' was kept
+    return (failure.error if failure.attempt == attempt else None), reason
+
+
 def run_info(record: Mapping[str, str], run_id: str) -> RunInfo:
     """RunInfo of run ``run_id`` from its decoded run hash (which names the run by its key only)."""
     counted, interrupted, suspended = (
         int(record.get(k) or 0) for k in ("attempts", "interruptions", "suspensions")
     )
+    status = Status(record["status"])
+    # As _lib.lua's attempt_number() numbers the attempt in the run's events.
+    attempt = counted + interrupted + suspended
+    failure = _last_failure(record)
+    error, reason = _present(record, status, attempt, failure)
     return RunInfo(
         run_id=run_id,
         graph=record.get("graph", ""),
-        status=Status(record["status"]),
-        # As _lib.lua's attempt_number() numbers the attempt in the run's events.
-        attempt=counted + interrupted + suspended,
+        status=status,
+        attempt=attempt,
         attempts=counted,
         suspensions=suspended,
         max_attempts=int(record.get("max_attempts") or 0),
         output=_output(record.get("output", "")),
-        error=_error(record),
-        reason=record.get("reason") or None,
+        error=error,
+        reason=reason,
+        last_failure=failure,
         next_node=record.get("next_node") or None,
         checkpoints=int(record.get("checkpoints") or 0),
         created_at=_seconds(record.get("created_at", "")),

@@ -48,6 +48,7 @@ PER_RUN: tuple[str, ...] = (
     "signal",
     "wait_children",
     "child_ended",
+    "call_retried",
 )
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
 

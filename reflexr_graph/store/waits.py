@@ -15,7 +15,16 @@ from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
-from reflexr_graph.store.contracts import SignalArgs, Signalled, SignalReply, WaitArgs, Waited, WaitReply
+from reflexr_graph.store.contracts import (
+    CallRetried,
+    CallRetriedArgs,
+    SignalArgs,
+    Signalled,
+    SignalReply,
+    WaitArgs,
+    Waited,
+    WaitReply,
+)
 from reflexr_graph.store.ops import Op, QueuedMessage, cmd, not_found, per_run
 from reflexr_graph.store.records import text
 
@@ -104,6 +113,18 @@ class Waits(StoreBase):
         if reply.outcome is Waited.CANCELLED:
             raise errors.CancelRequested(ctx.run_id, ended=True)  # the run ends rather than waits
         return WaitResult(record=None, wake_at_ms=int(reply.detail) if reply.detail else None)
+
+    @translate_errors
+    def call_retried(
+        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
+    ) -> None:
+        """Tell the run's history that durable call ``call`` of step ``node`` failed its try
+        ``try_number`` with an error of type ``error_type`` and is tried again in ``delay_ms``: one
+        EVALSHA, fenced by the token (FencedOut when another attempt owns the run)."""
+        args = CallRetriedArgs(ctx.token, node, call, try_number, error_type, delay_ms).argv()
+        reply = self.do(per_run("call_retried", ctx.run_id, _guess(ctx), clock.now_ms(), args))
+        if CallRetried(text(reply)) is CallRetried.FENCED:
+            raise _fenced(ctx, "call retry")
 
     def signal(
         self,

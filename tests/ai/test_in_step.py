@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 import redis
 from pydantic_ai import Agent, FunctionToolset, ModelRetry, RunContext
-from pydantic_ai.exceptions import UserError
+from pydantic_ai.exceptions import ModelHTTPError, UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.toolsets import DynamicToolset
 from pydantic_graph import GraphBuilder, StepContext
 
-from reflexr_graph import GraphAction, RunFailure
+from reflexr_graph import CallRetry, GraphAction, RunFailure
 from reflexr_graph.ai import StepDurability, durable_agent
 from reflexr_graph.errors import DurableAgentError
 from reflexr_graph.store import keys
@@ -351,3 +351,40 @@ def test_a_durable_agent_streams_its_text_and_tool_calls_and_a_retry_repeats_no_
         ("talker.model.stream#1", "answer "),
         ("talker.model.stream#1", "is 42"),
     ]
+
+
+def test_a_durable_agents_model_requests_are_retried_in_the_step_under_model_retry(
+    harness: Harness,
+) -> None:
+    """Issue 34: ``durable_agent(agent, model_retry=CallRetry(...))``. The model fails twice, first
+    with a 503 that asks for 0.2 s (wrapped by another error: pydantic-ai's model_error_retry_after
+    finds it in the chain), then with a plain 503, and answers the third time: one attempt, one
+    execution of the step, two ``call_retried`` events, the first waiting what the provider asked."""
+    calls: list[int] = []
+
+    def flaky(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("the client gave up") from ModelHTTPError(503, "flaky", retry_after=0.2)
+        if len(calls) == 2:
+            raise ModelHTTPError(503, "flaky")
+        return ModelResponse(parts=[TextPart("fine")])
+
+    policy = CallRetry(max_attempts=3, backoff_s=0.05, backoff_max_s=1)
+    agent = durable_agent(Agent(FunctionModel(flaky), name="retried"), model_retry=policy)
+    steps: list[int] = []
+
+    async def ask(prompt: str) -> str:
+        steps.append(1)
+        return (await agent.run(prompt)).output
+
+    action = one_step("ai_model_retry", ask)
+    run_id = harness.create(action, "hi")
+    assert harness.attempt(action, run_id) == "fine"
+    assert (len(calls), len(steps), harness.store.get(run_id).attempts) == (3, 1, 1)
+    retried = [e.fields for e in harness.store.events(run_id) if e.type == "call_retried"]
+    assert [(e["call"], e["try"], e["error_type"]) for e in retried] == [
+        ("retried.model", "1", "RuntimeError"),
+        ("retried.model", "2", "ModelHTTPError"),
+    ]
+    assert retried[0]["delay_ms"] == "200" and int(retried[1]["delay_ms"]) <= 100

@@ -29,7 +29,15 @@ from pydantic import BaseModel, Field
 from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
-from reflexr_graph import GraphAction, RunFailure, current_run, durable_call, sleep, wait_for_signal
+from reflexr_graph import (
+    CallRetry,
+    GraphAction,
+    RunFailure,
+    current_run,
+    durable_call,
+    sleep,
+    wait_for_signal,
+)
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.store import connect
 
@@ -319,6 +327,35 @@ def _calls() -> GraphAction:
     return GraphAction(g.build())
 
 
+class Flaky(BaseModel):
+    retry_after: float = 0.3
+    """What the first failure asks to wait (a RunFailure's retry_after); the second is a plain 503."""
+
+
+def _flaky_call() -> GraphAction:
+    """One step whose durable call, under a CallRetry of 3 tries, fails twice (a 429 asking for
+    ``retry_after``, then a ConnectionError), then answers: issue 34's flaky model."""
+    g = GraphBuilder(name="flaky_call", input_type=Flaky, output_type=str)
+
+    def model(asked: float) -> str:
+        record("model")
+        tries = sum(1 for e in r().lrange(exec_key(current_run().run_id), 0, -1) if e.startswith(b"model:"))
+        if tries == 1:
+            raise RunFailure("429 from the provider", retry_after=asked)
+        if tries == 2:
+            raise ConnectionError("503 from the provider")
+        return "answer"
+
+    @g.step
+    async def summarize(ctx: StepContext[None, None, Flaky]) -> str:
+        record("summarize")
+        policy = CallRetry(max_attempts=3, backoff_s=0.05, backoff_max_s=1.0)
+        return await durable_call("model", model, ctx.inputs.retry_after, retry=policy)
+
+    g.add(g.edge_from(g.start_node).to(summarize), g.edge_from(summarize).to(g.end_node))
+    return GraphAction(g.build(), max_attempts=1)
+
+
 class Approval(BaseModel):
     approved: bool
     by: str
@@ -430,11 +467,12 @@ permanent = _failing("permanent", "permanent")
 kills_worker = _failing("kills_worker", "kill")
 fanout = _fanout()
 calls = _calls()
+flaky_call = _flaky_call()
 approve = _approve()
 napper = _napper()
 bulky = _bulky()
 
-ALL = (steps, always_fails, permanent, kills_worker, fanout, calls, approve, napper)
+ALL = (steps, always_fails, permanent, kills_worker, fanout, calls, approve, napper, flaky_call)
 REFS = ",".join(f"tests.fleet.graphs:{a.name}" for a in ALL)
 BULKY_REFS = f"{REFS},tests.fleet.graphs:bulky"
 """REFS and the large-state graph, which only the payload tests load."""

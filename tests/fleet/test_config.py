@@ -12,8 +12,8 @@ import pytest
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.config.settings import Settings, known_env_vars, load_settings
+from reflexr_graph.core import backoff as retry
 from reflexr_graph.errors import SettingsError
-from reflexr_graph.fleet import retry
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.registry import build_registry, resolve
 from reflexr_graph.local_processes import environment

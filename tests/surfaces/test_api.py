@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from fastapi.routing import APIRoute
 from reflexr_graph.api.app import API_PREFIX, API_ROUTERS, OPEN_ROUTERS
 from reflexr_graph.api.serve import SHUTDOWN_GRACE_S
 from reflexr_graph.cli.failures import EXIT_CANNOT_LISTEN, EXIT_UNREACHABLE
+from reflexr_graph.client import Client
 from tests.surfaces.conftest import PASSWORD, ApiServer, Cli, serving
 from tests.surfaces.graphs import ok_key, release_key
 from tests.waiting import wait_for
@@ -486,3 +488,32 @@ def test_readiness_and_the_overview_name_a_redis_that_may_lose_runs(
     assert ready.status_code == 200 and ready.json()["status"] == "ready"
     for said in (ready.json()["warning"], overview["redis_warning"]):
         assert "maxmemory-policy is allkeys-lru" in said and "set maxmemory-policy noeviction" in said
+
+
+def test_a_run_that_failed_once_and_waits_shows_no_error_but_its_last_failure(
+    api_server: ApiServer, worker: subprocess.Popen[bytes], client: Client, cli: Cli
+) -> None:
+    """Issue 34: ``journey`` fails its first attempt, retries, and waits for ``go``. Waiting is its
+    present: no ``error`` nor ``reason`` on the API, the Client or ``status --json``; attempt 1's
+    failure is its ``last_failure``, as such on each."""
+    with api_server.http() as http:
+        wait_for(lambda: http.get("/api/graphs/journey").status_code == 200, what="the worker's graphs")
+        run_id = http.post("/api/runs", json={"graph": "journey", "inputs": "on-hold"}).json()["run_id"]
+        wait_for(lambda: http.get(f"/api/runs/{run_id}").json()["status"] == "waiting", what="the wait")
+        served = http.get(f"/api/runs/{run_id}").json()
+    shown = json.loads(cli("status", run_id, "--json").stdout)
+    info = client.get(run_id).model_dump(mode="json")
+    for run in (served, shown, info):
+        assert (run["status"], run["attempt"], run["error"], run["reason"]) == ("waiting", 2, None, None)
+        failure = run["last_failure"]
+        assert failure["time"] > 0 and failure["time"] <= run["updated_at"]
+        assert {k: failure[k] for k in ("attempt", "reason", "error")} == {
+            "attempt": 1,
+            "reason": "first_time",
+            "error": "RunFailure: fetch fails its first time",
+        }
+    text = cli("status", run_id).stdout
+    assert re.search(r"reason +- *\n", text) and re.search(r"error +- *\n", text), text
+    assert re.search(
+        r"last failure\s+attempt 1 at .+: first_time, RunFailure: fetch fails its first time", text
+    )

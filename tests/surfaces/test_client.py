@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import signal
+import subprocess
 import threading
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -15,7 +19,8 @@ from reflexr_graph.config.settings import load_settings
 from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound, UnknownGraph, WaitTimeout
 from reflexr_graph.model import Status
 from reflexr_graph.store import fanout, keys
-from tests.surfaces.graphs import ACTIONS, counter
+from tests.surfaces.graphs import ACTIONS, counter, release_key
+from tests.waiting import wait_for
 
 SECRET = "hunter2-private-value"
 
@@ -206,3 +211,30 @@ def test_async_client_reads_and_purges(redis_url: str, queue: str, published: No
                 await aclient.get(run_id)
 
     asyncio.run(scenario())
+
+
+def test_a_run_whose_worker_was_killed_runs_again_without_the_abandoned_reason(
+    client: Client, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
+) -> None:
+    """Issue 34: the worker of attempt 1 is SIGKILLed mid-step; another worker's reaper counts the
+    attempt abandoned and runs the step again. Running again, the run shows no reason: the
+    abandoned attempt is its ``last_failure``, with no error (it left none)."""
+    env["REFLEXR_LEASE_TTL_S"] = "2"  # the killed worker's lease lapses soon
+    first = start_worker()
+    run_id = client.enqueue("blocker", "killed")
+    wait_for(lambda: client.get(run_id).status is Status.RUNNING, what="attempt 1 running")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    start_worker()
+    wait_for(lambda: client.get(run_id).attempt == 2, timeout=90, what="attempt 2 on the other worker")
+    info = client.get(run_id)
+    assert (info.status, info.reason, info.error) == (Status.RUNNING, None, None)
+    assert info.last_failure is not None
+    assert (info.last_failure.attempt, info.last_failure.reason, info.last_failure.error) == (
+        1,
+        "abandoned",
+        None,
+    )
+    redis.Redis.from_url(env["REFLEXR_REDIS_URL"]).rpush(release_key("killed"), 1)
+    done = client.wait(run_id, timeout=60)
+    assert (done.status, done.reason, done.last_failure) == (Status.SUCCEEDED, None, None)

@@ -419,6 +419,12 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     assert [s[:2] for s in second["spans"]] == [["step", "fetch"], ["step", "pause"], ["wait", "signal go"]]
     hover = second["spans"][0][2]
     assert str(hover).startswith("step fetch, attempt 2: ") and str(hover).endswith("ms")
+    # Issue 34: the waiting run is not shown as failing; attempt 1's failure is its last failure.
+    assert _text(browser, "#run-summary").count("first_time") == 1 and find(browser, "#run-error") is None
+    assert re.fullmatch(
+        r"attempt 1 at .+: first_time, RunFailure: fetch fails its first time",
+        _text(browser, "#run-last-failure"),
+    )
     console.shot("gantt-waiting", at="#run-gantt")
 
     _click(browser, "#send-signal")

@@ -24,6 +24,8 @@ def test_times_and_durations_read_as_such_and_empty_fields_are_left_out() -> Non
     assert _details("run_waiting", attempt="2", signal="go", wake_at="") == "attempt=2, signal=go"
     assert _details("run_retrying", due_at="1796139370250") == "due 15:36:10.250 (in 250ms)"
     assert _details("limit_waited", node="n", waited_ms="3020", key="k") == "node=n, waited 3.0s, key=k"
+    retried = _details("call_retried", node="n", call="model", error_type="ModelHTTPError", delay_ms="250")
+    assert retried == "node=n, call=model, error_type=ModelHTTPError, next try in 250ms"
 
 
 def test_a_wait_for_children_a_version_or_a_limit_says_so_not_signal_equals() -> None:

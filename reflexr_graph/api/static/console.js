@@ -393,6 +393,7 @@ async function runPage(view, runId) {
       ["status", badge(run.status)], ["graph", run.graph], ["version", h("span", { class: "mono", id: "run-version" }, run.version || "-")], ["attempt", attemptText(run)],
       ["created", when(run.created_at)], ["updated", when(run.updated_at)],
       [["succeeded", "dead", "cancelled"].includes(run.status) ? "took" : "age", runDuration(run)], ["next node", run.next_node || "-"], ["reason", run.reason || "-"],
+      ...(run.last_failure ? [["last failure", h("span", { id: "run-last-failure" }, `attempt ${run.last_failure.attempt} at ${when(run.last_failure.time)}: ${run.last_failure.reason}${run.last_failure.error ? `, ${run.last_failure.error}` : ""}`)]] : []),
       ...(run.forked_from ? [["forked from", [h("a", { href: `#/run/${run.forked_from}`, class: "mono run-id", id: "forked-from" }, run.forked_from), ` at checkpoint #${run.forked_at_seq}`]]] : []),
       ...(run.parent_run_id ? [["parent", h("a", { href: `#/run/${run.parent_run_id}`, class: "mono run-id", id: "run-parent" }, run.parent_run_id)]] : []),
       ...((run.children || []).length ? [["children", h("ul", { id: "run-children", class: "plain" }, ...run.children.map((c) => h("li", {}, h("a", { href: `#/run/${c}`, class: "mono run-id" }, c))))]] : []),

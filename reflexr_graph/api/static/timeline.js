@@ -76,7 +76,7 @@ function eventDetails(event) {
   return Object.entries(event.fields).filter(([, v]) => v !== "").map(([k, v]) => fieldText(k, v, event.at)).join(", ");
 }
 
-const WITHIN_A_STEP = new Set(["limit_waited", "boundaries_skipped", "work_reused", "cancel_requested"]);
+const WITHIN_A_STEP = new Set(["limit_waited", "boundaries_skipped", "work_reused", "cancel_requested", "call_retried"]);
 const ENDING_A_STEP = new Set(["run_progressed", "attempt_failed", "run_succeeded"]);
 
 // How long the step(s) an event ends took, per event (null where it ends none): history.rows.

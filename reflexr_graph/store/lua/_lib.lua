@@ -78,7 +78,7 @@ local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
 local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'in', 'stream', 'lanes'}
-local LAST_ERROR = {'reason', 'error_type', 'error'}
+local LAST_ERROR = {'reason', 'error_type', 'error', 'failed'}
 local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
 
@@ -329,7 +329,7 @@ local EVENT_CODES = {
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
   cancel_requested = 'z', waiting_for_version = 'v', run_woken = 'b',
-  run_upgraded = 'n',
+  run_upgraded = 'n', call_retried = 't',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked
@@ -494,11 +494,19 @@ local function attempt_number()
   return num('attempts') + num('interruptions') + num('suspensions')
 end
 
+-- The run's last failure, 'failed' = <attempt>|<ms>|<reason>|<1 when error_type and error are
+-- this failure's, 0 when it had none (an abandoned attempt)>: records.run_info shows it as
+-- last_failure once a later attempt runs, while error and reason describe the run as it is now.
+local function note_failure(reason, with_error)
+  put('failed', attempt_number() .. '|' .. NOW .. '|' .. reason .. '|' .. (with_error and '1' or '0'))
+end
+
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),
 -- or lost its lease while Redis was unreachable ('store_unavailable': an interruption).
 local function abandon(reason)
   redis.call('ZREM', K_LEASES, RUN_ID)
   put('reason', reason)
+  note_failure(reason, false)
   emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason)
 end
 

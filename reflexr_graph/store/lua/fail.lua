@@ -22,6 +22,7 @@ local error_type, reason = ARGV[5], ARGV[8]
 put('error_type', error_type)
 put('error', ARGV[6])
 put('reason', reason)
+note_failure(reason, true)
 -- The traceback lives in its own key: it can be large, and listings read the run hash.
 if ARGV[7] ~= '' then
   redis.call('SET', K_TB, ARGV[7])

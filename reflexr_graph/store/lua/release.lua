@@ -26,5 +26,7 @@ if interrupt(ARGV[5]) then
   to_dead('max_interruptions', ARGV[6])
   return 2
 end
+-- Why it retries now (no failure: last_failure, the 'failed' field, stays the earlier one's).
+put('reason', 'shutdown')
 to_retrying(NOW, 'shutdown')
 return 1

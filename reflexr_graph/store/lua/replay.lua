@@ -39,7 +39,7 @@ end
 put('prev_reason', field('reason'))
 put('prev_attempts', attempt_number())
 -- wait_take: the steps run again from another point, so no claim takes a signal for them.
-drop('attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'token', 'output',
+drop('attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error', 'failed', 'token', 'output',
   'unserved_since', 'wait_take')
 incr('replays', 1)
 -- The keys that stay lose their TTL first: those dropped below need none.

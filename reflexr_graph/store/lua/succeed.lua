@@ -61,7 +61,7 @@ if cancel_requested() then
 end
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
 put('output', ARGV[5])
-drop('reason', 'error_type', 'error')
+drop(unpack(LAST_ERROR))
 redis.call('ZREM', K_LEASES, RUN_ID)
 set_status('succeeded')
 -- The finished checkpoint is told by the success itself (its seq and size, as run_progressed

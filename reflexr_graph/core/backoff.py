@@ -1,4 +1,5 @@
-"""Retry delays: exponential backoff with full jitter.
+"""Retry delays: exponential backoff with full jitter, for a run's retries (fleet/recorder.py) and
+a durable call's tries (core/call_retry.py).
 
 Full jitter (a uniform delay between 0 and the exponential cap) spreads the retries of
 runs that failed together, say when a dependency went down, instead of sending them all

@@ -66,6 +66,6 @@ def require_role(request: Request) -> None:
     if caller.role < need:
         raise HTTPException(
             403,
-            f"the token {caller.name!r} is a {caller.role.label}; {request.method} {path} needs "
-            f"the role {need.label} (or above): ask for a token with that role",
+            f"the token {caller.name!r} has the role {caller.role.label}; {request.method} {path} "
+            f"needs the role {need.label} (or above): ask for a token with that role",
         )

@@ -22,10 +22,12 @@ from pydantic_ai.durable_exec import (
     DurableOperationId,
     ResultCodec,
     RoleBasedOperationConfig,
+    record_durable_unit,
 )
 
 from reflexr_graph import durable_call
 from reflexr_graph.ai.names import CallNames
+from reflexr_graph.core.context import current_run_or_none
 from reflexr_graph.errors import Kind, ReflexrError, RunFailure
 
 ParamsT = TypeVar("ParamsT")
@@ -77,6 +79,11 @@ class DurableCallBackend(CallableOperationBackend[None]):
             _recorded_types[key] = recorded_type(operation.result_codec)
         return super().bind(operation)
 
+    def execution_attempt(self) -> int:
+        # The run's attempt: a unit runs again only when the step does, on the run's next attempt.
+        run = current_run_or_none()
+        return run.attempt if run is not None else 1
+
     async def execute(
         self,
         *,
@@ -86,7 +93,11 @@ class DurableCallBackend(CallableOperationBackend[None]):
         cache_key: tuple[object, ...],
         config: None,
     ) -> object:
+        ran = False
+
         async def operation() -> object:
+            nonlocal ran
+            ran = True
             try:
                 return await body()
             except UnstorableResult:
@@ -97,9 +108,12 @@ class DurableCallBackend(CallableOperationBackend[None]):
                     permanent=True,
                 ) from None
 
-        return await durable_call(
+        result: object = await durable_call(
             name, operation, result_type=_recorded_types[(self.agent_name, operation_id)]
         )
+        # In the task that asked for the unit, so it is credited to the spans it ran under.
+        record_durable_unit(executed=ran)
+        return result
 
 
 def unstorable(error: Exception) -> BaseException:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai.agent import AbstractAgent, AgentRun, WrapperAgent
+from pydantic_ai.agent import AbstractAgent, AgentRun, EventStreamHandler, WrapperAgent
 from pydantic_ai.models import Model
 from pydantic_ai.output import OutputDataT
 from pydantic_ai.tools import AgentDepsT
@@ -36,10 +36,15 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         models: Mapping[str, Model] | None,
         stream: str | None = None,
         model_retry: CallRetry | None = None,
+        event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
     ) -> None:
         super().__init__(wrapped)
         self.durability = StepDurability[AgentDepsT](
-            name=name, models=models, stream=stream, model_retry=model_retry
+            name=name,
+            models=models,
+            stream=stream,
+            model_retry=model_retry,
+            event_stream_handler=event_stream_handler,
         )
 
     @asynccontextmanager
@@ -50,6 +55,8 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         async with self.wrapped.iter(*args, capabilities=capabilities, **kwargs) as run:
             yield run
 
+    # pydantic-ai has no public way for a wrapper to gate realtime sessions: WrapperAgent's own
+    # docstring tells wrappers that enforce a policy in iter() to override this private method.
     @asynccontextmanager
     async def _open_realtime_session(self, *args: Any, **kwargs: Any) -> AsyncIterator[RealtimeSession]:
         # A realtime session's model traffic does not go through iter(), so nothing would record it.
@@ -73,6 +80,7 @@ def durable_agent(
     models: Mapping[str, Model] | None = None,
     stream: str | None = None,
     model_retry: CallRetry | None = None,
+    event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
 ) -> DurableAgent[AgentDepsT, OutputDataT]:
     """The agent, with its model requests and tool calls inside a step recorded as durable calls.
 
@@ -92,6 +100,8 @@ def durable_agent(
         model_retry: how a failing model request is tried again inside the step, spending none
             of the run's attempts (``CallRetry``); the wait a provider asks for (pydantic-ai's
             ``model_error_retry_after``) is honoured. None: a failed request fails the step.
+        event_stream_handler: pydantic-ai's handler of the run's events, as ``Agent.run`` takes it;
+            inside a step, a model request answered from its record sends it no stream events again.
 
     Raises:
         DurableAgentError: neither ``name`` nor the agent's name is set.
@@ -102,4 +112,11 @@ def durable_agent(
             "a durable agent needs a name, the prefix of its durable call names: pass "
             "durable_agent(agent, name=...) or build the agent with Agent(..., name=...)"
         )
-    return DurableAgent(agent, name=chosen, models=models, stream=stream, model_retry=model_retry)
+    return DurableAgent(
+        agent,
+        name=chosen,
+        models=models,
+        stream=stream,
+        model_retry=model_retry,
+        event_stream_handler=event_stream_handler,
+    )

@@ -23,10 +23,12 @@ from pydantic_ai.durable_exec import (
     ResultCodec,
     RoleBasedOperationConfig,
     model_error_retry_after,
+    record_durable_unit,
 )
 
 from reflexr_graph.ai.names import CallNames
 from reflexr_graph.core.call_retry import CallRetry
+from reflexr_graph.core.context import current_run_or_none
 from reflexr_graph.core.durable import recorded_call
 from reflexr_graph.errors import Kind, ReflexrError, RunFailure
 
@@ -88,6 +90,11 @@ class DurableCallBackend(CallableOperationBackend[CallRetry | None]):
             _recorded_types[key] = recorded_type(operation.result_codec)
         return super().bind(operation)
 
+    def execution_attempt(self) -> int:
+        # The run's attempt: a unit runs again only when the step does, on the run's next attempt.
+        run = current_run_or_none()
+        return run.attempt if run is not None else 1
+
     async def execute(
         self,
         *,
@@ -97,7 +104,11 @@ class DurableCallBackend(CallableOperationBackend[CallRetry | None]):
         cache_key: tuple[object, ...],
         config: CallRetry | None,
     ) -> object:
+        ran = False
+
         async def operation() -> object:
+            nonlocal ran
+            ran = True
             try:
                 return await body()
             except UnstorableResult:
@@ -108,13 +119,16 @@ class DurableCallBackend(CallableOperationBackend[CallRetry | None]):
                     permanent=True,
                 ) from None
 
-        return await recorded_call(
+        result: object = await recorded_call(
             name,
             operation,
             result_type=_recorded_types[(self.agent_name, operation_id)],
             retry=config,
             retry_after=_model_retry_after,
         )
+        # In the task that asked for the unit, so it is credited to the spans it ran under.
+        record_durable_unit(executed=ran)
+        return result
 
 
 def unstorable(error: Exception) -> BaseException:

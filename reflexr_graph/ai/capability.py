@@ -19,6 +19,7 @@ from pydantic_ai.durable_exec import (
     BaseDurabilityCapability,
     DurabilityEngineSpec,
     conversation_id_from_run_id,
+    replay_scope,
 )
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
@@ -28,7 +29,9 @@ from reflexr_graph.ai.backend import DurableCallBackend, unstorable
 from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
 from reflexr_graph.ai.streaming import emitting_handler
 from reflexr_graph.core.call_retry import CallRetry
-from reflexr_graph.core.emit import check_topic
+from reflexr_graph.core.emit import check_topic, in_durable_call
+from reflexr_graph.core.waits import sleep
+from reflexr_graph.errors import Suspended
 
 
 @dataclass(init=False, kw_only=True)
@@ -45,6 +48,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         stream: a topic of the run's stream (``reflexr_graph.emit``) that gets the model's text,
             token by token, and the tool calls it makes, while it streams (ai/streaming.py); None
             for none.
+        event_stream_handler: pydantic-ai's handler of the run's events: inside a step, the model's
+            stream events reach it live from inside the model request's durable call (so a request
+            answered from its record sends none again), and the others as the run goes.
     """
 
     engine_spec = DurabilityEngineSpec(
@@ -70,6 +76,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         },
         journal_discovery=True,
         tool_config_key=None,
+        # durable_sleep suspends the run (reflexr_graph.sleep) by raising Suspended, which ends the
+        # attempt; the step runs again once the timer fires, its recorded calls answered in order.
+        control_flow_error_types=(Suspended,),
     )
 
     def __init__(
@@ -79,8 +88,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         models: Mapping[str, Model] | None = None,
         stream: str | None = None,
         model_retry: CallRetry | None = None,
+        event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
     ) -> None:
-        super().__init__(name=name, models=models)
+        super().__init__(name=name, models=models, event_stream_handler=event_stream_handler)
         self.stream_topic = None if stream is None else check_topic(stream)
         self.model_retry = model_retry
 
@@ -91,6 +101,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
             self.stream_topic is not None and self.in_durable_context
         )
 
+    # pydantic-ai offers no public hook for the handler of the live model stream inside a model
+    # request's durable unit: its own engines (Temporal, Hatchet) override this private method, as
+    # its docstring tells engines to. Kept until pydantic-ai makes it public.
     def _model_stream_event_handler(self) -> EventStreamHandler[AgentDepsT] | None:
         # Inside the model request's durable call, where the live stream is: readers get the tokens
         # while the model streams them, not once its response is recorded.
@@ -102,6 +115,16 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     @property
     def in_durable_context(self) -> bool:
         return in_step()
+
+    @property
+    def in_durable_unit(self) -> bool:
+        # A user's own durable_call around a tool's work is a unit too: its result is recorded.
+        return super().in_durable_unit or (in_step() and in_durable_call())
+
+    async def durable_sleep(self, seconds: float) -> None:
+        # The agent graph's wait between polls of a model's server-side job: a durable timer, so the
+        # run waits holding no worker, and a run woken after it does not wait through it again.
+        await sleep(max(seconds, 0.0))
 
     def get_default_run_id(self) -> str | None:
         # The same run id on every attempt, so the messages of a retried run carry the ids the
@@ -117,5 +140,7 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         if not self.in_durable_context:
             return await super().wrap_run(ctx, handler=handler)
-        with one_run_at_a_time(self.name):
+        # The backend reports each durable call as run or answered from its record
+        # (record_durable_unit): spans and token and cost metrics of replayed work are not emitted.
+        with one_run_at_a_time(self.name), replay_scope():
             return await super().wrap_run(ctx, handler=handler)

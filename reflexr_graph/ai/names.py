@@ -7,11 +7,15 @@ are prefixed by the agent's name, so two agents in one step never read each othe
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 from pydantic_ai.durable_exec import (
     CapabilityOperationId,
     DurableOperationId,
     DurableOperationNamer,
     EventStreamHandlerId,
+    JournalOperationNamer,
     ModelCancelSuspendedResponseId,
     ModelCompactMessagesId,
     ModelCountTokensId,
@@ -22,11 +26,14 @@ from pydantic_ai.durable_exec import (
     ToolsetValidateToolArgumentsId,
 )
 
-# The namer protocol returns this type, which pydantic-ai does not re-export from durable_exec.
-from pydantic_ai.durable_exec._operation_names import DurableInvocationName
+if TYPE_CHECKING:
+    # The namer protocol returns this type, and pydantic-ai exports no public name for it: it is
+    # only named for the type checker. At run time the names are made from the public
+    # JournalOperationNamer's (dataclasses.replace), never from this private module.
+    from pydantic_ai.durable_exec._operation_names import DurableInvocationName
 
 
-class CallNames(DurableOperationNamer):
+class CallNames(JournalOperationNamer, DurableOperationNamer):
     """``<agent>.model`` for model requests, ``<agent>.tool.<tool name>`` for tool calls, and so on.
 
     Model requests are not told apart by model: a run that falls back to another model, or is
@@ -34,6 +41,7 @@ class CallNames(DurableOperationNamer):
     """
 
     def __init__(self, agent_name: str) -> None:
+        super().__init__(agent_name)
         self.agent_name = agent_name
 
     def operation_name(self, operation_id: DurableOperationId) -> str:
@@ -71,7 +79,11 @@ class CallNames(DurableOperationNamer):
         # Tool operations are labelled with the tool's name; tool names are unique within an agent.
         match operation_id, label:
             case ToolsetCallToolId(), str():
-                return DurableInvocationName(f"{self.agent_name}.tool.{label}")
+                name = f"{self.agent_name}.tool.{label}"
             case ToolsetValidateToolArgumentsId(), str():
-                return DurableInvocationName(f"{self.agent_name}.tool.{label}.validate")
-        return DurableInvocationName(self.operation_name(operation_id))
+                name = f"{self.agent_name}.tool.{label}.validate"
+            case _:
+                name = self.operation_name(operation_id)
+        # JournalOperationNamer's, renamed: the only public way to make one (see the import above).
+        journal = super().invocation_name(operation_id, label=label)
+        return replace(journal, operation_name=name, display_name=None)

@@ -21,20 +21,20 @@ from reflexr_graph.api import (
     waits,
     workers,
 )
+from reflexr_graph.api.roles import API_PREFIX, require_role
 from reflexr_graph.api.security import (
     AuthFailures,
     BodyLimit,
     SecurityHeaders,
     require_json,
     require_token,
-    token_digest,
 )
 from reflexr_graph.api.sites import HostRules, RelativeRedirects, SiteGuard
 from reflexr_graph.api.stream_slots import StreamSlots, share_of
+from reflexr_graph.api.tokens import TokenBook, load_book
 from reflexr_graph.client import AsyncClient
 from reflexr_graph.config.settings import Settings, load_settings
 
-API_PREFIX = "/api"
 API_ROUTERS: tuple[APIRouter, ...] = (
     runs.router,
     waits.router,
@@ -51,12 +51,18 @@ OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)
 
 
 def create_app(
-    settings: Settings | None = None, *, token: str | None = None, bound: tuple[str, int] | None = None
+    settings: Settings | None = None,
+    *,
+    token: str | None = None,
+    bound: tuple[str, int] | None = None,
+    tokens: TokenBook | None = None,
 ) -> FastAPI:
     """The API and the console on the settings' Redis; the clients open with the app's lifespan.
 
-    ``token`` (the settings' when None) guards ``/api``: ``serve`` always passes one, an app made
-    in process may have none. ``bound`` is the address ``serve`` listens on, whose names the Host
+    ``tokens`` guard ``/api`` (``serve`` always passes them); without them, the tokens of the
+    settings' REFLEXR_API_TOKENS file and ``token`` (the settings' REFLEXR_API_TOKEN when None), an
+    admin named ``admin``. An app made in process may have none, and then checks no token or role.
+    ``bound`` is the address ``serve`` listens on, whose names the Host
     header must give (or one of REFLEXR_API_HOSTS); without one, loopback names only.
     """
     settings = settings or load_settings(strict=False)
@@ -82,13 +88,19 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    # Only the token's digest is kept, and compared (security.require_token).
-    app.state.token_digest = token_digest(token) if token else None
+    # Only the tokens' digests are kept, and compared (security.require_token).
+    if tokens is None and (token or settings.api_tokens):
+        tokens = load_book(settings.api_tokens, token)
+    app.state.tokens = tokens
     app.state.auth_failures = AuthFailures()
-    app.state.stream_slots = StreamSlots(settings.max_streams, share_of(settings.max_streams, tokens=1))
+    share = share_of(settings.max_streams, tokens=len(tokens) if tokens else 1)
+    app.state.stream_slots = StreamSlots(settings.max_streams, share)
     # Set when the server starts to stop: the live event streams end at once (api/stream.py).
     app.state.stopping = asyncio.Event()
-    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_token), Depends(require_json)])
+    api = APIRouter(
+        prefix=API_PREFIX,
+        dependencies=[Depends(require_token), Depends(require_role), Depends(require_json)],
+    )
     for part in API_ROUTERS:
         api.include_router(part)
     app.include_router(api)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from reflexr_graph.api.deps import ClientDep, TagQuery
+from reflexr_graph.api.deps import CallerDep, ClientDep, TagQuery
 from reflexr_graph.api.models import (
     BulkReplayRequest,
     BulkReplayResult,
@@ -49,11 +49,16 @@ async def show_dead(run_id: str, client: ClientDep) -> DeadLetterOut:
 
 
 @router.post("/replay", response_model=BulkReplayResult, responses={422: {"model": Problem}})
-async def replay_many(body: BulkReplayRequest, client: ClientDep) -> BulkReplayResult:
+async def replay_many(body: BulkReplayRequest, client: ClientDep, caller: CallerDep) -> BulkReplayResult:
     """Replay the dead runs named by ``run_ids``, or every dead run of ``graph``, ``reason`` and/or
     ``tags`` (at most 1000 per call: call again for the rest). Runs that cannot be replayed are
     listed with why."""
     done = await client.replay_many(
-        body.run_ids, graph=body.graph, reason=body.reason, from_start=body.from_start, tags=body.tags
+        body.run_ids,
+        graph=body.graph,
+        reason=body.reason,
+        from_start=body.from_start,
+        tags=body.tags,
+        by=caller.name,
     )
     return BulkReplayResult(replayed=done.replayed, refused=refusals(done.refused))

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from reflexr_graph.api import stream
-from reflexr_graph.api.deps import ClientDep, TagQuery
+from reflexr_graph.api.deps import CallerDep, ClientDep, TagQuery
 from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
 from reflexr_graph.api.models import (
     BulkCancelRequest,
@@ -96,26 +96,32 @@ async def list_runs(
 
 
 @router.post("/cancel", response_model=BulkCancelResult, responses={422: {"model": Problem}})
-async def cancel_many(body: BulkCancelRequest, client: ClientDep) -> BulkCancelResult:
+async def cancel_many(body: BulkCancelRequest, client: ClientDep, caller: CallerDep) -> BulkCancelResult:
     """Cancel the runs named by ``run_ids``, or the cancellable runs matching ``status``, ``graph``
     and/or ``tags``, or with ``"all": true`` every cancellable run (at most 1000 per call: a
     cancelled run no longer matches, so call again until ``cancelled`` is empty). Runs that cannot
     be cancelled are listed with why. ``GET /api/runs`` with the same filter shows what it would
     take."""
     done = await client.cancel_many(
-        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, now=body.now, all=body.all
+        body.run_ids,
+        status=body.status,
+        graph=body.graph,
+        tags=body.tags,
+        now=body.now,
+        all=body.all,
+        by=caller.name,
     )
     return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
 
 
 @router.post("/purge", response_model=BulkPurgeResult, responses={422: {"model": Problem}})
-async def purge_many(body: BulkPurgeRequest, client: ClientDep) -> BulkPurgeResult:
+async def purge_many(body: BulkPurgeRequest, client: ClientDep, caller: CallerDep) -> BulkPurgeResult:
     """Delete for good the runs named by ``run_ids``, or the finished runs matching ``status``,
     ``graph`` and/or ``tags``, or with ``"all": true`` every finished run (at most 1000 per call: a
     purged run is gone, so call again until ``purged`` is empty). Runs not finished, or not there,
     are listed with why."""
     done = await client.purge_many(
-        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, all=body.all
+        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, all=body.all, by=caller.name
     )
     return BulkPurgeResult(purged=done.purged, refused=refusals(done.refused))
 
@@ -184,6 +190,7 @@ async def item_stream(
 async def cancel(
     run_id: str,
     client: ClientDep,
+    caller: CallerDep,
     now: Annotated[bool, Query(description="interrupt a running step with CancelledError")] = False,
 ) -> RunInfo:
     """Cancel a queued, running, retrying or waiting run.
@@ -192,14 +199,16 @@ async def cancel(
     the next boundary (until then ``running``, with ``cancel_requested``). ``?now=true`` cancels
     it at once, interrupting the step with ``CancelledError``.
     """
-    return await client.cancel(run_id, now=now)
+    return await client.cancel(run_id, now=now, by=caller.name)
 
 
 @router.post("/{run_id}/replay", response_model=RunInfo, responses=REFUSED)
-async def replay(run_id: str, client: ClientDep, body: ReplayRequest | None = None) -> RunInfo:
+async def replay(
+    run_id: str, client: ClientDep, caller: CallerDep, body: ReplayRequest | None = None
+) -> RunInfo:
     """Queue a dead or cancelled run again with a fresh attempt budget, from its checkpoint
     unless ``from_start``, or from the earlier checkpoint ``from_seq`` of its history (the ones
     after it are dropped)."""
     if body is None:
-        return await client.replay(run_id)
-    return await client.replay(run_id, from_start=body.from_start, from_seq=body.from_seq)
+        return await client.replay(run_id, by=caller.name)
+    return await client.replay(run_id, from_start=body.from_start, from_seq=body.from_seq, by=caller.name)

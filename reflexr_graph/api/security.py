@@ -1,9 +1,11 @@
 """What guards the API: the bearer token, JSON bodies only, security headers, the request body limit,
 loopback-only binds.
 
-``serve`` always has a token: ``REFLEXR_API_TOKEN`` (at least :data:`TOKEN_MIN_LENGTH` characters),
-or one it generates at start. Every ``/api`` route needs ``Authorization: Bearer <token>``; the
-app holds only the token's SHA-256 and compares digests in constant time. An address that keeps
+``serve`` always has a token: the named ones of ``REFLEXR_API_TOKENS`` (``api/tokens.py``), and
+``REFLEXR_API_TOKEN`` (at least :data:`TOKEN_MIN_LENGTH` characters), or one it generates at start
+when neither is set. Every ``/api`` route needs ``Authorization: Bearer <token>``; the app holds
+only the tokens' SHA-256 and compares digests in constant time. What each route needs of the
+token's role is in ``api/roles.py``. An address that keeps
 sending a wrong token is answered 429 for a while (:class:`AuthFailures`). The console sends the
 token the way any API client does (it keeps it in the tab's session storage): there is no
 cookie, so there is no session to forge. The Host and Origin checks are in ``api/sites.py``.
@@ -11,8 +13,6 @@ cookie, so there is no session to forge. The Host and Origin checks are in ``api
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 import json
 import math
@@ -25,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reflexr_graph.api.tokens import TokenBook
 from reflexr_graph.errors import Kind, ReflexrError, SettingsError
 
 _bearer = HTTPBearer(auto_error=False, description="REFLEXR_API_TOKEN, or the token serve printed")
@@ -48,11 +49,6 @@ SECURITY_HEADERS: dict[str, str] = {
     "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
     "Cache-Control": "no-store",
 }
-
-
-def token_digest(token: str) -> bytes:
-    """What the app keeps of a token, and compares: its SHA-256."""
-    return hashlib.sha256(token.encode("utf-8")).digest()
 
 
 def check_token(token: str) -> None:
@@ -99,10 +95,12 @@ class AuthFailures:
 def require_token(
     request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
-    """401 unless the request carries the server's token (an app made in process may have none);
-    429 with Retry-After for an address that sent wrong tokens too often."""
-    expected: bytes | None = request.app.state.token_digest
-    if expected is None:
+    """401 unless the request carries one of the server's tokens (an app made in process may have
+    none); 429 with Retry-After for an address that sent wrong tokens too often. Sets
+    ``request.state.caller`` (:class:`~reflexr_graph.api.tokens.Caller`: the token's name and role),
+    which ``api/deps.py`` gives routes as ``CallerDep``."""
+    book: TokenBook | None = request.app.state.tokens
+    if book is None:
         return
     failures: AuthFailures = request.app.state.auth_failures
     address = request.client.host if request.client else ""
@@ -114,14 +112,18 @@ def require_token(
             headers={"Retry-After": str(wait)},
         )
     given = credentials.credentials if credentials is not None else ""
-    if not hmac.compare_digest(token_digest(given), expected):
+    caller = book.find(given) if given else None
+    if caller is None:
         if given:
             failures.failed(address)
-        why = "a bearer token is required" if not given else "the bearer token is not this server's"
+        why = "a bearer token is required" if not given else "the bearer token is not one of this server's"
         raise HTTPException(
-            401, f"{why}: send Authorization: Bearer <REFLEXR_API_TOKEN, or the token serve printed>"
+            401,
+            f"{why}: send Authorization: Bearer <a token of REFLEXR_API_TOKENS, REFLEXR_API_TOKEN, "
+            "or the token serve printed>",
         )
-    request.state.token_holder = "api"
+    request.state.caller = caller
+    request.state.token_holder = caller.name
 
 
 def require_json(request: Request) -> None:
@@ -235,7 +237,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str) -> None:
+def check_bind(host: str, token: str | bool) -> None:
     """Refuse to listen beyond loopback without a token: anyone who can reach the port could
     cancel, replay and enqueue runs."""
     if token or is_loopback(host):

@@ -12,6 +12,7 @@ import uvicorn
 
 from reflexr_graph.api.app import create_app
 from reflexr_graph.api.security import check_bind, check_token
+from reflexr_graph.api.tokens import load_book
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.errors import CannotListen
 
@@ -59,14 +60,17 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Serve until interrupted; SettingsError when the token is too short, or ``host`` is not
-    loopback and there is no token, CannotListen when the address cannot be bound (before anything
-    is printed). Without REFLEXR_API_TOKEN it generates a token and prints the console's URL with it."""
+    """Serve until interrupted; SettingsError when the token is too short, the tokens file is
+    malformed (naming its line), or ``host`` is not loopback and there is no token, CannotListen
+    when the address cannot be bound (before anything is printed). With neither REFLEXR_API_TOKEN
+    nor REFLEXR_API_TOKENS it generates a token and prints the console's URL with it."""
     check_token(settings.api_token)
-    check_bind(host, settings.api_token)
+    check_bind(host, settings.api_token or bool(settings.api_tokens))
+    generated = not (settings.api_token or settings.api_tokens)
+    token = secrets.token_urlsafe(GENERATED_TOKEN_BYTES) if generated else settings.api_token
+    tokens = load_book(settings.api_tokens, token)
     sock = listen(host, port)
-    token = settings.api_token or secrets.token_urlsafe(GENERATED_TOKEN_BYTES)
-    app = create_app(settings, token=token, bound=(host, port))
+    app = create_app(settings, token=token, bound=(host, port), tokens=tokens)
     config = uvicorn.Config(
         app,
         host=host,
@@ -79,7 +83,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None
         # request still open after this is cut rather than keeping a stopped server up.
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
-    if settings.api_token:
+    if not generated:
         url = console_url(host, port)
         print(f"reflexr-graph console: {url} (API under /api, Ctrl-C to stop)", flush=True)
     else:

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.api.deps import CallerDep, ClientDep
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.model import RunInfo
 
@@ -44,7 +44,7 @@ class SignalResult(BaseModel):
         },
     },
 )
-async def signal(run_id: str, body: SignalRequest, client: ClientDep) -> SignalResult:
+async def signal(run_id: str, body: SignalRequest, client: ClientDep, caller: CallerDep) -> SignalResult:
     """Send a signal to a run: it wakes the run if it waits for it, else it waits for the run."""
-    woke = await client.signal(run_id, body.name, body.value)
+    woke = await client.signal(run_id, body.name, body.value, by=caller.name)
     return SignalResult(woke=woke, run=await client.get(run_id))

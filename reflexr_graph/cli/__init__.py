@@ -26,6 +26,7 @@ from reflexr_graph.cli import (
     signals,
     stream,
     time_travel,
+    tokens,
     top,
     versions,
     watch,
@@ -36,7 +37,7 @@ from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
-    "schedules", "serve", "signals", "stream", "time_travel", "top", "versions", "watch",
+    "schedules", "serve", "signals", "stream", "time_travel", "tokens", "top", "versions", "watch",
     "workers",
 ]  # fmt: skip
 

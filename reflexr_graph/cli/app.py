@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import getpass
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Annotated
@@ -65,13 +68,23 @@ class CliState:
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 retry=_RETRY,
             )
-            self._client = Client(settings, store=store)
+            self._client = Client(settings, store=store, by=cli_identity())
         return self._client
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def cli_identity() -> str:
+    """Who the CLI acts as, recorded as ``by`` on the signals, cancels and replays it sends:
+    ``cli@<user>@<host>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container's uid)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"cli@{user}@{socket.gethostname()}"
 
 
 def client_of(ctx: typer.Context) -> Client:

@@ -68,10 +68,16 @@ class AsyncClient(ClientBase):
     """Enqueue and manage runs from asyncio code; the same methods and arguments as ``Client``."""
 
     def __init__(
-        self, settings: Settings, store: AsyncStore | None = None, *, max_connections: int | None = None
+        self,
+        settings: Settings,
+        store: AsyncStore | None = None,
+        *,
+        max_connections: int | None = None,
+        by: str = "client",
     ) -> None:
-        """``max_connections`` bounds the store's pool (store/aio.py's MAX_CONNECTIONS otherwise)."""
-        super().__init__(settings)
+        """``max_connections`` bounds the store's pool (store/aio.py's MAX_CONNECTIONS otherwise);
+        ``by`` is who the client acts as (see ``ClientBase.by``)."""
+        super().__init__(settings, by)
         bound = {"max_connections": max_connections} if max_connections else {}
         self.store = store or AsyncStore.from_url(settings.redis_url, **self.store_options, **bound)
         self._sender = MessageSender(settings)
@@ -329,15 +335,18 @@ class AsyncClient(ClientBase):
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
         tags: Mapping[str, str] | None = None,
+        by: str | None = None,
     ) -> BulkReplay:
         """See :meth:`Client.replay_many`."""
         return await self._do(
-            self._core.replay_many(run_ids, graph, reason, from_start, progress, tags), WRITE
+            self._core.replay_many(run_ids, graph, reason, from_start, progress, tags, by or self.by), WRITE
         )
 
-    async def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
+    async def replay(
+        self, run_id: str, *, from_start: bool = False, from_seq: int | None = None, by: str | None = None
+    ) -> RunInfo:
         """See :meth:`Client.replay`."""
-        return await self._do(self._core.replay(run_id, from_start, from_seq), WRITE)
+        return await self._do(self._core.replay(run_id, from_start, from_seq, by or self.by), WRITE)
 
     async def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
         """See :meth:`Client.checkpoints`."""
@@ -367,13 +376,13 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.check_fork`."""
         return await self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
-    async def signal(self, run_id: str, name: str, value: Any) -> bool:
+    async def signal(self, run_id: str, name: str, value: Any, *, by: str | None = None) -> bool:
         """See :meth:`Client.signal`."""
-        return await self._do(self._core.signal(run_id, name, value), WRITE)
+        return await self._do(self._core.signal(run_id, name, value, by or self.by), WRITE)
 
-    async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
+    async def cancel(self, run_id: str, *, now: bool = False, by: str | None = None) -> RunInfo:
         """See :meth:`Client.cancel`."""
-        return await self._do(cancel_run(run_id, self.store.run_retention_s, now), WRITE)
+        return await self._do(cancel_run(run_id, self.store.run_retention_s, now, by or self.by), WRITE)
 
     async def cancellable(
         self,
@@ -398,16 +407,17 @@ class AsyncClient(ClientBase):
         now: bool = False,
         all: bool = False,
         progress: Callable[[str], None] | None = None,
+        by: str | None = None,
     ) -> BulkCancel:
         """See :meth:`Client.cancel_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
         return await self._do(
-            cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress, all), WRITE
+            cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress, all, by or self.by), WRITE
         )
 
-    async def purge(self, run_id: str) -> bool:
+    async def purge(self, run_id: str, *, by: str | None = None) -> bool:
         """See :meth:`Client.purge`."""
-        return await self._do(purge_run(run_id), WRITE)
+        return await self._do(purge_run(run_id, by or self.by), WRITE)
 
     async def purgeable(
         self,
@@ -430,10 +440,11 @@ class AsyncClient(ClientBase):
         tags: Mapping[str, str] | None = None,
         all: bool = False,
         progress: Callable[[str], None] | None = None,
+        by: str | None = None,
     ) -> BulkPurge:
         """See :meth:`Client.purge_many`."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return await self._do(purge_many(run_ids, wanted, progress, all), WRITE)
+        return await self._do(purge_many(run_ids, wanted, progress, all, by or self.by), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -131,6 +131,7 @@ def cancel_many(
     now: bool,
     progress: Callable[[str], None] | None = None,
     every: bool = False,
+    by: str = "",
 ) -> Op[BulkCancel]:
     """Cancel each of ``run_ids`` as ``cancel`` does (``now`` too), or, without them, the runs
     ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
@@ -141,7 +142,7 @@ def cancel_many(
         run_ids = [info.run_id for info in (yield from cancellable_runs(wanted, BULK_LIMIT, now))]
 
     def cancel(run_id: str) -> Op[object]:
-        return (yield from cancel_run(run_id, run_retention_s, now))
+        return (yield from cancel_run(run_id, run_retention_s, now, by))
 
     return BulkCancel(*(yield from _one_by_one(run_ids, cancel, progress)))
 
@@ -151,6 +152,7 @@ def purge_many(
     wanted: RunFilter,
     progress: Callable[[str], None] | None = None,
     every: bool = False,
+    by: str = "",
 ) -> Op[BulkPurge]:
     """Delete each of ``run_ids`` for good, as ``purge`` does, or, without them, the finished runs
     ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
@@ -162,7 +164,7 @@ def purge_many(
         run_ids = [info.run_id for info in (yield from purgeable_runs(wanted, BULK_LIMIT))]
 
     def purge(run_id: str) -> Op[object]:
-        if not (yield from purge_run(run_id)):
+        if not (yield from purge_run(run_id, by)):
             raise errors.RunNotFound(f"no run {run_id}; check the id (see `runs`)")
         return None
 

@@ -101,8 +101,11 @@ class Enqueued:
 class ClientBase:
     """How both clients are built: from settings, or a URL with settings from the environment."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, by: str = "client") -> None:
         self.settings = settings
+        self.by = by
+        """Who this client acts as: recorded as ``by`` on the signals, cancels and replays it sends
+        (and logged for its purges), unless a call names its own ``by``."""
         self._core = ClientCore(settings)
         url = settings.redis_url
         self._failover = FailoverPolicy(
@@ -140,8 +143,11 @@ class ClientBase:
 class ClientCore:
     """The state a client keeps between calls (published schemas, news to tell) and its operations."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, by: str = "client") -> None:
         self.settings = settings
+        self.by = by
+        """Who this client acts as: recorded as ``by`` on the signals, cancels and replays it sends
+        (and logged for its purges), unless a call names its own ``by``."""
         self._schemas: dict[str, tuple[float, schemas.GraphSchema, list[str]]] = {}
         self._unserved_news: set[str] = set()
 
@@ -209,7 +215,7 @@ class ClientCore:
         self._tell_unserved(graph, run_id)
         return Enqueued(run_id, created)
 
-    def signal(self, run_id: str, name: str, value: Any) -> Op[bool]:
+    def signal(self, run_id: str, name: str, value: Any, by: str = "") -> Op[bool]:
         """Validate and send a signal; True when it woke the run (its message is sent), False when
         the value waits in the run's mailbox for the wait to come.
 
@@ -232,7 +238,7 @@ class ClientCore:
         if target.status is Status.WAITING and target.waiting_for == name:
             message = yield Envelope(run_id, target.graph, target.priority or None)
         outcome, graph = yield from send_signal(
-            run_id, name, value_json, self.settings.dispatch_grace_ms, message
+            run_id, name, value_json, self.settings.dispatch_grace_ms, message, by
         )
         if outcome is SignalOutcome.KEPT:
             return False
@@ -318,7 +324,7 @@ class ClientCore:
         yield from run_record(run_id)
         return (yield from run_events(run_id, "0-0", None, None, None))
 
-    def replay(self, run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
+    def replay(self, run_id: str, from_start: bool, from_seq: int | None = None, by: str = "") -> Op[RunInfo]:
         """Queue a dead or cancelled run again and send its message; with ``from_seq``, from that
         checkpoint of its history, if the graph as published now would resume it."""
         if from_seq is not None:
@@ -333,7 +339,7 @@ class ClientCore:
         # A parent's failed children go again first; its succeeded ones are reused as they are.
         for child in (yield from replay_children(run_id)):
             yield Publish(child.run_id, child.graph, child.priority)
-        info = yield from replay_run(run_id, from_start, from_seq)
+        info = yield from replay_run(run_id, from_start, from_seq, by)
         yield Publish(run_id, info.graph, info.priority)
         return info
 
@@ -345,6 +351,7 @@ class ClientCore:
         from_start: bool,
         progress: Callable[[str], None] | None = None,
         tags: Mapping[str, str] | None = None,
+        by: str = "",
     ) -> Op[BulkReplay]:
         """Replay each run of ``run_ids``, or, without them, every dead run of ``graph``, ``reason``
         and/or ``tags`` (at most BULK_LIMIT: a replayed run is no longer dead, so calling again goes
@@ -362,7 +369,7 @@ class ClientCore:
         refused: list[Refused] = []
         for run_id in run_ids:
             try:
-                yield from self.replay(run_id, from_start)
+                yield from self.replay(run_id, from_start, by=by)
             except (errors.RunNotFound, errors.OperationRefused) as exc:
                 refused.append(Refused(run_id, exc))
             else:

@@ -75,8 +75,9 @@ def producer_app(settings: Settings) -> Celery:
 class Client(ClientBase):
     """Enqueue and manage runs. Build it with :meth:`from_url` or :meth:`from_settings`."""
 
-    def __init__(self, settings: Settings, store: RedisStore | None = None) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: Settings, store: RedisStore | None = None, *, by: str = "client") -> None:
+        """``by`` is who the client acts as, recorded on what it does (see ``ClientBase.by``)."""
+        super().__init__(settings, by)
         self.store = store or RedisStore.from_url(settings.redis_url, **self.store_options)
         self._app: Celery | None = None
 
@@ -407,6 +408,7 @@ class Client(ClientBase):
         from_start: bool = False,
         progress: Callable[[str], None] | None = None,
         tags: Mapping[str, str] | None = None,
+        by: str | None = None,
     ) -> BulkReplay:
         """Replay each of ``run_ids`` as :meth:`replay` does, or, without them, every dead run of
         ``graph``, ``reason`` and/or ``tags`` (at most ``BULK_LIMIT`` per call: a replayed run is
@@ -416,11 +418,14 @@ class Client(ClientBase):
         in ``refused`` with its error, and the others go on. InvalidInputs when both ``run_ids``
         and a filter are given. ``progress``, when given, is called with each run id once done.
         """
-        return self._do(self._core.replay_many(run_ids, graph, reason, from_start, progress, tags), WRITE)
+        replay = self._core.replay_many(run_ids, graph, reason, from_start, progress, tags, by or self.by)
+        return self._do(replay, WRITE)
 
     # -- operator actions -------------------------------------------------------------------
 
-    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
+    def replay(
+        self, run_id: str, *, from_start: bool = False, from_seq: int | None = None, by: str | None = None
+    ) -> RunInfo:
         """Queue a dead or cancelled run again, with a fresh attempt budget; it resumes from its
         checkpoint unless ``from_start``.
 
@@ -429,9 +434,10 @@ class Client(ClientBase):
         It is refused (StaleCheckpoint) when saved by another version of the graph, and
         CheckpointNotFound names the seqs the run keeps when it keeps no such one.
 
-        OperationRefused for a run in any other status, RunNotFound for an unknown id.
+        OperationRefused for a run in any other status, RunNotFound for an unknown id. ``by`` (the
+        client's own when None) is recorded as who replayed it, on its ``run_replayed`` event.
         """
-        return self._do(self._core.replay(run_id, from_start, from_seq), WRITE)
+        return self._do(self._core.replay(run_id, from_start, from_seq, by or self.by), WRITE)
 
     # -- time travel ------------------------------------------------------------------------
 
@@ -487,7 +493,7 @@ class Client(ClientBase):
         :meth:`checkpoint` shows them). Raises what :meth:`fork` raises for the same arguments."""
         return self._do(self._core.check_fork(run_id, ForkChange(from_seq, state, patch)))
 
-    def signal(self, run_id: str, name: str, value: Any) -> bool:
+    def signal(self, run_id: str, name: str, value: Any, *, by: str | None = None) -> bool:
         """Send signal ``name`` with ``value`` to a run; True when it woke the run, False when it waits.
 
         The value (JSON, or the signal's own pydantic model or dataclass) is validated against
@@ -497,11 +503,12 @@ class Client(ClientBase):
         kept in the run's mailbox, and the step's ``wait_for_signal(name, ...)`` takes it when it
         gets there, without suspending (False). RunNotFound for an unknown run;
         OperationRefused for a finished one; SignalPending when a signal of this name was sent
-        and not taken yet (a second would replace it).
+        and not taken yet (a second would replace it). ``by`` (the client's own when None) is
+        recorded as who sent it, on the run's ``signal_received`` event.
         """
-        return self._do(self._core.signal(run_id, name, value), WRITE)
+        return self._do(self._core.signal(run_id, name, value, by or self.by), WRITE)
 
-    def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
+    def cancel(self, run_id: str, *, now: bool = False, by: str | None = None) -> RunInfo:
         """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one.
 
         A queued, retrying or waiting run is cancelled at once. A running run is cooperative: the
@@ -514,9 +521,10 @@ class Client(ClientBase):
 
         ``now=True`` cancels a running run at once: its step is interrupted with
         ``asyncio.CancelledError`` (within a third of the lease TTL), so it can clean up in
-        ``except CancelledError`` / ``finally``; nothing it does after that is recorded.
+        ``except CancelledError`` / ``finally``; nothing it does after that is recorded. ``by``
+        (the client's own when None) is recorded as who cancelled it.
         """
-        return self._do(cancel_run(run_id, self.store.run_retention_s, now), WRITE)
+        return self._do(cancel_run(run_id, self.store.run_retention_s, now, by or self.by), WRITE)
 
     def cancellable(
         self,
@@ -543,6 +551,7 @@ class Client(ClientBase):
         now: bool = False,
         all: bool = False,
         progress: Callable[[str], None] | None = None,
+        by: str | None = None,
     ) -> BulkCancel:
         """Cancel each of ``run_ids`` as :meth:`cancel` does (``now`` too), or, without them, the
         runs the filter matches (see :meth:`cancellable`; at most ``BULK_LIMIT`` per call: a
@@ -552,12 +561,14 @@ class Client(ClientBase):
         ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
         ``run_ids`` and a filter are given, or a status a cancel does not take)."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(cancel_many(run_ids, wanted, self.store.run_retention_s, now, progress, all), WRITE)
+        retention = self.store.run_retention_s
+        return self._do(cancel_many(run_ids, wanted, retention, now, progress, all, by or self.by), WRITE)
 
-    def purge(self, run_id: str) -> bool:
+    def purge(self, run_id: str, *, by: str | None = None) -> bool:
         """Delete a finished run (succeeded, dead or cancelled) for good; False if there was no such
-        run. OperationRefused for a run that has not finished: cancel it first."""
-        return self._do(purge_run(run_id), WRITE)
+        run. OperationRefused for a run that has not finished: cancel it first. Its events go with
+        it, so ``by`` (the client's own when None) is logged as who purged it."""
+        return self._do(purge_run(run_id, by or self.by), WRITE)
 
     def purgeable(
         self,
@@ -582,6 +593,7 @@ class Client(ClientBase):
         tags: Mapping[str, str] | None = None,
         all: bool = False,
         progress: Callable[[str], None] | None = None,
+        by: str | None = None,
     ) -> BulkPurge:
         """Delete each of ``run_ids`` for good as :meth:`purge` does, or, without them, the finished
         runs the filter matches (see :meth:`purgeable`; at most ``BULK_LIMIT`` per call: a purged
@@ -591,7 +603,7 @@ class Client(ClientBase):
         delete every finished run (InvalidInputs otherwise, as when both ``run_ids`` and a filter
         are given, or a status that is not a finished one)."""
         wanted = RunFilter(None if status is None else Status(status), graph, tags)
-        return self._do(purge_many(run_ids, wanted, progress, all), WRITE)
+        return self._do(purge_many(run_ids, wanted, progress, all, by or self.by), WRITE)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     api_token: str = Field("", repr=False)
     """The bearer token every ``/api`` route of ``reflexr-graph serve`` requires, at least 32
     characters (``serve`` refuses a shorter one); '' and ``serve`` generates one at start."""
+    api_tokens: str = ""
+    """A file of named API tokens, one ``name role token-sha256-hex`` line each (roles ``viewer``,
+    ``operator``, ``admin``; ``#`` comments allowed): ``reflexr-graph token new NAME ROLE`` prints
+    a line and its token. Read once, when ``serve`` starts; REFLEXR_API_TOKEN works beside them."""
     api_max_body: int = Field(5 * MIB, ge=1024)
     """The largest request body the HTTP API accepts, in bytes (inputs and state, each up to
     ``max_payload_bytes``, with room to spare)."""

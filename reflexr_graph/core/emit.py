@@ -94,6 +94,11 @@ def in_call(scope: str) -> Iterator[None]:
         _call.reset(token)
 
 
+def in_durable_call() -> bool:
+    """Whether this code runs inside a ``durable_call`` (the agent's own, or a user's)."""
+    return _call.get() != ""
+
+
 def _mark(execution: StepExecution, call: str) -> str:
     """The memo field that notes where the items of a node, branch and call since the checkpoint begin."""
     return f"{MARK}{execution.node_id}|{_branch(execution)}|{call}"

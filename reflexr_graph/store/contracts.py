@@ -454,7 +454,7 @@ class EmitReply:
 
 @dataclass(frozen=True)
 class SignalArgs(Args):
-    """signal.lua, ARGV[4..7]."""
+    """signal.lua, ARGV[4..8]."""
 
     name: str
     value: str
@@ -464,6 +464,8 @@ class SignalArgs(Args):
     message: str = ""
     """The run's Celery message, the item pushed onto KEYS[19] if the signal wakes the run; ''
     when the caller sends it itself (the broker is not the store's Redis)."""
+    by: str = ""
+    """Who sends it (a token's name, ``cli@user@host``), recorded as ``by``; '' for none."""
 
 
 class Signalled(StrEnum):
@@ -604,20 +606,24 @@ class Reaped(StrEnum):
 
 @dataclass(frozen=True)
 class CancelArgs(Args):
-    """cancel.lua, ARGV[4..5]."""
+    """cancel.lua, ARGV[4..6]."""
 
     retention_s: int
     now: bool
     """Cancel a running run at once (its attempt fenced out), not at its next boundary."""
+    by: str = ""
+    """Who cancels, recorded as ``by``; '' for none (a parent's cancel of its children says its own)."""
 
 
 @dataclass(frozen=True)
 class ReplayArgs(Args):
-    """replay.lua, ARGV[4..5]."""
+    """replay.lua, ARGV[4..6]."""
 
     from_start: bool
     from_seq: int | None
     """The checkpoint to resume from, None for the latest."""
+    by: str = ""
+    """Who replays, recorded as ``by``; '' for none."""
 
 
 @dataclass(frozen=True)

@@ -33,20 +33,23 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "d": ("run_dead_lettered", ("reason", "error_type")),
     "r": ("run_retrying", ("attempt", "reason", "due_at")),
     "o": ("run_succeeded", ("attempt", "seq", "size")),
-    "c": ("run_cancelled", ("from_status",)),
-    "y": ("run_replayed", ("from_start", "from_status", "seq", "dropped")),
+    "c": ("run_cancelled", ("from_status", "by")),
+    "y": ("run_replayed", ("from_start", "from_status", "seq", "dropped", "by")),
     "h": ("waiting_for_worker", ("graph", "until")),
-    "g": ("signal_received", ("signal",)),
+    "g": ("signal_received", ("signal", "by")),
     "w": ("run_waiting", ("attempt", "signal", "wake_at")),
     "x": ("run_forked", ("from_run", "seq", "state_edited")),
     "l": ("limit_waited", ("node", "waited_ms", "key")),
-    "z": ("cancel_requested", ()),
+    "z": ("cancel_requested", ("by",)),
     "v": ("waiting_for_version", ("version", "until")),
     "b": ("run_woken", ("version",)),
     "n": ("run_upgraded", ("from_version", "version")),
     "t": ("call_retried", ("node", "call", "try", "error_type", "delay_ms")),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
+
+A field is only ever added at the end (as ``by``, who signalled, cancelled or replayed): events
+stored before it carry fewer values, and read back without it.
 
 An event may carry fewer values than its names (the reaper's ``attempt_failed`` has no error
 type): only those are read back. Never reuse a code for another type: streams outlive deploys.

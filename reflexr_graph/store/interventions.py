@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import keys
@@ -12,8 +14,10 @@ from reflexr_graph.store.history import missing_checkpoint
 from reflexr_graph.store.ops import Op, cmd, per_run, snapshot
 from reflexr_graph.store.records import pairs_to_map, text
 
+log = logging.getLogger(__name__)
 
-def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunInfo]:
+
+def cancel_run(run_id: str, run_retention_s: int, now: bool = False, by: str = "") -> Op[RunInfo]:
     """Cancel an active or waiting run.
 
     A queued, retrying or waiting run is cancelled at once. A running one is only marked
@@ -23,39 +27,40 @@ def cancel_run(run_id: str, run_retention_s: int, now: bool = False) -> Op[RunIn
     fenced out and its heartbeat interrupts the step with ``CancelledError``.
 
     A parent's unfinished children are cancelled the same way, and theirs in turn (their ends
-    tell it, as any child's end does).
+    tell it, as any child's end does). ``by`` (who cancels) is recorded on the run's event.
     """
-    args = CancelArgs(run_retention_s, now).argv()
+    args = CancelArgs(run_retention_s, now, by).argv()
     reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), args)
     info = snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
     if pairs_to_map(reply[1:]).get("children"):
-        yield from cancel_children(run_id, run_retention_s, now)
+        yield from cancel_children(run_id, run_retention_s, now, by)
     return info
 
 
-def cancel_children(run_id: str, run_retention_s: int, now: bool = False) -> Op[int]:
+def cancel_children(run_id: str, run_retention_s: int, now: bool = False, by: str = "") -> Op[int]:
     """Cancel every child of ``run_id`` that has not ended (and their children); how many."""
     cancelled = 0
     for child, outcome in (yield from children_of(run_id)).items():
         if outcome is not None:
             continue
         try:
-            yield from cancel_run(child, run_retention_s, now)
+            yield from cancel_run(child, run_retention_s, now, by)
         except (errors.OperationRefused, errors.RunNotFound):
             continue  # it ended meanwhile, or its record is gone
         cancelled += 1
     return cancelled
 
 
-def replay_run(run_id: str, from_start: bool, from_seq: int | None = None) -> Op[RunInfo]:
+def replay_run(run_id: str, from_start: bool, from_seq: int | None = None, by: str = "") -> Op[RunInfo]:
     """Queue a dead or cancelled run again with a fresh attempt budget; the caller sends the message.
 
     The checkpoint is kept, so the run resumes where it stopped, unless ``from_start`` (the
     checkpoint, its history and the records go) or ``from_seq``: checkpoint ``from_seq`` of
     its history becomes the latest, the checkpoints after it and the records are dropped
-    (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then).
+    (CheckpointNotFound when the run keeps no such checkpoint; nothing changes then). ``by`` (who
+    replays) is recorded on the run's event.
     """
-    args = ReplayArgs(from_start, None if from_seq is None else int(from_seq)).argv()
+    args = ReplayArgs(from_start, None if from_seq is None else int(from_seq), by).argv()
     reply = yield from per_run("replay", run_id, run_id, clock.now_ms(), args)
     if text(reply[0]) == "no_checkpoint":
         assert from_seq is not None
@@ -84,9 +89,9 @@ def replay_children(run_id: str) -> Op[list[RunInfo]]:
     return replayed
 
 
-def purge_run(run_id: str) -> Op[bool]:
+def purge_run(run_id: str, by: str = "") -> Op[bool]:
     """Delete a finished run (succeeded, dead or cancelled) and its index entries; False when there
-    is no such run."""
+    is no such run. The run's events go with it, so ``by`` (who purges) is logged instead."""
     reply = yield from per_run("purge", run_id, run_id, clock.now_ms(), [])
     outcome = text(reply[0])
     if outcome == "refused":
@@ -96,6 +101,8 @@ def purge_run(run_id: str) -> Op[bool]:
             "purged: cancel it first",
             status=status,
         )
+    if outcome == "ok":
+        log.info("run %s purged by %s; its record and events are gone", run_id, by or "an unnamed caller")
     return outcome == "ok"
 
 

@@ -59,7 +59,12 @@ class SignalOutcome(StrEnum):
 
 
 def send_signal(
-    run_id: str, name: str, value_json: str, dispatch_grace_ms: int, message: QueuedMessage | None = None
+    run_id: str,
+    name: str,
+    value_json: str,
+    dispatch_grace_ms: int,
+    message: QueuedMessage | None = None,
+    by: str = "",
 ) -> Op[tuple[SignalOutcome, str]]:
     """Keep a signal for the run, and queue the run if it waits for it: one atomic script.
 
@@ -67,10 +72,11 @@ def send_signal(
     Redis: if the signal wakes the run, the script pushes it (SENT). Returns the outcome and the
     run's graph (for the message to send when QUEUED). RunNotFound for an unknown run,
     OperationRefused for a finished one, SignalPending when one of that name was sent and not
-    taken yet.
+    taken yet. ``by`` (who sends it) is recorded on the run's ``signal_received`` event.
     """
     now = clock.now_ms()
-    args = SignalArgs(name, value_json, now + dispatch_grace_ms, message.item if message else "").argv()
+    item = message.item if message else ""
+    args = SignalArgs(name, value_json, now + dispatch_grace_ms, item, by).argv()
     extra = [message.queue_key] if message else []
     reply = SignalReply.parse(
         [text(v) for v in (yield from per_run("signal", run_id, run_id, now, args, extra))]

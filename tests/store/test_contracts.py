@@ -56,5 +56,6 @@ def test_the_dataclass_covers_exactly_the_argv_the_script_reads(name: str) -> No
 
 def test_argv_lays_flags_and_missing_values_out_as_lua_reads_them() -> None:
     args = contracts.ReplayArgs(from_start=True, from_seq=None)
-    assert args.argv() == ["1", ""]
-    assert contracts.CancelArgs(60, now=False).argv() == [60, "0"]
+    assert args.argv() == ["1", "", ""]  # and no one named as who replays
+    assert contracts.CancelArgs(60, now=False).argv() == [60, "0", ""]
+    assert contracts.CancelArgs(60, now=True, by="ana").argv() == [60, "1", "ana"]

@@ -544,7 +544,8 @@ end
 
 -- A cancel ends the run for good: no lease, no due message, the token gone so that any attempt
 -- still running is fenced out; the run's keys expire after the retention.
-local function to_cancelled(from_status, retention_s)
+-- by: who cancelled (a token's name, cli@user@host), '' for the run itself.
+local function to_cancelled(from_status, retention_s, by)
   put('reason', 'cancelled')
   drop('token', 'cancel')
   if from_status == 'running' then
@@ -553,7 +554,11 @@ local function to_cancelled(from_status, retention_s)
     redis.call('ZREM', K_DUE, RUN_ID)
   end
   set_status('cancelled')
-  emit('run_cancelled', 'from_status', from_status)
+  if by and by ~= '' then
+    emit('run_cancelled', 'from_status', from_status, 'by', by)
+  else
+    emit('run_cancelled', 'from_status', from_status)
+  end
   expire_all(retention_s)
 end
 

@@ -9,10 +9,12 @@
 -- ARGV: store/contracts.py CancelArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] run retention s
 -- ARGV[5] '1' to cancel a running run at once, '0' to let its attempt stop at its next boundary
+-- ARGV[6] who cancels (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns {'ok', HGETALL...} (cancelled) | {'requested', HGETALL...} (the attempt stops at its
 --   next boundary) | {'missing'} | {'refused', status} | {'idem', key}
 
 want(OPTIONAL_KEYS)
+local by = ARGV[6] or ''
 local refused, status = refusal(CANCELLABLE)
 if refused then
   return refused
@@ -20,9 +22,13 @@ end
 if status == 'running' and ARGV[5] ~= '1' then
   if not cancel_requested() then
     put('cancel', ARGV[4])
-    emit('cancel_requested')
+    if by ~= '' then
+      emit('cancel_requested', 'by', by)
+    else
+      emit('cancel_requested')
+    end
   end
   return snapshot('requested')
 end
-to_cancelled(status, ARGV[4])
+to_cancelled(status, ARGV[4], by)
 return snapshot('ok')

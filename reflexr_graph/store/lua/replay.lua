@@ -5,6 +5,7 @@
 -- ARGV: store/contracts.py ReplayArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
 -- ARGV[5] the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
+-- ARGV[6] who replays (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 --   | {'no_checkpoint'} (the run keeps no checkpoint ARGV[5]; nothing changed)
 
@@ -13,7 +14,7 @@ local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused
 end
-local from_start, from_seq = ARGV[4] == '1', ARGV[5] or ''
+local from_start, from_seq, by = ARGV[4] == '1', ARGV[5] or '', ARGV[6] or ''
 -- Back out of bad steps: an earlier checkpoint becomes the latest, and those after it go.
 local dropped = 0
 if from_seq ~= '' and field('ck_last') ~= from_seq then
@@ -59,7 +60,12 @@ if status == 'dead' then
 end
 set_status('queued')
 redis.call('ZADD', K_DUE, NOW, RUN_ID)
-if from_seq ~= '' then
+if by ~= '' then
+  -- 'by' comes after seq and dropped, which are '' for a replay from the latest or the start.
+  local seq, gone = from_seq, from_seq ~= '' and dropped or ''
+  emit('run_replayed', 'from_start', from_start and '1' or '0', 'from_status', status, 'seq', seq,
+    'dropped', gone, 'by', by)
+elseif from_seq ~= '' then
   emit('run_replayed', 'from_start', '0', 'from_status', status, 'seq', from_seq, 'dropped', dropped)
 else
   emit('run_replayed', 'from_start', from_start and '1' or '0', 'from_status', status)

@@ -8,6 +8,7 @@
 -- ARGV[4] signal name  ARGV[5] value JSON (validated by the caller)
 -- ARGV[6] when the reaper sends the message if the caller's own send is lost (due ms)
 -- ARGV[7] the run's message, pushed onto KEYS[19] if the run wakes ('': the caller sends it)
+-- ARGV[8] who sends it (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns store/contracts.py SignalReply: {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
 --   name is in the mailbox already) | {'sent', graph} (queued, its message pushed) |
 --   {'queued', graph} (queued: send its message now) | {'kept', status}
@@ -27,7 +28,11 @@ if field('mbox') == '1' and redis.call('HEXISTS', K_MAILBOX, name) == 1 then
 end
 redis.call('HSET', K_MAILBOX, name, value)
 put('mbox', '1')
-emit('signal_received', 'signal', name)
+if (ARGV[8] or '') ~= '' then
+  emit('signal_received', 'signal', name, 'by', ARGV[8])
+else
+  emit('signal_received', 'signal', name)
+end
 if status == 'waiting' and field('waiting_for') == name then
   drop('waiting_for', 'wake_at')
   put('dispatches', 0)

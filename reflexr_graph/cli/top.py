@@ -27,6 +27,7 @@ from reflexr_graph.cli import render
 from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.history import clock_time, duration
+from reflexr_graph.cli.workers import worker_cells
 from reflexr_graph.model import Status
 from reflexr_graph.store.overview import Overview
 
@@ -64,19 +65,13 @@ def _queues(now: Overview, at: float) -> Table:
 
 def _workers(now: Overview, at: float) -> Table:
     table = Table(title=f"workers ({len(now.workers)} live)", title_justify="left", expand=False)
-    for column in ("worker", "pool", "graphs", "in flight", "last beat"):
-        table.add_column(column, justify="right" if column in ("in flight", "last beat") else "left")
+    right = ("in flight", "last beat", "clock skew")
+    for column in ("worker", "pool", "graphs", "in flight", "last beat", "clock skew"):
+        table.add_column(column, justify="right" if column in right else "left")
     for worker in now.workers:
-        info = worker.info
-        table.add_row(
-            render.plain(info.name),
-            f"{info.pool or '-'} x{info.concurrency}",
-            render.plain(", ".join(info.graphs)),
-            str(len(worker.in_flight)),
-            f"{duration(max(0.0, at - worker.last_beat_at))} ago",
-        )
+        table.add_row(*worker_cells(worker, at))
     if not now.workers:
-        table.add_row("[dim]no live worker[/]", "", "", "", "")
+        table.add_row("[dim]no live worker[/]", "", "", "", "", "")
     return table
 
 

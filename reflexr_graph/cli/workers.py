@@ -8,6 +8,7 @@ from rich.table import Table
 from reflexr_graph import clock
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
+from reflexr_graph.cli.history import duration
 from reflexr_graph.store.workers import WorkerStatus
 
 
@@ -19,6 +20,20 @@ def skew_text(skew_ms: int | None) -> str:
     return f"[yellow]{shown}[/]" if abs(skew_ms) > clock.SKEW_WARN_MS else shown
 
 
+def worker_cells(worker: WorkerStatus, at: float) -> list[str]:
+    """One live worker as ``workers`` and ``top`` list it: name, pool, graphs, in flight, last beat
+    and clock skew, every text from a worker escaped for the terminal."""
+    info = worker.info
+    return [
+        render.plain(info.name),
+        f"{info.pool or '-'} x{info.concurrency}",
+        render.plain(", ".join(info.graphs)),
+        str(len(worker.in_flight)),
+        f"{duration(max(0.0, at - worker.last_beat_at))} ago",
+        skew_text(info.clock_skew_ms),
+    ]
+
+
 def _table(found: list[WorkerStatus]) -> None:
     if not found:
         render.out.print("no live worker: start one (reflexr-graph worker)")
@@ -28,16 +43,7 @@ def _table(found: list[WorkerStatus]) -> None:
     for column in ("worker", "pool", "graphs", "in flight", "last beat", "clock skew", "version"):
         table.add_column(column, overflow="fold")
     for worker in found:
-        info = worker.info
-        table.add_row(
-            render.plain(info.name),
-            f"{info.pool or '-'} x{info.concurrency}",
-            render.plain(", ".join(info.graphs)),
-            str(len(worker.in_flight)),
-            f"{max(0.0, at - worker.last_beat_at):.0f}s ago",
-            skew_text(info.clock_skew_ms),
-            render.plain(info.version or "-"),
-        )
+        table.add_row(*worker_cells(worker, at), render.plain(worker.info.version or "-"))
     render.out.print(table)
     if any(
         w.info.clock_skew_ms is not None and abs(w.info.clock_skew_ms) > clock.SKEW_WARN_MS for w in found

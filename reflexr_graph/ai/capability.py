@@ -20,14 +20,17 @@ from pydantic_ai.durable_exec import (
     DurabilityEngineSpec,
     conversation_id_from_run_id,
 )
+from pydantic_ai.external_events import external_event_scope
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.tools import AgentDepsT, DeferredToolRequests, DeferredToolResults, RunContext
 
 from reflexr_graph.ai.backend import DurableCallBackend, unstorable
+from reflexr_graph.ai.events import StepEventWaiter, note_requests
 from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
 from reflexr_graph.ai.streaming import emitting_handler
 from reflexr_graph.core.emit import check_topic
+from reflexr_graph.errors import Suspended
 
 
 @dataclass(init=False, kw_only=True)
@@ -69,6 +72,8 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         },
         journal_discovery=True,
         tool_config_key=None,
+        # A wait (an external event's, a durable sleep) ends the attempt by raising Suspended.
+        control_flow_error_types=(Suspended,),
     )
 
     def __init__(
@@ -110,5 +115,15 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         if not self.in_durable_context:
             return await super().wrap_run(ctx, handler=handler)
-        with one_run_at_a_time(self.name):
+        # Installed before the base's wrap_run, which keeps a waiter already installed.
+        with one_run_at_a_time(self.name), external_event_scope(StepEventWaiter(self.name)):
             return await super().wrap_run(ctx, handler=handler)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        # Answers nothing: it notes the calls, so that a wait a handler after it starts for them
+        # shows them in the inbox (ai/events.py).
+        if self.in_durable_context:
+            note_requests(requests)
+        return await super().handle_deferred_tool_calls(ctx, requests=requests)

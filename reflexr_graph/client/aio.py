@@ -35,6 +35,7 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.asks import EventWait
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -370,6 +371,18 @@ class AsyncClient(ClientBase):
     async def signal(self, run_id: str, name: str, value: Any) -> bool:
         """See :meth:`Client.signal`."""
         return await self._do(self._core.signal(run_id, name, value), WRITE)
+
+    async def resolve_event(self, token: str, payload: Any, *, by: str = "client") -> bool:
+        """See :meth:`Client.resolve_event`."""
+        return await self._do(self._core.answer_event(token, {"payload": payload}, by), WRITE)
+
+    async def fail_event(self, token: str, reason: str, *, by: str = "client") -> bool:
+        """See :meth:`Client.fail_event`."""
+        return await self._do(self._core.answer_event(token, {"error": str(reason)}, by), WRITE)
+
+    async def pending_events(self, graph: str | None = None) -> list[EventWait]:
+        """See :meth:`Client.pending_events`."""
+        return await self._do(self._core.pending_events(graph))
 
     async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :meth:`Client.cancel`."""

@@ -231,6 +231,14 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
+def asks(run_id: str) -> str:
+    """The run's external event waits (pydantic-ai's ``wait_for_external_event``, store/asks.py): a
+    hash of ``<token digest>`` -> the wait (JSON), ``<token digest>|answer`` -> its answer (JSON),
+    and ``open|<name digest>`` -> the digest of the latest wait of that name. The token itself is
+    never kept nor part of a key: only its SHA-256, as a field."""
+    return _tagged(run_id, "asks")
+
+
 def stream(run_id: str) -> str:
     """What the run's steps emitted (``reflexr_graph.emit``): a Redis stream whose entry ids are
     ``0-<offset>``, offsets 1, 2, 3 ... in the order written, so a reader resumes after an offset.
@@ -253,7 +261,7 @@ def lanes(run_id: str) -> str:
     return _tagged(run_id, "lanes")
 
 
-_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes")
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes", "asks")
 
 
 def run_of(key: object) -> str:
@@ -290,6 +298,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         inputs(run_id),
         stream(run_id),
         lanes(run_id),
+        asks(run_id),
     )
 
 

@@ -38,6 +38,7 @@ API_PREFIX = "/api"
 API_ROUTERS: tuple[APIRouter, ...] = (
     runs.router,
     waits.router,
+    waits.events_router,
     time_travel.router,
     dead_letters.router,
     schedules.router,

@@ -15,6 +15,7 @@ import sys
 from reflexr_graph.cli import (
     commands,
     dlq,
+    events,
     health,
     limits,
     publish,
@@ -35,7 +36,7 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
+    "app", "commands", "dlq", "events", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
     "schedules", "serve", "signals", "stream", "time_travel", "top", "versions", "watch",
     "workers",
 ]  # fmt: skip

@@ -79,6 +79,9 @@ class EventAnswered(BaseModel):
 
 
 class PendingEvent(BaseModel):
+    """A wait for an external event; ``answer`` (``payload`` or ``error``, ``by``, ``at`` in ms)
+    once it has one."""
+
     run_id: str
     token: str
     name: str
@@ -87,6 +90,7 @@ class PendingEvent(BaseModel):
     since_ms: int
     timeout_at_ms: int | None
     calls: list[dict[str, Any]]
+    answer: dict[str, Any] | None = None
 
 
 def answerer(request: Request) -> str:
@@ -121,3 +125,10 @@ async def answer_event(token: str, body: EventAnswer, request: Request, client: 
     else:
         woke = await client.resolve_event(token, body.payload, by=by)
     return EventAnswered(woke=woke, run_id=token.rpartition("~")[0])
+
+
+@router.get("/{run_id}/event-waits", response_model=list[PendingEvent])
+async def event_waits(run_id: str, client: ClientDep) -> list[PendingEvent]:
+    """The run's waits for external events, open or answered (who answered, when, and what)."""
+    await client.get(run_id)  # RunNotFound (404) for an unknown run
+    return [PendingEvent.model_validate(w.to_json()) for w in await client.event_waits(run_id)]

@@ -35,7 +35,7 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
-from reflexr_graph.store.asks import EventWait
+from reflexr_graph.store.asks import EventWait, waits_of
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -383,6 +383,10 @@ class AsyncClient(ClientBase):
     async def pending_events(self, graph: str | None = None) -> list[EventWait]:
         """See :meth:`Client.pending_events`."""
         return await self._do(self._core.pending_events(graph))
+
+    async def event_waits(self, run_id: str) -> list[EventWait]:
+        """See :meth:`Client.event_waits`."""
+        return await self._do(waits_of(run_id, open_only=False))
 
     async def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """See :meth:`Client.cancel`."""

@@ -35,7 +35,7 @@ from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
-from reflexr_graph.store.asks import EventWait
+from reflexr_graph.store.asks import EventWait, waits_of
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -524,6 +524,11 @@ class Client(ClientBase):
         """Every open external event wait: run, graph, agent, since when, and for deferred tool
         calls each call's tool name and validated arguments; oldest first."""
         return self._do(self._core.pending_events(graph))
+
+    def event_waits(self, run_id: str) -> list[EventWait]:
+        """The run's waits for external events (the latest of each name), open or answered: who
+        answered, when and with what."""
+        return self._do(waits_of(run_id, open_only=False))
 
     def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
         """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one.

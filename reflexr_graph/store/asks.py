@@ -156,6 +156,8 @@ def read_wait(run_id: str, digest: str) -> Op[EventWait | None]:
 def waits_of(run_id: str, *, open_only: bool) -> Op[list[EventWait]]:
     """The run's waits, the latest of each name (oldest first); only those without an answer when
     ``open_only``."""
+    if not keys.valid_run_id(run_id):
+        raise errors.RunNotFound(f"no run has id {run_id!r}")
     found = yield cmd("hgetall", keys.asks(run_id))
     fields = {text(k): text(v) for k, v in found.items()}
     latest = [v for k, v in fields.items() if k.startswith(_OPEN)]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
 from pydantic import JsonValue
-from pydantic_ai.external_events import ExternalEventError, ExternalEventWaiter
+from pydantic_ai.external_events import ExternalEventError, ExternalEventWaiter, external_event_scope
 from pydantic_ai.tools import DeferredToolRequests
 
 from reflexr_graph import clock, durable_call
@@ -95,7 +96,7 @@ class StepEventWaiter(ExternalEventWaiter):
                 "'_', '.' or '-', starting with a letter or digit"
             )
         timeout_s = None if timeout is None else timeout.total_seconds()
-        base = f"{self.agent}.event.{name}"
+        base = f"{self.agent}.event.{name}" if self.agent else f"event.{name}"
         token: str = await durable_call(f"{base}.token", self._open, name, timeout_s, result_type=str)
         answer: JsonValue = await durable_call(f"{base}.ask", ask, token, result_type=Any)
         if answer is not None:
@@ -133,3 +134,9 @@ class StepEventWaiter(ExternalEventWaiter):
             journal.port.settle_event(journal.ctx, token=token, answer_json=stamped)
         )
         return held
+
+
+def step_scope() -> AbstractContextManager[ExternalEventWaiter]:
+    """The wait ``wait_for_external_event`` called directly in a step uses (core/steps.py STEP_SCOPES);
+    a durable agent's run inside the step installs its own, named after the agent."""
+    return external_event_scope(StepEventWaiter(""))

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.external_events import ExternalEventError, wait_for_external_event
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -97,3 +98,37 @@ def _pay() -> GraphAction:
 
 
 pay_graph = _pay()
+
+
+# -- ``ai_review``: wait_for_external_event called directly in a step, no agent ------------------
+
+
+def review_key(run_id: str) -> str:
+    return f"ai:review:{run_id}"
+
+
+class Review(BaseModel):
+    timeout_s: float | None = None
+
+
+def _review() -> GraphAction:
+    g = GraphBuilder(name="ai_review", input_type=Review, output_type=str)
+
+    @g.step
+    async def review(ctx: StepContext[None, None, Review]) -> str:
+        def post(token: str) -> None:
+            log("ask")
+            r().rpush(review_key(current_run().run_id), token)
+
+        timeout = None if ctx.inputs.timeout_s is None else timedelta(seconds=ctx.inputs.timeout_s)
+        try:
+            answer = await wait_for_external_event("review", ask=post, timeout=timeout)
+        except ExternalEventError as error:
+            return f"no review: {error}"
+        return f"reviewed: {answer}"
+
+    g.add(g.edge_from(g.start_node).to(review), g.edge_from(review).to(g.end_node))
+    return GraphAction(g.build(), max_attempts=1)
+
+
+review_graph = _review()

@@ -174,3 +174,24 @@ def test_a_replay_after_the_answer_asks_nothing_again(
         "model",
     ]
     assert redis_client.llen(approval_graphs.token_key(run_id)) == 1
+
+
+def test_a_wait_called_directly_in_a_step_suspends_and_its_timeout_raises_there(
+    fleet: Fleet, client_for: Callable[[Fleet], Client], redis_client: redis.Redis
+) -> None:
+    fleet.start(REFLEXR_GRAPHS="tests.ai.approval_graphs:review_graph")
+    client = client_for(fleet)
+    answered = client.enqueue("ai_review", {})
+    timed_out = client.enqueue("ai_review", {"timeout_s": 2})
+    wait_for(lambda: redis_client.llen(approval_graphs.review_key(answered)), 60, "the token")
+    wait_for(lambda: waiting(client, answered), 30, "the run to wait")
+    assert client.get(answered).waiting_for == "event:review"
+    token = redis_client.lindex(approval_graphs.review_key(answered), 0)
+    assert token is not None
+    assert client.resolve_event(token.decode(), "looks good") is True
+    info = client.wait(answered, timeout=60)
+    assert (info.status, info.output) == (Status.SUCCEEDED, "reviewed: looks good"), info
+
+    late = client.wait(timed_out, timeout=60)
+    assert (late.status, late.output) == (Status.SUCCEEDED, "no review: no answer arrived within 2s"), late
+    assert logged(redis_client, timed_out) == ["ask:1"]

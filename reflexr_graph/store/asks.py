@@ -130,6 +130,9 @@ def open_wait(run_id: str, token: str, entry: str, name: str) -> Op[None]:
     yield batch(
         [
             cmd("hset", keys.asks(run_id), mapping={digest: entry, _OPEN + name_digest: digest}),
+            # The run's retention expires the key, and purge deletes it, as its other optional keys
+            # (lua/_lib.lua present_keys).
+            cmd("hset", keys.run(run_id), "asks", "1"),
             cmd("hdel", keys.mailbox(run_id), signal_of(name)),
         ],
         transaction=True,

@@ -524,9 +524,9 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
     (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
-    keys (19 on), then the run's lanes, the shard's :func:`children_ended`, and last the run's
-    long inputs and its stream: the prelude reads them as ``KEYS[#KEYS - 3]`` to ``KEYS[#KEYS]``,
-    so no script's own positions move.
+    keys (19 on), then the run's :func:`asks`, its lanes, the shard's :func:`children_ended`, and
+    last the run's long inputs and its stream: the prelude reads them as ``KEYS[#KEYS - 4]`` to
+    ``KEYS[#KEYS]``, so no script's own positions move.
     """
     shard = shards.of(run_id)
     # Built from the run's tag and the shard's cached indexes: the functions above, one by one,
@@ -543,6 +543,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
         tag + "memo",
         tag + "mailbox",
         *extra,
+        tag + "asks",
         tag + "lanes",
         children_ended(shard),
         tag + "in",

@@ -338,6 +338,36 @@ class SignalTimeout(ReflexrError, TimeoutError):
         self.timeout_s = timeout_s
 
 
+class EventTokenInvalid(ReflexrError, ValueError):
+    """A string that is not an external event's token (pydantic-ai's ``wait_for_external_event``)."""
+
+    error_kind = Kind.INVALID
+
+    def __init__(self) -> None:
+        super().__init__("this is not an event token: copy the whole token the run handed out")
+
+
+class EventNotFound(ReflexrError, LookupError):
+    """No open or past wait has this token: wrong, or its run was purged."""
+
+    error_kind = Kind.NOT_FOUND
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no wait of run {run_id} has this event token: check it, or the run was purged")
+        self.run_id = run_id
+
+
+class EventAnswered(ReflexrError):
+    """The wait of this token was answered already, or its timeout passed: it takes no second answer."""
+
+    error_kind = Kind.CONFLICT
+
+    def __init__(self, run_id: str, name: str, how: str) -> None:
+        super().__init__(f"the wait {name!r} of run {run_id} {how}; it takes no second answer")
+        self.run_id = run_id
+        self.name = name
+
+
 class Suspended(BaseException):
     """The attempt suspended the run to wait for a signal or a timer; never an error.
 

@@ -51,7 +51,9 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
     async def iter(self, *args: Any, **kwargs: Any) -> AsyncIterator[AgentRun[AgentDepsT, Any]]:
         # Added per run, so the agent the caller built stays as it is; pydantic-ai binds a run's
         # capabilities to the agent before the run, which wraps its toolsets as at construction.
-        capabilities = [*(kwargs.pop("capabilities", None) or ()), self.durability]
+        # First, so that among the innermost capabilities its hooks run before a deferred-call
+        # handler's, which the wait's inbox entry needs (ai/events.py).
+        capabilities = [self.durability, *(kwargs.pop("capabilities", None) or ())]
         async with self.wrapped.iter(*args, capabilities=capabilities, **kwargs) as run:
             yield run
 

@@ -21,11 +21,13 @@ from pydantic_ai.durable_exec import (
     conversation_id_from_run_id,
     replay_scope,
 )
+from pydantic_ai.external_events import external_event_scope
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import AgentDepsT, RunContext
+from pydantic_ai.tools import AgentDepsT, DeferredToolRequests, DeferredToolResults, RunContext
 
 from reflexr_graph.ai.backend import DurableCallBackend, unstorable
+from reflexr_graph.ai.events import StepEventWaiter, note_requests
 from reflexr_graph.ai.step import in_step, one_run_at_a_time, stable_run_id
 from reflexr_graph.ai.streaming import emitting_handler
 from reflexr_graph.core.call_retry import CallRetry
@@ -76,8 +78,9 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
         },
         journal_discovery=True,
         tool_config_key=None,
-        # durable_sleep suspends the run (reflexr_graph.sleep) by raising Suspended, which ends the
-        # attempt; the step runs again once the timer fires, its recorded calls answered in order.
+        # A wait (an external event's, a durable sleep: reflexr_graph.sleep) ends the attempt by
+        # raising Suspended; the step runs again once it is answered or due, its recorded calls
+        # answered in order.
         control_flow_error_types=(Suspended,),
     )
 
@@ -142,5 +145,19 @@ class StepDurability(BaseDurabilityCapability[AgentDepsT]):
             return await super().wrap_run(ctx, handler=handler)
         # The backend reports each durable call as run or answered from its record
         # (record_durable_unit): spans and token and cost metrics of replayed work are not emitted.
-        with one_run_at_a_time(self.name), replay_scope():
+        # The event waiter is installed before the base's wrap_run, which keeps a waiter already installed.
+        with (
+            one_run_at_a_time(self.name),
+            replay_scope(),
+            external_event_scope(StepEventWaiter(self.name)),
+        ):
             return await super().wrap_run(ctx, handler=handler)
+
+    async def handle_deferred_tool_calls(
+        self, ctx: RunContext[AgentDepsT], *, requests: DeferredToolRequests
+    ) -> DeferredToolResults | None:
+        # Answers nothing: it notes the calls, so that a wait a handler after it starts for them
+        # shows them in the inbox (ai/events.py).
+        if self.in_durable_context:
+            note_requests(requests)
+        return await super().handle_deferred_tool_calls(ctx, requests=requests)

@@ -38,6 +38,7 @@ from reflexr_graph.config.settings import Settings, load_settings
 API_ROUTERS: tuple[APIRouter, ...] = (
     runs.router,
     waits.router,
+    waits.events_router,
     time_travel.router,
     dead_letters.router,
     schedules.router,

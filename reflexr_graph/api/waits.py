@@ -3,20 +3,26 @@
 ``POST /api/runs/{run_id}/signal`` sends a signal the run's graph declares (its JSON Schema is
 in the graph's published ``signals``), validated before anything is written. Time travel
 (checkpoints and forks) is in ``api/time_travel.py``.
+
+``GET /api/events`` lists the open waits of agents' runs for an external event (pydantic-ai's
+``wait_for_external_event``: an approvals inbox), and ``POST /api/events/{token}`` answers one,
+with ``{"payload": ...}`` or ``{"error": "..."}``; the answer records who gave it (the API
+token's holder).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field, model_validator
 
 from reflexr_graph.api.deps import CallerDep, ClientDep
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.model import RunInfo
 
 router = APIRouter(prefix="/runs", tags=["runs"])
+events_router = APIRouter(prefix="/events", tags=["events"])
 
 
 class SignalRequest(BaseModel):
@@ -48,3 +54,81 @@ async def signal(run_id: str, body: SignalRequest, client: ClientDep, caller: Ca
     """Send a signal to a run: it wakes the run if it waits for it, else it waits for the run."""
     woke = await client.signal(run_id, body.name, body.value, by=caller.name)
     return SignalResult(woke=woke, run=await client.get(run_id))
+
+
+class EventAnswer(BaseModel):
+    """Exactly one of ``payload`` (any JSON, null too) and ``error`` (why the wait fails)."""
+
+    payload: Any = Field(default=None, description="The answer; for deferred tool calls, DeferredToolResults")
+    error: str | None = Field(
+        default=None, min_length=1, description="Why: the wait raises ExternalEventError"
+    )
+
+    @model_validator(mode="after")
+    def _one_of(self) -> EventAnswer:
+        if ("payload" in self.model_fields_set) == ("error" in self.model_fields_set):
+            raise ValueError('give exactly one of "payload" and "error"')
+        return self
+
+
+class EventAnswered(BaseModel):
+    """``woke``: the run waited and is queued now; else it takes the answer when it gets to its wait."""
+
+    woke: bool
+    run_id: str
+
+
+class PendingEvent(BaseModel):
+    """A wait for an external event; ``answer`` (``payload`` or ``error``, ``by``, ``at`` in ms)
+    once it has one."""
+
+    run_id: str
+    token: str
+    name: str
+    graph: str
+    agent: str
+    since_ms: int
+    timeout_at_ms: int | None
+    calls: list[dict[str, Any]]
+    answer: dict[str, Any] | None = None
+
+
+def answerer(request: Request) -> str:
+    """Who answers: the holder of the request's API token (security.require_token sets it)."""
+    return str(getattr(request.state, "token_holder", "") or "api")
+
+
+@events_router.get("", response_model=list[PendingEvent])
+async def pending_events(client: ClientDep, graph: str | None = None) -> list[PendingEvent]:
+    """Every open wait for an external event, oldest first, with the deferred tool calls it answers."""
+    waits = await client.pending_events(graph)
+    return [PendingEvent.model_validate(w.to_json()) for w in waits]
+
+
+@events_router.post(
+    "/{token}",
+    response_model=EventAnswered,
+    responses={
+        404: {"model": Problem, "description": "No wait has this token"},
+        409: {
+            "model": Problem,
+            "description": "Answered already, timed out, or the run finished",
+        },
+        422: {"model": Problem, "description": "Not a token, or not one of payload and error"},
+    },
+)
+async def answer_event(token: str, body: EventAnswer, request: Request, client: ClientDep) -> EventAnswered:
+    """Answer a wait: its run is queued at once. A wait takes one answer; no error repeats it."""
+    by = answerer(request)
+    if body.error is not None:
+        woke = await client.fail_event(token, body.error, by=by)
+    else:
+        woke = await client.resolve_event(token, body.payload, by=by)
+    return EventAnswered(woke=woke, run_id=token.rpartition("~")[0])
+
+
+@router.get("/{run_id}/event-waits", response_model=list[PendingEvent])
+async def event_waits(run_id: str, client: ClientDep) -> list[PendingEvent]:
+    """The run's waits for external events, open or answered (who answered, when, and what)."""
+    await client.get(run_id)  # RunNotFound (404) for an unknown run
+    return [PendingEvent.model_validate(w.to_json()) for w in await client.event_waits(run_id)]

@@ -15,6 +15,7 @@ import sys
 from reflexr_graph.cli import (
     commands,
     dlq,
+    events,
     health,
     limits,
     publish,
@@ -36,8 +37,9 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "health", "limits", "main", "publish", "quarantine", "rekey", "run",
-    "schedules", "serve", "signals", "stream", "time_travel", "tokens", "top", "versions", "watch",
+    "app", "commands", "dlq", "events", "health", "limits", "main", "publish", "quarantine", "rekey",
+    "run", "schedules", "serve", "signals", "stream", "time_travel", "tokens", "top", "versions",
+    "watch",
     "workers",
 ]  # fmt: skip
 

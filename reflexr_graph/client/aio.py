@@ -35,6 +35,7 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
+from reflexr_graph.store.asks import EventWait, waits_of
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -379,6 +380,22 @@ class AsyncClient(ClientBase):
     async def signal(self, run_id: str, name: str, value: Any, *, by: str | None = None) -> bool:
         """See :meth:`Client.signal`."""
         return await self._do(self._core.signal(run_id, name, value, by or self.by), WRITE)
+
+    async def resolve_event(self, token: str, payload: Any, *, by: str | None = None) -> bool:
+        """See :meth:`Client.resolve_event`."""
+        return await self._do(self._core.answer_event(token, {"payload": payload}, by or self.by), WRITE)
+
+    async def fail_event(self, token: str, reason: str, *, by: str | None = None) -> bool:
+        """See :meth:`Client.fail_event`."""
+        return await self._do(self._core.answer_event(token, {"error": str(reason)}, by or self.by), WRITE)
+
+    async def pending_events(self, graph: str | None = None) -> list[EventWait]:
+        """See :meth:`Client.pending_events`."""
+        return await self._do(self._core.pending_events(graph))
+
+    async def event_waits(self, run_id: str) -> list[EventWait]:
+        """See :meth:`Client.event_waits`."""
+        return await self._do(waits_of(run_id, open_only=False))
 
     async def cancel(self, run_id: str, *, now: bool = False, by: str | None = None) -> RunInfo:
         """See :meth:`Client.cancel`."""

@@ -17,7 +17,7 @@ from typing import Any, Self
 
 from celery import Celery
 
-from reflexr_graph import errors, schemas, telemetry, time_travel
+from reflexr_graph import clock, errors, schemas, telemetry, time_travel
 from reflexr_graph.client.failover import FailoverPolicy
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
@@ -37,7 +37,7 @@ from reflexr_graph.model import (
     Status,
 )
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store import cluster, keys, sentinel
+from reflexr_graph.store import asks, cluster, keys, sentinel
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_children, replay_run
@@ -57,6 +57,9 @@ DISPATCH_GRACE_MS = 30_000
 
 """The message of (run id, graph, priority) for ``create_run.lua`` to push with the record."""
 
+
+PENDING_LIMIT = 1000
+"""The most waiting runs one inbox listing reads."""
 
 BULK_LIMIT = 1000
 """The most dead runs one bulk replay by filter touches; narrow the filter, or call again, for more."""
@@ -248,6 +251,57 @@ class ClientCore:
                 run_id, graph, recorded, "do not send it again", target.priority, self._grace_s
             )
         return True
+
+    def answer_event(self, token: str, answer: dict[str, Any], by: str) -> Op[bool]:
+        """Give an external event's wait its one answer (``{"payload": ...}`` or ``{"error": ...}``)
+        and wake its run; True when it woke the run, False when the answer waits for the run to
+        get to its wait (it is between handing the token out and suspending).
+
+        EventTokenInvalid, EventNotFound, EventAnswered (a second answer, or its timeout passed),
+        OperationRefused for a finished run. No error names the payload.
+        """
+        run_id, digest = asks.parse_token(token)
+        wait = yield from asks.read_wait(run_id, digest)
+        if wait is None:
+            raise errors.EventNotFound(run_id)
+        if wait.answer is not None:
+            raise asks.refusal(wait)
+        target = yield from signal_target(run_id)
+        if target.status in TERMINAL:
+            raise errors.OperationRefused(
+                f"run {run_id} is {target.status.value}; only a run that has not finished takes answers",
+                status=target.status.value,
+            )
+        stamped = {**answer, "by": by, "at": clock.now_ms()}
+        answer_json = to_json(plain(stamped, "payload"), "payload", self.settings.payload_limit)
+        won, _held = yield from asks.settle(run_id, digest, answer_json)
+        if not won:
+            settled = yield from asks.read_wait(run_id, digest)
+            raise asks.refusal(settled or wait)
+        signal = asks.signal_of(wait.name)
+        message = None
+        if target.status is Status.WAITING and target.waiting_for == signal:
+            message = yield Envelope(run_id, target.graph, target.priority or None)
+        outcome, graph = yield from send_signal(
+            run_id, signal, answer_json, self.settings.dispatch_grace_ms, message
+        )
+        if outcome is SignalOutcome.KEPT:
+            return False
+        if outcome is SignalOutcome.QUEUED:
+            recorded = f"the answer is recorded and run {run_id} queued"
+            yield from _publish(
+                run_id, graph, recorded, "do not answer again", target.priority, self._grace_s
+            )
+        return True
+
+    def pending_events(self, graph: str | None) -> Op[list[asks.EventWait]]:
+        """Every open external event wait of the waiting runs (of ``graph``), oldest first."""
+        page = yield from runs_listing(Status.WAITING, graph, PENDING_LIMIT)
+        found: list[asks.EventWait] = []
+        for run in page.runs:
+            if (run.waiting_for or "").startswith(asks.SIGNAL_PREFIX):
+                found.extend((yield from asks.waits_of(run.run_id, open_only=True)))
+        return sorted(found, key=lambda w: w.since_ms)
 
     def _tell_unserved(self, graph: str, run_id: str) -> None:
         if graph in self._unserved_news:

@@ -35,6 +35,7 @@ from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
+from reflexr_graph.store.asks import EventWait, waits_of
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -507,6 +508,35 @@ class Client(ClientBase):
         recorded as who sent it, on the run's ``signal_received`` event.
         """
         return self._do(self._core.signal(run_id, name, value, by or self.by), WRITE)
+
+    def resolve_event(self, token: str, payload: Any, *, by: str | None = None) -> bool:
+        """Answer the external event wait of ``token`` (pydantic-ai's ``wait_for_external_event``,
+        ``HandleDeferredToolCalls`` with a token) with ``payload``, and wake its run.
+
+        For deferred tool calls the payload is the JSON form of ``DeferredToolResults``
+        (``{"approvals": {"<tool_call_id>": true}}``); ``by`` (default: the client's own, "client"
+        unless given) is recorded as who answered, and as each call's ``answered_by``. True when it
+        woke the run; False when the run has not suspended yet and takes the answer when it gets to
+        its wait. EventTokenInvalid for a string that is no token, EventNotFound for an unknown one,
+        EventAnswered when the wait has its answer already (or its timeout passed),
+        OperationRefused for a finished run.
+        """
+        return self._do(self._core.answer_event(token, {"payload": payload}, by or self.by), WRITE)
+
+    def fail_event(self, token: str, reason: str, *, by: str | None = None) -> bool:
+        """End the wait of ``token`` without a payload: the wait raises ``ExternalEventError(reason)``
+        (a ``HandleDeferredToolCalls`` handler denies its calls with ``reason``). As :meth:`resolve_event`."""
+        return self._do(self._core.answer_event(token, {"error": str(reason)}, by or self.by), WRITE)
+
+    def pending_events(self, graph: str | None = None) -> list[EventWait]:
+        """Every open external event wait: run, graph, agent, since when, and for deferred tool
+        calls each call's tool name and validated arguments; oldest first."""
+        return self._do(self._core.pending_events(graph))
+
+    def event_waits(self, run_id: str) -> list[EventWait]:
+        """The run's waits for external events (the latest of each name), open or answered: who
+        answered, when and with what."""
+        return self._do(waits_of(run_id, open_only=False))
 
     def cancel(self, run_id: str, *, now: bool = False, by: str | None = None) -> RunInfo:
         """Cancel a queued, running, retrying or waiting run; OperationRefused for a finished one.

@@ -62,6 +62,14 @@ class RecordPort(Protocol):
         self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
     ) -> None: ...
 
+    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
+        """Keep an external event wait (store/asks.py) before its token is handed out."""
+        ...
+
+    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
+        """Give the wait of ``token`` its one answer unless it has one; the answer it holds."""
+        ...
+
 
 def digest(*parts: str) -> str:
     """A short, stable digest of JSON texts (or other strings) for a record's key."""

@@ -158,6 +158,14 @@ class CheckpointPort(Protocol):
         type ``error_type`` and is tried again in ``delay_ms``. One round trip, fenced by ``ctx.token``."""
         ...
 
+    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
+        """Keep an external event wait (store/asks.py) before its token is handed out."""
+        ...
+
+    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
+        """Give the wait of ``token`` its one answer unless it has one; the answer it holds."""
+        ...
+
     def save_checkpoint(
         self,
         ctx: AttemptContext,

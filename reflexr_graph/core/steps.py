@@ -180,13 +180,22 @@ def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> Step
     return StepExecution(journal, node_id, branch, inputs_json, journal.record_fingerprint)
 
 
+STEP_SCOPES: list[Callable[[], contextlib.AbstractContextManager[object]]] = []
+"""Context managers entered around every durable step, registered by what builds on core without
+it importing them: ``reflexr_graph.ai`` installs the wait that ``wait_for_external_event`` called
+directly in a step uses (ai/events.py)."""
+
+
 async def _journaled(
     spec: StepSpec, journal: Journal, node_id: str, call: StepCall, ctx: Any, span: Any
 ) -> Any:
     execution = _execution(spec, journal, node_id, ctx)
     token = set_step(execution)
     journal.in_flight.enter()
+    scopes = contextlib.ExitStack()
     try:
+        for scope in STEP_SCOPES:
+            scopes.enter_context(scope())
         result_codec = spec.results.get(node_id)
         if execution.branch and result_codec is not None and execution.prefix is not None:
             return await _branch(spec, execution, result_codec, partial(_flushed, execution, call), ctx, span)
@@ -196,6 +205,7 @@ async def _journaled(
         # that no fork reaches runs alone, and the boundary right after it carries them instead.
         if execution.branch != "":
             journal.return_slots()
+        scopes.close()
         journal.in_flight.leave()
         reset_step(token)
 

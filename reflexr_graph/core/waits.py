@@ -97,13 +97,7 @@ async def wait_for_signal(name: str, type_: Any, *, timeout: float | timedelta |
             permanent=True,
         )
     timeout_s = None if timeout is None else _seconds(timeout, "timeout")
-    key = _key(execution, name, call)
-    record = journal.get(key)
-    if record is None:
-        wake = None if timeout_s is None else clock.now_ms() + int(timeout_s * 1000)
-        await _flush(execution)
-        record = journal.wait(key, signal=name, wake_at_ms=wake)
-    outcome = json.loads(record)
+    outcome = await wait_outcome(name, timeout_s, call)
     if "signal" not in outcome:
         raise SignalTimeout(signal=name, timeout_s=timeout_s or 0.0)
     try:
@@ -116,6 +110,24 @@ async def wait_for_signal(name: str, type_: Any, *, timeout: float | timedelta |
             reason="invalid_signal",
             permanent=True,
         ) from None
+
+
+async def wait_outcome(signal: str, timeout_s: float | None, call: str) -> dict[str, Any]:
+    """What the step's next wait for ``signal`` came to, suspending the run until it comes to
+    something: ``{"signal": value}``, or ``{"due": true}`` when ``timeout_s`` passed first.
+
+    ``signal`` is not checked against the graph's declared signals: wait_for_signal checks its
+    own, and an external event's wait (ai/events.py) waits for ``event:<name>``.
+    """
+    execution = _execution(call)
+    key = _key(execution, signal, call)
+    record = execution.journal.get(key)
+    if record is None:
+        wake = None if timeout_s is None else clock.now_ms() + int(timeout_s * 1000)
+        await _flush(execution)
+        record = execution.journal.wait(key, signal=signal, wake_at_ms=wake)
+    outcome: dict[str, Any] = json.loads(record)
+    return outcome
 
 
 async def sleep(delay: float | timedelta) -> None:

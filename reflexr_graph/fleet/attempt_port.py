@@ -148,6 +148,22 @@ class AttemptPort:
             self.on_suspend()
         return result
 
+    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
+        self._write(
+            ctx,
+            f"wait for event {name!r}",
+            lambda: self.store.open_event(ctx, token=token, entry_json=entry_json, name=name),
+        )
+
+    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
+        found: list[str] = []
+        self._write(
+            ctx,
+            "an event's timeout",
+            lambda: found.append(self.store.settle_event(ctx, token=token, answer_json=answer_json)),
+        )
+        return found[-1]
+
     def acquire_limit(self, ctx: AttemptContext, request: LimitRequest) -> Grant:
         found: list[Grant] = []
         self._write(

@@ -106,6 +106,10 @@ def build_registry(refs: Iterable[str], actions: Iterable[GraphAction] = ()) -> 
                 f"two graphs are named {action.name!r} ({sources[action.name]} and {source}); "
                 "give one of them another name with GraphAction(graph, name=...)"
             )
+    if "pydantic_ai.external_events" in sys.modules:
+        # A graph may call wait_for_external_event in a step without a durable agent: importing
+        # reflexr_graph.ai installs the durable wait for every step (ai/events.py).
+        import reflexr_graph.ai  # noqa: F401
     return registry
 
 

@@ -231,6 +231,14 @@ def mailbox(run_id: str) -> str:
     return _tagged(run_id, "mailbox")
 
 
+def asks(run_id: str) -> str:
+    """The run's external event waits (pydantic-ai's ``wait_for_external_event``, store/asks.py): a
+    hash of ``<token digest>`` -> the wait (JSON), ``<token digest>|answer`` -> its answer (JSON),
+    and ``open|<name digest>`` -> the digest of the latest wait of that name. The token itself is
+    never kept nor part of a key: only its SHA-256, as a field."""
+    return _tagged(run_id, "asks")
+
+
 def stream(run_id: str) -> str:
     """What the run's steps emitted (``reflexr_graph.emit``): a Redis stream whose entry ids are
     ``0-<offset>``, offsets 1, 2, 3 ... in the order written, so a reader resumes after an offset.
@@ -253,7 +261,7 @@ def lanes(run_id: str) -> str:
     return _tagged(run_id, "lanes")
 
 
-_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes")
+_RUN_SUFFIXES = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes", "asks")
 
 
 def run_of(key: object) -> str:
@@ -290,6 +298,7 @@ def run_keys(run_id: str) -> tuple[str, ...]:
         inputs(run_id),
         stream(run_id),
         lanes(run_id),
+        asks(run_id),
     )
 
 
@@ -515,9 +524,9 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
     1 run, 2 ckpt, 3 events, 4 tb, 5 idem (built from ``idem_guess``, a scoped key or the
     run id), 6 all, 7 dead, 8 leases, 9 due, 10..16 the status sets in :data:`STATUS_ORDER`
     (12, retrying's, is :func:`retries`), 17 memo, 18 mailbox, then the script's own ``extra``
-    keys (19 on), then the run's lanes, the shard's :func:`children_ended`, and last the run's
-    long inputs and its stream: the prelude reads them as ``KEYS[#KEYS - 3]`` to ``KEYS[#KEYS]``,
-    so no script's own positions move.
+    keys (19 on), then the run's :func:`asks`, its lanes, the shard's :func:`children_ended`, and
+    last the run's long inputs and its stream: the prelude reads them as ``KEYS[#KEYS - 4]`` to
+    ``KEYS[#KEYS]``, so no script's own positions move.
     """
     shard = shards.of(run_id)
     # Built from the run's tag and the shard's cached indexes: the functions above, one by one,
@@ -534,6 +543,7 @@ def script_keys(run_id: str, idem_guess: str, shards: Shards, extra: Sequence[st
         tag + "memo",
         tag + "mailbox",
         *extra,
+        tag + "asks",
         tag + "lanes",
         children_ended(shard),
         tag + "in",

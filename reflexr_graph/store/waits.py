@@ -13,7 +13,7 @@ from enum import StrEnum
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.model import Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import asks, keys
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
 from reflexr_graph.store.contracts import (
     CallRetried,
@@ -143,3 +143,14 @@ class Waits(StoreBase):
     ) -> tuple[SignalOutcome, str]:
         """See :func:`send_signal`."""
         return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms, message))
+
+    @translate_errors
+    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
+        """Keep an external event wait before its token is handed out (store/asks.py)."""
+        self.do(asks.open_wait(ctx.run_id, token, entry_json, name))
+
+    @translate_errors
+    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
+        """Give the wait of ``token`` its one answer, unless it has one: the answer it holds."""
+        _won, holding = self.do(asks.settle(ctx.run_id, asks.token_digest(token), answer_json))
+        return holding

@@ -26,7 +26,7 @@ def test_a_runs_keys_and_its_shards_indexes_share_one_hash_tag() -> None:
     assert shard == keys.shard_of("0b7e-42")
     run_keys = keys.run_keys("0b7e-42")
     tag = f"rg:{{s{shard}}}"
-    names = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes")
+    names = ("run", "ckpt", "events", "tb", "memo", "mailbox", "in", "stream", "lanes", "asks")
     assert run_keys == tuple(f"{tag}:0b7e-42:{k}" for k in names)
     indexes = [
         keys.all_runs(shard),
@@ -121,7 +121,7 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     positions = {status: int(idx) for status, idx in re.findall(r"\b([a-z]+) = KEYS\[(\d+)\]", lib)}
     assert positions == {status.value: 10 + i for i, status in enumerate(keys.STATUS_ORDER)}
     sample = keys.script_keys("r", "k", keys.CLUSTER)
-    run, ckpt, events, tb, memo, mailbox, inputs, stream, lanes = keys.run_keys("r")
+    run, ckpt, events, tb, memo, mailbox, inputs, stream, lanes, asks = keys.run_keys("r")
     shard = keys.CLUSTER.of("r")
     indexes = [keys.all_runs(shard), keys.dead(shard), keys.leases(shard), keys.due(shard)]
     assert sample[:9] == [run, ckpt, events, tb, keys.idem("k"), *indexes]
@@ -131,11 +131,12 @@ def test_status_set_positions_match_the_lua_prelude() -> None:
     assert re.search(r"local K_RETRIES = KEYS\[12\]", lib), "retrying's unwritten set holds the rollup"
     assert set(keys.STATUS_ORDER) == set(Status), "every status has its set"
     ended = keys.children_ended(shard)
-    assert sample[16:] == [memo, mailbox, lanes, ended, inputs, stream]
+    assert sample[16:] == [memo, mailbox, asks, lanes, ended, inputs, stream]
     assert keys.script_keys("r", "k", keys.CLUSTER, ["x"])[16:] == [
         memo,
         mailbox,
         "x",
+        asks,
         lanes,
         ended,
         inputs,

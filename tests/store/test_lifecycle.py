@@ -11,7 +11,7 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import CheckpointPort, Emission, Lane, Notes
 from reflexr_graph.model import Status
-from reflexr_graph.store import ClaimOutcome, RedisStore, fanout, keys
+from reflexr_graph.store import ClaimOutcome, RedisStore, asks, fanout, keys
 from reflexr_graph.store.attempts import Lease
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_token, start
@@ -246,6 +246,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     store.signal("run-1", "later", "1", dispatch_grace_ms=0)  # creates the mailbox key
     ctx = start(store)
     store.append_stream(ctx, [Emission("output", "b", "", '"t"')], -1, max_items=10)  # the stream key
+    store.open_event(ctx, token=asks.new_token("run-1"), entry_json="{}", name="ok")  # the asks key
     store.succeed(ctx, "null", checkpoint='{"finished": true}', seq=2)  # moves seq 1 to the history
     for key in keys.run_keys("run-1"):
         assert raw.exists(key), key

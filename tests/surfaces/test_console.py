@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,14 +27,18 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from reflexr_graph import schemas
+from reflexr_graph import local_processes, schemas
+from reflexr_graph.client import Client
+from reflexr_graph.config.settings import load_settings
 from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.task import handle
+from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from tests.ai import approval_graphs
 from tests.fleet.graphs import fanout
 from tests.fleet.inproc import fleet_app
 from tests.surfaces.browser import chromium, find, until
-from tests.surfaces.conftest import ApiServer, serving
+from tests.surfaces.conftest import ROOT, ApiServer, serving
 from tests.surfaces.graphs import chain, journey, ok_key, orders, release_key, talker
 from tests.waiting import wait_for
 
@@ -977,3 +982,45 @@ def test_the_console_takes_the_printed_token_and_another_sites_form_changes_noth
             browser.get(site)
             until(browser, lambda d: "another site" in d.page_source, "the form's answer")
         assert http.get("/api/schedules/nightly").json()["schedule"]["paused"] is True
+
+
+def test_an_approval_by_button_wakes_the_run_and_its_page_shows_who_answered(
+    console: Console, env: dict[str, str], queue: str
+) -> None:
+    """Issue 35: the inbox lists the agent's deferred call with its validated arguments; Approve
+    answers it, the run finishes with the tool's result, and the run's page says who answered."""
+    argv = local_processes.celery_worker_argv(
+        "workers",
+        queue,
+        "approvals",
+        loglevel="warning",
+        command=[sys.executable, "-m", "reflexr_graph", "worker"],
+    )
+    worker_env = {**env, "REFLEXR_GRAPHS": "tests.ai.approval_graphs:pay_graph", "REMAP_SIGTERM": "SIGQUIT"}
+    worker = local_processes.spawn(argv, worker_env, cwd=ROOT)
+    client = Client(load_settings(redis_url=env["REFLEXR_REDIS_URL"], queue=queue))
+    try:
+        wait_for(lambda: any(g.name == "ai_pay" for g in client.graphs()), 60, "the worker's ai_pay")
+        run_id = client.enqueue("ai_pay", {"amount": 5})
+        wait_for(lambda: console.redis.llen(approval_graphs.token_key(run_id)), 60, "the token")
+        wait_for(lambda: client.get(run_id).status is Status.WAITING, 30, "the run to wait")
+        browser = console.browser
+        _open(browser, console.server, "approvals")
+        card = f'section.approval[data-run="{run_id}"]'
+        until(browser, lambda d: _text(d, f"{card} .tool") == "pay", "the call in the inbox")
+        assert json.loads(_text(browser, f"{card} .args")) == {"amount": 5}
+        assert "agent payer" in _text(browser, card)
+        console.shot("approvals")
+        _click(browser, f'{card} tr[data-call="pay-1"] button.approve')
+        info = client.wait(run_id, timeout=60)
+        assert info.status is Status.SUCCEEDED and info.output == "done: paid 5", info
+        until(browser, lambda d: not _text(d, card), "the answered wait to leave the inbox")
+
+        _open(browser, console.server, f"run/{run_id}")
+        until(browser, lambda d: _text(d, "#run-event-waits .answered-by") == "api", "who answered")
+        assert '"pay-1": true' in _text(browser, "#run-event-waits .answer")
+        console.shot("approvals-answered", at="#run-approvals")
+    finally:
+        client.close()
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)

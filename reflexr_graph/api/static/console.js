@@ -1,6 +1,6 @@
 // The reflexr-graph console: a small script over the HTTP API, with no build step.
 // Every request carries the API token as a bearer header, as any API client's would (no cookies).
-// Pages: #/runs, #/run/<id>, #/dead, #/graphs, #/workers. Values are always set as text, never as HTML.
+// Pages: #/runs, #/run/<id>, #/dead, #/graphs, #/workers, #/approvals. Values are always set as text, never as HTML.
 "use strict";
 
 const TOKEN_KEY = "reflexr-api-token";
@@ -376,13 +376,14 @@ async function runPage(view, runId) {
   const checkpoints = h("div", { id: "run-checkpoints" });
   const gantt = h("div", { class: "gantt", id: "run-gantt" });
   const signal = h("div", { id: "run-signal" });
+  const asked = h("div", { id: "run-approvals" });
   const emitted = h("pre", { id: "run-stream", class: "stream" });
   const cancel = h("button", { id: "cancel", class: "danger" }, "Cancel");
   const replay = h("button", { id: "replay" }, "Replay");
   const fromStart = h("input", { type: "checkbox", id: "from-start" });
   view.replaceChildren(h("h1", {}, "Run ", h("span", { class: "mono run-id" }, runId)),
     h("div", { class: "actions" }, cancel, replay, h("label", {}, fromStart, " from the start")),
-    h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal),
+    h("div", { class: "grid" }, h("div", {}, summary, result, h("h2", {}, "Checkpoints"), checkpoints, signal, asked),
       h("div", {}, h("h2", {}, "Graph"), diagram)),
     h("h2", {}, "Stream"), emitted,
     h("h2", {}, "Attempts"), gantt,
@@ -411,6 +412,7 @@ async function runPage(view, runId) {
     cancel.disabled = !["queued", "running", "retrying", "waiting"].includes(run.status);
     replay.disabled = !["dead", "cancelled"].includes(run.status);
     renderSignalForm(signal, run, graph);
+    renderEventWaits(asked, run).catch((e) => notice(e.message));
     renderCheckpoints(checkpoints, run).catch((e) => notice(e.message));  // its own read; nothing waits on it
     renderGantt(gantt, run, graph, events, lanes);
     readLanes();
@@ -572,6 +574,75 @@ function renderSignalForm(container, run, graph) {
     } catch (e) { notice(e.message); }
   });
   container.replaceChildren(h("h2", {}, `Signal: ${run.waiting_for}`), form.el, send);
+}
+
+// A run's waits for external events (GET /api/runs/{id}/event-waits): each one's name and since
+// when, and once answered, who answered, when, and what.
+async function renderEventWaits(container, run) {
+  const waits = await api(`/api/runs/${encodeURIComponent(run.run_id)}/event-waits`).catch(() => []);
+  if (!waits.length) { container.replaceChildren(); return; }
+  container.replaceChildren(h("h2", {}, "Approvals"), h("table", { class: "kv", id: "run-event-waits" }, ...waits.map((w) => {
+    const a = w.answer;
+    const said = !a ? h("span", { class: "pending" }, ["waiting since ", when(w.since_ms / 1000), " ", h("a", { href: "#/approvals" }, "(answer in the inbox)")])
+      : [h("span", { class: "answered-by" }, a.by), " at ", when(a.at / 1000), ": ", h("pre", { class: "answer" }, "error" in a ? `failed: ${a.error}` : json(a.payload))];
+    return h("tr", { "data-wait": w.name }, h("th", {}, w.name), h("td", {}, said));
+  })));
+}
+
+// What a wait's answer is, once every deferred call of it has a decision: DeferredToolResults.
+function decisionsPayload(decisions) {
+  const approvals = {};
+  for (const [id, d] of Object.entries(decisions)) approvals[id] = d.approve ? true : { kind: "tool-denied", message: d.message || "Denied." };
+  return { approvals };
+}
+
+// One open wait in the inbox: its run, graph, agent and age, and each deferred call with its tool,
+// its validated arguments, and Approve / Deny (Deny sends its message to the model). The answer is
+// posted once each call that needs approval has a decision: a wait takes one answer.
+function approvalCard(w, answered) {
+  const decisions = {};
+  const needed = w.calls.filter((c) => c.kind === "approval");
+  const send = async () => {
+    try { await api(`/api/events/${encodeURIComponent(w.token)}`, { method: "POST", body: { payload: decisionsPayload(decisions) } }); notice(""); answered(w.token); }
+    catch (e) { notice(e.message); }
+  };
+  const row = (c) => {
+    const state = h("span", { class: "decision" }, "");
+    const message = h("input", { class: "deny-message", placeholder: "message for the model", "aria-label": `why ${c.tool_name} is denied` });
+    const decide = (approve) => {
+      decisions[c.tool_call_id] = { approve, message: message.value };
+      state.textContent = approve ? "approved" : "denied";
+      if (needed.every((n) => n.tool_call_id in decisions)) send();
+    };
+    const approve = h("button", { class: "approve" }, "Approve");
+    approve.addEventListener("click", () => decide(true));
+    const deny = h("button", { class: "danger deny" }, "Deny");
+    deny.addEventListener("click", () => decide(false));
+    const actions = c.kind === "approval" ? [approve, " ", deny, " ", message, " ", state] : [h("span", { class: "muted" }, `${c.kind}: answer with reflexr-graph event resolve`)];
+    return h("tr", { "data-call": c.tool_call_id }, h("td", { class: "mono tool" }, c.tool_name), h("td", {}, h("pre", { class: "args" }, json(c.args))), h("td", { class: "actions nowrap" }, actions));
+  };
+  return h("section", { class: "approval", "data-run": w.run_id, "data-token-of": w.run_id },
+    h("h2", {}, h("a", { href: `#/run/${w.run_id}`, class: "mono run-id" }, w.run_id)),
+    h("p", { class: "muted" }, `graph ${w.graph} · agent ${w.agent} · ${w.name} · waiting since ${when(w.since_ms / 1000)}`, w.timeout_at_ms ? ` · times out ${when(w.timeout_at_ms / 1000)}` : ""),
+    w.calls.length ? h("table", { class: "calls" }, h("thead", {}, h("tr", {}, ["tool", "arguments", ""].map((t) => h("th", {}, t)))), h("tbody", {}, w.calls.map(row)))
+      : h("p", { class: "muted" }, "No deferred tool call: answer with reflexr-graph event resolve TOKEN --value JSON"));
+}
+
+// The approvals inbox (GET /api/events): every open wait for an external event. A card stays as it
+// is while it is open (a message being typed is kept); answered or ended waits go.
+async function approvalsPage(view) {
+  const list = h("div", { id: "approvals" });
+  const empty = h("p", { class: "muted", id: "approvals-empty" }, "Nothing waits for an answer.");
+  view.replaceChildren(h("h1", {}, "Approvals"), list);
+  const cards = new Map();
+  const drop = (token) => { const card = cards.get(token); if (card) card.remove(); cards.delete(token); };
+  return repeat(async () => {
+    const waits = await api("/api/events");
+    const open = new Set(waits.map((w) => w.token));
+    for (const token of [...cards.keys()]) if (!open.has(token)) drop(token);
+    for (const w of waits) if (!cards.has(w.token)) { const card = approvalCard(w, drop); cards.set(w.token, card); list.append(card); }
+    if (!cards.size) list.replaceChildren(empty); else empty.remove();
+  });
 }
 
 // The dead letters, all or those of one `reason` (#/dead/<reason>, as the overview links them).
@@ -776,7 +847,7 @@ async function route() {
   const view = h("div", {});
   document.getElementById("view").replaceChildren(view);
   const [, page, arg] = (location.hash || "#/overview").split("/");
-  const shown = page === "run" ? "runs" : ["runs", "dead", "graphs", "workers", "schedules"].includes(page) ? page : "overview";
+  const shown = page === "run" ? "runs" : ["runs", "dead", "graphs", "workers", "schedules", "approvals"].includes(page) ? page : "overview";
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.id === `nav-${shown}`);
   try {
     let stop;
@@ -785,6 +856,7 @@ async function route() {
     else if (page === "graphs") stop = await graphsPage(view);
     else if (page === "workers") stop = await workersPage(view);
     else if (page === "schedules") stop = await schedulesPage(view);
+    else if (page === "approvals") stop = await approvalsPage(view);
     else if (page === "runs") stop = await runsPage(view, arg ? decodeURIComponent(arg) : "");
     else stop = await overviewPage(view);
     if (seq === routes) stopPage = stop;

@@ -14,7 +14,9 @@
 -- KEYS[16] rg:status:waiting
 -- KEYS[17] rg:{<run_id>}:memo    work recorded since the latest checkpoint
 -- KEYS[18] rg:{<run_id>}:mailbox signals sent that no wait has taken yet
--- then a script's own keys (KEYS[19] on, see its header), then KEYS[#KEYS - 3], KEYS[#KEYS - 2]:
+-- then a script's own keys (KEYS[19] on, see its header), then KEYS[#KEYS - 4]:
+--          rg:{<run_id>}:asks    the run's waits for external events (store/asks.py; 'asks' = '1')
+-- then KEYS[#KEYS - 3], KEYS[#KEYS - 2]:
 --          rg:{<run_id>}:lanes   when each branch step ran (record.lua writes it)
 --          rg:{s<n>}:children:ended  children of the shard that ended, their parents not told yet
 -- KEYS[#KEYS - 1]:
@@ -46,6 +48,7 @@ local K_STREAM = KEYS[#KEYS]
 local K_CHILDREN_ENDED = KEYS[#KEYS - 2]
 local K_INPUTS = KEYS[#KEYS - 1]
 local K_LANES = KEYS[#KEYS - 3]
+local K_ASKS = KEYS[#KEYS - 4]
 -- Redis keeps a hash as a compact listpack while every value is at most hash-max-listpack-value
 -- (64 bytes by default); one longer value makes it a hash table, where each field costs some 60
 -- bytes more. Inputs longer than this go to a key of their own (K_INPUTS, 'in' = '1').
@@ -56,7 +59,7 @@ local STATUS_SETS = {
   waiting = KEYS[16],
 }
 -- Every key of the run: purge deletes them all.
-local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_INPUTS, K_STREAM, K_LANES}
+local PER_RUN = {K_RUN, K_CKPT, K_EVENTS, K_TB, K_MEMO, K_MAILBOX, K_INPUTS, K_STREAM, K_LANES, K_ASKS}
 local RUN_ID, NOW, IDEM_GUESS = ARGV[1], ARGV[2], ARGV[3]
 local TERMINAL = {succeeded = true, dead = true, cancelled = true}
 local ACTIVE = {queued = true, running = true, retrying = true}
@@ -77,7 +80,7 @@ local FRESH = false
 local PUT, PUT_ORDER, DROPPED = {}, {}, {}
 local COUNTERS = {'attempts', 'interruptions', 'suspensions', 'max_attempts'}
 -- What present_keys() reads, so retention, replay and purge touch only the keys that exist.
-local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'in', 'stream', 'lanes'}
+local OPTIONAL_KEYS = {'ck_last', 'memo', 'mbox', 'tb', 'in', 'stream', 'lanes', 'asks'}
 local LAST_ERROR = {'reason', 'error_type', 'error', 'failed'}
 local NOTES = {'skipped', 'reused_steps', 'reused_calls'}
 local TIMERS = {'retry_at', 'wake_at', 'waiting_for', 'dispatches', 'unserved_since'}
@@ -401,6 +404,7 @@ local function present_keys()
   if field('stream') == '1' then found[#found + 1] = K_STREAM end
   if field('in') == '1' then found[#found + 1] = K_INPUTS end
   if field('lanes') == '1' then found[#found + 1] = K_LANES end
+  if field('asks') == '1' then found[#found + 1] = K_ASKS end
   return found
 end
 

@@ -32,15 +32,15 @@
 -- ARGV[23] the parent run of a child run (core/children.py), '' for none: kept as 'parent'
 -- ARGV[24] the parent attempt's token when the parent records the child in this same round trip
 --   (a standalone store; '' on a cluster, where child_started.lua records it next), then
--- ARGV[25] the parent's memo field for the child (its record: the child's id as JSON), and KEYS[#KEYS - 6..
---   #KEYS - 4] the parent's run hash, memo and mailbox (before the prelude's last four)
+-- ARGV[25] the parent's memo field for the child (its record: the child's id as JSON), and KEYS[#KEYS - 7..
+--   #KEYS - 5] the parent's run hash, memo and mailbox (before the prelude's last five)
 -- Returns {'created', run_id} | {'existing', run_id} | {'conflict', run_id} (the key names a
 --   run made from other inputs) | {'retry', current idem owner} | {'fenced', ''} (the parent's
 --   token no longer owns it: no child is made) | {'cancelled', ''} (the parent was asked to
 --   cancel: no child is made, and its attempt ends it)
 
 local parent, parent_token = ARGV[23] or '', ARGV[24] or ''
-local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 6], KEYS[#KEYS - 5], KEYS[#KEYS - 4]
+local P_RUN, P_MEMO, P_MAILBOX = KEYS[#KEYS - 7], KEYS[#KEYS - 6], KEYS[#KEYS - 5]
 if parent_token ~= '' then
   local held = redis.call('HMGET', P_RUN, 'token', 'status', 'cancel')
   if held[1] ~= parent_token or held[2] ~= 'running' then
@@ -108,10 +108,10 @@ end
 if ARGV[20] ~= '' then
   -- Tags are indexed by creation time, so listing by a tag reads only the runs that carry it.
   put('tags', ARGV[20])
-  -- The last four are the prelude's (_lib.lua), and the parent's three before them. Each index
+  -- The last five are the prelude's (_lib.lua), and the parent's three before them. Each index
   -- is named in its shard's set, by which the reaper's prune finds it (store/recovery.py).
   local names = ARGV[22] ~= '' and 22 or 21
-  for i = names + 1, #KEYS - (parent_token ~= '' and 7 or 4) do
+  for i = names + 1, #KEYS - (parent_token ~= '' and 8 or 5) do
     redis.call('ZADD', KEYS[i], NOW, RUN_ID)
     redis.call('SADD', KEYS[names], KEYS[i])
   end

@@ -33,12 +33,13 @@ def test_a_wait_takes_one_answer_and_a_bad_token_one_line(
         assert first.status_code == 200, first.text
         assert first.json() == {"woke": False, "run_id": run_id}  # the run is not at its wait yet
         answer = json.loads(redis_client.hget(keys.mailbox(run_id), "event:approve") or b"{}")
-        assert (answer["payload"], answer["by"]) == ({"approvals": {"c1": True}}, "api")
+        # The server's one REFLEXR_API_TOKEN is the admin token named "admin" (api/tokens.py).
+        assert (answer["payload"], answer["by"]) == ({"approvals": {"c1": True}}, "admin")
 
         again = _problem(http.post(f"/api/events/{token}", json={"error": SECRET}), 409)
         assert (
             again["detail"]
-            == f"the wait 'approve' of run {run_id} was answered already by api; it takes no second answer"
+            == f"the wait 'approve' of run {run_id} was answered already by admin; it takes no second answer"
         )
         malformed = _problem(http.post("/api/events/nope", json={"payload": SECRET}), 422)
         assert malformed["detail"] == "this is not an event token: copy the whole token the run handed out"
@@ -53,4 +54,4 @@ def test_a_wait_takes_one_answer_and_a_bad_token_one_line(
             assert SECRET not in json.dumps(refused)
         assert SECRET not in both.text
         waits = http.get(f"/api/runs/{run_id}/event-waits").json()
-        assert [(w["name"], w["answer"]["by"]) for w in waits] == [("approve", "api")]
+        assert [(w["name"], w["answer"]["by"]) for w in waits] == [("approve", "admin")]

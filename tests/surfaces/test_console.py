@@ -1017,7 +1017,7 @@ def test_an_approval_by_button_wakes_the_run_and_its_page_shows_who_answered(
         until(browser, lambda d: not _text(d, card), "the answered wait to leave the inbox")
 
         _open(browser, console.server, f"run/{run_id}")
-        until(browser, lambda d: _text(d, "#run-event-waits .answered-by") == "api", "who answered")
+        until(browser, lambda d: _text(d, "#run-event-waits .answered-by") == "admin", "who answered")
         assert '"pay-1": true' in _text(browser, "#run-event-waits .answer")
         console.shot("approvals-answered", at="#run-approvals")
     finally:

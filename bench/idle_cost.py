@@ -31,10 +31,15 @@ TARGET_PER_S = 2.0
 
 def broker_or_health(command: str) -> bool:
     """True for a top-level command of the broker (kombu's poll, its unacked and binding
-    bookkeeping, its pipelines and scripts) or a connection health check, which the target
-    leaves out."""
+    bookkeeping, its pipelines and scripts, its fanout subscription), a connection health check,
+    or a connection's handshake (HELLO, sent again by a client that reconnected: under load a
+    socket times out now and then), which the target leaves out."""
     name = command.split(" ", 1)[0].upper()
-    return name in {"BRPOP", "PING", "MULTI", "EXEC", "SCRIPT"} or "unacked" in command or "_kombu" in command
+    return (
+        name in {"BRPOP", "PING", "MULTI", "EXEC", "SCRIPT", "HELLO", "PSUBSCRIBE"}
+        or "unacked" in command
+        or "_kombu" in command
+    )
 
 
 def _monitor(url: str, stop: threading.Event, seen: list[tuple[str, bool]]) -> None:

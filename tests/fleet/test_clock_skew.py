@@ -140,7 +140,10 @@ def test_a_skewed_worker_sleeps_on_time_and_shares_a_rate_limit(
     woke = events(client.store, run_id, Event.ATTEMPT_STARTED)[1]
     assert runner(client, run_id, 0).startswith(skewed.name)
     late_ms = server_ms(woke) - (server_ms(slept) + 2000)
-    assert abs(late_ms) <= 200, f"the 2 s sleep woke {late_ms} ms from its due time, by the store's clock"
+    # The skewed worker's own clock would put the wake 120 s off. How late a sleep wakes on a quiet
+    # machine (a few tens of ms) is make bench's figure, not an assertion of a loaded suite's: a
+    # second's bound proves the store's clock decided, without timing the machine.
+    assert abs(late_ms) <= 1000, f"the 2 s sleep woke {late_ms} ms from its due time, by the store's clock"
     assert count(redis_client, run_id, "woke") == 1
 
     # One run on each worker (one slot each), 30 calls each, through one 20/s limit.

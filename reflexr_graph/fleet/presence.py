@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 
 BEAT_EVERY_S = 10.0
 """A third of the heartbeat's TTL: two beats can be missed before the worker counts as gone. A beat
-refreshes only the heartbeat (one ZADD), unless it is a full one; either also samples Redis's time
-(clock.py) in the same round trip, and says when this worker's clock is off it (SkewWatch)."""
+refreshes only the heartbeat (one ZADD), unless it is a full one, which also samples Redis's time
+(clock.py) in the same round trip; each beat says when this worker's clock is off it (SkewWatch)."""
 TTL_S = HEARTBEAT_TTL_S
 """A worker that stopped beating counts as gone this long after its last beat (readers of the
 registry know it too: store/workers.py tells the last beat from the heartbeat's expiry)."""

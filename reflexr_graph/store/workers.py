@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from reflexr_graph import clock
 from reflexr_graph.model import Event, Status
-from reflexr_graph.store import cluster, keys
+from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
 from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import (
@@ -165,23 +165,16 @@ class Workers(StoreBase):
 
     @translate_errors
     def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
-        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD, with a TIME that
-        samples Redis's time into this process's clock, in one round trip); its
+        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
         description and served entries stay as its last :meth:`worker_beat` wrote them. False when
         ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
-        beat must follow, as its entries may be gone too."""
+        beat must follow, as its entries may be gone too.
+
+        It samples no time: the full beat's reply, about once a minute, does, which is as often as
+        the clock wants a sample (clock.py), and an idle worker's commands stay within their budget
+        (tests/fleet/test_idle_cost.py)."""
         expiry = {name: clock.now_ms() + ttl_ms}
-        if cluster.is_cluster(self._r):
-            # redis-py refuses TIME in a cluster pipeline: there the full beat's reply (about once a
-            # minute) and the store's own resampling keep the clock.
-            return not self._r.zadd(keys.WORKERS, expiry)
-        pipe = self._r.pipeline(transaction=False)
-        pipe.zadd(keys.WORKERS, expiry)
-        pipe.time()  # the beat samples the store's clock (clock.py) in the same round trip
-        started = clock.probe()
-        added, reply = pipe.execute()
-        started.record(time_reply_ms(reply))
-        return not added
+        return not self._r.zadd(keys.WORKERS, expiry)
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:

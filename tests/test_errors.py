@@ -17,6 +17,10 @@ from reflexr_graph.cli.report import EXIT_CODES, problem_of
 from reflexr_graph.errors import Kind, ReflexrError
 
 PACKAGE = Path(reflexr_graph.__file__).parent
+ACTS_WHEN_IMPORTED = ("reflexr_graph.__main__", "reflexr_graph.worker")
+"""Modules that act when imported: __main__ runs the CLI, and worker.py builds the Celery app from
+the process's REFLEXR_* environment (whatever an earlier test of this process left there). Neither
+defines an exception class."""
 
 OUTSIDE_THE_ROOT = {
     errors.Suspended: "a BaseException, so that a step's `except Exception` cannot swallow it",
@@ -25,7 +29,7 @@ OUTSIDE_THE_ROOT = {
 
 def _modules() -> list[str]:
     names = [m.name for m in pkgutil.walk_packages(reflexr_graph.__path__, "reflexr_graph.")]
-    return [name for name in names if not name.endswith("__main__")]
+    return [name for name in names if not name.endswith("__main__") and name not in ACTS_WHEN_IMPORTED]
 
 
 def _subclasses(cls: type[BaseException]) -> set[type[BaseException]]:
@@ -81,10 +85,8 @@ def test_a_class_without_a_kind_cannot_be_defined() -> None:
 def _exception_classes_defined_in_the_package() -> list[type[BaseException]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        # Modules that act when imported: __main__ runs the CLI, and worker.py builds the Celery app
-        # from the process's REFLEXR_* environment (whatever an earlier test of this process left
-        # there). Neither defines an exception class.
-        if path.relative_to(PACKAGE).as_posix() in ("__main__.py", "worker.py"):
+        module_name = ".".join(("reflexr_graph", *path.relative_to(PACKAGE).with_suffix("").parts))
+        if module_name in ACTS_WHEN_IMPORTED:
             continue
         parts = path.relative_to(PACKAGE).with_suffix("").parts
         module = importlib.import_module(

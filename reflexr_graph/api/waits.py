@@ -19,6 +19,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from reflexr_graph.api.deps import CallerDep, ClientDep
 from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.roles import needed
+from reflexr_graph.api.tokens import Caller
 from reflexr_graph.model import RunInfo
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -83,7 +85,9 @@ class PendingEvent(BaseModel):
     once it has one."""
 
     run_id: str
-    token: str
+    token: str | None = Field(
+        description="What answers the wait; null for a caller whose role may not answer (a viewer)"
+    )
     name: str
     graph: str
     agent: str
@@ -98,11 +102,23 @@ def answerer(request: Request) -> str:
     return str(getattr(request.state, "token_holder", "") or "api")
 
 
+def shown(wait: dict[str, Any], caller: Caller) -> PendingEvent:
+    """A wait as ``caller`` may see it: its token, which is what answers it, only for a role that
+    may answer (api/roles.py), so a viewer sees the inbox and cannot act through what it read."""
+    event = PendingEvent.model_validate(wait)
+    if caller.role < needed("POST", events_router.prefix + "/{token}"):
+        event.token = None
+    return event
+
+
 @events_router.get("", response_model=list[PendingEvent])
-async def pending_events(client: ClientDep, graph: str | None = None) -> list[PendingEvent]:
-    """Every open wait for an external event, oldest first, with the deferred tool calls it answers."""
+async def pending_events(
+    client: ClientDep, caller: CallerDep, graph: str | None = None
+) -> list[PendingEvent]:
+    """Every open wait for an external event, oldest first, with the deferred tool calls it answers
+    (the token only for a caller that may answer)."""
     waits = await client.pending_events(graph)
-    return [PendingEvent.model_validate(w.to_json()) for w in waits]
+    return [shown(w.to_json(), caller) for w in waits]
 
 
 @events_router.post(
@@ -128,7 +144,8 @@ async def answer_event(token: str, body: EventAnswer, request: Request, client: 
 
 
 @router.get("/{run_id}/event-waits", response_model=list[PendingEvent])
-async def event_waits(run_id: str, client: ClientDep) -> list[PendingEvent]:
-    """The run's waits for external events, open or answered (who answered, when, and what)."""
+async def event_waits(run_id: str, client: ClientDep, caller: CallerDep) -> list[PendingEvent]:
+    """The run's waits for external events, open or answered (who answered, when, and what); the
+    token only for a caller that may answer."""
     await client.get(run_id)  # RunNotFound (404) for an unknown run
-    return [PendingEvent.model_validate(w.to_json()) for w in await client.event_waits(run_id)]
+    return [shown(w.to_json(), caller) for w in await client.event_waits(run_id)]

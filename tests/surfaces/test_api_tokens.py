@@ -14,10 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reflexr_graph import clock
 from reflexr_graph.api.app import create_app
 from reflexr_graph.api.roles import NEEDS, operation
 from reflexr_graph.api.tokens import token_hash
 from reflexr_graph.client import Client
+from reflexr_graph.store import asks
+from reflexr_graph.store.redis_store import RedisStore
 from tests.redis_server import RedisServer
 from tests.surfaces.conftest import BIN, ROOT, ApiServer, Cli, environment, free_port, serving
 
@@ -119,6 +122,32 @@ def test_the_single_token_still_works_as_an_admin_named_admin(
         assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
         assert by_of(http, run_id, "run_cancelled") == ["admin"]
         assert http.post("/api/runs/purge", json={"run_ids": [run_id]}).json()["purged"] == [run_id]
+
+
+def test_only_a_role_that_may_answer_a_wait_is_shown_its_token(
+    server: ApiServer, client: Client, redis_url: str
+) -> None:
+    # The token is what answers the wait: a viewer sees the wait and its calls, never the token.
+    run_id = client.enqueue("approvals", "ticket")
+    token = asks.new_token(run_id)
+    calls = [{"tool_call_id": "c1", "tool_name": "pay", "args": {"to": "bob"}, "kind": "approval"}]
+    entry = asks.entry_json(token, "approve", "approvals", "payer", clock.now_ms(), None, calls)
+    store = RedisStore.from_url(redis_url)
+    try:  # as the step's wait does it: the ask kept, then the run suspended waiting for it
+        store.do(asks.open_wait(run_id, token, entry, "approve"))
+        claim = store.claim(run_id, "attempt-1", lease_ttl_ms=30_000)
+        assert claim.claimed, claim
+        signal = asks.SIGNAL_PREFIX + "approve"
+        store.wait(claim.context(), field="w|approve", signal=signal, wake_at_ms=None)
+    finally:
+        store.close()
+    assert client.get(run_id).waiting_for == "event:approve"
+    for name, expected in (("vera", None), ("otto", token), ("ada", token)):
+        with as_(server, name) as http:
+            inbox = [w for w in http.get("/api/events").json() if w["run_id"] == run_id]
+            assert [(w["name"], w["token"], w["calls"]) for w in inbox] == [("approve", expected, calls)]
+            (kept,) = http.get(f"/api/runs/{run_id}/event-waits").json()
+            assert (kept["name"], kept["token"]) == ("approve", expected)
 
 
 def test_a_wrong_token_is_401_whatever_the_file_holds(server: ApiServer) -> None:

@@ -603,7 +603,7 @@ function approvalCard(w, answered) {
   const decisions = {};
   const needed = w.calls.filter((c) => c.kind === "approval");
   const send = async () => {
-    try { await api(`/api/events/${encodeURIComponent(w.token)}`, { method: "POST", body: { payload: decisionsPayload(decisions) } }); notice(""); answered(w.token); }
+    try { await api(`/api/events/${encodeURIComponent(w.token)}`, { method: "POST", body: { payload: decisionsPayload(decisions) } }); notice(""); answered(waitKey(w)); }
     catch (e) { notice(e.message); }
   };
   const row = (c) => {
@@ -618,7 +618,9 @@ function approvalCard(w, answered) {
     approve.addEventListener("click", () => decide(true));
     const deny = h("button", { class: "danger deny" }, "Deny");
     deny.addEventListener("click", () => decide(false));
-    const actions = c.kind === "approval" ? [approve, " ", deny, " ", message, " ", state] : [h("span", { class: "muted" }, `${c.kind}: answer with reflexr-graph event resolve`)];
+    // No token (a viewer's view, GET /api/events): the call is shown, and nothing can answer it.
+    const actions = !w.token ? [h("span", { class: "muted read-only" }, "an operator answers this")]
+      : c.kind === "approval" ? [approve, " ", deny, " ", message, " ", state] : [h("span", { class: "muted" }, `${c.kind}: answer with reflexr-graph event resolve`)];
     return h("tr", { "data-call": c.tool_call_id }, h("td", { class: "mono tool" }, c.tool_name), h("td", {}, h("pre", { class: "args" }, json(c.args))), h("td", { class: "actions nowrap" }, actions));
   };
   return h("section", { class: "approval", "data-run": w.run_id, "data-token-of": w.run_id },
@@ -628,6 +630,9 @@ function approvalCard(w, answered) {
       : h("p", { class: "muted" }, "No deferred tool call: answer with reflexr-graph event resolve TOKEN --value JSON"));
 }
 
+// A wait's key in the inbox: its run and name (a viewer gets no token, api/waits.py).
+const waitKey = (w) => `${w.run_id}\u0000${w.name}`;
+
 // The approvals inbox (GET /api/events): every open wait for an external event. A card stays as it
 // is while it is open (a message being typed is kept); answered or ended waits go.
 async function approvalsPage(view) {
@@ -635,12 +640,12 @@ async function approvalsPage(view) {
   const empty = h("p", { class: "muted", id: "approvals-empty" }, "Nothing waits for an answer.");
   view.replaceChildren(h("h1", {}, "Approvals"), list);
   const cards = new Map();
-  const drop = (token) => { const card = cards.get(token); if (card) card.remove(); cards.delete(token); };
+  const drop = (key) => { const card = cards.get(key); if (card) card.remove(); cards.delete(key); };
   return repeat(async () => {
     const waits = await api("/api/events");
-    const open = new Set(waits.map((w) => w.token));
-    for (const token of [...cards.keys()]) if (!open.has(token)) drop(token);
-    for (const w of waits) if (!cards.has(w.token)) { const card = approvalCard(w, drop); cards.set(w.token, card); list.append(card); }
+    const open = new Set(waits.map(waitKey));
+    for (const key of [...cards.keys()]) if (!open.has(key)) drop(key);
+    for (const w of waits) if (!cards.has(waitKey(w))) { const card = approvalCard(w, drop); cards.set(waitKey(w), card); list.append(card); }
     if (!cards.size) list.replaceChildren(empty); else empty.remove();
   });
 }

@@ -25,7 +25,7 @@ from reflexr_graph.store.base import (
     time_reply_ms,
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
-from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, encode_args
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, Fields, decode_reply, encode_args, fields_of
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.reads import max_block_ms
 from reflexr_graph.store.scripts import Scripts
@@ -106,12 +106,12 @@ class AsyncStore:
         # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).
         if isinstance(request, Command):
             reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
-            return await self._decoded(reply, run_of_request(request))
+            return await self._decoded(reply, run_of_request(request), fields=fields_of(request))
         if isinstance(request, Eval):
             args = await self._off_loop(encode_args, self.codec, request.name, request.args, request.keys)
             reply = await self._scripts.call_encoded(request.name, request.keys, args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
-            return await self._decoded(reply, run_of_request(request), strict)
+            return await self._decoded(reply, run_of_request(request), strict, fields_of(request))
         if isinstance(request, Layout):
             return self.shards
         if isinstance(request, Batch):
@@ -122,8 +122,12 @@ class AsyncStore:
             return await self._off_loop(decode_batch, self.codec, request, replies)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
 
-    async def _decoded(self, reply: Any, run_id: str, strict: bool = False) -> Any:
-        return await self._off_loop(lambda: decode_reply(self.codec, reply, run_id, strict=strict))
+    async def _decoded(
+        self, reply: Any, run_id: str, strict: bool = False, fields: Fields | None = None
+    ) -> Any:
+        return await self._off_loop(
+            lambda: decode_reply(self.codec, reply, run_id, strict=strict, fields=fields)
+        )
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(*args)``, in a thread when a payload store is set: a read or write of an offloaded

@@ -400,7 +400,7 @@ class AttemptWrites(StoreBase):
     def load_records(self, run_id: str) -> dict[str, str]:
         """The work recorded since the run's latest checkpoint, field -> JSON."""
         found = text_map(self._r.hgetall(keys.memo(run_id)))
-        return {name: self.codec.decode(value, run_id) for name, value in found.items()}
+        return {name: self.codec.decode(value, run_id, field="record") for name, value in found.items()}
 
     @translate_errors
     def succeed(

@@ -23,7 +23,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
-from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply
+from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, fields_of
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
@@ -128,7 +128,7 @@ def run_of_request(request: Command | Eval) -> str:
 def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> list[Any]:
     """A pipeline's replies with their payloads decoded, each as its own command's."""
     return [
-        decode_reply(codec, reply, run_of_request(command))
+        decode_reply(codec, reply, run_of_request(command), fields=fields_of(command))
         for command, reply in zip(request.commands, replies, strict=True)
     ]
 
@@ -243,11 +243,12 @@ class StoreBase:
         arrive as StoreUnavailable. Payloads in the reply come back decoded (store/payload_args.py)."""
         if isinstance(request, Command):
             reply = getattr(self._r, request.method)(*request.args, **request.kwargs)
-            return decode_reply(self.codec, reply, run_of_request(request))
+            return decode_reply(self.codec, reply, run_of_request(request), fields=fields_of(request))
         if isinstance(request, Eval):
             reply = self._scripts(request.name, request.keys, request.args)
             strict = self.codec.strict and request.name in STRICT_SCRIPTS
-            return decode_reply(self.codec, reply, run_of_request(request), strict=strict)
+            run_id, read = run_of_request(request), fields_of(request)
+            return decode_reply(self.codec, reply, run_id, strict=strict, fields=read)
         if isinstance(request, Layout):
             return self.shards
         if isinstance(request, Batch):

@@ -217,7 +217,7 @@ class HotPath:
         """As ``AttemptWrites.save_checkpoint``: True when a cancel was asked; FencedOut when the
         token lost the run."""
         # The payload encoded as Scripts does (store/payload_args.py).
-        now_ms, data = clock.now_ms(), self._codec.encode(payload, self._ctx.run_id)
+        now_ms, data = clock.now_ms(), self._codec.encode(payload, self._ctx.run_id, "checkpoint")
         if notes is NO_NOTES:
             reply = self._call(self._save, (now_ms, data, seq, next_node))
         else:
@@ -231,7 +231,7 @@ class HotPath:
     def save_record(self, field: str, value: str, lane: Lane | None = None) -> None:
         """As ``AttemptWrites.save_record``: FencedOut when the token lost the run."""
         lane_field, times = lane_args(self._ctx, lane)
-        data = self._codec.encode(value, self._ctx.run_id)
+        data = self._codec.encode(value, self._ctx.run_id, "record")
         if not self._call(self._record, (field, data, lane_field, times)):
             raise _fenced(self._ctx, "record")
 

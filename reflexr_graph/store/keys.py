@@ -83,7 +83,6 @@ QUARANTINE = f"{CONTROL}:quarantine"
 QUARANTINE_COUNTS = f"{CONTROL}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
-
 MAX_RUN_ID_LENGTH = 200
 RUN_ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_RUN_ID_LENGTH - 1}}}")
 """What a run id may be: ours are uuids, a foreign producer's task ids are checked against it
@@ -274,6 +273,25 @@ def run_of(key: object) -> str:
     if suffix not in _RUN_SUFFIXES or not valid_run_id(run_id):
         return ""
     return run_id if _tagged(run_id, suffix) == name else ""
+
+
+_PAYLOAD_FIELDS = {"ckpt": "checkpoint", "in": "inputs", "mailbox": "signal", "memo": "record"}
+RUN_PAYLOADS = ("inputs", "state", "output")
+"""The run hash's fields that hold payloads."""
+
+
+def payload_field(key: object, name: object = "") -> str:
+    """Which of a run's payloads the per-run ``key`` (at hash field ``name``) holds, as the payload
+    codec binds it (store/payload_codec.py: inputs, state, output, checkpoint, signal, record);
+    '' for a key or field that holds none."""
+    run_id = run_of(key)
+    if not run_id:
+        return ""
+    suffix = (key.decode() if isinstance(key, bytes) else str(key)).rpartition(":")[2]
+    if suffix == "run":
+        field = name.decode() if isinstance(name, bytes) else str(name)
+        return field if field in RUN_PAYLOADS else ""
+    return _PAYLOAD_FIELDS.get(suffix, "")
 
 
 RUN_HASHES = ("run", "ckpt", "memo", "mailbox")

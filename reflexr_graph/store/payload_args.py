@@ -2,18 +2,21 @@
 
 Every payload is written by a Lua script, as one of its arguments: :data:`PAYLOAD_ARGV` names
 them, by the field of the script's contract (``contracts.py``), so a field moved there moves here
-too. Every reply is walked on its way back (:func:`decode_reply`): an envelope anywhere in it is
-decoded, whichever command or script read it, so no read path can miss one.
+too, with the run's field each one is (an encrypted payload is bound to it: payload_codec.FIELDS).
+Every reply is walked on its way back (:func:`decode_reply`): an envelope anywhere in it is
+decoded, whichever command or script read it, so no read path can miss one; where the request
+says which field it reads (:func:`fields_of`), the payload is opened as that field, so a value
+copied there from another field of the run does not decrypt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
 from reflexr_graph.store import contracts, keys
-from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.ops import Command, Eval, ScriptArg
 from reflexr_graph.store.payload_codec import PREFIX_BYTES, SIGNAL_RECORD, PayloadCodec
 
 _PRELUDE_ARGV = 3
@@ -21,29 +24,36 @@ _PRELUDE_ARGV = 3
 _SIGNAL_PREFIX = (SIGNAL_RECORD + PREFIX_BYTES.decode()).encode()
 
 
-def _positions(args: type[contracts.Args], names: Sequence[str], offset: int) -> tuple[int, ...]:
+def _positions(args: type[contracts.Args], names: dict[str, str], offset: int) -> tuple[tuple[int, str], ...]:
     index = {f.name: i for i, f in enumerate(fields(args))}
-    return tuple(offset + index[name] for name in names)
+    return tuple((offset + index[name], field) for name, field in names.items())
 
 
-PAYLOAD_ARGV: dict[str, tuple[int, ...]] = {
+PAYLOAD_ARGV: dict[str, tuple[tuple[int, str], ...]] = {
     "create_run": _positions(
-        contracts.CreateArgs, ("inputs", "state", "fork_checkpoint", "fork_output"), _PRELUDE_ARGV
+        contracts.CreateArgs,
+        {"inputs": "inputs", "state": "state", "fork_checkpoint": "checkpoint", "fork_output": "output"},
+        _PRELUDE_ARGV,
     ),
-    "dead_letter": _positions(contracts.DeadLetterArgs, ("inputs", "state"), _PRELUDE_ARGV),
-    "save_checkpoint": _positions(contracts.SaveArgs, ("payload",), 0),
-    "succeed": _positions(contracts.SucceedArgs, ("output", "checkpoint"), _PRELUDE_ARGV),
-    "signal": _positions(contracts.SignalArgs, ("value",), _PRELUDE_ARGV),
-    "upgrade": _positions(contracts.UpgradeArgs, ("checkpoint",), _PRELUDE_ARGV),
-    "record": (2,),  # record.lua: ARGV[3], the record's JSON
+    "dead_letter": _positions(
+        contracts.DeadLetterArgs, {"inputs": "inputs", "state": "state"}, _PRELUDE_ARGV
+    ),
+    "save_checkpoint": _positions(contracts.SaveArgs, {"payload": "checkpoint"}, 0),
+    "succeed": _positions(
+        contracts.SucceedArgs, {"output": "output", "checkpoint": "checkpoint"}, _PRELUDE_ARGV
+    ),
+    "signal": _positions(contracts.SignalArgs, {"value": "signal"}, _PRELUDE_ARGV),
+    "upgrade": _positions(contracts.UpgradeArgs, {"checkpoint": "checkpoint"}, _PRELUDE_ARGV),
+    "record": ((2, "record"),),  # record.lua: ARGV[3], the record's JSON
 }
-"""Script name -> the 0-based positions of its arguments that are payloads."""
+"""Script name -> the 0-based positions of its arguments that are payloads, each with the run's
+field it is (payload_codec.FIELDS)."""
 
 
-def _emitted_values(args: Sequence[ScriptArg]) -> tuple[int, ...]:
+def _emitted_values(args: Sequence[ScriptArg]) -> tuple[tuple[int, str], ...]:
     """emit.lua's payloads: the value of each item of the batch, after its EmitArgs."""
     first = len(fields(contracts.EmitArgs)) + contracts.EMIT_ITEM_VALUE
-    return tuple(range(first, len(args), contracts.EMIT_ITEM_ARGS))
+    return tuple((i, "event") for i in range(first, len(args), contracts.EMIT_ITEM_ARGS))
 
 
 def encode_args(
@@ -56,10 +66,10 @@ def encode_args(
         return args
     run_id = keys.run_of(script_keys[0]) if codec.ring is not None and script_keys else ""
     encoded = list(args)
-    for i in positions:
+    for i, field in positions:
         value = encoded[i]
         if isinstance(value, str) and value:
-            encoded[i] = codec.encode(value, run_id)
+            encoded[i] = codec.encode(value, run_id, field)
     return encoded
 
 
@@ -72,27 +82,87 @@ STRICT_SCRIPTS = frozenset({"claim", "wait"})
 """The replies an attempt runs on (inputs, state, checkpoint, records; a signal's value): a strict
 codec (a worker's) raises errors.PayloadUnreadable for one it cannot read. Any other read (a run's
 output for a log line, a listing) shows such a value as a placeholder, in a worker too."""
-SHOWN_HASH_FIELDS = frozenset({"output", b"output", "v", b"v"})
+SHOWN_HASH_FIELDS = {"output": "output", b"output": "output", "v": "event", b"v": "event"}
 """The payload fields of a hash read (HGETALL of run hashes) or of a stream entry that are
 decoded: RunInfo shows the output, and a reader of the run's stream each item's value (``v``,
 emit.lua); the inputs and state RunInfo does not show stay as stored, so a listing never reads
-their offloaded files."""
+their offloaded files. Each is read as the field it names (payload_codec.FIELDS)."""
+
+Fields = Callable[[int], str]
+"""Which field of the run the reply's item at a position is, '' when not known."""
+
+_CLAIM_FIELDS = {
+    i: name
+    for i, f in enumerate(fields(contracts.ClaimReply))
+    if (name := {"inputs": "inputs", "state": "state", "checkpoint": "checkpoint"}.get(f.name))
+}
+_SCRIPT_FIELDS: dict[str, dict[int, str]] = {
+    "claim": _CLAIM_FIELDS,
+    "wait": {1: "record"},  # {'recorded', record}
+    # read_checkpoint.lua: {'ok', seq, ..., checkpoint, graph, inputs, state[, version, output]}
+    "read_checkpoint": {6: "checkpoint", 8: "inputs", 9: "state", 11: "output"},
+}
 
 
-def decode_reply(codec: PayloadCodec, reply: Any, run_id: str = "", *, strict: bool = False) -> Any:
+def _claim_field(i: int) -> str:
+    # After the named part, the memo's field/value pairs: each value a record.
+    if i >= contracts.ClaimReply.SIZE:
+        return "record" if (i - contracts.ClaimReply.SIZE) % 2 else ""
+    return _CLAIM_FIELDS.get(i, "")
+
+
+def fields_of(request: Command | Eval) -> Fields | None:
+    """Which field of its run each payload in the reply to ``request`` is, where the request says:
+    a script's reply by position, a hash field read by its key and name, a long inputs' GET."""
+    if isinstance(request, Eval):
+        if request.name == "claim":
+            return _claim_field
+        known = _SCRIPT_FIELDS.get(request.name)
+        return None if known is None else lambda i: known.get(i, "")
+    if request.method not in ("hget", "hmget", "get") or not request.args:
+        return None
+    key, names = request.args[0], list(request.args[1:])
+    if request.method == "hmget" and names and isinstance(names[0], list | tuple):
+        names = [*names[0], *names[1:]]
+    read = [keys.payload_field(key, name) for name in names] or [keys.payload_field(key)]
+    return lambda i: read[i] if i < len(read) else ""
+
+
+def decode_reply(
+    codec: PayloadCodec,
+    reply: Any,
+    run_id: str = "",
+    *,
+    strict: bool = False,
+    fields: Fields | None = None,
+) -> Any:
     """``reply`` with every envelope in it decoded (lists walked; of a hash, only
-    :data:`SHOWN_HASH_FIELDS`), the rest as it was."""
+    :data:`SHOWN_HASH_FIELDS`), the rest as it was; each as the field ``fields`` says it is (of
+    a list, by position; of one value, position 0), or the hash field names."""
     if isinstance(reply, bytes | str):
         if reply[:1] not in (b'"', b"{", '"', "{") or not _is_envelope(reply):
             return reply
-        return codec.decode(reply.decode() if isinstance(reply, bytes) else reply, run_id, strict=strict)
+        field = fields(0) if fields is not None else ""
+        shown = reply.decode() if isinstance(reply, bytes) else reply
+        return codec.decode(shown, run_id, strict=strict, field=field)
     if isinstance(reply, list):
-        return [decode_reply(codec, item, run_id, strict=strict) for item in reply]
+        if fields is None:
+            return [decode_reply(codec, item, run_id, strict=strict) for item in reply]
+        return [
+            decode_reply(codec, item, run_id, strict=strict, fields=_at(fields(i)))
+            for i, item in enumerate(reply)
+        ]
     if isinstance(reply, tuple):  # redis-py gives a stream's entries as (id, fields) tuples
         return tuple(decode_reply(codec, item, run_id, strict=strict) for item in reply)
     if isinstance(reply, dict):
         return {
-            key: decode_reply(codec, value, run_id, strict=strict) if key in SHOWN_HASH_FIELDS else value
+            key: decode_reply(codec, value, run_id, strict=strict, fields=_at(SHOWN_HASH_FIELDS[key]))
+            if key in SHOWN_HASH_FIELDS
+            else value
             for key, value in reply.items()
         }
     return reply
+
+
+def _at(field: str) -> Fields:
+    return lambda _i: field

@@ -6,13 +6,17 @@ on its way out (``store/payload_args.py`` says where those are). An encoded payl
 one JSON value, a string, so that a script that embeds it (``wait.lua``'s signal record) still
 writes JSON::
 
-    "rg:p1:<flags>:<key id>:<body>"
+    "rg:p1:<flags>:<key id>:<body>"          "rg:p1:<flags>:<key id>:<field>:<body>" (flag f)
 
 ``flags`` holds ``z`` (zstd), ``e`` (AES-256-GCM under ``key id``), ``a`` (the associated data
-binds the run id, not only the key id: :func:`associated_data`) and ``r`` (the body is the
-SHA-256 of the bytes in the payload store, not the bytes themselves, which are base64 inline).
-A value copied from one run's hash into another's does not decrypt there; one written before
-``a`` (the key id alone) still reads, and ``rekey`` writes it again with ``a``.
+binds the run id, not only the key id: :func:`associated_data`), ``f`` (it binds the field too:
+which of the run's payloads the value is, :data:`FIELDS`, named in the envelope) and ``r`` (the
+body is the SHA-256 of the bytes in the payload store, not the bytes themselves, which are base64
+inline). A value copied from one run's hash into another's, or from one field of a run into
+another (its state into its output), does not decrypt there: a reader that knows what it reads
+(store/payload_args.py: fields_of) binds the field it expects, not the one the envelope names.
+Values written before ``f`` (run id and key id) or before ``a`` (the key id alone) still read,
+and ``rekey`` writes them again with ``f``.
 With no keys and no payload store the codec keeps every payload as it was, byte for byte; only
 a payload that itself starts like an envelope, or like a signal record around one, is wrapped, so
 that no value is ever misread (:func:`looks_encoded`).
@@ -37,6 +41,10 @@ PREFIX = '"rg:p1:'
 PREFIX_BYTES = PREFIX.encode()
 SIGNAL_RECORD = '{"signal":'
 """How wait.lua records a signal it took: the mailbox's (encoded) value inside this object."""
+FIELDS = frozenset({"inputs", "state", "output", "checkpoint", "signal", "record", "event"})
+"""The fields an encrypted payload is bound to (``f``): the run hash's inputs, state and output,
+a checkpoint, a signal's value (in the mailbox, then inside the wait's record, where wait.lua
+moves it unopened), a record of the memo (a branch result, a durable call) and an event's value."""
 COMPRESS_ABOVE = 512
 """Payloads up to this many bytes are not worth a zstd frame's overhead."""
 ZSTD_LEVEL = 3
@@ -75,16 +83,24 @@ class Envelope:
     flags: str
     key_id: str
     body: str
+    field: str = ""
+    """With flag ``f``, the field the associated data binds (:data:`FIELDS`)."""
 
     @classmethod
     def parse(cls, text: str) -> Envelope | None:
         if not text.startswith(PREFIX) or not text.endswith('"'):
             return None
         parts = text[len(PREFIX) : -1].split(":", 2)
-        return cls(*parts) if len(parts) == 3 else None
+        if len(parts) != 3:
+            return None
+        if "f" not in parts[0]:
+            return cls(*parts)
+        field, sep, body = parts[2].partition(":")
+        return cls(parts[0], parts[1], body, field) if sep else None
 
     def text(self) -> str:
-        return f'{PREFIX}{self.flags}:{self.key_id}:{self.body}"'
+        field = f"{self.field}:" if "f" in self.flags else ""
+        return f'{PREFIX}{self.flags}:{self.key_id}:{field}{self.body}"'
 
 
 class PayloadCodec:
@@ -114,9 +130,9 @@ class PayloadCodec:
 
     # -- encoding ---------------------------------------------------------------------------------
 
-    def encode(self, text: str, run_id: str = "") -> str:
-        """``text`` (a payload's JSON) as Redis keeps it, in run ``run_id`` ('' when not known: an
-        encrypted payload is then bound to its key id alone)."""
+    def encode(self, text: str, run_id: str = "", field: str = "") -> str:
+        """``text`` (a payload's JSON) as Redis keeps it, as ``field`` (:data:`FIELDS`) of run
+        ``run_id`` ('' when not known: an encrypted payload is then bound to what is known)."""
         if not self.active:
             if looks_encoded(text):
                 return Envelope("", "", _b64(text.encode())).text()
@@ -128,9 +144,9 @@ class PayloadCodec:
                 f"({self.max_offload_bytes}); "
                 "keep such data elsewhere and pass a reference, or raise the limit"
             )
-        return self._envelope(data, run_id).text()
+        return self._envelope(data, run_id, field).text()
 
-    def _envelope(self, plain: bytes, run_id: str) -> Envelope:
+    def _envelope(self, plain: bytes, run_id: str, field: str) -> Envelope:
         data, flags, key_id = plain, "", ""
         if len(plain) > COMPRESS_ABOVE:
             packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(plain)
@@ -138,36 +154,43 @@ class PayloadCodec:
                 data, flags = packed, "z"
         if self.ring is not None:
             key_id = self.ring.primary
-            bound = flags + ("ea" if valid_run_id(run_id) else "e")
-            data, flags = self.ring.seal(data, associated_data(key_id, run_id, bound)), bound
+            if not valid_run_id(run_id):
+                field, bound = "", flags + "e"
+            else:
+                field = field if field in FIELDS else ""
+                bound = flags + ("eaf" if field else "ea")
+            data, flags = self.ring.seal(data, associated_data(key_id, run_id, bound, field)), bound
         if self.blobs is not None and len(plain) > self.offload_bytes:
-            return Envelope(flags + "r", key_id, self.blobs.put(data))
-        return Envelope(flags, key_id, _b64(data))
+            return Envelope(flags + "r", key_id, self.blobs.put(data), field)
+        return Envelope(flags, key_id, _b64(data), field)
 
     # -- decoding ---------------------------------------------------------------------------------
 
-    def decode(self, text: str, run_id: str = "", *, strict: bool | None = None) -> str:
-        """The payload's JSON from what Redis kept (a text that is no envelope is returned as is).
+    def decode(self, text: str, run_id: str = "", *, strict: bool | None = None, field: str = "") -> str:
+        """The payload's JSON from what Redis kept (a text that is no envelope is returned as is),
+        read as ``field`` of the run ('' when the reader does not know which: then as the field
+        the envelope names).
 
         ``strict`` overrides the codec's own for this call: a worker is strict only where it reads
         what it runs on (store/payload_args.py: STRICT_SCRIPTS)."""
         if text.startswith(SIGNAL_RECORD) and text.startswith(PREFIX, len(SIGNAL_RECORD)):
-            inner = self.decode(text[len(SIGNAL_RECORD) : -1], run_id, strict=strict)
+            # A signal's value, moved unopened from the mailbox into the wait's record (wait.lua).
+            inner = self.decode(text[len(SIGNAL_RECORD) : -1], run_id, strict=strict, field="signal")
             return SIGNAL_RECORD + inner + "}"
         envelope = Envelope.parse(text)
         if envelope is None:
             return text
         try:
-            return self._open(envelope, run_id).decode()
+            return self._open(envelope, run_id, field).decode()
         except errors.PayloadUnreadable as exc:
             if self.strict if strict is None else strict:
                 raise
             return json.dumps(f"<{exc.placeholder}>")
 
-    def _open(self, envelope: Envelope, run_id: str) -> bytes:
+    def _open(self, envelope: Envelope, run_id: str, field: str) -> bytes:
         data = self._body(envelope, run_id)
         if "e" in envelope.flags:
-            data = self._decrypt(envelope.key_id, data, run_id, envelope.flags)
+            data = self._decrypt(envelope, data, run_id, field)
         if "z" in envelope.flags:
             try:
                 data = zstandard.ZstdDecompressor().decompress(data)
@@ -209,7 +232,8 @@ class PayloadCodec:
                 f"payload {digest[:12]} corrupt",
             ) from None
 
-    def _decrypt(self, key_id: str, data: bytes, run_id: str, flags: str) -> bytes:
+    def _decrypt(self, envelope: Envelope, data: bytes, run_id: str, field: str) -> bytes:
+        key_id, flags = envelope.key_id, envelope.flags
         if self.ring is None or key_id not in self.ring.keys:
             held = "holds no keys" if self.ring is None else f"holds {', '.join(self.ring.keys)}"
             raise _unreadable(
@@ -218,9 +242,20 @@ class PayloadCodec:
                 f"add key {key_id} to REFLEXR_PAYLOAD_KEYS, then replay the run",
                 f"encrypted with key {key_id}",
             )
+        # The field the reader expects, not the envelope's word for it: a value copied from another
+        # field of the run does not open here.
+        bound = (field or envelope.field) if "f" in flags else ""
         try:
-            return self.ring.open(key_id, data, associated_data(key_id, run_id, flags))
+            return self.ring.open(key_id, data, associated_data(key_id, run_id, flags, bound))
         except WrongKey:
+            if bound != envelope.field:
+                raise _unreadable(
+                    run_id,
+                    f"a stored payload read as the run's {_shown(field)} does not decrypt: it was "
+                    f"written as its {_shown(envelope.field)} (copied from another field of the run, "
+                    "or altered); restore the field, then replay the run",
+                    f"copied from the run's {_shown(envelope.field)}",
+                ) from None
             raise _unreadable(
                 run_id,
                 f"a stored payload does not decrypt with key {key_id}: it was altered, copied from another "
@@ -228,12 +263,13 @@ class PayloadCodec:
                 f"not readable with key {key_id}",
             ) from None
 
-    def recode(self, text: str, run_id: str = "") -> str | None:
-        """``text`` (a payload as stored) encoded again under the primary key, None when it is under
-        it already; errors.PayloadUnreadable when it cannot be read here. For ``rekey``."""
+    def recode(self, text: str, run_id: str = "", field: str = "") -> str | None:
+        """``text`` (a payload as stored as ``field`` of the run) encoded again under the primary
+        key, bound to its run and field, None when it is so already; errors.PayloadUnreadable when
+        it cannot be read here. For ``rekey``."""
         if self.ring is None:
             raise errors.SettingsError("REFLEXR_PAYLOAD_KEYS is not set: there is no key to encrypt under")
-        if self.key_of(text) == self.ring.primary and self._bound(text):
+        if self.key_of(text) == self.ring.primary and self._bound(text, bool(field)):
             return None
         strict = PayloadCodec(
             self.ring,
@@ -242,15 +278,16 @@ class PayloadCodec:
             max_offload_bytes=self.max_offload_bytes,
             strict=True,
         )
-        return self.encode(strict.decode(text, run_id), run_id)
+        return self.encode(strict.decode(text, run_id, field=field), run_id, field)
 
     @staticmethod
-    def _bound(text: str) -> bool:
-        """Whether an encrypted payload's associated data binds its run (flag ``a``)."""
+    def _bound(text: str, to_field: bool) -> bool:
+        """Whether an encrypted payload's associated data binds its run (flag ``a``) and, when
+        ``to_field``, its field (``f``)."""
         envelope = Envelope.parse(text)
         if envelope is None and text.startswith(SIGNAL_RECORD):
             envelope = Envelope.parse(text[len(SIGNAL_RECORD) : -1])
-        return envelope is not None and "a" in envelope.flags
+        return envelope is not None and "a" in envelope.flags and ("f" in envelope.flags or not to_field)
 
     def key_of(self, text: str) -> str | None:
         """The key id a stored payload is encrypted with, '' when it is not, None when it is no envelope."""
@@ -269,9 +306,12 @@ class PayloadCodec:
         return envelope.body if envelope is not None and "r" in envelope.flags else None
 
 
-def associated_data(key_id: str, run_id: str, flags: str) -> bytes:
-    """What AES-GCM authenticates beside the payload: the key id, and with flag ``a`` the run id
-    (a NUL between, which neither holds); payloads written before ``a`` have the key id alone."""
+def associated_data(key_id: str, run_id: str, flags: str, field: str = "") -> bytes:
+    """What AES-GCM authenticates beside the payload: the key id, with flag ``a`` the run id, and
+    with ``f`` the field (a NUL between each, which none holds); payloads written before ``f``
+    have the key id and run id, before ``a`` the key id alone."""
+    if "f" in flags:
+        return f"{key_id}\0{run_id}\0{field}".encode()
     return f"{key_id}\0{run_id}".encode() if "a" in flags else key_id.encode()
 
 
@@ -291,6 +331,10 @@ def placeholder_of(text: str) -> str | None:
         shown = json.loads(text)
         return shown[1:-1] if isinstance(shown, str) else None
     return None
+
+
+def _shown(field: str) -> str:
+    return field if field in FIELDS else "payload"
 
 
 def _b64(data: bytes) -> str:

@@ -1,4 +1,6 @@
-"""``reflexr-graph rekey``: every stored payload encrypted again under the first key.
+"""``reflexr-graph rekey``: every stored payload encrypted again under the first key, bound to
+its run and its field (store/payload_codec.py: a payload written before either was bound is
+written again bound to both).
 
 Run by run, field by field, each rewrite is a WATCH/MULTI of its one hash that lands only if the
 field still holds what was read: a run that moves on meanwhile keeps its newer value (written
@@ -21,7 +23,7 @@ from reflexr_graph.store.payload_codec import PLAIN
 from reflexr_graph.store.records import text
 
 SCAN_COUNT = 500
-RUN_PAYLOAD_FIELDS = ("inputs", "state", "output")
+RUN_PAYLOAD_FIELDS = keys.RUN_PAYLOADS
 """The run hash's fields that hold payloads; its other fields are the run's bookkeeping."""
 
 
@@ -85,7 +87,7 @@ def rekey_run(store: StoreBase, run_id: str, report: RekeyReport) -> None:
     report.runs += 1
     for hash_key, name, stored in _fields(store.client, run_id):
         try:
-            new = store.codec.recode(stored, run_id)
+            new = store.codec.recode(stored, run_id, keys.payload_field(hash_key, name))
         except errors.PayloadUnreadable as exc:
             report.unreadable[run_id] = str(exc)
             continue

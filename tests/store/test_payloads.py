@@ -12,7 +12,7 @@ import redis
 
 from reflexr_graph import errors, time_travel
 from reflexr_graph.store import RedisStore, keys
-from reflexr_graph.store.payload_codec import Envelope, PayloadCodec
+from reflexr_graph.store.payload_codec import Envelope, PayloadCodec, associated_data
 from reflexr_graph.store.payload_keys import KeyRing
 from tests.store.support import LEASE_MS, fail_once, make_run, new_token, start
 
@@ -249,7 +249,8 @@ def test_every_contract_field_that_carries_a_payload_passes_the_codec() -> None:
         if not named:
             continue
         offset = 0 if "(standalone)" in (args.__doc__ or "") else 3
-        assert set(_positions(args, named, offset)) <= set(PAYLOAD_ARGV.get(script, ())), (script, named)
+        listed = {i for i, _ in PAYLOAD_ARGV.get(script, ())}
+        assert {i for i, _ in _positions(args, dict.fromkeys(named, ""), offset)} <= listed, (script, named)
 
 
 def test_a_value_copied_into_another_run_does_not_decrypt(
@@ -279,6 +280,56 @@ def old_envelope(value: str, key_id: str = "k1") -> str:
     """``value`` encrypted as releases before the run binding wrote it: the key id alone as AAD."""
     ring = KeyRing.parse(spec(key_id))
     return Envelope("e", key_id, base64.b64encode(ring.seal(value.encode(), key_id.encode())).decode()).text()
+
+
+def run_bound_envelope(value: str, run_id: str, key_id: str = "k1") -> str:
+    """``value`` encrypted as releases before the field binding wrote it: key id and run id as AAD."""
+    ring = KeyRing.parse(spec(key_id))
+    sealed = ring.seal(value.encode(), associated_data(key_id, run_id, "ea"))
+    return Envelope("ea", key_id, base64.b64encode(sealed).decode()).text()
+
+
+def test_a_value_copied_into_another_field_of_its_run_does_not_decrypt(
+    stores: dict[str, RedisStore], redis_client: redis.Redis
+) -> None:
+    """The associated data binds the field too: a run's inputs copied over its state, or its state
+    over its output, by anyone who can write Redis, are refused there with one line naming both
+    fields and no value, not read as the run's state or output."""
+    store = stores["k1"]
+    store.create_run(
+        "run-f",
+        graph="demo",
+        inputs_json=json.dumps({"secret": MARKER}),
+        state_json=json.dumps({"mine": MARKER}),
+        max_attempts=1,
+        dispatch_grace_ms=1,
+    )
+    # Encrypted, the inputs are longer than a listpack value: a key of their own (keys.inputs).
+    redis_client.hset(keys.run("run-f"), "state", redis_client.get(keys.inputs("run-f")) or b"")
+    claim = stores["strict-k1"].claim("run-f", new_token(), lease_ttl_ms=LEASE_MS)
+    assert claim.unreadable == (
+        "run run-f: a stored payload read as the run's state does not decrypt: it was written as its "
+        "inputs (copied from another field of the run, or altered); restore the field, then replay the run"
+    )
+    assert MARKER not in claim.unreadable
+
+    run_id = _written(store)
+    redis_client.hset(keys.run(run_id), "output", redis_client.hget(keys.run(run_id), "state") or b"")
+    assert store.get(run_id).output == "<copied from the run's state>"
+    stored = (redis_client.hget(keys.run(run_id), "output") or b"").decode()
+    with pytest.raises(errors.PayloadUnreadable, match="read as the run's output does not decrypt") as raised:
+        stores["strict-k1"].codec.decode(stored, run_id, field="output")
+    assert MARKER not in str(raised.value)
+    # Where it was written, the same value reads.
+    assert json.loads(stores["strict-k1"].codec.decode(stored, run_id, field="state")) == {"notes": [MARKER]}
+
+
+def test_a_payload_bound_to_its_run_alone_still_reads() -> None:
+    old = run_bound_envelope(json.dumps({"secret": MARKER}), "run-x")
+    strict = codec("k1", strict=True)
+    assert json.loads(strict.decode(old, "run-x", field="state")) == {"secret": MARKER}
+    with pytest.raises(errors.PayloadUnreadable, match="copied from another run"):
+        strict.decode(old, "run-y", field="state")
 
 
 def test_a_payload_written_before_the_run_binding_still_reads() -> None:

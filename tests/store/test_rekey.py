@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import redis
 
+from reflexr_graph import errors
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.rekey import rekey
 from tests.store.test_payload_store import big_state
-from tests.store.test_payloads import MARKER, _written, old_envelope, spec
+from tests.store.test_payloads import MARKER, _written, old_envelope, run_bound_envelope, spec
 from tests.surfaces.cli_runner import run_cli
 
 
@@ -123,7 +124,29 @@ def test_rekey_rewrites_a_payload_bound_to_its_key_id_alone_to_bind_its_run(
     redis_client.hset(keys.run("run-o"), "inputs", old)
     assert rekey(stores["k1"]).rewritten == 1
     stored = (redis_client.hget(keys.run("run-o"), "inputs") or b"").decode()
-    assert stored != old and stored.startswith('"rg:p1:ea:k1:')
+    assert stored != old and stored.startswith('"rg:p1:eaf:k1:inputs:')
     strict = PayloadCodec(KeyRing.parse(spec("k1")), strict=True)
-    assert json.loads(strict.decode(stored, "run-o")) == {"secret": MARKER}
+    assert json.loads(strict.decode(stored, "run-o", field="inputs")) == {"secret": MARKER}
+    assert rekey(stores["k1"]).rewritten == 0
+
+
+def test_a_payload_bound_to_its_run_alone_still_reads_and_rekey_binds_it_to_its_field(
+    stores: dict[str, RedisStore], redis_client: redis.Redis
+) -> None:
+    """A value written before the field was bound (flag 'a': key id and run id) reads as it did;
+    rekey writes it again bound to its field too (flag 'f'), after which it reads only as that."""
+    stores["k1"].create_run("run-a", graph="demo", inputs_json="{}", max_attempts=1, dispatch_grace_ms=1)
+    old = run_bound_envelope(json.dumps({"secret": MARKER}), "run-a")
+    redis_client.hset(keys.run("run-a"), "state", old)
+    strict = PayloadCodec(KeyRing.parse(spec("k1")), strict=True)
+    assert json.loads(strict.decode(old, "run-a", field="state")) == {"secret": MARKER}
+    claim = RedisStore(redis_client, codec=strict).claim("run-a", "token-a", lease_ttl_ms=30_000)
+    assert claim.claimed and json.loads(claim.state_json or "null") == {"secret": MARKER}, claim
+
+    assert rekey(stores["k1"]).rewritten == 1  # the state; the inputs were written bound already
+    stored = (redis_client.hget(keys.run("run-a"), "state") or b"").decode()
+    assert stored.startswith('"rg:p1:eaf:k1:state:')
+    assert json.loads(strict.decode(stored, "run-a", field="state")) == {"secret": MARKER}
+    with pytest.raises(errors.PayloadUnreadable, match="written as its state"):
+        strict.decode(stored, "run-a", field="output")
     assert rekey(stores["k1"]).rewritten == 0

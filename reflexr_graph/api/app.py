@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, Depends, FastAPI
 
 from reflexr_graph.api import (
+    audit,
     console,
     dead_letters,
     graphs,
@@ -45,6 +46,7 @@ API_ROUTERS: tuple[APIRouter, ...] = (
     graphs.router,
     workers.router,
     overview.router,
+    audit.router,
 )
 """The routers under ``/api``, each behind the token."""
 OPEN_ROUTERS: tuple[APIRouter, ...] = (health.router, console.router)

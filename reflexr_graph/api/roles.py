@@ -1,8 +1,9 @@
 """What each ``/api`` route needs of a token's role: one table, checked before every route runs.
 
-A read (GET, HEAD) needs a ``viewer``. Every other method needs the role :data:`NEEDS` gives its
-route; a route missing from it needs an ``admin``, so a route added without an entry is closed
-rather than open (``tests/surfaces/test_api_tokens.py`` checks that every one has an entry).
+A read (GET, HEAD) needs a ``viewer``, unless :data:`NEEDS` names it (the audit trail: who did
+what is operators' business). Every other method needs the role :data:`NEEDS` gives its route; a
+route missing from it needs an ``admin``, so a route added without an entry is closed rather than
+open (``tests/surfaces/test_api_tokens.py`` checks that every one has an entry).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ NEEDS: dict[str, Role] = {
     "POST /schedules/{name}/pause": Role.OPERATOR,
     "POST /schedules/{name}/resume": Role.OPERATOR,
     "POST /schedules/{name}/trigger": Role.OPERATOR,
+    # Who purged or cancelled what: an operator reads it.
+    "GET /audit": Role.OPERATOR,
     # What cannot be undone: an admin.
     "POST /runs/purge": Role.ADMIN,
     "DELETE /schedules/{name}": Role.ADMIN,
@@ -47,7 +50,7 @@ def operation(method: str, path: str) -> str:
 def needed(method: str, path: str) -> Role:
     """The least role a request to the route ``path`` (as declared) with ``method`` needs."""
     if method in READS:
-        return Role.VIEWER
+        return NEEDS.get(operation("GET" if method == "HEAD" else method, path), Role.VIEWER)
     return NEEDS.get(operation(method, path), Role.ADMIN)
 
 

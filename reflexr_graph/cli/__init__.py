@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from reflexr_graph.cli import (
+    audit,
     commands,
     dlq,
     events,
@@ -37,7 +38,7 @@ from reflexr_graph.cli.app import app
 from reflexr_graph.cli.failures import EXIT_OK, EXIT_USAGE
 
 __all__ = [
-    "app", "commands", "dlq", "events", "health", "limits", "main", "publish", "quarantine", "rekey",
+    "app", "audit", "commands", "dlq", "events", "health", "limits", "main", "publish", "quarantine", "rekey",
     "run", "schedules", "serve", "signals", "stream", "time_travel", "tokens", "top", "versions",
     "watch",
     "workers",

@@ -36,6 +36,8 @@ from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, Ru
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.asks import EventWait, waits_of
+from reflexr_graph.store.audit import AuditEntry
+from reflexr_graph.store.audit import entries as audit_entries
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -514,6 +516,10 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.quarantined`."""
         return await self._do(quarantined(limit))
 
-    async def purge_quarantine(self) -> int:
+    async def purge_quarantine(self, *, by: str | None = None) -> int:
         """See :meth:`Client.purge_quarantine`."""
-        return await self._do(purge_quarantine(), WRITE)
+        return await self._do(purge_quarantine(by or self.by), WRITE)
+
+    async def audit(self, limit: int = 100) -> list[AuditEntry]:
+        """See :meth:`Client.audit`."""
+        return await self._do(audit_entries(limit))

@@ -36,6 +36,8 @@ from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.asks import EventWait, waits_of
+from reflexr_graph.store.audit import AuditEntry
+from reflexr_graph.store.audit import entries as audit_entries
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
@@ -704,6 +706,12 @@ class Client(ClientBase):
         reason since the last purge, read at one moment (``reflexr-graph dlq messages``)."""
         return self._do(quarantined(limit))
 
-    def purge_quarantine(self) -> int:
-        """Delete every quarantined queue item and the counts; returns how many entries there were."""
-        return self._do(purge_quarantine(), WRITE)
+    def purge_quarantine(self, *, by: str | None = None) -> int:
+        """Delete every quarantined queue item and the counts; returns how many entries there were.
+        Recorded in the audit trail as by ``by`` (this client's name when not given)."""
+        return self._do(purge_quarantine(by or self.by), WRITE)
+
+    def audit(self, limit: int = 100) -> list[AuditEntry]:
+        """The newest ``limit`` destructive actions (purges, cancels, quarantine purges), newest
+        first: what, on which run, by whom, when; kept after the runs are gone (store/audit.py)."""
+        return self._do(audit_entries(limit))

@@ -6,7 +6,7 @@ import logging
 
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
-from reflexr_graph.store import keys
+from reflexr_graph.store import audit, keys
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.children import CHILD_FIELD, children_of, tell_parent
 from reflexr_graph.store.contracts import CancelArgs, ReplayArgs
@@ -27,11 +27,13 @@ def cancel_run(run_id: str, run_retention_s: int, now: bool = False, by: str = "
     fenced out and its heartbeat interrupts the step with ``CancelledError``.
 
     A parent's unfinished children are cancelled the same way, and theirs in turn (their ends
-    tell it, as any child's end does). ``by`` (who cancels) is recorded on the run's event.
+    tell it, as any child's end does). ``by`` (who cancels) is recorded on the run's event, and in
+    the fleet's audit trail (store/audit.py), which outlives the run.
     """
     args = CancelArgs(run_retention_s, now, by).argv()
     reply = yield from per_run("cancel", run_id, run_id, clock.now_ms(), args)
     info = snapshot(run_id, reply, "only queued, running, retrying or waiting runs can be cancelled")
+    yield from audit.record(audit.CANCEL, run_id, by)
     if pairs_to_map(reply[1:]).get("children"):
         yield from cancel_children(run_id, run_retention_s, now, by)
     return info
@@ -91,7 +93,8 @@ def replay_children(run_id: str) -> Op[list[RunInfo]]:
 
 def purge_run(run_id: str, by: str = "") -> Op[bool]:
     """Delete a finished run (succeeded, dead or cancelled) and its index entries; False when there
-    is no such run. The run's events go with it, so ``by`` (who purges) is logged instead."""
+    is no such run. The run's events go with it, so ``by`` (who purges) is recorded in the fleet's
+    audit trail (store/audit.py)."""
     reply = yield from per_run("purge", run_id, run_id, clock.now_ms(), [])
     outcome = text(reply[0])
     if outcome == "refused":
@@ -102,7 +105,12 @@ def purge_run(run_id: str, by: str = "") -> Op[bool]:
             status=status,
         )
     if outcome == "ok":
-        log.info("run %s purged by %s; its record and events are gone", run_id, by or "an unnamed caller")
+        yield from audit.record(audit.PURGE, run_id, by)
+        log.info(
+            "run %s purged by %s; its record and events are gone, the audit trail keeps the purge",
+            run_id,
+            by or "an unnamed caller",
+        )
     return outcome == "ok"
 
 

@@ -83,6 +83,10 @@ QUARANTINE = f"{CONTROL}:quarantine"
 QUARANTINE_COUNTS = f"{CONTROL}:quarantine:counts"
 """How many items were moved aside, by reason (hash reason -> count); it keeps counting when old
 entries fall off the capped list."""
+AUDIT = f"{CONTROL}:audit"
+"""Destructive operator actions (purge, a cancel, a quarantine purge): a capped stream of
+action, run, by and time, that outlives the runs it names (store/audit.py)."""
+
 MAX_RUN_ID_LENGTH = 200
 RUN_ID_PATTERN = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_RUN_ID_LENGTH - 1}}}")
 """What a run id may be: ours are uuids, a foreign producer's task ids are checked against it

@@ -22,7 +22,7 @@ from typing import Any
 import redis
 
 from reflexr_graph import clock
-from reflexr_graph.store import keys
+from reflexr_graph.store import audit, keys
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
@@ -122,10 +122,15 @@ def quarantined(limit: int) -> Op[Quarantined]:
     )
 
 
-def purge_quarantine() -> Op[int]:
-    """Delete every entry and the counts, in one MULTI; returns how many entries there were."""
-    length, _ = yield batch(
-        [cmd("llen", keys.QUARANTINE), cmd("delete", keys.QUARANTINE, keys.QUARANTINE_COUNTS)],
+def purge_quarantine(by: str = "") -> Op[int]:
+    """Delete every entry and the counts, in one MULTI that also records who did it in the audit
+    trail (store/audit.py, the same slot); returns how many entries there were."""
+    length, *_ = yield batch(
+        [
+            cmd("llen", keys.QUARANTINE),
+            cmd("delete", keys.QUARANTINE, keys.QUARANTINE_COUNTS),
+            audit.append(audit.QUARANTINE_PURGE, "", by),
+        ],
         transaction=True,
     )
     return int(length)

@@ -5,6 +5,7 @@ malformed tokens file stops the server at start naming its line; the single toke
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import socket
 import subprocess
@@ -13,13 +14,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from reflexr_graph import clock
 from reflexr_graph.api.app import create_app
 from reflexr_graph.api.roles import NEEDS, operation
 from reflexr_graph.api.tokens import token_hash
 from reflexr_graph.client import Client
-from reflexr_graph.store import asks
+from reflexr_graph.store import asks, keys
 from reflexr_graph.store.redis_store import RedisStore
 from tests.redis_server import RedisServer
 from tests.surfaces.conftest import BIN, ROOT, ApiServer, Cli, environment, free_port, serving
@@ -192,3 +194,40 @@ def test_cli_signals_cancels_and_replays_are_recorded_as_cli_user_at_host(
     assert f"by={me}" in cli("history", run_id).stdout
     client.replay(run_id)
     assert client.history(run_id)[-1].fields["by"] == "client"
+
+
+def test_purges_cancels_and_quarantine_purges_are_kept_in_the_audit_trail_after_the_run_is_gone(
+    server: ApiServer, client: Client, published: None, cli: Cli, redis_client: redis.Redis
+) -> None:
+    me = f"cli@{getpass.getuser()}@{socket.gethostname()}"
+    run_id = client.enqueue("approvals", "ticket")
+    with as_(server, "otto") as http:
+        assert http.post(f"/api/runs/{run_id}/cancel").json()["status"] == "cancelled"
+    with as_(server, "ada") as http:
+        assert http.post("/api/runs/purge", json={"run_ids": [run_id]}).json()["purged"] == [run_id]
+    assert redis_client.exists(keys.events(run_id)) == 0  # the run's own events went with it
+    redis_client.lpush(keys.QUARANTINE, json.dumps({"reason": "garbage", "item": SIGNAL["value"]}))
+    assert cli("dlq", "messages", "--purge", "--yes").returncode == 0
+    other = client.enqueue("approvals", "ticket")
+    assert cli("cancel", other, "--yes").returncode == 0
+
+    expected = [
+        ("cancel", other, me),
+        ("quarantine purge", "", me),
+        ("purge", run_id, "ada"),
+        ("cancel", run_id, "otto"),
+    ]
+    with as_(server, "otto") as http:
+        listed = http.get("/api/audit").json()
+    assert [(e["action"], e["run_id"], e["by"]) for e in listed][:4] == expected
+    assert all(set(e) == {"action", "run_id", "by", "at_ms"} and e["at_ms"] > 0 for e in listed)
+    with as_(server, "vera") as http:
+        why = detail(http.get("/api/audit"), 403)
+        assert "'vera' has the role viewer" in why and "needs the role operator" in why
+
+    done = cli("audit", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [(e["action"], e["run_id"], e["by"]) for e in json.loads(done.stdout)][:4] == expected
+    table = cli("audit", "-n", "2").stdout
+    assert "quarantine purge" in table and other in table and run_id not in table
+    assert "approved" not in done.stdout + table and "ticket" not in done.stdout  # no payload value

@@ -61,6 +61,7 @@ LOCAL = ("checkpoint", "journal", "history", "limits", "scale", "stream", "paylo
 FULL = {
     "ckpt_reps": 7, "journal_reps": 5, "hist_saves": 300, "runs": 200, "tp_reps": 3, "rec_reps": 5,
     "enq_n": 1000, "enq_reps": 3, "prof_n": 300, "wait_n": 1000, "wait_signals": 50, "wait_sleeps": 5,
+    "wait_approvals": 50,
     "limit_n": 60, "limit_steps": 200, "limit_reps": 5, "scale_runs": 100_000, "cost_runs": 300,
     "stream_reps": 3,
     "payload_reps": 5,
@@ -70,6 +71,7 @@ FULL = {
 QUICK = {
     "ckpt_reps": 1, "journal_reps": 1, "hist_saves": 10, "runs": 10, "tp_reps": 1, "rec_reps": 1,
     "enq_n": 50, "enq_reps": 1, "prof_n": 10, "wait_n": 10, "wait_signals": 3, "wait_sleeps": 1,
+    "wait_approvals": 3,
     "limit_n": 10, "limit_steps": 20, "limit_reps": 1, "scale_runs": 2000, "cost_runs": 10,
     "stream_reps": 1,
     "payload_reps": 1,
@@ -85,7 +87,10 @@ TITLES = {
     "idle": "3c. An idle worker's own Redis commands",
     "recovery": "4. Recovery after SIGKILL of a worker mid-step",
     "memory": "5. Redis memory per run",
-    "waits": "5b. Waiting runs: memory per waiting run, and how soon a signal or a timer wakes one",
+    "waits": (
+        "5b. Waiting runs: memory per waiting run (a signal wait and an approval), and how soon a "
+        "signal, a timer or an approval wakes one"
+    ),
     "enqueue": "6. Enqueue rate",
     "profile": "7. Profile of the durable path",
     "history": "8. Checkpoint history: Redis memory per checkpoint kept",
@@ -107,7 +112,11 @@ def _fleet_phases(the_lab: Lab, only: set[str], p: dict[str, int]) -> dict[str, 
         "throughput": lambda: _throughput(the_lab, p, out),
         "memory": lambda: out.update(memory=memory.render(memory.run(the_lab, _say))),
         "waits": lambda: out.update(
-            waits=waits.render(waits.run(the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], _say))
+            waits=waits.render(
+                waits.run(
+                    the_lab, p["wait_n"], p["wait_signals"], p["wait_sleeps"], p["wait_approvals"], _say
+                )
+            )
         ),
         "redis": lambda: out.update(
             redis=redis_cost.render(

@@ -29,7 +29,12 @@ SECTIONS = {
     "idle": ("## 3c. An idle worker", "its own commands:"),
     "recovery": ("## 4. Recovery", "× the lease TTL"),
     "memory": ("## 5. Redis memory per run", "total / (inputs + state)"),
-    "waits": ("## 5b. Waiting runs", "Redis memory per waiting run"),
+    "waits": (
+        "## 5b. Waiting runs",
+        "Redis memory per waiting run",
+        "| per waiting run | signal wait | approval wait |",
+        "approval (`Client.resolve_event`) to the approved tool running",
+    ),
     "enqueue": ("## 6. Enqueue rate", "rate / Client.enqueue"),
     "profile": ("## 7. Profile of the durable path",),
     "history": ("## 8. Checkpoint history: Redis memory per checkpoint kept", "per kept / JSON"),

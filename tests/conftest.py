@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # the suite's last tests are short ones and neither worker idles while the other finishes a
     # long one. xdist hands the groups out first in any case (--loadscope-reorder).
     items.sort(key=lambda item: not (_long(item) and item.get_closest_marker("xdist_group") is None))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _the_module_closes_what_it_opens() -> Iterator[None]:
+    """Collect the garbage as each module ends: a socket its tests left open (a client never closed,
+    in a reference cycle) warns now, and fails that module's last test, rather than whichever test of
+    another module runs when the collector next happens to (filterwarnings = error)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session", autouse=True)

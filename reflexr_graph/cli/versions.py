@@ -144,9 +144,8 @@ def versions(
     if as_json:
         render.print_json(listed)
         return
-    table = Table(
-        "graph", "version", "label", "first published (UTC)", "live workers", "runs", "on new version", "nodes"
-    )
+    columns = ("graph", "version", "label", "first published (UTC)", "live workers", "runs")
+    table = Table(*columns, "on new version", "nodes")
     for entry in listed:
         for v in entry["versions"]:
             runs = ", ".join(f"{n} {s}" for s, n in sorted(v["runs"].items())) or "-"

@@ -11,9 +11,11 @@ approval too, which then run on the new version once answered) move at once, a r
 its attempt ends. A run the new graph cannot read stays held and says why (``waiting_for`` and an
 ``upgrade_held`` event), unless its graph says ``on_incompatible="restart"``: then it starts over.
 
-Cost: an idle worker reads its graphs' versions once a :data:`SWEEP_EVERY_S` (one HGETALL each);
-between sweeps it looks only when a run is held for another version of its graph (which the beat's
-read of the held versions shows anyway), or while a dark version waits out its grace.
+Cost: an idle worker reads its graphs' published versions once an :data:`ENTRIES_EVERY_S` (one
+HGETALL each; a version published later is newer than its own, whose runs it never moves). Only a
+graph with an older auto-upgrading version costs more: who serves its versions is read once a
+:data:`SWEEP_EVERY_S`, at every beat while a dark version waits out its grace, and whenever a run
+is held for another version of its graph (which the beat's read of the held versions shows).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ log = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 60.0
 """How often a worker looks for older versions of its graphs that lost their last live worker."""
+ENTRIES_EVERY_S = 600.0
+"""How often it reads its graphs' published versions again (a version's behaviour may change when
+it is deployed again; a run held for a version it does not know makes it read them at once)."""
 
 
 @dataclass
@@ -43,6 +48,8 @@ class Watch:
     """Store-clock seconds when this process first saw the version served by no live worker."""
     swept: set[tuple[str, str]] = field(default_factory=set)
     """Versions whose live runs were all moved (or marked); later, only their held runs are."""
+    entries: dict[str, tuple[float, list[VersionEntry]]] = field(default_factory=dict)
+    """Each graph's published versions as last read, with when to read them again (monotonic)."""
     next_sweep: float = 0.0
     pending: bool = False
     """A dark version is within its grace: look again at the next beat, not the next sweep."""
@@ -67,12 +74,17 @@ def auto_upgrade(app: FleetApp, store: RedisStore, held: dict[tuple[str, str], i
     return moved
 
 
+def _older_auto(store: RedisStore, action: GraphAction, held: dict[str, int]) -> list[VersionEntry]:
+    """The other published versions of the graph whose runs auto-upgrade."""
+    now = time.monotonic()
+    cached = WATCH.entries.get(action.name)
+    if cached is None or cached[0] <= now or not set(held) <= {e.version for e in cached[1]}:
+        cached = WATCH.entries[action.name] = (now + ENTRIES_EVERY_S, store.published_versions(action.name))
+    return [e for e in cached[1] if e.on_new_version == "auto_upgrade" and e.version != action.version]
+
+
 def _graph(app: FleetApp, store: RedisStore, action: GraphAction, held: dict[str, int]) -> int:
-    auto = [
-        e
-        for e in store.published_versions(action.name)
-        if e.on_new_version == "auto_upgrade" and e.version != action.version
-    ]
+    auto = _older_auto(store, action, held)
     if not auto:
         return 0
     live = store.live_versions(action.name)

@@ -47,6 +47,10 @@ class Event(StrEnum):
     WAITING_FOR_VERSION = "waiting_for_version"
     RUN_WOKEN = "run_woken"
     RUN_UPGRADED = "run_upgraded"
+    """A run moved to another version of its graph: ``from_version``, ``version``, ``how``
+    (``resumed`` or ``restarted``) and ``by`` (``auto_upgrade``, or the operator's command)."""
+    UPGRADE_HELD = "upgrade_held"
+    """An auto-upgrade left a run where it is: the new version cannot read its checkpoint (``reason``)."""
     RUN_WAITING = "run_waiting"
     SIGNAL_RECEIVED = "signal_received"
     LIMIT_WAITED = "limit_waited"

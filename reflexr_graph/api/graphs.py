@@ -30,6 +30,7 @@ async def get_graph(name: str, client: ClientDep) -> GraphOut:
 @router.get("/{name}/versions", response_model=list[ServedVersion], responses={404: {"model": Problem}})
 async def get_graph_versions(name: str, client: ClientDep) -> list[ServedVersion]:
     """Each published version of the graph, newest first: its fingerprint or label, when it was
-    first published, its nodes and the live workers that serve it (runs stay on theirs, G9)."""
+    first published, its nodes, the live workers that serve it (runs stay on theirs, G9) and what
+    its runs do once none does (``on_new_version``, ``on_incompatible``)."""
     await client.graph(name)  # 404 for a graph never published
     return await client.versions(name)

@@ -136,22 +136,31 @@ def versions(
     as_json: JsonOpt = False,
 ) -> None:
     """List each version of a graph: its fingerprint or label, when it was first published, the
-    live workers that serve it, its nodes and its runs by status."""
+    live workers that serve it, its runs by status, what its runs do once no live worker serves it
+    (pinned, or auto_upgrade) and its nodes."""
     client = client_of(ctx)
     names = [graph] if graph else [g.name for g in client.graphs()]
     listed = [_versions_of(client, name) for name in names]
     if as_json:
         render.print_json(listed)
         return
-    table = Table("graph", "version", "label", "first published (UTC)", "live workers", "runs", "nodes")
+    columns = ("graph", "version", "label", "first published (UTC)", "live workers", "runs")
+    table = Table(*columns, "on new version", "nodes")
     for entry in listed:
         for v in entry["versions"]:
             runs = ", ".join(f"{n} {s}" for s, n in sorted(v["runs"].items())) or "-"
             table.add_row(
                 entry["graph"], v["version"], v["label"] or "-", render.when(v["first_published_at"]),
-                ", ".join(v["workers"]) or "-", runs, ", ".join(v["nodes"]),
+                ", ".join(v["workers"]) or "-", runs, _behaviour(v), ", ".join(v["nodes"]),
             )  # fmt: skip
     render.out.print(table)
+
+
+def _behaviour(version: dict[str, Any]) -> str:
+    """``pinned``, or ``auto_upgrade (hold)``: what its runs do once no live worker serves it."""
+    if version["on_new_version"] != "auto_upgrade":
+        return str(version["on_new_version"])
+    return f"auto_upgrade (incompatible: {version['on_incompatible']})"
 
 
 def _versions_of(client: Client, graph: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -72,6 +72,26 @@ def _label(version: str | None, graph: str) -> str | None:
             "or '-', starting with a letter or digit (it names the version's queue)"
         )
     return version
+
+
+OnNewVersion = Literal["pinned", "auto_upgrade"]
+"""What a run does when no live worker serves its version any more (G9): waits for one ("pinned"),
+or moves by itself to the newest served version ("auto_upgrade", fleet/auto_upgrade.py)."""
+OnIncompatible = Literal["hold", "restart"]
+"""What an auto-upgrading run does when the new version cannot read its checkpoint: stays held,
+saying why ("hold"), or starts over on the new version ("restart")."""
+
+
+def _behaviour(on_new_version: str, on_incompatible: str, graph: str) -> tuple[OnNewVersion, OnIncompatible]:
+    if on_new_version not in ("pinned", "auto_upgrade"):
+        raise GraphDefinitionError(
+            f"graph {graph!r}: on_new_version must be 'pinned' or 'auto_upgrade', got {on_new_version!r}"
+        )
+    if on_incompatible not in ("hold", "restart"):
+        raise GraphDefinitionError(
+            f"graph {graph!r}: on_incompatible must be 'hold' or 'restart', got {on_incompatible!r}"
+        )
+    return cast(OnNewVersion, on_new_version), cast(OnIncompatible, on_incompatible)
 
 
 def _created_in(action: object) -> str:
@@ -157,6 +177,14 @@ class GraphAction:
         limits: node id -> Limit: fleet-wide rate and concurrency limits (core/limits.py).
         version: a label for this version of the graph (``"2024-06-01"``, ``"v2"``); without
             one the version is the fingerprint. A run finishes on the version it started on.
+        on_new_version: ``"pinned"`` (the default): a run whose version no live worker serves
+            waits for one, until an operator moves it (``upgrade``). ``"auto_upgrade"``: after
+            ``REFLEXR_VERSION_GRACE_S`` it moves by itself to the newest version a live worker
+            serves, resuming from its checkpoint when that graph reads it. The workers of this
+            version publish the choice; it governs the runs that started on this version.
+        on_incompatible: what an auto-upgrading run does when the new version cannot read its
+            checkpoint: ``"hold"`` (the default) keeps it waiting and says why (``waiting_for``
+            and an ``upgrade_held`` event); ``"restart"`` starts it over on the new version.
     """
 
     def __init__(
@@ -175,6 +203,8 @@ class GraphAction:
         step_retries: Mapping[str, RetryPolicy] | None = None,
         limits: Mapping[str, Limit] | None = None,
         version: str | None = None,
+        on_new_version: OnNewVersion = "pinned",
+        on_incompatible: OnIncompatible = "hold",
     ) -> None:
         if not isinstance(graph, AnyGraph):
             raise GraphDefinitionError(
@@ -207,6 +237,7 @@ class GraphAction:
         self.label = _label(version, self.name)
         self.version: str = self.label or self.fingerprint
         """The version runs are pinned to: the label, else the fingerprint."""
+        self.on_new_version, self.on_incompatible = _behaviour(on_new_version, on_incompatible, self.name)
         self.signal_adapters = declare(signals, self.name)
         self.signals: dict[str, Any] = dict(signals or {})
         steps = ((n, fn) for n in self.kinds if (fn := pg.step_function(pg.node_of(graph, n))) is not None)

@@ -31,7 +31,7 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core import metrics, tracing
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
-from reflexr_graph.fleet import backlog, observe, presence, unserved, versions
+from reflexr_graph.fleet import auto_upgrade, backlog, observe, presence, unserved, versions
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.nudges import Nudges
 from reflexr_graph.model import Reason, Status
@@ -341,9 +341,13 @@ class Reaper:
         written = schemas.publish(self.store, self.app.reflexr_registry.values(), settings.max_attempts)
         actions = list(self.app.reflexr_registry.values())
         entries = [
-            store_versions.entry_of(a.version, a.fingerprint, a.label, sorted(a.kinds)) for a in actions
+            store_versions.entry_of(
+                a.version, a.fingerprint, a.label, sorted(a.kinds), (a.on_new_version, a.on_incompatible)
+            )
+            for a in actions
         ]
-        self.store.publish_versions(entries, [a.name for a in actions])
+        first = self._next_publish == 0.0
+        self.store.publish_versions(entries, [a.name for a in actions], reconcile=first)
         if written:
             log.info("published the schemas of %s", ", ".join(written))
         self._next_publish = time.monotonic() + PUBLISH_EVERY_S
@@ -540,9 +544,15 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
 
 def _wake_held(app: FleetApp, store: RedisStore) -> None:
     try:
-        versions.wake_held(app, store)
+        marked = store.held_versions()
+        versions.wake_held(app, store, marked)
+        auto_upgrade.auto_upgrade(app, store, marked)
     except Exception as exc:  # the beat goes on; the held runs are looked at again next beat
-        log.warning("taking back the runs held for this worker's versions failed (%s); trying again", exc)
+        log.warning(
+            "taking back or auto-upgrading the runs held for this worker's graphs failed (%s); trying "
+            "again at the next beat",
+            exc,
+        )
 
 
 def stop_for(app: object) -> None:

@@ -137,15 +137,17 @@ def _move(app: FleetApp, store: RedisStore, claim: Claim, kwargs: dict[str, Any]
     return Delivered(Outcome.FORWARDED, run_id, "version")
 
 
-def wake_held(app: FleetApp, store: RedisStore) -> int:
+def wake_held(app: FleetApp, store: RedisStore, marked: dict[tuple[str, str], int] | None = None) -> int:
     """Take back the runs held for this worker's versions and send each to its version's queue.
 
-    Only the versions marked as having held runs are looked for in the shards; one that none holds
-    any more is struck off, so an idle beat reads one key.
+    Only the versions marked as having held runs (``marked``: store ``held_versions``, read once a
+    beat) are looked for in the shards; one that none holds any more is struck off, so an idle beat
+    reads one key.
     """
     woken = 0
     due_ms = int(app.reflexr_settings.lease_ttl_ms)
-    marked = store.held_versions()
+    if marked is None:
+        marked = store.held_versions()
     for graph, action in sorted(app.reflexr_registry.items()):
         generation = marked.get((graph, action.version))
         if generation is None:

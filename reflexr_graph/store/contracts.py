@@ -700,9 +700,15 @@ class UpgradeArgs(Args):
     """The seq of the latest checkpoint ``checkpoint`` replaces: another one now means 'skip'."""
     mark: str = ""
     """Only mark the run to move once its attempt ends, with this mark (store/upgrades.py)."""
+    held_because: str = ""
+    """Only leave the run where it is, held, for this reason (the new version cannot read its
+    checkpoint, and its graph holds such runs: ``on_incompatible="hold"``)."""
+    by: str = ""
+    """Who moves it (``auto_upgrade``; '' for an operator's ``upgrade``), recorded on its event."""
 
     def argv(self) -> list[ScriptArg]:
-        return [*super().argv()[:-1], "1" if self.mark else "", self.mark]
+        mode = "1" if self.mark else "2" if self.held_because else ""
+        return [*super().argv()[:-3], mode, self.mark or self.held_because, self.by]
 
 
 @dataclass(frozen=True)

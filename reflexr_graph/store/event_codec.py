@@ -43,8 +43,9 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "z": ("cancel_requested", ("by",)),
     "v": ("waiting_for_version", ("version", "until")),
     "b": ("run_woken", ("version",)),
-    "n": ("run_upgraded", ("from_version", "version")),
+    "n": ("run_upgraded", ("from_version", "version", "how", "by")),
     "t": ("call_retried", ("node", "call", "try", "error_type", "delay_ms")),
+    "a": ("upgrade_held", ("from_version", "version", "reason")),
 }
 """Code -> (event type, its field names in the order the scripts write their values).
 

@@ -283,8 +283,8 @@ def run_info(record: Mapping[str, str], run_id: str) -> RunInfo:
         waiting_for=record.get("waiting_for") or None,
         version=record.get("version") or None,
         upgrade_to=record.get("upgrade_to") or None,
-        # The mark is '<1 or 0>:<version it leaves>' (store/upgrades.py mark_of).
-        upgrade_resumes=record["upgrade_mark"].startswith("1:") if record.get("upgrade_mark") else None,
+        # The mark is '<0, 1 or 2>[a]:<version it leaves>' (store/upgrades.py mark_of).
+        upgrade_resumes=not record["upgrade_mark"].startswith("0") if record.get("upgrade_mark") else None,
         wake_at=_seconds(record["wake_at"]) if record.get("wake_at") else None,
         limit_waits=int(record.get("limit_waits") or 0),
         limit_wait_s=int(record.get("limit_wait_ms") or 0) / 1000,

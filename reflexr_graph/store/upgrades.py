@@ -7,7 +7,9 @@ a worker of the new version moves it at its beat, fleet/versions.py). Without ``
 version's GraphAction) every run starts over from its first step, the seed's rule for a changed
 graph. With it, a run whose latest checkpoint the new graph reads (core/compat.py ``judge``, the
 check ``check-checkpoints`` makes) resumes from it, written over to the new version (``rebase``),
-with the records of the work finished since it; any other starts over.
+with the records of the work finished since it; any other starts over, or, with
+``hold_incompatible`` (an auto-upgrade of a graph with ``on_incompatible="hold"``,
+fleet/auto_upgrade.py), stays where it is, saying why.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Move(BaseModel):
     """From its latest checkpoint (True), or from its first step."""
     reason: str
     """Why, in a few words (core/compat.py; never a state or input value)."""
+    newly: bool = True
+    """For a run left held (``UpgradePlan.kept``): False when it was left held for this version before."""
 
 
 class UpgradePlan(BaseModel):
@@ -62,6 +66,9 @@ class UpgradePlan(BaseModel):
     running: list[str] = []
     """With ``include_running``: the runs with an attempt running, which move once it ends
     (planned, or marked), judged then by a worker of the new version."""
+    kept: list[Move] = []
+    """With ``hold_incompatible``: the runs left where they are, since the new version cannot read
+    their checkpoint (done only)."""
 
     @property
     def resumed(self) -> list[str]:
@@ -157,42 +164,72 @@ def upgrade_run(
     resume_with: str = "",
     replaces_seq: str = "",
     mark: str = "",
+    held_because: str = "",
+    by: str = "",
 ) -> Op[str]:
     """upgrade.lua for one run: 'upgraded' (from its first step), 'resumed', 'marked' (with ``mark``),
-    'running' (its attempt goes on), 'skip' (neither held nor marked, or its checkpoint changed), 'gone'."""
+    'kept' (left held, with ``held_because``; 'still' when it was before), 'running' (its attempt
+    goes on), 'skip' (neither held nor marked, or its checkpoint changed), 'gone'."""
     from_version, to_version = versions
     shard = (yield from layout()).of(run_id)
-    args = UpgradeArgs(from_version, to_version, resume_with, replaces_seq, mark).argv()
+    args = UpgradeArgs(from_version, to_version, resume_with, replaces_seq, mark, held_because, by).argv()
     held = [keys.version_held(graph, from_version, shard)]
     return text((yield from per_run("upgrade", run_id, run_id, clock.now_ms(), args, held)))
 
 
-def mark_of(from_version: str, resume_compatible: bool) -> str:
-    """A moving run's mark: whether it resumes if compatible, and the version it leaves."""
-    return f"{int(resume_compatible)}:{from_version}"
+def mark_of(from_version: str, resume_compatible: bool, hold_incompatible: bool = False, by: str = "") -> str:
+    """A moving run's mark: whether it resumes if compatible ('1'; '2': and is left held if not),
+    'a' when an auto-upgrade marked it (``by``), and the version it leaves."""
+    flag = 2 if resume_compatible and hold_incompatible else int(resume_compatible)
+    return f"{flag}{'a' if by == AUTO else ''}:{from_version}"
 
 
-def read_mark(mark: str) -> tuple[bool, str]:
-    """``(resume_compatible, from_version)`` of a mark :func:`mark_of` wrote."""
+def read_mark(mark: str) -> tuple[Moving, str]:
+    """How a run marked with ``mark`` (:func:`mark_of`) moves, without its code, and the version it leaves."""
     flag, _, from_version = mark.partition(":")
-    return flag == "1", from_version
+    how = Moving(hold_incompatible=flag.startswith("2"), by=AUTO if flag.endswith("a") else "")
+    return how, from_version
+
+
+AUTO = "auto_upgrade"
+"""Who moves a run that moves by itself (``GraphAction(on_new_version="auto_upgrade")``)."""
+
+
+class Moving(BaseModel):
+    """How :func:`move_runs` moves runs: judged by ``code`` (the new version's GraphAction; None:
+    every run starts over), one the new graph cannot read left held with ``hold_incompatible``,
+    and who moves them (``by``: 'auto_upgrade', or '' for an operator)."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    code: GraphAction | None = None
+    hold_incompatible: bool = False
+    by: str = ""
 
 
 def move_runs(
-    graph: str, versions: tuple[str, str], run_ids: list[str], code: GraphAction | None
-) -> Op[list[Move]]:
-    """Judge and move each run (one still running, or not held nor marked any more, stays); the
-    moves made."""
-    done = []
-    for move, resume_with, seq in (yield from _judged(run_ids, code)):
+    graph: str, versions: tuple[str, str], run_ids: list[str], how: Moving
+) -> Op[tuple[list[Move], list[Move]]]:
+    """Judge and move each run (one still running, or not held nor marked any more, stays):
+    ``(the moves made, the runs left held as incompatible)``."""
+    done, kept = [], []
+    for move, resume_with, seq in (yield from _judged(run_ids, how.code)):
+        held_because = "" if move.resumes or not how.hold_incompatible else _cannot(versions[1], move.reason)
         outcome = yield from upgrade_run(
-            move.run_id, graph, versions, resume_with=resume_with, replaces_seq=seq
-        )
+            move.run_id, graph, versions, resume_with=resume_with, replaces_seq=seq,
+            held_because=held_because, by=how.by,
+        )  # fmt: skip
+        if outcome in ("kept", "still"):
+            kept.append(move.model_copy(update={"newly": outcome == "kept"}))
         if outcome in ("resumed", "upgraded"):
             done.append(move)
             attrs = {ATTR_GRAPH: graph, metrics.ATTR_VERSION: versions[1]}
             metrics.RUNS_UPGRADED.add(1, {**attrs, metrics.ATTR_OUTCOME: _OUTCOMES[outcome]})
-    return done
+    return done, kept
+
+
+def _cannot(to_version: str, reason: str) -> str:
+    return f"version {to_version} cannot resume it: {reason}"
 
 
 _OUTCOMES = {"resumed": "resumed", "upgraded": "restarted"}
@@ -204,23 +241,28 @@ def upgrade(
     *,
     code: GraphAction | None = None,
     include_running: bool = False,
+    hold_incompatible: bool = False,
+    by: str = "",
 ) -> Op[UpgradePlan]:
     """Move the runs of ``from_version`` to the newest served version (see :func:`upgrade_plan`):
     the plan's ``run_ids`` and ``moves`` are the runs moved (one claimed or cancelled meanwhile
-    stays), its ``running`` those marked to move once their attempt ends."""
+    stays), its ``running`` those marked to move once their attempt ends, its ``kept`` those left
+    held with ``hold_incompatible`` (the operator's command and an auto-upgrade both move here)."""
     plan = yield from upgrade_plan(graph, from_version, code=code, include_running=include_running)
     versions = (from_version, plan.to_version)
+    how = Moving(code=code, hold_incompatible=hold_incompatible and code is not None, by=by)
     marked = []
     if include_running:
         # Every live run is marked first: one whose attempt began meanwhile moves when it ends.
-        mark = mark_of(from_version, code is not None)
+        mark = mark_of(from_version, code is not None, how.hold_incompatible, by)
         for run_id in [*plan.run_ids, *plan.running]:
             if (yield from upgrade_run(run_id, graph, versions, mark=mark)) == "marked":
                 marked.append(run_id)
-    moves = yield from move_runs(graph, versions, plan.run_ids, code)
-    moved = {m.run_id for m in moves}
+    moves, kept = yield from move_runs(graph, versions, plan.run_ids, how)
+    moved = {m.run_id for m in [*moves, *kept]}
     running = [r for r in marked if r not in moved]
-    return plan.model_copy(update={"run_ids": [m.run_id for m in moves], "moves": moves, "running": running})
+    update = {"run_ids": [m.run_id for m in moves], "moves": moves, "running": running, "kept": kept}
+    return plan.model_copy(update=update)
 
 
 def move_marked(run_id: str, graph: str, code: GraphAction) -> Op[tuple[str, Move] | None]:
@@ -230,6 +272,8 @@ def move_marked(run_id: str, graph: str, code: GraphAction) -> Op[tuple[str, Mov
     to, mark = yield cmd("hmget", keys.run(run_id), "upgrade_to", "upgrade_mark")
     if mark is None or to is None or text(to) != code.version:
         return None
-    resume, from_version = read_mark(text(mark))
-    moves = yield from move_runs(graph, (from_version, code.version), [run_id], code if resume else None)
+    how, from_version = read_mark(text(mark))
+    resume = not text(mark).startswith("0")
+    how = how.model_copy(update={"code": code if resume else None})
+    moves, _ = yield from move_runs(graph, (from_version, code.version), [run_id], how)
     return (from_version, moves[0]) if moves else None

@@ -38,6 +38,14 @@ class VersionEntry(BaseModel):
     first_published_at: float
     """Epoch seconds: the newest version is the one first published last."""
     nodes: tuple[str, ...] = ()
+    on_new_version: str = "pinned"
+    """What the runs of this version do once no live worker serves it (``GraphAction``): wait
+    ("pinned"), or move by themselves to the newest served version ("auto_upgrade")."""
+    on_incompatible: str = "hold"
+    """What an auto-upgrading run does when the new version cannot read its checkpoint."""
+
+    def behaviour(self) -> tuple[str, str]:
+        return self.on_new_version, self.on_incompatible
 
 
 def published_versions(graph: str) -> Op[list[VersionEntry]]:
@@ -139,12 +147,30 @@ class Versions(StoreBase):
     """Published versions, who serves them, and runs held for one."""
 
     @translate_errors
-    def publish_versions(self, entries: Iterable[VersionEntry], graphs: Iterable[str]) -> None:
-        """Record each version the first time it is published (HSETNX: a restart keeps the date)."""
+    def publish_versions(
+        self, entries: Iterable[VersionEntry], graphs: Iterable[str], *, reconcile: bool = False
+    ) -> None:
+        """Record each version the first time it is published (HSETNX: a restart keeps the date).
+
+        With ``reconcile`` (a worker's first publication), a version already recorded with another
+        behaviour (``on_new_version``, ``on_incompatible``) takes this one's, its date kept: the
+        behaviour is not part of the version, and the latest deploy's choice is the one that holds.
+        """
+        pairs = list(zip(graphs, entries, strict=True))
         pipe = self._r.pipeline(transaction=False)
-        for graph, entry in zip(graphs, entries, strict=True):
+        for graph, entry in pairs:
             pipe.hsetnx(keys.versions(graph), entry.version, entry.model_dump_json())
-        pipe.execute()
+        added = pipe.execute()
+        kept = [(graph, entry) for (graph, entry), new in zip(pairs, added, strict=True) if not new]
+        if not reconcile or not kept:
+            return
+        stored = [self._r.hget(keys.versions(graph), entry.version) for graph, entry in kept]
+        for (graph, entry), raw in zip(kept, stored, strict=True):
+            old = VersionEntry.model_validate_json(text(raw)) if raw is not None else None
+            if old is not None and old.behaviour() != entry.behaviour():
+                behaviour = {"on_new_version": entry.on_new_version, "on_incompatible": entry.on_incompatible}
+                mine = old.model_copy(update=behaviour)
+                self._r.hset(keys.versions(graph), entry.version, mine.model_dump_json())
 
     @translate_errors
     def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
@@ -223,12 +249,21 @@ def _unpair(member: str) -> tuple[str, str]:
     return graph, version
 
 
-def entry_of(version: str, fingerprint: str, label: str | None, nodes: Sequence[str]) -> VersionEntry:
-    """The entry a worker publishes for its version of a graph, dated now."""
+def entry_of(
+    version: str,
+    fingerprint: str,
+    label: str | None,
+    nodes: Sequence[str],
+    behaviour: tuple[str, str] = ("pinned", "hold"),
+) -> VersionEntry:
+    """The entry a worker publishes for its version of a graph, dated now, with its ``behaviour``
+    (``on_new_version``, ``on_incompatible``)."""
     return VersionEntry(
         version=version,
         fingerprint=fingerprint,
         label=label,
         first_published_at=clock.now(),
         nodes=tuple(nodes),
+        on_new_version=behaviour[0],
+        on_incompatible=behaviour[1],
     )

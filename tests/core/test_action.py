@@ -122,3 +122,17 @@ def test_graph_names_must_be_usable_as_queue_names() -> None:
         with pytest.raises(GraphDefinitionError, match="is not usable"):
             GraphAction(_tiny(), name=bad)
     assert GraphAction(_tiny(), name="doc-proc_2.v1").name == "doc-proc_2.v1"
+
+
+def test_versioning_behaviour_is_pinned_by_default_and_refuses_unknown_values() -> None:
+    """GraphAction(on_new_version=..., on_incompatible=...): "pinned" and "hold" unless given; a
+    value that is neither choice is refused when the action is built, not when a deploy meets it."""
+    default = GraphAction(_tiny())
+    assert (default.on_new_version, default.on_incompatible) == ("pinned", "hold")
+    auto = GraphAction(_tiny(), on_new_version="auto_upgrade", on_incompatible="restart")
+    assert (auto.on_new_version, auto.on_incompatible) == ("auto_upgrade", "restart")
+    assert auto.version == default.version, "the behaviour is not part of the version"
+    with pytest.raises(GraphDefinitionError, match="on_new_version must be 'pinned' or 'auto_upgrade'"):
+        GraphAction(_tiny(), on_new_version="auto")  # type: ignore[arg-type]
+    with pytest.raises(GraphDefinitionError, match="on_incompatible must be 'hold' or 'restart'"):
+        GraphAction(_tiny(), on_incompatible="drop")  # type: ignore[arg-type]

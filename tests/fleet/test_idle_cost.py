@@ -5,7 +5,9 @@ An idle worker's own traffic comes from four loops, each with its period: the re
 minute), the scheduler (one ZRANGE per ``scheduler.INTERVAL_S``), presence (a heartbeat ZADD with
 the TIME that samples the store's clock, and the look for held versions every ``BEAT_EVERY_S``; a
 full beat about every ``FULL_EVERY_S``, a trim
-about every ``TRIM_EVERY_S``) and the schemas' publication (every ``PUBLISH_EVERY_S``). MONITOR
+about every ``TRIM_EVERY_S``; the read of each graph's versions for auto-upgrades, one HGETALL each
+every ``auto_upgrade.ENTRIES_EVERY_S``) and the schemas' publication (every
+``PUBLISH_EVERY_S``). MONITOR
 shows every command the server runs, those inside scripts included, and bench/idle_cost.py tells
 each one's sender and leaves out the broker's and health checks'. The bounds are what each loop may
 send in the window (one run of each more than the window holds), per sender, not a timing; and the
@@ -20,7 +22,7 @@ import pytest
 
 from bench.idle_cost import TARGET_PER_S, attribute, watch_idle
 from reflexr_graph import clock
-from reflexr_graph.fleet import presence, scheduler
+from reflexr_graph.fleet import auto_upgrade, presence, scheduler
 from reflexr_graph.fleet.reaper import IDLE_MAX_S, PRUNE_EVERY_S, PUBLISH_EVERY_S
 from reflexr_graph.store.scripts import source
 from tests.fleet.conftest import Fleet
@@ -59,6 +61,7 @@ def long_run_per_s(graphs: int, served: int) -> float:
         + (4 + served) / (presence.FULL_EVERY_S - slack)
         + trim(served) / (presence.TRIM_EVERY_S - slack)
         + (1 + graphs) / PUBLISH_EVERY_S  # an HMGET of the schemas, an HSETNX per version
+        + graphs / auto_upgrade.ENTRIES_EVERY_S  # an HGETALL of each graph's versions
     )
 
 
@@ -88,6 +91,7 @@ def test_an_idle_worker_sends_what_its_loops_periods_allow_within_two_a_second(f
         "clock samples": own.pop("TIME", 0),
         "full beats": own.pop("worker_beat", 0),
         "schema publication": own.pop("HMGET", 0) + own.pop("HSETNX", 0) + own.pop("HSET", 0),
+        "auto-upgrade looks": own.pop("HGETALL", 0),
     }
     bound = {
         "reaper ticks": _most(IDLE_MAX_S) * TICK_COMMANDS,
@@ -100,6 +104,7 @@ def test_an_idle_worker_sends_what_its_loops_periods_allow_within_two_a_second(f
         "full beats": _most(presence.FULL_EVERY_S - slack) * full_beat(served)
         + _most(presence.TRIM_EVERY_S - slack) * trim(served),
         "schema publication": _most(PUBLISH_EVERY_S) * (2 + graphs),
+        "auto-upgrade looks": _most(auto_upgrade.ENTRIES_EVERY_S) * graphs,
     }
     found["full beats made"], bound["full beats made"] = full_beats, _most(presence.FULL_EVERY_S - slack)
     over = {name: (n, bound[name]) for name, n in found.items() if n > bound[name]}

@@ -135,3 +135,26 @@ def test_an_upgrade_judges_a_run_by_its_inputs_short_or_long(store: RedisStore) 
         ("1", OLD_CHECKPOINT, long_inputs),
         ("", None, None),
     ]
+
+
+def test_a_run_an_auto_upgrade_leaves_held_says_why_once_and_a_worker_of_its_version_still_wakes_it(
+    store: RedisStore, redis_client: redis.Redis
+) -> None:
+    """upgrade.lua's hold (an auto-upgrade whose new graph cannot read the checkpoint): the run
+    stays held for v1, its wait names why, 'upgrade_held' is recorded once however often the
+    worker looks, and a v1 worker that comes back takes it as any held run."""
+    ctx = _on_v1(store, redis_client, "kept-1")
+    store.release(ctx)
+    for _ in range(2):  # looked at within its grace, then after it: it waits for a v1 worker
+        store.hold_version("kept-1", "demo", "v1", grace_ms=0, recheck_ms=100)
+    assert store.get("kept-1").waiting_for == "version:v1"
+    why = "version v2 cannot resume it: its next node 'b' no longer exists"
+    outcomes = [store.do(upgrade_run("kept-1", "demo", VERSIONS, held_because=why)) for _ in range(2)]
+    assert outcomes == ["kept", "still"]
+    info = store.get("kept-1")
+    assert (info.status, info.version, info.waiting_for) == (Status.WAITING, "v1", f"version:v1 ({why})")
+    held = [e.fields for e in store.events("kept-1") if e.type == "upgrade_held"]
+    assert held == [{"from_version": "v1", "version": "v2", "reason": why}]
+    assert store.held_for_version("demo", "v1", 10) == ["kept-1"], "still in its version's held set"
+    assert store.wake_version("kept-1", "demo", "v1", due_ms=1000)
+    assert store.get("kept-1").status is Status.QUEUED

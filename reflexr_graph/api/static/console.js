@@ -684,9 +684,14 @@ async function deadPage(view, reason = "") {
 async function versionsTable(name) {
   const versions = await api(`/api/graphs/${encodeURIComponent(name)}/versions`);
   const rows = versions.map((v) => h("tr", {}, h("td", { class: "mono" }, v.label || v.version), h("td", {}, when(v.first_published_at)),
-    h("td", {}, v.workers.join(", ") || "no live worker"), h("td", {}, v.nodes.join(", "))));
+    h("td", {}, v.workers.join(", ") || "no live worker"), h("td", { "data-behaviour": v.on_new_version }, behaviour(v)), h("td", {}, v.nodes.join(", "))));
   return h("details", { class: "versions", "data-versions": name }, h("summary", {}, `Versions (${versions.length})`),
-    h("table", {}, h("thead", {}, h("tr", {}, ["version", "first published (UTC)", "live workers", "nodes"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
+    h("table", {}, h("thead", {}, h("tr", {}, ["version", "first published (UTC)", "live workers", "on new version", "nodes"].map((t) => h("th", {}, t)))), h("tbody", {}, rows)));
+}
+
+// What a version's runs do once no live worker serves it (GraphAction on_new_version, on_incompatible).
+function behaviour(v) {
+  return v.on_new_version === "auto_upgrade" ? `auto_upgrade (incompatible: ${v.on_incompatible})` : "pinned";
 }
 
 async function graphsPage(view) {

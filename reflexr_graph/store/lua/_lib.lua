@@ -159,6 +159,13 @@ local function exists()
   return field('status') ~= ''
 end
 
+-- A run held for a worker of graph version v waits for 'version:<v>', or for 'version:<v> (why)'
+-- when an auto-upgrade could not move it (upgrade.lua): the same wait, with its reason.
+local function waits_for_version(v)
+  local waits, exact = field('waiting_for'), 'version:' .. v
+  return waits == exact or string.sub(waits, 1, #exact + 2) == exact .. ' ('
+end
+
 local function put(name, value)
   if not LOADED then
     load()
@@ -332,7 +339,7 @@ local EVENT_CODES = {
   run_succeeded = 'o', run_cancelled = 'c', run_replayed = 'y', waiting_for_worker = 'h',
   signal_received = 'g', run_waiting = 'w', run_forked = 'x', limit_waited = 'l',
   cancel_requested = 'z', waiting_for_version = 'v', run_woken = 'b',
-  run_upgraded = 'n', call_retried = 't',
+  run_upgraded = 'n', call_retried = 't', upgrade_held = 'a',
 }
 
 -- emit(kind, name1, value1, name2, value2, ...): the names document the call and are checked

@@ -21,7 +21,7 @@ if not exists() then
 end
 local status = field('status')
 local waits_for = 'version:' .. version
-if status == 'waiting' and field('waiting_for') == waits_for then
+if status == 'waiting' and waits_for_version(version) then
   return 'waiting'
 end
 if (status ~= 'queued' and status ~= 'retrying' and status ~= 'waiting') or field('version') ~= version then

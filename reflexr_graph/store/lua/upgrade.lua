@@ -16,13 +16,18 @@
 --   when it moves the run: fleet/versions.py). The mark lives in the run hash, so a marked run that
 --   ends where it is loses it in the same write (_lib.lua set_status). A marked run waiting for a
 --   signal or a timer moves like a queued one, and if it resumes it goes on waiting.
--- Returns 'upgraded' | 'resumed' | 'marked' | 'running' (its attempt goes on: it stays held or
---   marked) | 'skip' (not of that version, finished, neither held nor marked, or its checkpoint
---   changed) | 'gone'
+--   '2': an auto-upgrade leaves the run where it is, its mark dropped, because the new version
+--   cannot read its checkpoint (ARGV[9], why): it stays held for its version (waiting_for
+--   'version:<v> (why)' once it waits for it), and 'upgrade_held' is recorded once per new version.
+-- ARGV[10] who moves it ('auto_upgrade'; '' for an operator), recorded on 'run_upgraded'
+-- Returns 'upgraded' | 'resumed' | 'marked' | 'kept' (left held, ARGV[8] '2'; 'still' if it was
+--   left held for that version before) | 'running' (its
+--   attempt goes on: it stays held or marked) | 'skip' (not of that version, finished, neither
+--   held nor marked, or its checkpoint changed) | 'gone'
 
-want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first', 'wait_take')
+want(OPTIONAL_KEYS, 'version', 'waiting_for', 'held_since', 'ck_first', 'wait_take', 'upgrade_held')
 local from, to, resume_with = ARGV[4], ARGV[5], ARGV[6]
-redis.call('SREM', KEYS[19], RUN_ID)
+local was_held = redis.call('SREM', KEYS[19], RUN_ID) == 1
 if not exists() then
   return 'gone'
 end
@@ -37,11 +42,26 @@ if ARGV[8] == '1' then
   put('upgrade_mark', ARGV[9])
   return 'marked'
 end
+local waits = status == 'waiting' and waits_for_version(from)
+if ARGV[8] == '2' then
+  drop('upgrade_to', 'upgrade_mark')
+  if was_held then
+    redis.call('SADD', KEYS[19], RUN_ID)
+  end
+  if waits then
+    put('waiting_for', 'version:' .. from .. ' (' .. ARGV[9] .. ')')
+  end
+  if field('upgrade_held') == to then
+    return 'still'
+  end
+  put('upgrade_held', to)
+  emit('upgrade_held', 'from_version', from, 'version', to, 'reason', ARGV[9])
+  return 'kept'
+end
 if status == 'running' then
   return 'running'
 end
 local ended = status == 'queued' or status == 'retrying'
-local waits = status == 'waiting' and field('waiting_for') == 'version:' .. from
 -- Waiting for a signal or a timer: its attempt ended when it suspended.
 local suspended = status == 'waiting' and not waits
 local in_grace = ended and field('held_since') ~= ''
@@ -54,9 +74,9 @@ end
 if suspended and resume_with ~= '' then
   -- It goes on waiting, on the new version: its signal or timer queues it there.
   redis.call('HSET', K_CKPT, ARGV[7], resume_with)
-  drop('upgrade_to', 'upgrade_mark')
+  drop('upgrade_to', 'upgrade_mark', 'upgrade_held')
   put('version', to)
-  emit('run_upgraded', 'from_version', from, 'version', to)
+  emit('run_upgraded', 'from_version', from, 'version', to, 'how', 'resumed', 'by', ARGV[10])
   return 'resumed'
 end
 if resume_with == '' then
@@ -67,9 +87,11 @@ if resume_with == '' then
 else
   redis.call('HSET', K_CKPT, ARGV[7], resume_with)
 end
-drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to', 'upgrade_mark', 'wait_take')
+drop('waiting_for', 'wake_at', 'held_since', 'retry_at', 'upgrade_to', 'upgrade_mark', 'wait_take',
+  'upgrade_held')
 put('version', to)
 set_status('queued')
 redis.call('ZADD', K_DUE, NOW, RUN_ID)
-emit('run_upgraded', 'from_version', from, 'version', to)
+local how = resume_with == '' and 'restarted' or 'resumed'
+emit('run_upgraded', 'from_version', from, 'version', to, 'how', how, 'by', ARGV[10])
 return resume_with == '' and 'upgraded' or 'resumed'

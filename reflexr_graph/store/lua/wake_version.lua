@@ -15,7 +15,7 @@ if not exists() then
   return 'gone'
 end
 local status = field('status')
-if status == 'waiting' and field('waiting_for') == 'version:' .. ARGV[4] then
+if status == 'waiting' and waits_for_version(ARGV[4]) then
   drop('waiting_for', 'wake_at', 'held_since')
   set_status('queued')
 elseif not ((status == 'queued' or status == 'retrying') and field('version') == ARGV[4]

@@ -41,14 +41,15 @@ class TcpProxy:
         self._flowing.set()
 
     def close(self) -> None:
-        self._closed.set()
+        with self._lock:  # a connection accepted from now on is closed by _accept, not kept
+            self._closed.set()
+            sockets, self._sockets = self._sockets, []
         self._flowing.set()  # let the pipes see the end
         with contextlib.suppress(OSError):
             self._listener.close()
-        with self._lock:
-            for sock in self._sockets:
-                with contextlib.suppress(OSError):
-                    sock.close()
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -63,6 +64,12 @@ class TcpProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                # A client (a worker reconnecting) may get through while close() runs: its two
+                # sockets would outlive the proxy unclosed, and warn in whatever test runs next.
+                if self._closed.is_set():
+                    client.close()
+                    upstream.close()
+                    return
                 self._sockets += [client, upstream]
             for src, dst in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(src, dst), name="proxy-pipe", daemon=True).start()

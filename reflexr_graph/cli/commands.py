@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -30,6 +31,21 @@ WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run 
 TimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", min=0, metavar="S", help="With --wait: give up after S seconds."),
+]
+
+
+class Until(StrEnum):
+    ENDED = "ended"
+    WAITING = "waiting"
+
+
+UntilOpt = Annotated[
+    Until,
+    typer.Option(
+        "--until",
+        metavar="ended|waiting",
+        help="With --wait: until the run ends (default), or until it also waits (for a signal, a timer...).",
+    ),
 ]
 
 
@@ -88,17 +104,21 @@ def status(
     run_id: RunArg,
     wait: WaitOpt = False,
     timeout: TimeoutOpt = None,
+    until: UntilOpt = Until.ENDED,
     full: FullOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one run (a long output or error is cut short unless --full; --json never cuts).
 
-    With --wait, wait until it ends, and for its record to appear first: a run a foreign
-    producer sent has none until a worker takes its first delivery.
+    With --wait, wait until it ends (with --until waiting, until it waits, as for a person's
+    signal, or ends), and for its record to appear first: a run a foreign producer sent has
+    none until a worker takes its first delivery.
     """
     client = client_of(ctx)
+    if until is not Until.ENDED and not wait:
+        raise BadInput("--until says what --wait waits for: give --wait too")
     if wait:
-        finish(client.wait(run_id, timeout=timeout), as_json, full=full)
+        finish(client.wait(run_id, timeout=timeout, until=until.value), as_json, full=full)
         return
     info = client.get(run_id)
     if as_json:

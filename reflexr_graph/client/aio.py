@@ -23,7 +23,7 @@ from reflexr_graph.client.bulk import (
     purge_many,
     purgeable_runs,
 )
-from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange, WaitUntil
 from reflexr_graph.client.failover import PROBE, READ, WRITE, Repeat, call_async, keyed
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
@@ -296,9 +296,9 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.checkpoint_info`."""
         return await self._do(latest_checkpoint(run_id))
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+    async def wait(self, run_id: str, timeout: float | None = None, until: WaitUntil = "ended") -> RunInfo:
         """See :meth:`Client.wait`; it waits on the loop, holding no thread."""
-        return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+        return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms, until))
 
     async def dead_letters(
         self,

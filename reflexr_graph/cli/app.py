@@ -154,7 +154,41 @@ TagOpt = Annotated[
     list[str] | None,
     typer.Option("--tag", "-t", metavar="KEY=VALUE", help="A tag; give it again for more (all must match)."),
 ]
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
+
+
+def _resolve_run(ctx: typer.Context, value: str | None) -> str | None:
+    """A RUN given as the start of its id (8 characters or more) becomes the whole id, through
+    the one lookup every surface shares (``store/run_ids.py``); an ambiguous one is refused."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    return client_of(ctx).resolve_run_id(value)
+
+
+def _resolve_runs(ctx: typer.Context, values: list[str] | None) -> list[str] | None:
+    """Each RUN of a list, as :func:`_resolve_run` resolves one."""
+    if not values or ctx.resilient_parsing:
+        return values
+    client = client_of(ctx)
+    return [client.resolve_run_id(value) for value in values]
+
+
+_RUN_HELP = "Run id, or its first 8 or more characters."
+RunArg = Annotated[
+    str, typer.Argument(metavar="RUN", help=_RUN_HELP, show_default=False, callback=_resolve_run)
+]
+OptionalRunArg = Annotated[
+    str | None, typer.Argument(metavar="RUN", help=_RUN_HELP, show_default=False, callback=_resolve_run)
+]
+# metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
+RunsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="RUN",
+        help="Run ids, or their first 8 or more characters.",
+        show_default=False,
+        callback=_resolve_runs,
+    ),
+]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]
 
 

@@ -10,7 +10,19 @@ import typer
 
 from reflexr_graph.cli import bulk, dlq, render
 from reflexr_graph.cli import history as history_view
-from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, TagOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.app import (
+    FullOpt,
+    GraphOpt,
+    JsonOpt,
+    OptionalRunArg,
+    RunArg,
+    RunsArg,
+    TagOpt,
+    YesOpt,
+    app,
+    client_of,
+    confirm,
+)
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_json, parse_tag_options
 from reflexr_graph.client.bulk import RunFilter
@@ -162,7 +174,7 @@ NowOpt = Annotated[
 @app.command()
 def cancel(
     ctx: typer.Context,
-    run_id: Annotated[str | None, typer.Argument(metavar="RUN", help="Run id.", show_default=False)] = None,
+    run_id: OptionalRunArg = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every cancellable run (narrowed by --status/--graph/--tag).")
     ] = False,
@@ -202,9 +214,7 @@ def cancel(
 @app.command()
 def purge(
     ctx: typer.Context,
-    run_ids: Annotated[
-        list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)
-    ] = None,
+    run_ids: RunsArg = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every finished run (narrowed by --status/--graph/--tag).")
     ] = False,

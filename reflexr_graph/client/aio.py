@@ -56,6 +56,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.upgrades import UpgradePlan
@@ -225,6 +226,10 @@ class AsyncClient(ClientBase):
         return await self._do(
             self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags), keyed(idempotency_key)
         )
+
+    async def resolve_run_id(self, run_id: str) -> str:
+        """See :meth:`Client.resolve_run_id`."""
+        return await self._do(resolve_run_id(run_id))
 
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""

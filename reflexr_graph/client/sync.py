@@ -57,6 +57,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.upgrades import UpgradePlan
@@ -278,6 +279,14 @@ class Client(ClientBase):
         )
 
     # -- reads ------------------------------------------------------------------------------
+
+    def resolve_run_id(self, run_id: str) -> str:
+        """The id of the run ``run_id`` names, which may be the start of its id (8 characters or
+        more, as copied from a listing): the whole id of the one run it starts, or ``run_id`` as
+        given when it is a run's id or starts none. AmbiguousRunId when it starts more than one;
+        RunNotFound when it is shorter than 8 characters and no run's id. The index is walked
+        whole: a person's lookup, not for a hot path."""
+        return self._do(resolve_run_id(run_id))
 
     def get(self, run_id: str) -> RunInfo:
         """A snapshot of the run; RunNotFound if there is no such run."""

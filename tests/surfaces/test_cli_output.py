@@ -7,6 +7,7 @@ import functools
 import json
 import re
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable
 from importlib.metadata import version
@@ -26,7 +27,8 @@ from reflexr_graph.core.port import Notes
 from reflexr_graph.store import RedisStore
 from tests.store.support import FakeClock
 from tests.surfaces.cli_runner import CliHere, run_cli
-from tests.surfaces.conftest import Cli
+from tests.surfaces.conftest import BIN, Cli
+from tests.waiting import wait_for
 
 WIDTH = 80
 
@@ -305,3 +307,34 @@ def test_status_runs_and_history_number_attempts_the_same_way(cli_here: CliHere,
     assert re.search(rf"\b{run_id}\b.*running.*\b3 \(1/3\)", cli_here("runs").stdout)
     info = store.get(run_id)
     assert (info.attempt, info.attempts, info.suspensions, info.interruptions) == (3, 1, 2, 0)
+
+
+@pytest.mark.usefixtures("published")
+def test_watch_piped_to_a_file_writes_each_event_as_it_comes(client: Client, env: dict[str, str]) -> None:
+    """Issue 34: `watch RUN > log` showed nothing until the run ended (rich draws its live panel
+    only on a terminal); piped, it writes a line per event, flushed, while the run goes on."""
+    run_id = client.enqueue("approvals", "piped")
+    proc = subprocess.Popen(
+        [str(BIN / "reflexr-graph"), "watch", run_id], env=env, stdout=subprocess.PIPE, text=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for(lambda: any("status queued" in line for line in lines), timeout=30, what="the queued line")
+        assert any("run_enqueued" in line for line in lines)
+        claim = client.store.claim(run_id, "token-1", lease_ttl_ms=30_000)
+        client.store.wait(
+            claim.context(), field="w|decide|-|d|approval|0", signal="approval", wake_at_ms=None
+        )
+        wait_for(lambda: any("status waiting" in line for line in lines), timeout=30, what="the waiting line")
+        assert proc.poll() is None, "the run has not ended, nor has the watch"
+        client.cancel(run_id)
+        assert proc.wait(timeout=30) == 1, "a cancelled run ends the watch with exit 1"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        reader.join(timeout=10)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert "status cancelled" in lines[-1]

@@ -45,9 +45,9 @@ def _table(found: list[ScheduleInfo]) -> None:
         "catchup",
         "next fire (UTC)",
         "last fire",
-        "last run",
     ):
         table.add_column(column, overflow="fold")
+    render.whole_column(table, "last run", [info.last_run_id or "-" for info in found])
     for info in found:
         s = info.schedule
         next_fire = "paused" if s.paused else render.when(info.next_fire_at or 0)

@@ -14,6 +14,9 @@ import typer
 from redis import exceptions as redis_errors
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
+from typer._click import Context as ClickContext  # typer vendors its own click
+from typer._click import HelpFormatter
+from typer.core import TyperGroup
 
 from reflexr_graph.client import Client
 from reflexr_graph.config.payloads import payload_codec
@@ -32,16 +35,52 @@ _RETRY = Retry(
 )
 
 
+_ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc."})
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a command's help: its first paragraph up to the first word that ends
+    with a full stop, as click chooses it, but never cut short."""
+    words: list[str] = []
+    for word in text.split("\n\n", 1)[0].split():
+        words.append(word)
+        if word.endswith(".") and word.lower().strip("(") not in _ABBREVIATIONS:
+            break
+    return " ".join(words)
+
+
+class Group(TyperGroup):
+    """A command group whose list of commands gives each one's first sentence whole, wrapped in
+    its column to the terminal's width; click cut it at about 45 characters with "...", whatever
+    the width."""
+
+    def format_commands(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+HELP_MAX_WIDTH = 140
+"""Help is laid out to the terminal's width, up to this (click's own limit is 80): at 100 columns a
+description has room to be read."""
+
 app = typer.Typer(
     name="reflexr-graph",
     help="Run durable pydantic-graph workflows on Celery + Redis, and operate their runs.",
+    cls=Group,
+    context_settings={"max_content_width": HELP_MAX_WIDTH},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     # Plain click help: typer's rich panels print a type placeholder even for flags (`--help <bool>`).
     rich_markup_mode=None,
 )
-dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", no_args_is_help=True)
+dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", cls=Group, no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 
 

@@ -81,6 +81,28 @@ def test_help_shows_no_type_placeholders(path: list[str]) -> None:
     _fits(result.output)
 
 
+def _groups() -> list[list[str]]:
+    root = get_command(app)
+    return [[]] + [[name] for name, command in root.commands.items() if getattr(command, "commands", None)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("group", _groups(), ids=lambda p: " ".join(p) or "root")
+def test_help_at_100_columns_gives_each_commands_description_whole(group: list[str]) -> None:
+    """Issue 34: click cut every description at about 45 characters with "...", at any width."""
+    result = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "100"}, terminal_width=100)
+    assert result.exit_code == 0, result.output
+    listed = result.output.split("Commands:", 1)[1]
+    assert "..." not in listed, listed
+    assert all(len(line) <= 100 for line in result.output.splitlines()), result.output
+    command = get_command(app)
+    for name in group:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    flowing = " ".join(listed.split())
+    for name, sub in command.commands.items():  # type: ignore[attr-defined]
+        described = " ".join(sub.help.split("\n\n")[0].split()).removesuffix(".")
+        assert f"{name} {described.split('. ')[0]}" in flowing.replace("- ", "-"), name
+
+
 def test_version() -> None:
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0

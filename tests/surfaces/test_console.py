@@ -201,7 +201,10 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     _click(browser, f'a[href="#/run/{run_id}"]')
     until(browser, lambda d: find(d, "#run-traceback") is not None, "the traceback")
     until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "failed"}, "s1 done and s2 failed")
-    assert "RunFailure" in _text(browser, "#run-traceback")
+    shown = _text(browser, "#run-traceback")
+    assert "RunFailure" in shown
+    # Issue 34: the user's step is the first frame shown whole; the framework's are folded.
+    assert "framework frames" in shown and "celery/app/trace.py" not in shown
     console.shot("dead-run")
 
     redis_client.set(ok_key("poison"), 1)  # the cause is fixed

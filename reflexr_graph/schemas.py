@@ -21,6 +21,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.invalid import format_loc
 from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
+from reflexr_graph.core.words import plural
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore
@@ -194,10 +195,10 @@ def _why(error: jsonschema.ValidationError) -> str:
         "maximum": f"must be <= {expected}",
         "exclusiveMinimum": f"must be > {expected}",
         "exclusiveMaximum": f"must be < {expected}",
-        "minLength": f"must have at least {expected} characters",
-        "maxLength": f"must have at most {expected} characters",
-        "minItems": f"must have at least {expected} items",
-        "maxItems": f"must have at most {expected} items",
+        "minLength": f"must have at least {plural(expected, 'character')}",
+        "maxLength": f"must have at most {plural(expected, 'character')}",
+        "minItems": f"must have at least {plural(expected, 'item')}",
+        "maxItems": f"must have at most {plural(expected, 'item')}",
         "pattern": f"must match the pattern {expected!r}",
         "format": f"must be in {expected} format",
         "multipleOf": f"must be a multiple of {expected}",

@@ -96,12 +96,20 @@ def enqueue(
     initial = None if state is None else parse_json(state, "--state")
     tags = parse_tag_options(tag)
     client = client_of(ctx)
-    run_id = client.enqueue(
+    done = client.enqueue_run(
         graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority, tags=tags
     )
+    run_id = done.run_id
+    if not done.created and not as_json:
+        # stdout stays the id alone, for scripts; the person learns that nothing new was queued.
+        render.err.print(
+            f"run {run_id} already existed: idempotency key {idempotency_key!r} names it, so nothing "
+            "new was queued",
+            markup=False,
+        )
     if not wait:
         if as_json:
-            render.print_json({"run_id": run_id})
+            render.print_json({"run_id": run_id, "created": done.created})
         else:
             print(run_id)
         return

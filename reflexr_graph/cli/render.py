@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reflexr_graph.core.words import plural
 from reflexr_graph.model import (
     CHILD_WAIT_PREFIX,
     CHILDREN_WAIT_PREFIX,
@@ -135,6 +136,10 @@ def last_failure_text(info: RunInfo) -> str:
     return f"{said}, {failure.error}" if failure.error else said
 
 
+def reused_text(info: RunInfo) -> str:
+    return f"{plural(info.reused_steps, 'branch step')}, {plural(info.reused_calls, 'durable call')}"
+
+
 def run_detail(
     info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
 ) -> None:
@@ -150,7 +155,7 @@ def run_detail(
         ("attempt", attempts_text(info)),
         ("checkpoints", str(info.checkpoints)),
         ("skipped boundaries", skipped_text(info)),
-        ("reused on retries", f"{info.reused_steps} branch steps, {info.reused_calls} durable calls"),
+        ("reused on retries", reused_text(info)),
         ("limit waits", limit_waits_text(info)),
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),

@@ -24,7 +24,7 @@ from reflexr_graph.cli import app
 from reflexr_graph.client import Client
 from reflexr_graph.core.limits import LimitRequest
 from reflexr_graph.core.port import Notes
-from reflexr_graph.store import RedisStore
+from reflexr_graph.store import RedisStore, keys
 from tests.store.support import FakeClock
 from tests.surfaces.cli_runner import CliHere, run_cli
 from tests.surfaces.conftest import BIN, Cli
@@ -360,3 +360,17 @@ def test_watch_piped_to_a_file_writes_each_event_as_it_comes(client: Client, env
         reader.join(timeout=10)
         proc.stdout.close()  # type: ignore[union-attr]
     assert "status cancelled" in lines[-1]
+
+
+@pytest.mark.usefixtures("published")
+def test_status_counts_what_retries_reused_in_the_right_number(
+    cli80: Cli, client: Client, redis_client: redis.Redis
+) -> None:
+    """Issue 34: "0 branch steps, 1 durable calls" read wrong."""
+    run_id = client.enqueue("counter", {"key": "n", "n": 1})
+    redis_client.hset(
+        keys.run(run_id), mapping={"reused_steps": 0, "reused_calls": 1}
+    )  # as a retry records them
+    assert re.search(
+        r"reused on retries +0 branch steps, 1 durable call *$", cli80("status", run_id).stdout, re.M
+    )

@@ -1027,3 +1027,17 @@ def test_an_approval_by_button_wakes_the_run_and_its_page_shows_who_answered(
         client.close()
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
+
+
+def test_an_ended_run_that_emitted_nothing_and_an_empty_dead_letters_page_say_so(
+    console: Console, client: Client
+) -> None:
+    """Issue 34: "Nothing emitted yet." stayed on a finished run's page, and the dead letters page
+    was an empty table with no word."""
+    browser, api_server = console.browser, console.server
+    run_id = client.enqueue("counter", {"key": "quiet", "n": 1})
+    client.cancel(run_id)
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: _text(d, "#stream-empty") == "This run emitted nothing.", "the empty stream")
+    _open(browser, api_server, "dead")
+    until(browser, lambda d: _text(d, "#dead-none") == "None: no run is dead-lettered.", "the none line")

@@ -219,6 +219,10 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     )
     until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "done", "s3": "done"}, "every node done")
     until(browser, lambda d: _text(d, "#run-output") == "5", "the output: 4 from s1, 1 from s2")
+    # Issue 34: the replay's attempt is numbered on after the dead run's, not "attempt 1" again.
+    rows = _gantt(browser)
+    assert [r["attempt"] for r in rows] == ["1", "1"], "the store numbers the replay's attempts afresh"
+    assert [r["label"] for r in rows] == ["attempt 1", "attempt 2"]
 
 
 def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
@@ -399,6 +403,8 @@ def _gantt(browser: webdriver.Chrome) -> list[dict[str, object]]:
     script = """
         return [...document.querySelectorAll('#gantt .gantt-row')].map((g) => ({
           attempt: g.dataset.attempt,
+          number: g.dataset.number,
+          label: g.querySelector('text').textContent,
           spans: [...g.querySelectorAll('.gantt-span')].map((s) =>
             [s.dataset.kind, s.dataset.label, s.querySelector('title').textContent]),
           marks: [...g.querySelectorAll('.gantt-mark')].map((m) => m.dataset.kind),
@@ -604,7 +610,7 @@ def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flig
 
 @pytest.mark.slow
 def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
-    console: Console, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
+    console: Console, client: Client, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
     """The worker running a step is killed: its lease lapses, another worker's reaper counts the
     attempt abandoned, and the run goes on there; the chart marks the lapse on attempt 1."""
@@ -620,7 +626,17 @@ def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
     start_worker()
     until(browser, lambda d: len(_gantt(d)) == 2, "attempt 2, on the other worker", timeout_s=90)
     lapsed = _gantt(browser)[0]
-    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "backoff"]
+    # Issue 34: the killed attempt's bar ends at its last heartbeat; the gap to the lapse the
+    # reaper found is drawn apart, and the legend says what each kind of bar is.
+    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "lapse", "backoff"]
+    failed = next(e for e in client.history(run_id) if e.type == "attempt_failed")
+    beat = int(failed.fields["last_beat_at"]) / 1000
+    started = next(e.at for e in client.history(run_id) if e.type == "attempt_started")
+    assert started <= beat < failed.at, "the last beat is within the attempt, before the lapse was found"
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('#gantt-legend [data-kind]')].map((g) => g.dataset.kind)"
+    )
+    assert {"step", "failed", "wait", "backoff", "lapse"} <= set(legend)
     console.redis.rpush(release_key("crash"), 1)
     until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
     console.shot("gantt-lapsed", at="#run-gantt")

@@ -255,6 +255,12 @@ class RunNotFound(ReflexrError, LookupError):
     error_kind = Kind.NOT_FOUND
 
 
+class AmbiguousRunId(ReflexrError, LookupError):
+    """A run id prefix that more than one run's id starts with; give more of the id."""
+
+    error_kind = Kind.INVALID
+
+
 class ScheduleNotFound(ReflexrError, LookupError):
     """No schedule has this name."""
 

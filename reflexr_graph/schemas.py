@@ -21,6 +21,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.invalid import format_loc
 from reflexr_graph.core.policy import DEFAULT_MAX_ATTEMPTS
+from reflexr_graph.core.words import plural
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.redis_store import RedisStore
@@ -186,6 +187,10 @@ def list_graphs(store_or_redis: RedisStore | redis.Redis) -> list[GraphSchema]:
 def _why(error: jsonschema.ValidationError) -> str:
     """Why ``error`` failed, in words that never quote the instance's value."""
     kind, expected = error.validator, error.validator_value
+
+    def counted(noun: str) -> str:
+        return plural(expected, noun) if isinstance(expected, int) else f"{expected} {noun}s"
+
     simple = {
         "type": f"must be of type {expected}",
         "enum": f"must be one of {json.dumps(expected)}",
@@ -194,10 +199,10 @@ def _why(error: jsonschema.ValidationError) -> str:
         "maximum": f"must be <= {expected}",
         "exclusiveMinimum": f"must be > {expected}",
         "exclusiveMaximum": f"must be < {expected}",
-        "minLength": f"must have at least {expected} characters",
-        "maxLength": f"must have at most {expected} characters",
-        "minItems": f"must have at least {expected} items",
-        "maxItems": f"must have at most {expected} items",
+        "minLength": f"must have at least {counted('character')}",
+        "maxLength": f"must have at most {counted('character')}",
+        "minItems": f"must have at least {counted('item')}",
+        "maxItems": f"must have at most {counted('item')}",
         "pattern": f"must match the pattern {expected!r}",
         "format": f"must be in {expected} format",
         "multipleOf": f"must be a multiple of {expected}",

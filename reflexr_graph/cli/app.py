@@ -14,6 +14,9 @@ import typer
 from redis import exceptions as redis_errors
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
+from typer._click import Context as ClickContext  # typer vendors its own click
+from typer._click import HelpFormatter
+from typer.core import TyperGroup
 
 from reflexr_graph.client import Client
 from reflexr_graph.config.payloads import payload_codec
@@ -32,16 +35,52 @@ _RETRY = Retry(
 )
 
 
+_ABBREVIATIONS = frozenset({"e.g.", "i.e.", "etc."})
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a command's help: its first paragraph up to the first word that ends
+    with a full stop, as click chooses it, but never cut short."""
+    words: list[str] = []
+    for word in text.split("\n\n", 1)[0].split():
+        words.append(word)
+        if word.endswith(".") and word.lower().strip("(") not in _ABBREVIATIONS:
+            break
+    return " ".join(words)
+
+
+class Group(TyperGroup):
+    """A command group whose list of commands gives each one's first sentence whole, wrapped in
+    its column to the terminal's width; click cut it at about 45 characters with "...", whatever
+    the width."""
+
+    def format_commands(self, ctx: ClickContext, formatter: HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+HELP_MAX_WIDTH = 140
+"""Help is laid out to the terminal's width, up to this (click's own limit is 80): at 100 columns a
+description has room to be read."""
+
 app = typer.Typer(
     name="reflexr-graph",
     help="Run durable pydantic-graph workflows on Celery + Redis, and operate their runs.",
+    cls=Group,
+    context_settings={"max_content_width": HELP_MAX_WIDTH},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     # Plain click help: typer's rich panels print a type placeholder even for flags (`--help <bool>`).
     rich_markup_mode=None,
 )
-dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", no_args_is_help=True)
+dlq_app = typer.Typer(help="Dead-lettered runs: list, show, replay, purge.", cls=Group, no_args_is_help=True)
 app.add_typer(dlq_app, name="dlq")
 
 
@@ -154,7 +193,41 @@ TagOpt = Annotated[
     list[str] | None,
     typer.Option("--tag", "-t", metavar="KEY=VALUE", help="A tag; give it again for more (all must match)."),
 ]
-RunArg = Annotated[str, typer.Argument(metavar="RUN", help="Run id.", show_default=False)]
+
+
+def _resolve_run(ctx: typer.Context, value: str | None) -> str | None:
+    """A RUN given as the start of its id (8 characters or more) becomes the whole id, through
+    the one lookup every surface shares (``store/run_ids.py``); an ambiguous one is refused."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    return client_of(ctx).resolve_run_id(value)
+
+
+def _resolve_runs(ctx: typer.Context, values: list[str] | None) -> list[str] | None:
+    """Each RUN of a list, as :func:`_resolve_run` resolves one."""
+    if not values or ctx.resilient_parsing:
+        return values
+    client = client_of(ctx)
+    return [client.resolve_run_id(value) for value in values]
+
+
+_RUN_HELP = "Run id, or its first 8 or more characters."
+RunArg = Annotated[
+    str, typer.Argument(metavar="RUN", help=_RUN_HELP, show_default=False, callback=_resolve_run)
+]
+OptionalRunArg = Annotated[
+    str | None, typer.Argument(metavar="RUN", help=_RUN_HELP, show_default=False, callback=_resolve_run)
+]
+# metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
+RunsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="RUN",
+        help="Run ids, or their first 8 or more characters.",
+        show_default=False,
+        callback=_resolve_runs,
+    ),
+]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show long values whole instead of cut short.")]
 
 

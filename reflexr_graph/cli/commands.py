@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from reflexr_graph.cli import bulk, dlq, render
 from reflexr_graph.cli import history as history_view
-from reflexr_graph.cli.app import FullOpt, GraphOpt, JsonOpt, RunArg, TagOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.app import (
+    FullOpt,
+    GraphOpt,
+    JsonOpt,
+    OptionalRunArg,
+    RunArg,
+    RunsArg,
+    TagOpt,
+    YesOpt,
+    app,
+    client_of,
+    confirm,
+)
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_json, parse_tag_options
 from reflexr_graph.client.bulk import RunFilter
@@ -30,6 +43,21 @@ WaitOpt = Annotated[bool, typer.Option("--wait", "-w", help="Wait until the run 
 TimeoutOpt = Annotated[
     float | None,
     typer.Option("--timeout", min=0, metavar="S", help="With --wait: give up after S seconds."),
+]
+
+
+class Until(StrEnum):
+    ENDED = "ended"
+    WAITING = "waiting"
+
+
+UntilOpt = Annotated[
+    Until,
+    typer.Option(
+        "--until",
+        metavar="ended|waiting",
+        help="With --wait: until the run ends (default), or until it also waits (for a signal, a timer...).",
+    ),
 ]
 
 
@@ -68,12 +96,20 @@ def enqueue(
     initial = None if state is None else parse_json(state, "--state")
     tags = parse_tag_options(tag)
     client = client_of(ctx)
-    run_id = client.enqueue(
+    done = client.enqueue_run(
         graph, inputs, state=initial, idempotency_key=idempotency_key, priority=priority, tags=tags
     )
+    run_id = done.run_id
+    if not done.created and not as_json:
+        # stdout stays the id alone, for scripts; the person learns that nothing new was queued.
+        render.err.print(
+            f"run {run_id} already existed: idempotency key {idempotency_key!r} names it, so nothing "
+            "new was queued",
+            markup=False,
+        )
     if not wait:
         if as_json:
-            render.print_json({"run_id": run_id})
+            render.print_json({"run_id": run_id, "created": done.created})
         else:
             print(run_id)
         return
@@ -88,17 +124,21 @@ def status(
     run_id: RunArg,
     wait: WaitOpt = False,
     timeout: TimeoutOpt = None,
+    until: UntilOpt = Until.ENDED,
     full: FullOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one run (a long output or error is cut short unless --full; --json never cuts).
 
-    With --wait, wait until it ends, and for its record to appear first: a run a foreign
-    producer sent has none until a worker takes its first delivery.
+    With --wait, wait until it ends (with --until waiting, until it waits, as for a person's
+    signal, or ends), and for its record to appear first: a run a foreign producer sent has
+    none until a worker takes its first delivery.
     """
     client = client_of(ctx)
+    if until is not Until.ENDED and not wait:
+        raise BadInput("--until says what --wait waits for: give --wait too")
     if wait:
-        finish(client.wait(run_id, timeout=timeout), as_json, full=full)
+        finish(client.wait(run_id, timeout=timeout, until=until.value), as_json, full=full)
         return
     info = client.get(run_id)
     if as_json:
@@ -142,7 +182,7 @@ NowOpt = Annotated[
 @app.command()
 def cancel(
     ctx: typer.Context,
-    run_id: Annotated[str | None, typer.Argument(metavar="RUN", help="Run id.", show_default=False)] = None,
+    run_id: OptionalRunArg = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every cancellable run (narrowed by --status/--graph/--tag).")
     ] = False,
@@ -182,9 +222,7 @@ def cancel(
 @app.command()
 def purge(
     ctx: typer.Context,
-    run_ids: Annotated[
-        list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)
-    ] = None,
+    run_ids: RunsArg = None,
     every: Annotated[
         bool, typer.Option("--all", help="Every finished run (narrowed by --status/--graph/--tag).")
     ] = False,

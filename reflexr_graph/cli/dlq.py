@@ -17,6 +17,7 @@ from reflexr_graph.cli.app import (
     JsonOpt,
     ReasonOpt,
     RunArg,
+    RunsArg,
     TagOpt,
     YesOpt,
     client_of,
@@ -27,8 +28,6 @@ from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
 from reflexr_graph.cli.inputs import parse_tag_options
 from reflexr_graph.client import BULK_LIMIT, Client, Refused
 
-# metavar is the bare name: the usage line adds the brackets and dots (`[RUN]...`) itself.
-RunsArg = Annotated[list[str] | None, typer.Argument(metavar="RUN", help="Run ids.", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason/--tag).")]
 
 

@@ -10,12 +10,14 @@ from typing import Annotated
 import typer
 
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import GraphOpt, JsonOpt, app, client_of
+from reflexr_graph.cli.app import GraphOpt, Group, JsonOpt, app, client_of
 from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.store.asks import EventWait
 
 event_app = typer.Typer(
-    help="External event waits (an agent's tool asking a person): list, resolve, fail.", no_args_is_help=True
+    help="External event waits (an agent's tool asking a person): list, resolve, fail.",
+    cls=Group,
+    no_args_is_help=True,
 )
 app.add_typer(event_app, name="event")
 

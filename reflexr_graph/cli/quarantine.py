@@ -45,7 +45,7 @@ def messages(
     purge: PurgeOpt = False,
     yes: YesOpt = False,
 ) -> None:
-    """List queue items workers moved aside (not runs: garbage, unknown tasks...), newest first."""
+    """List queue items workers moved aside (not runs: garbage, unknown tasks), newest first."""
     client = client_of(ctx)
     if purge:
         _purge(client, yes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from reflexr_graph.core.words import plural
 from reflexr_graph.model import (
     CHILD_WAIT_PREFIX,
     CHILDREN_WAIT_PREFIX,
@@ -135,6 +136,10 @@ def last_failure_text(info: RunInfo) -> str:
     return f"{said}, {failure.error}" if failure.error else said
 
 
+def reused_text(info: RunInfo) -> str:
+    return f"{plural(info.reused_steps, 'branch step')}, {plural(info.reused_calls, 'durable call')}"
+
+
 def run_detail(
     info: RunInfo, extra: Iterable[tuple[str, str]] = (), *, full: bool = False, command: str = "status"
 ) -> None:
@@ -150,7 +155,7 @@ def run_detail(
         ("attempt", attempts_text(info)),
         ("checkpoints", str(info.checkpoints)),
         ("skipped boundaries", skipped_text(info)),
-        ("reused on retries", f"{info.reused_steps} branch steps, {info.reused_calls} durable calls"),
+        ("reused on retries", reused_text(info)),
         ("limit waits", limit_waits_text(info)),
         ("next node", info.next_node or "-"),
         ("reason", info.reason or "-"),
@@ -307,6 +312,12 @@ def _updated(runs: list[RunInfo]) -> list[str]:
     return [short_when(i.updated_at) for i in runs]
 
 
+def whole_column(table: Table, name: str, values: Sequence[str]) -> None:
+    """A column whose values are never cut nor wrapped (ids meant to be copied): it is as wide as
+    its longest value, and the other columns give way."""
+    table.add_column(name, no_wrap=True, min_width=max(len(name), *(len(v) for v in values)))
+
+
 def run_table(runs: list[RunInfo], title: str, *, dead: bool = False) -> None:
     """Runs, one a row. Run ids never wrap, so they can be copied; on a narrow terminal the
     columns that do not fit are left out (``--json`` has every field)."""
@@ -319,7 +330,7 @@ def run_table(runs: list[RunInfo], title: str, *, dead: bool = False) -> None:
     for index in chosen:
         name = columns[index][0]
         if name in ("run", "attempt", "reason"):
-            table.add_column(name, no_wrap=True, min_width=max(len(v) for v in columns[index][1]))
+            whole_column(table, name, columns[index][1])
         else:
             table.add_column(name, overflow="ellipsis" if name == "graph" else "fold")
     for row, info in enumerate(runs):

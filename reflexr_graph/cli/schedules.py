@@ -8,12 +8,14 @@ import typer
 from rich.table import Table
 
 from reflexr_graph.cli import render
-from reflexr_graph.cli.app import JsonOpt, YesOpt, app, client_of, confirm
+from reflexr_graph.cli.app import Group, JsonOpt, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
 from reflexr_graph.client import ScheduleInfo
 from reflexr_graph.core.schedules import Catchup, Overlap
 
-schedule_app = typer.Typer(help="Schedules: runs of a graph on a cron or a period.", no_args_is_help=True)
+schedule_app = typer.Typer(
+    help="Schedules: runs of a graph on a cron or a period.", cls=Group, no_args_is_help=True
+)
 app.add_typer(schedule_app, name="schedule")
 
 NameArg = Annotated[str, typer.Argument(metavar="NAME", help="Schedule name.", show_default=False)]
@@ -45,9 +47,9 @@ def _table(found: list[ScheduleInfo]) -> None:
         "catchup",
         "next fire (UTC)",
         "last fire",
-        "last run",
     ):
         table.add_column(column, overflow="fold")
+    render.whole_column(table, "last run", [info.last_run_id or "-" for info in found])
     for info in found:
         s = info.schedule
         next_fire = "paused" if s.paused else render.when(info.next_fire_at or 0)

@@ -8,11 +8,13 @@ from typing import Annotated
 import typer
 
 from reflexr_graph.api.tokens import new_line, token_hash
-from reflexr_graph.cli.app import app
+from reflexr_graph.cli.app import Group, app
 from reflexr_graph.cli.failures import BadInput
 
 token_app = typer.Typer(
-    help="API tokens: make a line of the REFLEXR_API_TOKENS file, or hash a token.", no_args_is_help=True
+    help="API tokens: make a line of the REFLEXR_API_TOKENS file, or hash a token.",
+    cls=Group,
+    no_args_is_help=True,
 )
 app.add_typer(token_app, name="token")
 

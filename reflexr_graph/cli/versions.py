@@ -112,7 +112,12 @@ def check_checkpoints(
             {"graph": action.name, "version": action.version, "runs": rows, "start_over": restarts}
         )
     else:
-        table = Table("run", "status", "version", "under this code", "why")
+        table = Table()
+        render.whole_column(table, "run", [r["run_id"] for r in rows])
+        table.add_column("status")
+        render.whole_column(table, "version", [r["version"] or "-" for r in rows])
+        table.add_column("under this code")
+        table.add_column("why")
         for r in rows:
             table.add_row(
                 r["run_id"],

@@ -23,7 +23,7 @@ from reflexr_graph.client.bulk import (
     purge_many,
     purgeable_runs,
 )
-from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange, WaitUntil
 from reflexr_graph.client.failover import PROBE, READ, WRITE, Repeat, call_async, keyed
 from reflexr_graph.client.publish import MessageSender
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
@@ -58,6 +58,7 @@ from reflexr_graph.store.reads import (
     runs_listing,
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
+from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.upgrades import UpgradePlan
@@ -228,6 +229,10 @@ class AsyncClient(ClientBase):
             self._core.enqueue(graph, inputs, state, idempotency_key, priority, tags), keyed(idempotency_key)
         )
 
+    async def resolve_run_id(self, run_id: str) -> str:
+        """See :meth:`Client.resolve_run_id`."""
+        return await self._do(resolve_run_id(run_id))
+
     async def get(self, run_id: str) -> RunInfo:
         """See :meth:`Client.get`."""
         return await self._do(run_record(run_id))
@@ -298,9 +303,9 @@ class AsyncClient(ClientBase):
         """See :meth:`Client.checkpoint_info`."""
         return await self._do(latest_checkpoint(run_id))
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+    async def wait(self, run_id: str, timeout: float | None = None, until: WaitUntil = "ended") -> RunInfo:
         """See :meth:`Client.wait`; it waits on the loop, holding no thread."""
-        return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+        return await self._do(self._core.wait(run_id, timeout, self.store.max_block_ms, until))
 
     async def dead_letters(
         self,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from celery import Celery
 
@@ -487,9 +487,14 @@ class ClientCore:
             self._tell_unserved(saved.graph, new_id)
         return new_id
 
-    def wait(self, run_id: str, timeout: float | None, chunk_limit: int | None) -> Op[RunInfo]:
-        """Until the run is terminal, sleeping on its event stream (XREAD BLOCK); WaitTimeout after
-        ``timeout`` seconds. A run not recorded yet (a foreign producer's) is waited for too."""
+    def wait(
+        self, run_id: str, timeout: float | None, chunk_limit: int | None, until: WaitUntil = "ended"
+    ) -> Op[RunInfo]:
+        """Until the run is terminal (``until="ended"``), or also waiting for a signal, a timer, a
+        child or a version (``until="waiting"``), sleeping on its event stream (XREAD BLOCK), which
+        a status change wakes; WaitTimeout after ``timeout`` seconds. A run not recorded yet (a
+        foreign producer's) is waited for too."""
+        done = _until_statuses(until)
         deadline = None if timeout is None else time.monotonic() + timeout
         last = "0-0"
         while True:
@@ -497,7 +502,7 @@ class ClientCore:
                 info: RunInfo | None = yield from run_record(run_id)
             except errors.RunNotFound:
                 info = None
-            if info is not None and info.status in TERMINAL:
+            if info is not None and info.status in done:
                 return info
             block_ms = 0
             if deadline is not None:
@@ -509,6 +514,22 @@ class ClientCore:
             found = yield from run_events(run_id, last, block_ms, None, chunk_limit)
             if found:
                 last = found[-1].id
+
+
+WaitUntil = Literal["ended", "waiting"]
+"""What :meth:`Client.wait` waits for: the run's end, or also its first wait (for a person's
+signal, a timer, a child run or a worker of its version), whichever comes first."""
+_UNTIL: dict[str, frozenset[Status]] = {"ended": TERMINAL, "waiting": TERMINAL | {Status.WAITING}}
+
+
+def _until_statuses(until: str) -> frozenset[Status]:
+    try:
+        return _UNTIL[until]
+    except KeyError:
+        raise errors.InvalidInputs(
+            f"until must be 'ended' or 'waiting', not {until!r}",
+            [{"loc": ["until"], "msg": "must be 'ended' or 'waiting'", "type": "until"}],
+        ) from None
 
 
 def _publish(

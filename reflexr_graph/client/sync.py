@@ -22,7 +22,7 @@ from reflexr_graph.client.bulk import (
     purge_many,
     purgeable_runs,
 )
-from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange
+from reflexr_graph.client.core import BULK_LIMIT, BulkReplay, ClientBase, Enqueued, ForkChange, WaitUntil
 from reflexr_graph.client.failover import PROBE, READ, WRITE, Repeat, call, keyed
 from reflexr_graph.client.publish import queued_message
 from reflexr_graph.client.schedules import add_schedule, schedule_info, set_paused, trigger
@@ -59,6 +59,7 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.upgrades import UpgradePlan
@@ -281,6 +282,14 @@ class Client(ClientBase):
 
     # -- reads ------------------------------------------------------------------------------
 
+    def resolve_run_id(self, run_id: str) -> str:
+        """The id of the run ``run_id`` names, which may be the start of its id (8 characters or
+        more, as copied from a listing): the whole id of the one run it starts, or ``run_id`` as
+        given when it is a run's id or starts none. AmbiguousRunId when it starts more than one;
+        RunNotFound when it is shorter than 8 characters and no run's id. The index is walked
+        whole: a person's lookup, not for a hot path."""
+        return self._do(resolve_run_id(run_id))
+
     def get(self, run_id: str) -> RunInfo:
         """A snapshot of the run; RunNotFound if there is no such run."""
         return self._do(run_record(run_id))
@@ -360,15 +369,19 @@ class Client(ClientBase):
         """The latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``, if any."""
         return self._do(latest_checkpoint(run_id))
 
-    def wait(self, run_id: str, timeout: float | None = None) -> RunInfo:
+    def wait(self, run_id: str, timeout: float | None = None, until: WaitUntil = "ended") -> RunInfo:
         """Block until the run is terminal and return it; WaitTimeout after ``timeout`` seconds.
+
+        With ``until="waiting"``, return as soon as the run is ``waiting`` too (for a person's
+        signal, a timer, a child run or a worker of its version), or has ended, whichever comes
+        first: what a caller that must answer an approval waits for.
 
         Sleeps on the run's event stream (XREAD BLOCK), so it wakes as soon as the run
         changes. A run a foreign producer sent with ``send_task`` has no record until a
         worker takes its first delivery: ``wait`` waits for the record to appear too, within
         the same timeout. ``timeout=None`` waits for as long as it takes.
         """
-        return self._do(self._core.wait(run_id, timeout, self.store.max_block_ms))
+        return self._do(self._core.wait(run_id, timeout, self.store.max_block_ms, until))
 
     # -- dead letters -----------------------------------------------------------------------
 

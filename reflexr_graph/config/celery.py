@@ -41,8 +41,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_enable_soft_shutdown_on_idle": False,
         # Not cancelled: the lease, not the broker connection, is the attempt's right to the run.
         # A Redis blip drops the connection, and cancelling then threw every running attempt
-        # away; the heartbeat keeps the lease for its TTL and gives the attempt up only then. The
-        # message Celery restores meanwhile is dropped as a duplicate by the claim.
+        # away (a paid model call in flight included); the heartbeat keeps the lease for its TTL
+        # and gives the attempt up only then. The message cannot be acked on the lost connection,
+        # so Celery delivers it again: at least once, as designed, and the fencing makes the copy
+        # harmless (its claim finds the lease held, or the run finished, and drops it). Set
+        # explicitly, since Celery 6 turns the default to True; Celery 5's notice of that at each
+        # lost connection is silenced in the worker (fleet/connection_loss.py).
         "worker_cancel_long_running_tasks_on_connection_loss": False,
         "broker_connection_retry_on_startup": True,
         # A worker must outlast a long Redis outage rather than exit after 100 retries.

@@ -11,6 +11,7 @@ from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.fleet import (
+    connection_loss,
     leaving,
     pools,
     preflight,
@@ -46,5 +47,6 @@ def create_app(settings: Settings, registry: Mapping[str, GraphAction]) -> Fleet
     sigterm.install()
     stopping.install()
     startup_log.install()
+    connection_loss.install()
     leaving.add_to(app)
     return app

@@ -383,7 +383,8 @@ class Reaper:
     def reap(self, lapsed: list[str] | None = None) -> list[str]:
         """Recover runs whose lease lapsed (``lapsed``: as the tick found them, else read now); each
         becomes due now, or dead when out of attempts."""
-        recovered = self.store.reap(outage=self._lost_to_outage(), lapsed=lapsed)
+        lease_ttl_ms = int(self.app.reflexr_settings.lease_ttl_s * 1000)
+        recovered = self.store.reap(outage=self._lost_to_outage(), lapsed=lapsed, lease_ttl_ms=lease_ttl_ms)
         for run_id in recovered:
             if self._count_recovered(run_id):
                 log.warning(

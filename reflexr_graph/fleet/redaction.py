@@ -8,11 +8,10 @@ the message and in every line of the traceback that would print it.
 
 from __future__ import annotations
 
-import traceback
-
 from pydantic import ValidationError
 
 from reflexr_graph.core import invalid
+from reflexr_graph.fleet import frames
 
 MAX_MESSAGE_LENGTH = 4000
 
@@ -26,7 +25,8 @@ def safe_message(exc: BaseException) -> str:
 
 
 def safe_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` and the exceptions it chains, with :func:`safe_message` lines."""
+    """The traceback of ``exc`` and the exceptions it chains, with :func:`safe_message` lines and
+    the framework's frames folded (fleet/frames.py)."""
     chain: list[BaseException] = []
     current: BaseException | None = exc
     while current is not None and all(current is not seen for seen in chain):
@@ -37,6 +37,6 @@ def safe_traceback(exc: BaseException) -> str:
         if i:
             parts.append("\nThe above exception led to the following one:\n\n")
         parts.append("Traceback (most recent call last):\n")
-        parts.extend(traceback.format_tb(item.__traceback__))
+        parts.extend(frames.format_tb(item.__traceback__))
         parts.append(f"{type(item).__module__}.{type(item).__qualname__}: {safe_message(item)}\n")
     return "".join(parts)

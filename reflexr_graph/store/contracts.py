@@ -586,12 +586,14 @@ class LimitReply:
 
 @dataclass(frozen=True)
 class ReapArgs(Args):
-    """reap.lua, ARGV[4..7]; the outage window is '' '' when there was none."""
+    """reap.lua, ARGV[4..8]; the outage window is '' '' when there was none."""
 
     dead_retention_s: int
     outage_from_ms: int | None
     outage_to_ms: int | None
     max_interruptions: int
+    lease_ttl_ms: int | None = None
+    """The fleet's lease TTL, to tell when an abandoned attempt's heartbeat last renewed its lease."""
 
 
 class Reaped(StrEnum):

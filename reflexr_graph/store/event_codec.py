@@ -29,7 +29,7 @@ SCHEMAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "p": ("run_progressed", ("seq", "next_node", "size")),
     "k": ("boundaries_skipped", ("count", "kinds")),
     "u": ("work_reused", ("steps", "calls")),
-    "f": ("attempt_failed", ("attempt", "reason", "error_type", "counted")),
+    "f": ("attempt_failed", ("attempt", "reason", "error_type", "counted", "last_beat_at")),
     "d": ("run_dead_lettered", ("reason", "error_type")),
     "r": ("run_retrying", ("attempt", "reason", "due_at")),
     "o": ("run_succeeded", ("attempt", "seq", "size")),

@@ -148,6 +148,7 @@ class Recovery(StoreBase):
         limit: int = TICK_BATCH,
         outage: tuple[int, int] | None = None,
         lapsed: list[str] | None = None,
+        lease_ttl_ms: int | None = None,
     ) -> list[str]:
         """Recover runs whose lease lapsed: each is re-checked and changed by one script call.
 
@@ -157,6 +158,8 @@ class Recovery(StoreBase):
         in: :meth:`reaper_tick`, :meth:`mark_pass`) was lost to the outage: that attempt is an
         interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
         ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
+        With the fleet's ``lease_ttl_ms``, an abandoned attempt's event tells when its heartbeat
+        last renewed its lease (``last_beat_at``), which the console's chart ends its bar at.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         if lapsed is None:
@@ -166,6 +169,7 @@ class Recovery(StoreBase):
             outage_from_ms=outage[0] if outage else None,
             outage_to_ms=outage[1] if outage else None,
             max_interruptions=self.max_interruptions,
+            lease_ttl_ms=lease_ttl_ms,
         ).argv()
         handled: list[str] = []
         for run_id in lapsed:

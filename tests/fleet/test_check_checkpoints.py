@@ -61,6 +61,11 @@ def test_check_checkpoints_against_the_store_and_against_a_dump(
     assert cli("check-checkpoints", COMPATIBLE, "--dump", str(dump), "--json", **nowhere)[0] == 0
     code, report = cli("check-checkpoints", INCOMPATIBLE, "--dump", str(dump), "--json", **nowhere)
     assert code == 1 and [r["run_id"] for r in report["runs"]] == [run_id]  # type: ignore[index]
+    # Issue 34: the table kept cutting run ids at 80 columns; they are there to be copied.
+    table = run_cli(
+        ["check-checkpoints", INCOMPATIBLE, "--dump", str(dump)], {**nowhere, "COLUMNS": "80"}, monkeypatch
+    )
+    assert run_id in table.stdout and str(version_graphs.v1.version) in table.stdout, table.stdout
 
 
 def test_versions_lists_each_version_with_its_workers_and_runs(

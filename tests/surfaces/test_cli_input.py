@@ -59,7 +59,7 @@ def test_invalid_inputs_list_every_failing_field(cli: Cli, tmp_path: Path) -> No
     path.write_text(f'{{"key": "", "n": -1, "note": "{SECRET}"}}')
     result = cli("enqueue", "counter", "--input", f"@{path}")
     assert result.returncode == 2
-    assert "inputs.key: must have at least 1 characters" in result.stderr
+    assert "inputs.key: must have at least 1 character;" in result.stderr  # issue 34: not "1 characters"
     assert "inputs.n: must be >= 0" in result.stderr
     assert SECRET not in result.stderr
 
@@ -105,8 +105,13 @@ def test_enqueue_and_runs_without_a_worker(cli: Cli, client: Client) -> None:
     result = cli("enqueue", "counter", "--input", '{"key": "a", "n": 1}', "--idempotency-key", "k1")
     assert result.returncode == 0, result.stderr
     run_id = result.stdout.strip()
+    assert "already existed" not in result.stderr
     again = cli("enqueue", "counter", "--input", '{"key": "a", "n": 1}', "--idempotency-key", "k1", "--json")
-    assert json.loads(again.stdout) == {"run_id": run_id}
+    assert json.loads(again.stdout) == {"run_id": run_id, "created": False}
+    # Issue 34: the same id again, and a word that the key named a run that already existed.
+    told = cli("enqueue", "counter", "--input", '{"key": "a", "n": 1}', "--idempotency-key", "k1")
+    assert told.stdout.strip() == run_id
+    assert f"run {run_id} already existed: idempotency key 'k1' names it" in told.stderr
     listed = json.loads(cli("runs", "--status", "queued", "--json").stdout)
     assert [r["run_id"] for r in listed] == [run_id]
     assert run_id in cli("runs", "--graph", "counter").stdout

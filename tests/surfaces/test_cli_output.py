@@ -7,6 +7,7 @@ import functools
 import json
 import re
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable
 from importlib.metadata import version
@@ -23,10 +24,11 @@ from reflexr_graph.cli import app
 from reflexr_graph.client import Client
 from reflexr_graph.core.limits import LimitRequest
 from reflexr_graph.core.port import Notes
-from reflexr_graph.store import RedisStore
+from reflexr_graph.store import RedisStore, keys
 from tests.store.support import FakeClock
 from tests.surfaces.cli_runner import CliHere, run_cli
-from tests.surfaces.conftest import Cli
+from tests.surfaces.conftest import BIN, Cli
+from tests.waiting import wait_for
 
 WIDTH = 80
 
@@ -77,6 +79,28 @@ def test_help_shows_no_type_placeholders(path: list[str]) -> None:
     assert result.exit_code == 0, result.output
     assert "<bool>" not in result.output and "[[" not in result.output, result.output
     _fits(result.output)
+
+
+def _groups() -> list[list[str]]:
+    root = get_command(app)
+    return [[]] + [[name] for name, command in root.commands.items() if getattr(command, "commands", None)]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("group", _groups(), ids=lambda p: " ".join(p) or "root")
+def test_help_at_100_columns_gives_each_commands_description_whole(group: list[str]) -> None:
+    """Issue 34: click cut every description at about 45 characters with "...", at any width."""
+    result = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "100"}, terminal_width=100)
+    assert result.exit_code == 0, result.output
+    listed = result.output.split("Commands:", 1)[1]
+    assert "..." not in listed, listed
+    assert all(len(line) <= 100 for line in result.output.splitlines()), result.output
+    command = get_command(app)
+    for name in group:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    flowing = " ".join(listed.split())
+    for name, sub in command.commands.items():  # type: ignore[attr-defined]
+        described = " ".join(sub.help.split("\n\n")[0].split()).removesuffix(".")
+        assert f"{name} {described.split('. ')[0]}" in flowing.replace("- ", "-"), name
 
 
 def test_version() -> None:
@@ -305,3 +329,48 @@ def test_status_runs_and_history_number_attempts_the_same_way(cli_here: CliHere,
     assert re.search(rf"\b{run_id}\b.*running.*\b3 \(1/3\)", cli_here("runs").stdout)
     info = store.get(run_id)
     assert (info.attempt, info.attempts, info.suspensions, info.interruptions) == (3, 1, 2, 0)
+
+
+@pytest.mark.usefixtures("published")
+def test_watch_piped_to_a_file_writes_each_event_as_it_comes(client: Client, env: dict[str, str]) -> None:
+    """Issue 34: `watch RUN > log` showed nothing until the run ended (rich draws its live panel
+    only on a terminal); piped, it writes a line per event, flushed, while the run goes on."""
+    run_id = client.enqueue("approvals", "piped")
+    proc = subprocess.Popen(
+        [str(BIN / "reflexr-graph"), "watch", run_id], env=env, stdout=subprocess.PIPE, text=True
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for(lambda: any("status queued" in line for line in lines), timeout=30, what="the queued line")
+        assert any("run_enqueued" in line for line in lines)
+        claim = client.store.claim(run_id, "token-1", lease_ttl_ms=30_000)
+        client.store.wait(
+            claim.context(), field="w|decide|-|d|approval|0", signal="approval", wake_at_ms=None
+        )
+        wait_for(lambda: any("status waiting" in line for line in lines), timeout=30, what="the waiting line")
+        assert proc.poll() is None, "the run has not ended, nor has the watch"
+        client.cancel(run_id)
+        assert proc.wait(timeout=30) == 1, "a cancelled run ends the watch with exit 1"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        reader.join(timeout=10)
+        proc.stdout.close()  # type: ignore[union-attr]
+    assert "status cancelled" in lines[-1]
+
+
+@pytest.mark.usefixtures("published")
+def test_status_counts_what_retries_reused_in_the_right_number(
+    cli80: Cli, client: Client, redis_client: redis.Redis
+) -> None:
+    """Issue 34: "0 branch steps, 1 durable calls" read wrong."""
+    run_id = client.enqueue("counter", {"key": "n", "n": 1})
+    redis_client.hset(
+        keys.run(run_id), mapping={"reused_steps": 0, "reused_calls": 1}
+    )  # as a retry records them
+    assert re.search(
+        r"reused on retries +0 branch steps, 1 durable call *$", cli80("status", run_id).stdout, re.M
+    )

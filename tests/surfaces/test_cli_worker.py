@@ -56,6 +56,10 @@ def test_dead_run_replays_from_its_checkpoint(cli: Cli, client: Client, redis_cl
     detail = json.loads(cli("dlq", "show", run_id, "--json").stdout)
     assert detail["checkpoint"]["next_node"] == "s2"
     assert detail["traceback"] and "RunFailure" in detail["traceback"]
+    # Issue 34: the first frame shown whole is the user's step; celery's and ours are folded.
+    first = next(line for line in shown.stdout.splitlines() if line.strip().startswith("File"))
+    assert "tests/surfaces/graphs.py" in first, shown.stdout
+    assert "framework frames (" in shown.stdout and "celery/app/trace.py" not in shown.stdout
 
     redis_client.set(ok_key("dlq"), 1)
     replayed = cli("dlq", "replay", run_id)

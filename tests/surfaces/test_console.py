@@ -201,7 +201,10 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     _click(browser, f'a[href="#/run/{run_id}"]')
     until(browser, lambda d: find(d, "#run-traceback") is not None, "the traceback")
     until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "failed"}, "s1 done and s2 failed")
-    assert "RunFailure" in _text(browser, "#run-traceback")
+    shown = _text(browser, "#run-traceback")
+    assert "RunFailure" in shown
+    # Issue 34: the user's step is the first frame shown whole; the framework's are folded.
+    assert "framework frames" in shown and "celery/app/trace.py" not in shown
     console.shot("dead-run")
 
     redis_client.set(ok_key("poison"), 1)  # the cause is fixed
@@ -216,6 +219,10 @@ def test_a_dead_run_is_replayed_with_the_button_and_succeeds(
     )
     until(browser, lambda d: _marks(d) == {"s1": "done", "s2": "done", "s3": "done"}, "every node done")
     until(browser, lambda d: _text(d, "#run-output") == "5", "the output: 4 from s1, 1 from s2")
+    # Issue 34: the replay's attempt is numbered on after the dead run's, not "attempt 1" again.
+    rows = _gantt(browser)
+    assert [r["attempt"] for r in rows] == ["1", "1"], "the store numbers the replay's attempts afresh"
+    assert [r["label"] for r in rows] == ["attempt 1", "attempt 2"]
 
 
 def test_graphs_show_their_diagrams_and_enqueue_through_a_form_from_the_schema(
@@ -396,6 +403,8 @@ def _gantt(browser: webdriver.Chrome) -> list[dict[str, object]]:
     script = """
         return [...document.querySelectorAll('#gantt .gantt-row')].map((g) => ({
           attempt: g.dataset.attempt,
+          number: g.dataset.number,
+          label: g.querySelector('text').textContent,
           spans: [...g.querySelectorAll('.gantt-span')].map((s) =>
             [s.dataset.kind, s.dataset.label, s.querySelector('title').textContent]),
           marks: [...g.querySelectorAll('.gantt-mark')].map((m) => m.dataset.kind),
@@ -601,7 +610,7 @@ def test_the_workers_page_lists_the_live_worker_with_its_graphs_and_runs_in_flig
 
 @pytest.mark.slow
 def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
-    console: Console, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
+    console: Console, client: Client, env: dict[str, str], start_worker: Callable[[], subprocess.Popen[bytes]]
 ) -> None:
     """The worker running a step is killed: its lease lapses, another worker's reaper counts the
     attempt abandoned, and the run goes on there; the chart marks the lapse on attempt 1."""
@@ -617,7 +626,17 @@ def test_the_gantt_chart_marks_where_a_lease_lapsed_with_its_worker(
     start_worker()
     until(browser, lambda d: len(_gantt(d)) == 2, "attempt 2, on the other worker", timeout_s=90)
     lapsed = _gantt(browser)[0]
-    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "backoff"]
+    # Issue 34: the killed attempt's bar ends at its last heartbeat; the gap to the lapse the
+    # reaper found is drawn apart, and the legend says what each kind of bar is.
+    assert lapsed["marks"] == ["lapsed"] and [s[0] for s in lapsed["spans"]] == ["failed", "lapse", "backoff"]
+    failed = next(e for e in client.history(run_id) if e.type == "attempt_failed")
+    beat = int(failed.fields["last_beat_at"]) / 1000
+    started = next(e.at for e in client.history(run_id) if e.type == "attempt_started")
+    assert started <= beat < failed.at, "the last beat is within the attempt, before the lapse was found"
+    legend = browser.execute_script(
+        "return [...document.querySelectorAll('#gantt-legend [data-kind]')].map((g) => g.dataset.kind)"
+    )
+    assert {"step", "failed", "wait", "backoff", "lapse"} <= set(legend)
     console.redis.rpush(release_key("crash"), 1)
     until(browser, lambda d: _gantt(d)[-1]["marks"] == ["succeeded"], "the run to succeed on attempt 2")
     console.shot("gantt-lapsed", at="#run-gantt")
@@ -1024,3 +1043,17 @@ def test_an_approval_by_button_wakes_the_run_and_its_page_shows_who_answered(
         client.close()
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
+
+
+def test_an_ended_run_that_emitted_nothing_and_an_empty_dead_letters_page_say_so(
+    console: Console, client: Client
+) -> None:
+    """Issue 34: "Nothing emitted yet." stayed on a finished run's page, and the dead letters page
+    was an empty table with no word."""
+    browser, api_server = console.browser, console.server
+    run_id = client.enqueue("counter", {"key": "quiet", "n": 1})
+    client.cancel(run_id)
+    _open(browser, api_server, f"run/{run_id}")
+    until(browser, lambda d: _text(d, "#stream-empty") == "This run emitted nothing.", "the empty stream")
+    _open(browser, api_server, "dead")
+    until(browser, lambda d: _text(d, "#dead-none") == "None: no run is dead-lettered.", "the none line")

@@ -208,7 +208,7 @@ def test_schedulers_racing_on_the_same_fires_make_one_run_each(
     assert len(sent) == 20 and len(set(sent)) == 20  # each run's message sent once
 
 
-def test_the_cli_manages_schedules(client: Client, cli: Cli) -> None:
+def test_the_cli_manages_schedules(client: Client, cli: Cli, env: dict[str, str]) -> None:
     added = cli("schedule", "add", "nightly", "--graph", "counter", "--cron", "0 2 * * *",
                 "--input", json.dumps(JOB), "--overlap", "skip", "--catchup", "none", "--json")  # fmt: skip
     assert added.returncode == 0, added.stderr
@@ -220,6 +220,8 @@ def test_the_cli_manages_schedules(client: Client, cli: Cli) -> None:
     assert cli("schedule", "resume", "nightly").returncode == 0
     run_id = cli("schedule", "trigger", "nightly").stdout.strip()
     assert client.get(run_id).status is Status.QUEUED
+    env["COLUMNS"] = "80"  # issue 34: the last run's id is whole, to be copied, even at 80 columns
+    assert run_id in cli("schedule", "list").stdout
     declined = cli("schedule", "delete", "nightly", stdin="n\n")
     assert declined.returncode == 1 and client.schedule("nightly")
     assert cli("schedule", "delete", "nightly", "--yes").returncode == 0

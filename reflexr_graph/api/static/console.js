@@ -472,7 +472,11 @@ function followItems(box, runId, signal) {
   box.replaceChildren(h("span", { class: "muted", id: "stream-empty" }, "Nothing emitted yet."));
   const spans = [];
   follow(`/api/runs/${encodeURIComponent(runId)}/stream`, (type, item) => {
-    if (type === "end") return;
+    if (type === "end") {  // the run ended: if nothing came, nothing will
+      const empty = document.getElementById("stream-empty");
+      if (empty) empty.textContent = "This run emitted nothing.";
+      return;
+    }
     document.getElementById("stream-empty")?.remove();
     if (item.restart) {
       for (const s of spans) {
@@ -670,12 +674,14 @@ async function deadPage(view, reason = "") {
     const q = new URLSearchParams({ limit: "200" });
     if (reason) q.set("reason", reason);
     const page = await api(`/api/dead-letters?${q}`);
-    body.replaceChildren(...page.runs.map((r) => {
+    const rows = page.runs.map((r) => {
       const box = h("input", { type: "checkbox", "data-select": r.run_id, checked: selected.has(r.run_id) });
       box.addEventListener("change", () => (box.checked ? selected.add(r.run_id) : selected.delete(r.run_id)));
       return h("tr", { "data-run": r.run_id }, h("td", {}, box), h("td", { class: "mono run-id" }, h("a", { href: `#/run/${r.run_id}` }, r.run_id)),
         h("td", {}, r.graph), h("td", {}, r.reason || "-"), h("td", {}, h("span", { class: "mono" }, r.error || "-")), h("td", {}, when(r.updated_at)));
-    }));
+    });
+    body.replaceChildren(...(rows.length ? rows
+      : [h("tr", { id: "dead-none" }, h("td", { colspan: 6, class: "muted" }, reason ? "None: no run is dead for this reason." : "None: no run is dead-lettered."))]));
     replaySel.disabled = page.runs.length === 0;
   });
 }

@@ -110,7 +110,8 @@ function ganttModel(events, first, now) {
     const f = e.fields;
     if (e.type === "attempt_started") {
       closeWait(e.at);
-      row = { attempt: f.attempt || String(rows.length + 1), worker: f.worker || "", startedAt: e.at, spans: [], marks: [], lanes: [], tracks: [] };
+      // `number` counts on across replays, whose attempts the store numbers afresh (`attempt`).
+      row = { attempt: f.attempt || String(rows.length + 1), number: rows.length + 1, worker: f.worker || "", startedAt: e.at, spans: [], marks: [], lanes: [], tracks: [] };
       rows.push(row);
       stepFrom = e.at;
     } else if (e.type === "run_replayed" && f.from_start === "1") {
@@ -128,7 +129,12 @@ function ganttModel(events, first, now) {
       row = null; stepFrom = null;
     } else if (e.type === "attempt_failed" && row) {
       const lapsed = f.reason === "abandoned";
-      if (stepFrom !== null) row.spans.push({ kind: "failed", label: node || "step", from: stepFrom, to: e.at, note: f.reason });
+      // A lost worker's attempt ends at its last heartbeat; the time until the reaper found the
+      // lease lapsed is drawn apart: nothing ran in it.
+      const beat = lapsed ? epochS(f.last_beat_at || "") : null;
+      const end = beat !== null && stepFrom !== null ? Math.min(e.at, Math.max(stepFrom, beat)) : e.at;
+      if (stepFrom !== null) row.spans.push({ kind: "failed", label: node || "step", from: stepFrom, to: end, note: f.reason });
+      if (end < e.at) row.spans.push({ kind: "lapse", label: "no heartbeat", from: end, to: e.at });
       row.marks.push({ kind: lapsed ? "lapsed" : "failed", at: e.at, label: lapsed ? "lease lapsed (worker lost)" : `failed: ${f.reason || "?"}` });
       row = null; stepFrom = null;
     } else if (e.type === "run_retrying" && lastRow()) {
@@ -194,7 +200,9 @@ function svgEl(tag, attrs = {}, ...children) {
   return el;
 }
 
-const FILLS = { step: "#60a5fa", failed: "#f87171", wait: "url(#gantt-hatch)", backoff: "#fdba74" };
+const FILLS = { step: "#60a5fa", failed: "#f87171", wait: "url(#gantt-hatch)", backoff: "#fdba74", lapse: "#f3f4f6" };
+const LEGEND = [["step", "step"], ["failed", "failed step"], ["wait", "waiting"], ["backoff", "retry backoff"],
+  ["lapse", "worker lost: last heartbeat to lapse found"]];
 const MARK_COLOURS = { failed: "#dc2626", lapsed: "#7c3aed", succeeded: "#16a34a", ended: "#475569" };
 
 // The chart as an SVG element; `onStep(seq)` is called when a step with a checkpoint is clicked.
@@ -207,7 +215,7 @@ function ganttSvg(rows, onStep, width = 1100) {
   const x = (t) => LEFT + ((t - t0) / (t1 - t0)) * (width - LEFT - 20);
   const rowHeight = (r) => ROW + (r.tracks.length ? (Math.max(...r.tracks) + 1) * LANE + 2 : 0);
   const tops = rows.reduce((at, r) => [...at, at[at.length - 1] + rowHeight(r)], [TOP]);
-  const height = tops[rows.length] + 8;
+  const LEGEND_ROW = 22, height = tops[rows.length] + 8 + LEGEND_ROW;
   const svg = svgEl("svg", { id: "gantt", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "font-size": 12, "font-family": "system-ui, sans-serif" },
     svgEl("defs", {}, svgEl("pattern", { id: "gantt-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" },
       svgEl("rect", { width: 6, height: 6, fill: "#fef9c3" }), svgEl("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#ca8a04", "stroke-width": 2 }))));
@@ -216,7 +224,8 @@ function ganttSvg(rows, onStep, width = 1100) {
   rows.forEach((r, i) => {
     const y = tops[i];
     const g = svgEl("g", { class: "gantt-row", "data-attempt": r.attempt });
-    g.append(svgEl("text", { x: 4, y: y + BAR / 2 + 4, fill: "#1f2328" }, `attempt ${r.attempt}`),
+    g.setAttribute("data-number", r.number);
+    g.append(svgEl("text", { x: 4, y: y + BAR / 2 + 4, fill: "#1f2328" }, `attempt ${r.number}`),
       svgEl("line", { x1: LEFT, x2: width - 20, y1: tops[i + 1] - 4, y2: tops[i + 1] - 4, stroke: "#d0d7de" }));
     if (r.lanes.length) g.append(svgEl("text", { x: 14, y: y + BAR + LANE - 2, fill: "#656d76", "font-size": 11 }, `${r.lanes.length} branch${r.lanes.length > 1 ? "es" : ""}`));
     r.lanes.forEach((l, k) => {
@@ -233,12 +242,12 @@ function ganttSvg(rows, onStep, width = 1100) {
       const w = Math.max(3, x(s.to) - x(s.from));
       const took = duration(s.to - s.from) + (s.open ? " so far" : "");
       const what = s.kind === "step" ? `step ${s.label}` : s.kind === "failed" ? `step ${s.label}, failed (${s.note || "?"})`
-        : s.kind === "wait" ? `waiting for ${s.label}` : "retry backoff";
+        : s.kind === "wait" ? `waiting for ${s.label}` : s.kind === "lapse" ? "no heartbeat until the lease was found lapsed" : "retry backoff";
       const bar = svgEl("g", { class: `gantt-span gantt-${s.kind}`, "data-kind": s.kind, "data-label": s.label, ...(s.seq ? { "data-seq": s.seq, cursor: "pointer" } : {}) },
-        svgEl("title", {}, `${what}, attempt ${r.attempt}: ${took}`),
+        svgEl("title", {}, `${what}, attempt ${r.number}: ${took}`),
         svgEl("rect", { x: x(s.from), y: y + (s.kind === "backoff" ? 6 : 0), width: w, height: s.kind === "backoff" ? BAR - 12 : BAR, rx: 3,
-          fill: FILLS[s.kind], stroke: s.kind === "wait" ? "#ca8a04" : "none" }));
-      if (w > 40 && s.kind !== "backoff") {
+          fill: FILLS[s.kind], ...spanStroke(s.kind) }));
+      if (w > 40 && s.kind !== "backoff" && s.kind !== "lapse") {
         bar.append(svgEl("text", { x: x(s.from) + 4, y: y + BAR / 2 + 4, fill: s.kind === "wait" ? "#713f12" : "#0b1b33" }, `${s.label} ${took}`.slice(0, Math.floor(w / 7))));
       }
       if (s.seq && onStep) bar.addEventListener("click", () => onStep(Number(s.seq)));
@@ -249,9 +258,28 @@ function ganttSvg(rows, onStep, width = 1100) {
       const shape = m.kind === "failed" || m.kind === "lapsed"
         ? svgEl("path", { d: `M${cx - 5} ${cy - 5} L${cx + 5} ${cy + 5} M${cx + 5} ${cy - 5} L${cx - 5} ${cy + 5}`, stroke: c, "stroke-width": 3 })
         : svgEl("circle", { cx, cy, r: 5, fill: c });
-      g.append(svgEl("g", { class: `gantt-mark`, "data-kind": m.kind }, svgEl("title", {}, `${m.label}, attempt ${r.attempt}`), shape));
+      g.append(svgEl("g", { class: `gantt-mark`, "data-kind": m.kind }, svgEl("title", {}, `${m.label}, attempt ${r.number}`), shape));
     }
     svg.append(g);
   });
+  svg.append(ganttLegend(LEFT, height - LEGEND_ROW + 6));
   return svg;
+}
+
+function spanStroke(kind) {  // a wait's border, and a lapse's dashed one: time in which nothing ran
+  if (kind === "wait") return { stroke: "#ca8a04" };
+  if (kind === "lapse") return { stroke: "#7c3aed", "stroke-dasharray": "4 3" };
+  return { stroke: "none" };
+}
+
+// What each kind of bar means, under the rows.
+function ganttLegend(left, y) {
+  const legend = svgEl("g", { id: "gantt-legend" });
+  let at = left;
+  for (const [kind, text] of LEGEND) {
+    legend.append(svgEl("g", { "data-kind": kind }, svgEl("rect", { x: at, y, width: 14, height: 10, rx: 2, fill: FILLS[kind], ...spanStroke(kind) }),
+      svgEl("text", { x: at + 18, y: y + 9, fill: "#656d76", "font-size": 11 }, text)));
+    at += 30 + text.length * 6;
+  }
+  return legend;
 }

@@ -514,11 +514,17 @@ end
 
 -- The attempt holding a lapsed lease died or hung ('abandoned': it counts as a failed attempt),
 -- or lost its lease while Redis was unreachable ('store_unavailable': an interruption).
-local function abandon(reason)
+local function abandon(reason, last_beat)
   redis.call('ZREM', K_LEASES, RUN_ID)
   put('reason', reason)
   note_failure(reason, false)
-  emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason)
+  if last_beat then
+    -- When the attempt's heartbeat last renewed its lease: where its worker was last known alive.
+    emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason, 'error_type', '', 'counted', '',
+      'last_beat_at', last_beat)
+  else
+    emit('attempt_failed', 'attempt', attempt_number(), 'reason', reason)
+  end
 end
 
 -- Keeps the last error: an operator needs it to decide whether to replay. Only a running run

@@ -8,6 +8,8 @@
 --   restarted in it (store/recovery.py: mark_pass), or '' '': a lease
 --   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
 -- ARGV[7] max interruptions
+-- ARGV[8] the fleet's lease TTL ms ('' when unknown): the lease's expiry less it is when the
+--   attempt's heartbeat last renewed it, told on its attempt_failed event as last_beat_at
 -- Returns store/contracts.py Reaped: 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
 --   any more, or a stale entry) | {'idem', key}
 
@@ -44,7 +46,11 @@ if outage then
   return 'retrying'
 end
 local exhausted = out_of_attempts()
-abandon('abandoned')
+local last_beat = nil
+if lease and (ARGV[8] or '') ~= '' then
+  last_beat = tonumber(lease) - tonumber(ARGV[8])
+end
+abandon('abandoned', last_beat)
 if exhausted then
   to_dead('abandoned', ARGV[4])
   return 'dead'

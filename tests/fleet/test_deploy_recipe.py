@@ -1,7 +1,7 @@
-"""README's deploy recipe ("Deploying a changed graph", issue 34 item 8), run as written.
+"""The deploy recipe of docs/deploying.md ("Deploying a changed graph", issue 34 item 8), run as written.
 
-The commands between the ``deploy-recipe`` markers are read from README.md and run in their order,
-against real workers, with the README's names swapped for the test's graph (``myapp.graphs:docpipe``
+The commands between the ``deploy-recipe`` markers are read from docs/deploying.md and run in their order,
+against real workers, with the page's names swapped for the test's graph (``myapp.graphs:docpipe``
 is version 2 of tests/fleet/version_graphs.py): a worker command starts a worker with
 ``reflexr-graph worker``, a ``reflexr-graph`` command runs the CLI, ``kill -TERM`` stops the old
 worker. A run in flight on version 1 must end on version 2 without what had finished running again.
@@ -27,7 +27,7 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "deploying.md"
 V1, V2 = version_graphs.v1.version, version_graphs.v2.version
 NAMES = {
     "myapp.graphs:docpipe": "tests.fleet.version_graphs:v2",
@@ -38,7 +38,7 @@ NAMES = {
 
 def recipe() -> list[str]:
     """The recipe's command lines, in order, with the test's names."""
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     block = text.split("<!-- deploy-recipe -->", 1)[1].split("<!-- /deploy-recipe -->", 1)[0]
     shells = re.findall(r"```sh\n(.*?)```", block, flags=re.DOTALL)
     lines = [line.strip() for shell in shells for line in shell.splitlines() if line.strip()]
@@ -50,7 +50,7 @@ def _verb(words: list[str]) -> str:
     return "kill" if words[0] == "kill" else words[words.index("reflexr-graph") + 1]
 
 
-def test_the_readme_recipe_is_new_workers_check_upgrade_retire() -> None:
+def test_the_documented_recipe_is_new_workers_check_upgrade_retire() -> None:
     verbs = [_verb(shlex.split(line)) for line in recipe()]
     assert verbs == ["worker", "check-checkpoints", "versions", "upgrade", "kill"]
     assert "--resume-compatible" in recipe()[3] and "--include-running" in recipe()[3]
@@ -78,7 +78,7 @@ def _run(line: str, fleet: Fleet, old: Worker, monkeypatch: pytest.MonkeyPatch) 
         assert "1 running run(s) move once their attempt ends" in done.stdout, done.stdout
 
 
-def test_the_readme_deploy_recipe_moves_a_run_in_flight_to_the_new_version(
+def test_the_documented_deploy_recipe_moves_a_run_in_flight_to_the_new_version(
     fleet: Fleet,
     client_for: Callable[[Fleet], Client],
     redis_client: redis.Redis,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure Debian's faketime (libfaketime) is installed: the clock-skew tests start one worker
 # under `faketime -f +120s` (and -120s) to prove that leases, timers and rate limits keep the
-# store's time, not the worker's (README: "Guarantees and limits", G11).
+# store's time, not the worker's (docs/guarantees.md, G11).
 set -euo pipefail
 
 have() { command -v faketime >/dev/null 2>&1; }

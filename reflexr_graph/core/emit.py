@@ -227,7 +227,8 @@ async def emit(value: Any, *, topic: str = "output") -> None:
     may emit thousands a second; a step's items are all written before the step returns.
 
     A step that runs again after a crash or a failure emits again, after an item with
-    ``restart=True`` for its node: see the README's "Streaming" section for what a reader sees.
+    ``restart=True`` for its node: docs/guide.md#streaming-what-a-step-produces says what a reader
+    sees.
     Past ``REFLEXR_STREAM_MAX_ITEMS`` items in the run, it raises :class:`~reflexr_graph.errors.StreamFull`.
     """
     execution = current_execution()

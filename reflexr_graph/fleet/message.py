@@ -146,8 +146,8 @@ def create_from_message(
         raise BadMessage(
             Reason.BAD_MESSAGE,
             "on a Redis Cluster store, a message with an idempotency key needs a task id in the "
-            "key's shard: crc32(task id) mod 64 == crc32('<graph>:<key>') mod 64 (README: Enqueue "
-            "from another language)",
+            "key's shard: crc32(task id) mod 64 == crc32('<graph>:<key>') mod 64 "
+            "(docs/guide.md#enqueue-from-another-language)",
             keep_key=False,
         )
     owner, _created = store.create_run(

@@ -6,7 +6,7 @@ the client follow the promotion. Steps record their executions in the session's 
 does not fail over, so the record survives what it measures: replication is asynchronous, and
 whatever the primary had not yet sent its replica when it died is gone from the new one.
 
-What is asserted is what the fleet guarantees across a failover (README, "High availability"):
+What is asserted is what the fleet guarantees across a failover (docs/operations.md, "High availability"):
 every run whose record the new primary holds reaches a terminal status, and none is dead. What
 is lost is measured and printed: runs whose record vanished, runs that ran a second attempt,
 steps that ran again.
@@ -59,8 +59,8 @@ claim drops the second message."""
 
 UNPROTECTED_ENV = "FAILOVER_UNPROTECTED"
 """Set to 1 to also run the partition without min-replicas-to-write: the loss it measures is the
-README's last row. Off by default: it only measures (45 s), and what it shows is the reason the
-topology runs with the setting."""
+last row of docs/operations.md's failover table. Off by default: it only measures (45 s), and what
+it shows is the reason the topology runs with the setting."""
 
 
 @pytest.fixture

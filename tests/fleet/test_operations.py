@@ -111,7 +111,7 @@ def test_threads_and_solo_pools_run_and_hand_runs_back_on_shutdown(
         info = client.wait(run_id, timeout=90)
         assert (info.status, info.attempts, info.interruptions) == (Status.SUCCEEDED, 1, 0), info
     # A step that yields: a thread cannot be stopped from outside, so one blocking the event loop
-    # keeps a threads or solo worker until it returns (README: supported pools).
+    # keeps a threads or solo worker until it returns (docs/guarantees.md: supported pools).
     held = client.enqueue("steps", {"value": 99, "gate": "s2", "async_gate": True})
     open_gate(redis_client, held, attempt=2)
     wait_for(started(redis_client, held, "s2", 1), 30, "s2 to start")

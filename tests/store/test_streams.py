@@ -207,7 +207,7 @@ def test_a_recorded_durable_call_emits_nothing_again_and_its_items_stand(store: 
 
 
 def _kept(items: list[StreamItem]) -> list[StreamItem]:
-    """What a reader keeps: every item but those a later restart item voids (README, Streaming)."""
+    """What a reader keeps: every item but those a later restart item voids (docs/guide.md, Streaming)."""
     void: set[int] = set()
     for marker in (i for i in items if i.restart):
         scope = (marker.node, marker.branch, marker.call)

@@ -177,7 +177,7 @@ def _public_methods(cls: type) -> dict[str, inspect.Signature]:
 
 
 def test_async_client_has_every_method_of_the_client() -> None:
-    """The README says AsyncClient has the same methods: same names, same parameters, awaitable
+    """docs/guide.md says AsyncClient has the same methods: same names, same parameters, awaitable
     (or, for what the sync client yields, an async iterator)."""
     sync, async_ = _public_methods(Client), _public_methods(AsyncClient)
     assert set(sync) == set(async_), set(sync) ^ set(async_)

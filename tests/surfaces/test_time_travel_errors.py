@@ -175,7 +175,7 @@ def test_a_fork_keeps_the_source_priority_unless_given_one(
     cli_here: CliHere, client: Client, harness: Harness
 ) -> None:
     plain_run = harness.create(chain, uuid.uuid4().hex)
-    assert client.get(plain_run).priority == 0, "0 is the default, as the README says"
+    assert client.get(plain_run).priority == 0, "0 is the default, as docs/guide.md says"
     source = client.enqueue("chain", uuid.uuid4().hex, priority=9)
     assert harness.attempt(chain, source) == 21
     assert client.get(client.fork(source, from_seq=3)).priority == 9

@@ -26,8 +26,9 @@ from pydantic import JsonValue
 from pydantic_ai.external_events import ExternalEventError, ExternalEventWaiter, external_event_scope
 from pydantic_ai.tools import DeferredToolRequests
 
-from reflexr_graph import clock, durable_call
+from reflexr_graph import clock
 from reflexr_graph.core.context import current_run_or_none
+from reflexr_graph.core.durable import durable_call
 from reflexr_graph.core.signals import SIGNAL_NAME
 from reflexr_graph.core.steps import current_execution
 from reflexr_graph.core.waits import wait_outcome

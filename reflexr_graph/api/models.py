@@ -6,7 +6,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, Field, model_validator
 
-from reflexr_graph import errors
+from reflexr_graph.api.problems import HTTP_STATUS
 from reflexr_graph.client import Refused
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
@@ -155,7 +155,7 @@ def refusals(refused: list[Refused]) -> list[Refusal]:
     return [
         Refusal(
             run_id=r.run_id,
-            status=404 if isinstance(r.error, errors.RunNotFound) else 409,
+            status=HTTP_STATUS[r.error.error_kind],
             detail=str(r.error),
         )
         for r in refused

@@ -27,15 +27,32 @@ log = logging.getLogger(__name__)
 
 MEDIA_TYPE = "application/problem+json"
 
-HTTP_STATUS: dict[Kind, tuple[int, str]] = {
-    Kind.NOT_FOUND: (404, "Not Found"),
-    Kind.INVALID: (422, "Unprocessable Content"),
-    Kind.CONFLICT: (409, "Conflict"),
-    Kind.UNAVAILABLE: (503, "Service Unavailable"),
-    Kind.TIMEOUT: (504, "Gateway Timeout"),
-    Kind.FAILED: (500, "Internal Server Error"),
+HTTP_STATUS: dict[Kind, int] = {
+    Kind.NOT_FOUND: 404,
+    Kind.INVALID: 422,
+    Kind.CONFLICT: 409,
+    Kind.UNAVAILABLE: 503,
+    Kind.TIMEOUT: 504,
+    Kind.FAILED: 500,
 }
-"""The status and title that answer each kind of error (a 500 with a generic detail)."""
+"""The status that answers each kind of error (a 500 with a generic detail)."""
+TITLES: dict[int, str] = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+"""The title of each status the API answers with, whoever chose the status: an error's kind, a
+guard or Starlette refusing the request, or a request that does not validate; "Error" for another."""
 RETRY_AFTER_S = 5
 """The ``Retry-After`` of a 503: Redis unreachable, loading, failing over or full passes on its own
 or once an operator acts; a client asking again sooner only adds load."""
@@ -61,8 +78,8 @@ class Problem(BaseModel):
     kept: list[int] | None = Field(None, description="For a checkpoint not kept: the seqs the run keeps")
 
 
-def problem(status: int, title: str, detail: str, **extra: Any) -> JSONResponse:
-    body = Problem(status=status, title=title, detail=detail, **extra)
+def problem(status: int, detail: str, **extra: Any) -> JSONResponse:
+    body = Problem(status=status, title=TITLES.get(status, "Error"), detail=detail, **extra)
     headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": str(RETRY_AFTER_S)}}.get(status)
     return JSONResponse(
         body.model_dump(exclude_none=True), status_code=status, media_type=MEDIA_TYPE, headers=headers
@@ -80,10 +97,9 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
     if any(e.type == "json_invalid" for e in found):
         # The body is not JSON at all: bad input, not a value that fails validation.
         bad = [ProblemError(loc=["body"], msg="is not valid JSON", type="json_invalid")]
-        return problem(400, "Bad Request", "the request body is not valid JSON", errors=bad)
+        return problem(400, "the request body is not valid JSON", errors=bad)
     return problem(
         422,
-        "Unprocessable Content",
         f"the request does not validate: {invalid.describe(exc.errors())}",
         errors=found,
     )
@@ -92,10 +108,7 @@ async def _request_invalid(_request: Request, exc: Exception) -> JSONResponse:
 async def _http(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else "the request failed"
-    title = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-             405: "Method Not Allowed", 413: "Content Too Large", 415: "Unsupported Media Type",
-             429: "Too Many Requests"}  # fmt: skip
-    response = problem(exc.status_code, title.get(exc.status_code, "Error"), detail)
+    response = problem(exc.status_code, detail)
     for name, value in (exc.headers or {}).items():
         response.headers[name] = value
     return response
@@ -103,7 +116,7 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _reflexr(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, errors.ReflexrError)
-    status, title = HTTP_STATUS[exc.error_kind]
+    status = HTTP_STATUS[exc.error_kind]
     if status == 500:
         return await _unexpected(request, exc)
     extra: dict[str, Any] = {}
@@ -116,14 +129,14 @@ async def _reflexr(request: Request, exc: Exception) -> JSONResponse:
         extra["run_id"] = exc.run_id
     elif isinstance(exc, errors.CheckpointNotFound):
         extra["kept"] = exc.kept
-    return problem(status, title, str(exc), **extra)
+    return problem(status, str(exc), **extra)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     # The traceback goes to the server's log only; the client learns that it failed, not how.
     log.error("%s %s failed with %s; answering 500", request.method, request.url.path, type(exc).__name__,
               exc_info=exc)  # fmt: skip
-    return problem(500, "Internal Server Error", "the server failed to answer; its log says why")
+    return problem(500, "the server failed to answer; its log says why")
 
 
 def install(app: FastAPI) -> None:

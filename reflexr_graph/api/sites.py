@@ -106,7 +106,7 @@ class SiteGuard:
                 "this server does not answer to the Host this request names: reach it by the address "
                 "it listens on, or add the name to REFLEXR_API_HOSTS"
             )
-            await problem(400, "Bad Request", detail)(scope, receive, send)
+            await problem(400, detail)(scope, receive, send)
             return
         why = cross_site(headers) if scope["method"] in STATE_CHANGING else None
         if why is not None:
@@ -114,7 +114,7 @@ class SiteGuard:
                 f"a request that changes something is refused from another site: {why}; the API takes "
                 "them from its own console and from clients that send no Origin"
             )
-            await problem(403, "Forbidden", detail)(scope, receive, send)
+            await problem(403, detail)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

@@ -24,8 +24,9 @@ from reflexr_graph.cli.app import (
     confirm,
     dlq_app,
 )
-from reflexr_graph.cli.failures import EXIT_FAILED, EXIT_USAGE, BadInput
+from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_tag_options
+from reflexr_graph.cli.report import EXIT_CODES
 from reflexr_graph.client import BULK_LIMIT, Client, Refused
 
 AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason/--tag).")]
@@ -98,10 +99,9 @@ def report_bulk(label: str, total: int, failures: list[Refused]) -> None:
     for failure in failures:
         render.err.print(f"{failure.run_id}: {failure.error}", markup=False)
     if failures:
-        # An unknown id is bad input (2); a run whose status refuses the operation is a refused
-        # operation (1), as for a single run.
-        unknown = any(isinstance(failure.error, errors.RunNotFound) for failure in failures)
-        raise typer.Exit(EXIT_USAGE if unknown else EXIT_FAILED)
+        # Each exits as it would for a single run (an unknown id is bad input, 2; a run whose status
+        # refuses the operation a refused operation, 1), and the bulk by the highest of them.
+        raise typer.Exit(max(EXIT_CODES[failure.error.error_kind] for failure in failures))
 
 
 @dlq_app.command()

@@ -15,7 +15,7 @@ import typer
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
-from reflexr_graph.fleet.registry import build_registry
+from reflexr_graph.graph_registry import build_registry
 
 
 @app.command()

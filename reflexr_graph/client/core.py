@@ -26,6 +26,7 @@ from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
+from reflexr_graph.graph_registry import build_registry
 from reflexr_graph.model import (
     CHILD_WAIT_PREFIX,
     CHILDREN_WAIT_PREFIX,
@@ -343,8 +344,6 @@ class ClientCore:
     def _new_code(self, graph: str, code: GraphAction | None) -> GraphAction:
         if code is not None:
             return code
-        from reflexr_graph.fleet.registry import build_registry  # imports graph code: only asked here
-
         found = build_registry(self.settings.graphs).get(graph)
         if found is None:
             raise errors.OperationRefused(

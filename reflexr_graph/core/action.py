@@ -22,7 +22,7 @@ from reflexr_graph.core.controls import StepControls, seconds_or_none
 from reflexr_graph.core.fingerprint import fingerprint
 from reflexr_graph.core.input_types import adapter_or_none, infer_input_types
 from reflexr_graph.core.limits import Limit, check_limits
-from reflexr_graph.core.pg import AnyGraph, Kind
+from reflexr_graph.core.pg import AnyGraph
 from reflexr_graph.core.policy import NO_POLICY, RetryPolicy
 from reflexr_graph.core.readback import Codec
 from reflexr_graph.core.signals import check_waits, declare
@@ -276,9 +276,6 @@ class GraphAction:
 
     def node_codec(self, node_id: str) -> Codec | None:
         return self._codecs.get(node_id)
-
-    def is_decision(self, node_id: str) -> bool:
-        return self.kinds.get(node_id) is Kind.DECISION
 
     def validate_inputs(self, inputs: Any) -> Any:
         """The graph inputs as their type; InvalidInputs lists each failing location."""

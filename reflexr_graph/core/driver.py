@@ -129,7 +129,7 @@ class _Saver:
             self.tally.skip(node_id, SkipReason.STATE, f"the state {why}")
             return
         try:
-            # A decision routes by class, so its inputs must read back as theirs (action.is_decision).
+            # A decision routes by class, so its inputs must read back as theirs.
             node_inputs = codec.dump(task.inputs, same_class=kind is Kind.DECISION)
         except NotReadable as why:
             self.tally.skip(node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")

@@ -39,6 +39,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from reflexr_graph.core.journal import Journal
 from reflexr_graph.core.port import AttemptContext, Emission, StreamPort
 from reflexr_graph.core.steps import StepExecution, current_execution
 from reflexr_graph.errors import NotInRun, RunFailure
@@ -218,6 +219,24 @@ class Emitter:
         return True
 
 
+def _emitter(journal: Journal) -> Emitter:
+    """The attempt's emitter, made on its first ``emit`` and kept in its journal (``stream``)."""
+    stream = journal.stream
+    if isinstance(stream, Emitter):
+        return stream
+    append = getattr(journal.port, "append_stream", None)
+    if append is None:
+        raise NotInRun("emit() needs a store that keeps streams; this attempt's store keeps none")
+    earlier = (
+        {}
+        if journal.checkpointed
+        else {k: int(v) for k, v in journal.records.items() if k.startswith(MARK) and v.isdigit()}
+    )
+    emitter = Emitter(journal.port, journal.ctx, earlier)  # type: ignore[arg-type]
+    journal.stream = emitter
+    return emitter
+
+
 async def emit(value: Any, *, topic: str = "output") -> None:
     """Append ``value`` (JSON data, a pydantic model or a dataclass) to the run's stream, under ``topic``.
 
@@ -238,6 +257,6 @@ async def emit(value: Any, *, topic: str = "output") -> None:
             "worker runs (a plain graph.run() has no stream to write to)"
         )
     check_topic(topic)
-    emitter = execution.journal.emitter()
+    emitter = _emitter(execution.journal)
     execution.emitted = True
     await emitter.emit(execution, topic, value_json(value, topic=topic, node=execution.node_id))

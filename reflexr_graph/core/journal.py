@@ -28,7 +28,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from opentelemetry import trace
 
@@ -38,10 +38,16 @@ from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, Lane, WaitResult
 from reflexr_graph.core.tally import Tally
-from reflexr_graph.errors import NotInRun, Suspended
+from reflexr_graph.errors import Suspended
 
-if TYPE_CHECKING:
-    from reflexr_graph.core.emit import Emitter
+
+class ItemStream(Protocol):
+    """The attempt's stream as the journal and the steps see it; ``core/emit.py`` makes it (its
+    ``Emitter``) and owns it, so the journal needs no import of emit, which imports the steps."""
+
+    async def flush(self) -> None: ...
+
+    def saved(self) -> None: ...
 
 
 class RecordPort(Protocol):
@@ -111,7 +117,7 @@ class Journal:
     """The next task as the boundary just saved wrote it down: its node, its inputs (the very
     object) and their JSON, so that its step keys its records without writing them down again."""
 
-    stream: Emitter | None = None
+    stream: ItemStream | None = None
     """Where the attempt's emitted items go (core/emit.py), made by the first ``emit``: an attempt
     whose steps emit nothing costs nothing for it."""
     checkpointed: bool = False
@@ -129,22 +135,6 @@ class Journal:
         if self.keyed_by is not None and not self.checkpointed:
             return self.keyed_by
         return self.fingerprint
-
-    def emitter(self) -> Emitter:
-        """The attempt's emitter, made on first use."""
-        if self.stream is None:
-            from reflexr_graph.core.emit import MARK, Emitter  # emit.py imports steps.py, which imports this
-
-            append = getattr(self.port, "append_stream", None)
-            if append is None:
-                raise NotInRun("emit() needs a store that keeps streams; this attempt's store keeps none")
-            earlier = (
-                {}
-                if self.checkpointed
-                else {k: int(v) for k, v in self.records.items() if k.startswith(MARK) and v.isdigit()}
-            )
-            self.stream = Emitter(self.port, self.ctx, earlier)  # type: ignore[arg-type]
-        return self.stream
 
     def saved(self) -> None:
         """A checkpoint was saved: it holds every record and drops the memo."""

@@ -5,7 +5,7 @@ what reflexr needs to decide whether a boundary is quiescent (the run's in-fligh
 and join reducers) or what each node's input is annotated with. Keeping those reads in
 one module means a pydantic-graph upgrade is checked against one file. Other modules use
 only its public API: ``core/driver.py`` steps a run with ``Graph.iter`` and ``GraphRun.next``,
-and ``fleet/registry.py`` recognises a bare ``Graph`` to wrap it.
+and ``graph_registry.py`` recognises a bare ``Graph`` to wrap it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ import json
 import logging
 from typing import Any
 
-from reflexr_graph import schemas
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.deadlines import Deadlines
@@ -33,9 +32,9 @@ from reflexr_graph.errors import (
 from reflexr_graph.fleet import loops, observe
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.attempt_port import AttemptPort, ChildSender
+from reflexr_graph.fleet.budget import new_run_budget
 from reflexr_graph.fleet.fenced import lease_from_now
 from reflexr_graph.fleet.heartbeat import Heartbeat
-from reflexr_graph.fleet.message import published_max_attempts
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.recorder import Recorder
 from reflexr_graph.fleet.watchdog import Watch
@@ -56,15 +55,12 @@ RELEASE_BUDGET_S = 2.0
 
 def _child_sender(app: FleetApp, store: RedisStore) -> ChildSender:
     """How this worker's attempts make child runs: each takes its graph's attempt budget as a
-    Client's enqueue does (this worker's own when it serves the graph), and its message goes out
-    as a producer's does."""
+    Client's enqueue does (the published one, ``fleet/budget.py``), and its message goes out as a
+    producer's does."""
     settings = app.reflexr_settings
 
     def max_attempts(graph: str) -> int:
-        action = app.reflexr_registry.get(graph)
-        if action is not None:
-            return schemas.run_max_attempts(action, settings.max_attempts)
-        return published_max_attempts(store, graph, settings.max_attempts)
+        return new_run_budget(store, graph, app.reflexr_registry.get(graph), settings.max_attempts)
 
     def send(run_id: str, graph: str) -> None:
         send_run(app, run_id, graph)

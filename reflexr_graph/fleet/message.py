@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reflexr_graph import schemas
-from reflexr_graph.core.action import NAME_PATTERN, NAME_RULE
+from reflexr_graph.core.action import NAME_PATTERN, NAME_RULE, GraphAction
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.errors import Kind, ReflexrError, UnknownGraph
+from reflexr_graph.errors import Kind, ReflexrError
+from reflexr_graph.fleet.budget import new_run_budget
 from reflexr_graph.model import Reason
 from reflexr_graph.store import cluster, keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -112,23 +112,20 @@ def parse_message(args: tuple[Any, ...], kwargs: dict[str, Any], max_payload_byt
     )
 
 
-def published_max_attempts(store: RedisStore, graph: str, unpublished: int) -> int:
-    """The attempt budget a new run of ``graph`` gets, as a Client's enqueue gives it: the one in the
-    graph's published entry (``schemas.run_max_attempts``); ``unpublished`` when there is no entry."""
-    try:
-        return schemas.load(store, graph).max_attempts
-    except UnknownGraph:
-        return unpublished
-
-
 def create_from_message(
-    store: RedisStore, run_id: str, msg: RunMessage, unpublished_max_attempts: int, dispatch_grace_ms: int
+    store: RedisStore,
+    run_id: str,
+    msg: RunMessage,
+    action: GraphAction | None,
+    default_max_attempts: int,
+    dispatch_grace_ms: int,
 ) -> str:
     """Create the record of a foreign producer's run; returns the run that now owns its key.
 
     Its attempt budget is the graph's published one, as for a run a Client enqueues
-    (:func:`published_max_attempts`). Raises IdempotencyConflict when the key names a run made
-    from other inputs, and BadMessage when the message carries no inputs to create a record from.
+    (``fleet/budget.py``; ``action`` and ``default_max_attempts`` only for a graph nobody
+    published). Raises IdempotencyConflict when the key names a run made from other inputs, and
+    BadMessage when the message carries no inputs to create a record from.
     """
     if not msg.has_inputs:
         raise BadMessage(
@@ -156,7 +153,7 @@ def create_from_message(
         inputs_json=msg.inputs_json,
         state_json=msg.state_json,
         idempotency_key=msg.idempotency_key,
-        max_attempts=published_max_attempts(store, msg.graph, unpublished_max_attempts),
+        max_attempts=new_run_budget(store, msg.graph, action, default_max_attempts),
         # If the worker dies before claiming, the reaper sends the run again after this.
         dispatch_grace_ms=dispatch_grace_ms,
         # The producer's trace, as the Celery instrumentation carried it in the message.

@@ -21,11 +21,12 @@ from typing import Any
 
 from celery import signals
 
-from reflexr_graph import clock, schemas
+from reflexr_graph import clock
 from reflexr_graph.config.dispatch import send_run
 from reflexr_graph.core.schedules import Overlap, Schedule, fire_time, plan
-from reflexr_graph.errors import ScheduleNotFound, StoreUnavailable, UnknownGraph
+from reflexr_graph.errors import ScheduleNotFound, StoreUnavailable
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.fleet.budget import new_run_budget
 from reflexr_graph.fleet.nudges import Nudges
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.schedules import advance, due_schedules, fire_run, previous_active, read_schedule
@@ -150,7 +151,12 @@ class Scheduler:
 
     def _fire(self, schedule: Schedule, fire_ms: int) -> str:
         run_id, created = self.store.do(
-            fire_run(schedule, fire_ms, self._max_attempts(schedule.graph), DISPATCH_GRACE_MS)
+            fire_run(
+                schedule,
+                fire_ms,
+                new_run_budget(self.store, schedule.graph, None, self.default_max_attempts),
+                DISPATCH_GRACE_MS,
+            )
         )
         if created:
             try:
@@ -164,13 +170,6 @@ class Scheduler:
                 )
             log.info("schedule %s: fire %s queued run %s", schedule.name, fire_time(fire_ms), run_id)
         return run_id
-
-    def _max_attempts(self, graph: str) -> int:
-        """The graph's published budget, as a client's enqueue gives its runs."""
-        try:
-            return self.store.do(schemas.published_graph(graph)).max_attempts
-        except UnknownGraph:
-            return self.default_max_attempts
 
 
 # -- wiring into the worker's main process ----------------------------------------------------

@@ -19,7 +19,7 @@ from celery import signals
 from click.core import ParameterSource
 
 from reflexr_graph.fleet.app import FleetApp
-from reflexr_graph.fleet.registry import describe
+from reflexr_graph.graph_registry import describe
 
 log = logging.getLogger(__name__)
 PACKAGE_LOGGER = "reflexr_graph"

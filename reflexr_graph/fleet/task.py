@@ -23,7 +23,6 @@ from celery import Task
 from celery.exceptions import Ignore, Reject
 from pydantic import ValidationError
 
-from reflexr_graph import schemas
 from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.core import invalid
 from reflexr_graph.core.action import GraphAction
@@ -132,9 +131,8 @@ def claim_run(
 
     found = claim()
     if found.outcome is ClaimOutcome.MISSING:
-        # What this worker publishes for the graph, should its entry be gone.
-        unpublished = schemas.run_max_attempts(action, app.reflexr_settings.max_attempts)
-        owner = create_from_message(store, run_id, msg, unpublished, app.reflexr_settings.lease_ttl_ms)
+        settings = app.reflexr_settings
+        owner = create_from_message(store, run_id, msg, action, settings.max_attempts, settings.lease_ttl_ms)
         if owner != run_id:
             log.info(
                 "run %s: idempotency key already names run %s; this message is a duplicate request, dropped",

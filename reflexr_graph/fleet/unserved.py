@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from reflexr_graph import schemas
 from reflexr_graph.config.dispatch import forward, graph_queue
 from reflexr_graph.fleet import observe
 from reflexr_graph.fleet.app import FleetApp
@@ -49,8 +48,8 @@ def route(
         return Delivered(Outcome.FORWARDED, run_id)
     if store.graph_of(run_id) is None:
         # A foreign producer's first message: it is the run's only record until this one exists.
-        unpublished = schemas.run_max_attempts(None, app.reflexr_settings.max_attempts)
-        create_from_message(store, run_id, msg, unpublished, app.reflexr_settings.lease_ttl_ms)
+        settings = app.reflexr_settings
+        create_from_message(store, run_id, msg, None, settings.max_attempts, settings.lease_ttl_ms)
     return hold(app, store, run_id, graph)
 
 

@@ -13,8 +13,8 @@ from reflexr_graph.config.settings import Settings, load_settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.factory import create_app
-from reflexr_graph.fleet.registry import build_registry, describe
 from reflexr_graph.fleet.sigterm import REMAP
+from reflexr_graph.graph_registry import build_registry, describe
 
 log = logging.getLogger(__name__)
 

@@ -381,7 +381,7 @@ def reaper_lock(shard: int) -> str:
 def reaper_pass(shard: int) -> str:
     """The shard's last reaper pass: "<epoch ms> <run_id of the Redis server>". A server has a new
     run_id each time it starts (a promoted replica has its own), so the next pass can tell that the
-    shard's primary restarted or failed over since then (store/recovery.py: mark_pass)."""
+    shard's primary restarted or failed over since then (lua/_pass.lua, marked by each reaper tick)."""
     return f"{_shard(shard)}:reaper:pass"
 
 

@@ -155,7 +155,7 @@ class Recovery(StoreBase):
         Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
         attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
         ms, in which the caller found Redis unreachable, or that a pass found Redis restarted
-        in: :meth:`reaper_tick`, :meth:`mark_pass`) was lost to the outage: that attempt is an
+        in: :meth:`reaper_tick`) was lost to the outage: that attempt is an
         interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
         ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
         With the fleet's ``lease_ttl_ms``, an abandoned attempt's event tells when its heartbeat
@@ -177,22 +177,6 @@ class Recovery(StoreBase):
             if outcome in (Reaped.DEAD, Reaped.RETRYING):
                 handled.append(run_id)
         return handled
-
-    @translate_errors
-    def mark_pass(self, now_ms: int | None = None) -> tuple[int, int] | None:
-        """Record a pass of the reaper holding the lock; the window since the last one if Redis
-        restarted or failed over in between, else None (``lua/_pass.lua``; a reaper's tick does
-        the same within its one script, :meth:`reaper_tick`).
-
-        The window (epoch ms, from the last pass to now) is evidence of an outage that holds even
-        for a reaper that was not running during it, or did not hold the lock: a server answers
-        with a new ``run_id`` each time it starts, and a promoted replica with its own. A server
-        whose ACL refuses INFO gives no evidence: its outages are then known only to the reapers
-        that saw them.
-        """
-        now = clock.now_ms() if now_ms is None else now_ms
-        calls = [("reaper_pass", [keys.reaper_pass(shard)], [now]) for shard in self.shards.all]
-        return _widest([_window(reply) for reply in self._scripts.run_many(calls)])
 
     @translate_errors
     def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:
@@ -326,16 +310,6 @@ class Recovery(StoreBase):
         return Unserved(text(self.do(per_run("hold_unserved", run_id, run_id, now, args))))
 
     # -- reaper lock -----------------------------------------------------------------------------
-
-    @translate_errors
-    def acquire_lock(self, owner: str, ttl_ms: int, shard: int = 0) -> bool:
-        """Take a shard's reaper lock for ``ttl_ms`` if nobody holds it."""
-        return bool(self._r.set(keys.reaper_lock(shard), owner, nx=True, px=ttl_ms))
-
-    @translate_errors
-    def extend_lock(self, owner: str, ttl_ms: int, shard: int = 0) -> bool:
-        """Extend a shard's reaper lock; False when ``owner`` no longer holds it."""
-        return bool(self._scripts("lock_extend", [keys.reaper_lock(shard)], [owner, ttl_ms]))
 
     @translate_errors
     def release_lock(self, owner: str, shards: Iterable[int] | None = None) -> bool:

@@ -56,7 +56,6 @@ STANDALONE: tuple[str, ...] = (
     "renew_lease",
     "ack_due",
     "lock_release",
-    "lock_extend",
     "reschedule_due",
     "save_checkpoint",
     "record",
@@ -69,7 +68,6 @@ STANDALONE: tuple[str, ...] = (
     "limit_take",
     "limit_granted",
     "reaper_tick",
-    "reaper_pass",
     "schedule_put",
     "schedule_advance",
     "activity_counts",
@@ -94,7 +92,7 @@ WITH_HISTORY: frozenset[str] = frozenset(
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
 
 
-WITH_PASS: frozenset[str] = frozenset({"reaper_tick", "reaper_pass"})
+WITH_PASS: frozenset[str] = frozenset({"reaper_tick"})
 """Scripts that get the reaper's pass mark (``lua/_pass.lua``)."""
 
 

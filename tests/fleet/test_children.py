@@ -12,10 +12,11 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from reflexr_graph.model import Status
 from tests.fleet import child_graphs
-from tests.fleet.conftest import Fleet, assert_consistent, count
+from tests.fleet.conftest import FAST_ENV, Fleet, assert_consistent, count
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(150)
@@ -112,6 +113,28 @@ def test_start_child_then_wait_child(
     parent = client.enqueue("family", {"children": 1})
     done = client.wait(parent, timeout=60)
     assert done.status is Status.SUCCEEDED and done.output == [0], done
+
+
+def test_a_child_takes_its_graphs_published_budget_even_from_a_worker_that_serves_the_graph(
+    fleet: Fleet, client_for: Callable[[Fleet], Client]
+) -> None:
+    """Every new run takes its graph's published budget (README: REFLEXR_MAX_ATTEMPTS), a child too:
+    here a deploy step published ``kid`` with 7 (``reflexr-graph publish`` with its own setting)
+    while the worker that makes the child serves ``kid`` with its own 3. A client's enqueue of
+    ``kid`` would get 7; the child got the worker's 3 (issue 36: two precedences)."""
+    fleet.start(**GRAPHS)
+    client = client_for(fleet)
+    # The worker published its entry (3) before it reported ready, and does again a minute later.
+    schemas.publish(client.store, [child_graphs.kid_graph], 7)
+    try:
+        parent = client.enqueue("family", {"children": 1})
+        done = client.wait(parent, timeout=60)
+        assert done.status is Status.SUCCEEDED, done
+        (kid,) = _children(client, parent)
+        assert client.graph("kid").max_attempts == 7, "the worker published its own meanwhile"
+        assert client.get(kid).max_attempts == 7
+    finally:
+        schemas.publish(client.store, [child_graphs.kid_graph], int(FAST_ENV["REFLEXR_MAX_ATTEMPTS"]))
 
 
 def test_cancelling_a_parent_cancels_its_children_that_wait_on_a_timer(

@@ -15,7 +15,7 @@ from reflexr_graph.config.settings import Settings, known_env_vars, load_setting
 from reflexr_graph.core import backoff as retry
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.fleet.factory import create_app
-from reflexr_graph.fleet.registry import build_registry, resolve
+from reflexr_graph.graph_registry import build_registry, resolve
 from reflexr_graph.local_processes import environment
 from tests.fleet.refs import good
 

@@ -298,7 +298,7 @@ def test_a_primary_refusing_writes_for_want_of_replicas_is_store_unavailable(
     store = RedisStore.from_url(server.url)
     try:
         with pytest.raises(StoreUnavailable) as err:
-            store.acquire_lock("owner", 1000)
+            store.reaper_tick("owner", 1000)
     finally:
         store.close()
     assert err.value.kind == "no_replicas"

@@ -17,7 +17,7 @@ import pytest
 from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import graph_queue, version_queue
 from reflexr_graph.errors import UnknownGraph
-from reflexr_graph.fleet.registry import describe
+from reflexr_graph.graph_registry import describe
 from reflexr_graph.model import Status
 from tests import subprocesses
 from tests.fleet import graphs

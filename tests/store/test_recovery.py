@@ -256,16 +256,14 @@ def test_dead_letter_updates_active_run_and_refuses_terminal(store: RedisStore, 
 
 
 def test_reaper_lock_belongs_to_its_owner(store: RedisStore, raw: redis.Redis) -> None:
-    """The reaper lock is SET NX PX; only its owner may extend or release it."""
-    assert store.acquire_lock("reaper-a", 30_000) is True
-    assert store.acquire_lock("reaper-b", 30_000) is False
-    assert store.extend_lock("reaper-b", 60_000) is False
+    """A reaper tick takes the lock when nobody holds it; only its owner keeps or releases it."""
+    assert store.reaper_tick("reaper-a", 30_000).lock is Lock.TAKEN
+    assert store.reaper_tick("reaper-b", 30_000).lock is Lock.OTHER
     assert store.release_lock("reaper-b") is False
     assert raw.get(keys.reaper_lock(0)) == b"reaper-a"
-    assert store.extend_lock("reaper-a", 60_000) is True
-    assert 30_000 < raw.pttl(keys.reaper_lock(0)) <= 60_000
+    assert store.reaper_tick("reaper-a", 60_000).lock is Lock.HELD
     assert store.release_lock("reaper-a") is True
-    assert store.acquire_lock("reaper-b", 30_000) is True
+    assert store.reaper_tick("reaper-b", 30_000).lock is Lock.TAKEN
 
 
 def test_interruptions_are_bounded(store: RedisStore) -> None:
@@ -324,30 +322,30 @@ def test_lease_lapsed_in_an_outage_is_reaped_as_an_interruption(
 
 
 def test_a_pass_after_a_redis_restart_knows_since_when_redis_was_away(private_redis: RedisFactory) -> None:
-    """mark_pass: the reaper's passes on one server tell nothing; the first pass after the server
-    restarted (it has a new run_id, and its AOF kept the last pass) returns the window since that pass,
-    which reap() then treats as an outage, whoever runs it."""
+    """A reaper tick marks its pass: the passes on one server tell nothing; the first pass after the
+    server restarted (it has a new run_id, and its AOF kept the last pass) returns the window since
+    that pass, which reap() then treats as an outage, whoever runs it."""
     server = private_redis()
     store = RedisStore.from_url(server.url)
     try:
-        assert store.mark_pass(1_000) is None  # the first pass ever: nothing to compare
-        assert store.mark_pass(2_000) is None
+        assert store.reaper_tick("reaper-a", 60_000, 1_000).restart is None  # the first pass ever
+        assert store.reaper_tick("reaper-a", 60_000, 2_000).restart is None
         server.restart()
-        assert store.mark_pass(9_000) == (2_000, 9_000)
-        assert store.mark_pass(10_000) is None
+        assert store.reaper_tick("reaper-a", 60_000, 9_000).restart == (2_000, 9_000)
+        assert store.reaper_tick("reaper-a", 60_000, 10_000).restart is None
     finally:
         store.close()
 
 
 def test_a_pass_on_a_server_that_refuses_info_gives_no_evidence(private_redis: RedisFactory) -> None:
-    """An ACL user without INFO: mark_pass neither fails the reaper's pass nor invents an outage."""
+    """An ACL user without INFO: a tick's pass mark neither fails the reaper's pass nor invents an outage."""
     server = private_redis()
     with server.client() as admin:
         admin.acl_setuser("reaper", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"])
     store = RedisStore.from_url(f"redis://reaper:pw@127.0.0.1:{server.port}/0")
     try:
-        assert store.mark_pass(1_000) is None
-        assert store.mark_pass(2_000) is None
+        assert store.reaper_tick("reaper-a", 60_000, 1_000).restart is None
+        assert store.reaper_tick("reaper-a", 60_000, 2_000).restart is None
     finally:
         store.close()
 

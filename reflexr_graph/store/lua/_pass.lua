@@ -1,6 +1,6 @@
--- _pass.lua: the reaper's pass mark, which scripts.py prepends to reaper_tick.lua and
--- reaper_pass.lua. Not run on its own, and it reads no KEYS[i] or ARGV[i] itself: the callers
--- pass the key (rg:reaper:pass) and now (ms) from their own KEYS and ARGV.
+-- _pass.lua: the reaper's pass mark, which scripts.py prepends to reaper_tick.lua. Not run on
+-- its own, and it reads no KEYS[i] or ARGV[i] itself: the caller passes the key (rg:reaper:pass)
+-- and now (ms) from its own KEYS and ARGV.
 -- The mark is "<epoch ms> <run_id of the Redis server>". A server has a new run_id each time it
 -- starts (a promoted replica has its own), so the next pass can tell that Redis restarted or
 -- failed over since: the window since the last pass is then evidence of an outage that holds

@@ -5,7 +5,7 @@
 -- ARGV: store/contracts.py ReapArgs, in its field order:
 -- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] dead retention s
 -- ARGV[5] ARGV[6] an outage window (from ms, to ms): the reaper saw Redis unreachable in it, or Redis
---   restarted in it (store/recovery.py: mark_pass), or '' '': a lease
+--   restarted in it (store/recovery.py: reaper_tick, lua/_pass.lua), or '' '': a lease
 --   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
 -- ARGV[7] max interruptions
 -- ARGV[8] the fleet's lease TTL ms ('' when unknown): the lease's expiry less it is when the

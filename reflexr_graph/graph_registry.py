@@ -1,4 +1,8 @@
-"""The graphs a worker runs: ``module:attribute`` references resolved to GraphActions.
+"""The graph registry: ``module:attribute`` references resolved to GraphActions.
+
+The worker runs the graphs it resolves; the CLI (``publish``, ``versions``) and the client (an
+upgrade judged by the new version's code) resolve them too, so it sits below fleet and the
+surfaces. It imports no worker code.
 
 A worker that cannot resolve a reference must refuse to start, with a message that
 names the reference and what is wrong with it, rather than dead-letter every run of

@@ -109,11 +109,12 @@ define run_pytest_with
 endef
 run_pytest = $(call run_pytest_with,$(PYTEST),$(1))
 
-# Three xdist workers, each with its own session Redis (tests/conftest.py); the tests that share a
-# costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
-XDIST := -n $(or $(TEST_WORKERS),3) --dist loadgroup
+# Four xdist workers on two cores (most of the suite waits on its workers' timers and leases, so
+# more workers than cores keep both busy), each with its own session Redis (tests/conftest.py);
+# the tests that share a costly session fixture (a RabbitMQ node, a browser) are grouped onto one worker (xdist_group).
+XDIST := -n $(or $(TEST_WORKERS),4) --dist loadgroup
 
-test: install redis rabbitmq sentinel browser tmux faketime lint ## Lint, then the full test suite with coverage (TEST_WORKERS=3)
+test: install redis rabbitmq sentinel browser tmux faketime lint ## Lint, then the full test suite with coverage (TEST_WORKERS=4)
 	$(call run_pytest,$(XDIST) --cov --cov-branch --cov-report=term --durations=15)
 
 test-fast: install redis rabbitmq sentinel browser tmux faketime ## Tests without the slow crash/chaos ones, no lint

@@ -1,11 +1,18 @@
-"""Run records as users see them: statuses, status sets, events and reason codes."""
+"""Run records as users see them: statuses, status sets, events and reason codes, and the other
+values the clients return (events, pages, dead letters, limits, quarantine, schedules, workers)."""
 
 from __future__ import annotations
 
+import base64
+import json
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from reflexr_graph import clock
+from reflexr_graph.core.schedules import Schedule
 
 
 class Status(StrEnum):
@@ -274,3 +281,214 @@ class StreamItem(BaseModel):
     attempt: int
     value: Any = None
     restart: bool = False
+
+
+# -- what the clients read besides runs: events, listings, dead letters, limits, the quarantine
+# list, schedules, workers and the fleet at a glance (the store builds them, store/*.py) ---------
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One entry of a run's event stream. ``at`` is epoch seconds; ``fields`` never holds payloads."""
+
+    id: str
+    type: str
+    at: float
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of a listing, newest first; ``cursor`` continues after its last run (None: no more)."""
+
+    runs: list[RunInfo]
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A run with what an operator needs to decide about it (``dlq show``, ``/api/dead-letters/{id}``)."""
+
+    run: RunInfo
+    traceback: str | None
+    """The traceback of its last failed attempt, if one had one."""
+    checkpoint: dict[str, Any] | None
+    """Its latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``; None: it starts over."""
+
+
+@dataclass(frozen=True)
+class LimitUsage:
+    """One limit key: its configuration and its use now (``Client.limits``, ``reflexr-graph limits``)."""
+
+    key: str
+    rate: str | None
+    burst: int
+    concurrency: int | None
+    in_use: int
+    granted: int
+    denied: int
+    waited_s: float
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "rate": self.rate,
+            "burst": self.burst,
+            "concurrency": self.concurrency,
+            "in_use": self.in_use,
+            "granted": self.granted,
+            "denied": self.denied,
+            "waited_s": self.waited_s,
+        }
+
+
+RAW_LIMIT = 16 * 1024
+"""Bytes of an item kept in its quarantine entry; the rest is cut off (``truncated``), but
+``size`` is the whole."""
+
+
+@dataclass(frozen=True)
+class QuarantinedItem:
+    """One entry of the quarantine list (``store/quarantine.py``), as stored (JSON) and as the CLI
+    shows it."""
+
+    time_ms: int
+    queue: str
+    reason: str
+    detail: str
+    size: int
+    raw: str
+    """The item's first RAW_LIMIT bytes: text when they are UTF-8, else base64 (see ``encoding``)."""
+    encoding: str
+    """``text`` or ``base64``."""
+    truncated: bool
+
+    @classmethod
+    def of(cls, *, queue: str, reason: str, detail: str, raw: bytes) -> QuarantinedItem:
+        kept = raw[:RAW_LIMIT]
+        if _valid_utf8(raw):
+            # A cut may split the last character: only that partial character is dropped.
+            body, encoding = kept.decode("utf-8", errors="ignore"), "text"
+        else:
+            body, encoding = base64.b64encode(kept).decode("ascii"), "base64"
+        return cls(
+            time_ms=clock.now_ms(),
+            queue=queue,
+            reason=reason,
+            detail=detail,
+            size=len(raw),
+            raw=body,
+            encoding=encoding,
+            truncated=len(raw) > RAW_LIMIT,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, value: str | bytes) -> QuarantinedItem:
+        data: dict[str, Any] = json.loads(value)
+        return cls(
+            time_ms=int(data.get("time_ms") or 0),
+            queue=str(data.get("queue", "")),
+            reason=str(data.get("reason", "")),
+            detail=str(data.get("detail", "")),
+            size=int(data.get("size") or 0),
+            raw=str(data.get("raw", "")),
+            encoding=str(data.get("encoding", "text")),
+            truncated=bool(data.get("truncated")),
+        )
+
+    def raw_bytes(self) -> bytes:
+        """The kept bytes of the item, decoded from the entry."""
+        return base64.b64decode(self.raw) if self.encoding == "base64" else self.raw.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """The quarantine list as ``Client.quarantined`` reads it: one moment of it."""
+
+    items: list[QuarantinedItem]
+    """The newest entries, newest first (as many as asked for)."""
+    length: int
+    """Entries in the list (at most ``store/quarantine.py``'s ``MAXLEN``)."""
+    counts: dict[str, int]
+    """Items moved aside since the last purge, by reason, including those past MAXLEN."""
+
+
+class ScheduleInfo(BaseModel):
+    """A schedule as ``schedules()`` lists it: its definition, when it fires next (epoch s; None
+    while paused), and its last fire and run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schedule: Schedule
+    next_fire_at: float | None = None
+    last_fire_at: float | None = None
+    last_run_id: str | None = None
+
+
+class WorkerInfo(BaseModel):
+    """What a live worker says about itself in the registry (``rg:worker:<name>``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    """The Celery node name, e.g. ``w1@host``."""
+    graphs: tuple[str, ...]
+    queues: tuple[str, ...] = ()
+    pid: int = 0
+    pool: str = ""
+    concurrency: int = 0
+    version: str = ""
+    """The reflexr-graph package version."""
+    started_at: float = 0.0
+    graph_versions: dict[str, str] = Field(default_factory=dict)
+    """Graph name -> the graph's version this worker runs (``GraphAction.version``)."""
+    clock_skew_ms: int | None = None
+    """The worker's wall clock minus Redis's time, ms, at its latest sample (None before one). The
+    fleet runs on Redis's time (clock.py), so a skew changes nothing but says NTP needs fixing."""
+
+
+class WorkerStatus(BaseModel):
+    """A live worker as the workers page and ``top`` show it: what it says about itself, when it
+    last beat, and the runs it holds now (from the ``attempt_started`` of each running run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    info: WorkerInfo
+    last_beat_at: float
+    """Epoch seconds of the worker's latest heartbeat."""
+    in_flight: tuple[str, ...]
+    """Ids of the running runs whose current attempt this worker started."""
+
+
+class GraphQueue(BaseModel):
+    """Queued runs of one graph, and since when the oldest of them has waited (epoch seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    queued: int
+    oldest_at: float
+
+
+class Overview(BaseModel):
+    """Runs by status now, queued runs per graph, the live workers and the dead letters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    by_status: dict[str, int]
+    queues: dict[str, GraphQueue]
+    queued_scanned: bool
+    """False when the due set or the leases held more runs than ``QUEUED_SCAN``
+    (``store/overview.py``): the live statuses and ``queues`` count those read."""
+    dead_letters: int
+    workers: list[WorkerStatus]
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

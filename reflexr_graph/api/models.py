@@ -8,9 +8,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from reflexr_graph.api.problems import HTTP_STATUS
 from reflexr_graph.client import Refused
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import RunEvent, RunInfo, Status
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store.records import RunEvent
 
 
 class EnqueueRequest(BaseModel):

@@ -8,9 +8,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from reflexr_graph.api.deps import ClientDep
+from reflexr_graph.model import Overview
 from reflexr_graph.store.activity import MAX_MINUTES, Activity
 from reflexr_graph.store.durability import durability_note
-from reflexr_graph.store.overview import Overview
 
 router = APIRouter(prefix="/overview", tags=["overview"])
 

@@ -9,8 +9,8 @@ from pydantic import BaseModel, Field
 
 from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.api.problems import Problem
-from reflexr_graph.client import ScheduleInfo
 from reflexr_graph.core.schedules import Catchup, Overlap
+from reflexr_graph.model import ScheduleInfo
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from reflexr_graph.api.deps import ClientDep
-from reflexr_graph.store.workers import WorkerStatus
+from reflexr_graph.model import WorkerStatus
 
 router = APIRouter(prefix="/workers", tags=["workers"])
 

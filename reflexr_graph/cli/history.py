@@ -22,8 +22,8 @@ from reflexr_graph.model import (
     LIMIT_WAIT_PREFIX,
     VERSION_WAIT_PREFIX,
     Event,
+    RunEvent,
 )
-from reflexr_graph.store.records import RunEvent
 
 _MS_EPOCH_FLOOR = 10**11
 """An ``*_at`` value above this is epoch milliseconds (1973 in ms); below, epoch seconds."""

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
-from reflexr_graph.client import LimitUsage
+from reflexr_graph.model import LimitUsage
 
 
 def _table(found: list[LimitUsage]) -> None:

@@ -15,7 +15,8 @@ from rich.table import Table
 
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, YesOpt, client_of, confirm, dlq_app
-from reflexr_graph.client import Client, QuarantinedItem
+from reflexr_graph.client import Client
+from reflexr_graph.model import QuarantinedItem
 from reflexr_graph.store.quarantine import MAXLEN
 
 PREVIEW_CHARS = 60

@@ -18,11 +18,11 @@ from reflexr_graph.model import (
     CHILDREN_WAIT_PREFIX,
     LIMIT_WAIT_PREFIX,
     VERSION_WAIT_PREFIX,
+    RunEvent,
     RunInfo,
     Status,
 )
 from reflexr_graph.schemas import GraphSchema
-from reflexr_graph.store.records import RunEvent
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -10,8 +10,8 @@ from rich.table import Table
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import Group, JsonOpt, YesOpt, app, client_of, confirm
 from reflexr_graph.cli.inputs import parse_json
-from reflexr_graph.client import ScheduleInfo
 from reflexr_graph.core.schedules import Catchup, Overlap
+from reflexr_graph.model import ScheduleInfo
 
 schedule_app = typer.Typer(
     help="Schedules: runs of a graph on a cron or a period.", cls=Group, no_args_is_help=True

@@ -28,8 +28,7 @@ from reflexr_graph.cli.app import app, client_of
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.history import clock_time, duration
 from reflexr_graph.cli.workers import worker_cells
-from reflexr_graph.model import Status
-from reflexr_graph.store.overview import Overview
+from reflexr_graph.model import Overview, Status
 
 QUIT_KEYS = frozenset("qQ")
 

@@ -13,8 +13,7 @@ from reflexr_graph.cli import history as history_view
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import RunArg, app, client_of
 from reflexr_graph.client import Client
-from reflexr_graph.model import TERMINAL, RunInfo, Status
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.model import TERMINAL, RunEvent, RunInfo, Status
 
 REFRESH_MS = 1000
 """Longest sleep on the event stream between redraws (the elapsed time keeps ticking)."""

@@ -9,7 +9,7 @@ from reflexr_graph import clock
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import JsonOpt, app, client_of
 from reflexr_graph.cli.history import duration
-from reflexr_graph.store.workers import WorkerStatus
+from reflexr_graph.model import WorkerStatus
 
 
 def skew_text(skew_ms: int | None) -> str:

@@ -16,10 +16,7 @@ from reflexr_graph.client.core import (
     Refused,
 )
 from reflexr_graph.client.sync import Client
-from reflexr_graph.store.limits import LimitUsage
-from reflexr_graph.store.quarantine import Quarantined, QuarantinedItem
-from reflexr_graph.store.reads import DeadLetter, RunPage
-from reflexr_graph.store.schedules import ScheduleInfo
+from reflexr_graph.model import DeadLetter, LimitUsage, Quarantined, QuarantinedItem, RunPage, ScheduleInfo
 
 __all__ = [
     "BULK_LIMIT",

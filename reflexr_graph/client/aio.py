@@ -32,7 +32,23 @@ from reflexr_graph.config.settings import Settings
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
-from reflexr_graph.model import BranchLane, CheckpointDetail, CheckpointInfo, RunInfo, Status, StreamItem
+from reflexr_graph.model import (
+    BranchLane,
+    CheckpointDetail,
+    CheckpointInfo,
+    DeadLetter,
+    LimitUsage,
+    Overview,
+    Quarantined,
+    RunEvent,
+    RunInfo,
+    RunPage,
+    ScheduleInfo,
+    Status,
+    StreamItem,
+    WorkerInfo,
+    WorkerStatus,
+)
 from reflexr_graph.store.activity import Activity, activity
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.asks import EventWait, waits_of
@@ -41,13 +57,11 @@ from reflexr_graph.store.audit import entries as audit_entries
 from reflexr_graph.store.durability import Durability, read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
-from reflexr_graph.store.limits import LimitUsage, limit_usage
+from reflexr_graph.store.limits import limit_usage
 from reflexr_graph.store.ops import Envelope, Op, Publish, Request, drive_async, ping
-from reflexr_graph.store.overview import Overview, overview
-from reflexr_graph.store.quarantine import Quarantined, purge_quarantine, quarantined
+from reflexr_graph.store.overview import overview
+from reflexr_graph.store.quarantine import purge_quarantine, quarantined
 from reflexr_graph.store.reads import (
-    DeadLetter,
-    RunPage,
     dead_letter,
     dead_listing,
     last_traceback,
@@ -57,13 +71,12 @@ from reflexr_graph.store.reads import (
     run_record,
     runs_listing,
 )
-from reflexr_graph.store.records import RunEvent, WorkerInfo
 from reflexr_graph.store.run_ids import resolve_run_id
-from reflexr_graph.store.schedules import ScheduleInfo, delete_schedule, list_schedules
+from reflexr_graph.store.schedules import delete_schedule, list_schedules
 from reflexr_graph.store.streams import StreamPage, stream_page
 from reflexr_graph.store.upgrades import UpgradePlan
 from reflexr_graph.store.versions import ServedVersion, served_versions
-from reflexr_graph.store.workers import WorkerStatus, live_workers, serving, worker_statuses
+from reflexr_graph.store.workers import live_workers, serving, worker_statuses
 
 T = TypeVar("T")
 

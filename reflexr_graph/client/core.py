@@ -34,6 +34,7 @@ from reflexr_graph.model import (
     TERMINAL,
     VERSION_WAIT_PREFIX,
     CheckpointDetail,
+    RunEvent,
     RunInfo,
     Status,
 )
@@ -44,7 +45,7 @@ from reflexr_graph.store.history import saved_checkpoint
 from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
-from reflexr_graph.store.records import ForkSeed, RunEvent, SavedCheckpoint
+from reflexr_graph.store.records import ForkSeed, SavedCheckpoint
 from reflexr_graph.store.upgrades import UpgradePlan, upgrade, upgrade_plan
 from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
 

@@ -17,15 +17,9 @@ from reflexr_graph.core.schedules import (
     check_name,
     parse_every,
 )
+from reflexr_graph.model import ScheduleInfo
 from reflexr_graph.store.ops import Op, Publish
-from reflexr_graph.store.schedules import (
-    ScheduleInfo,
-    fire_run,
-    list_schedules,
-    put_schedule,
-    read_schedule,
-    record_last,
-)
+from reflexr_graph.store.schedules import fire_run, list_schedules, put_schedule, read_schedule, record_last
 
 
 def _every(every: str | int | None) -> int | None:

@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Any
 
 from reflexr_graph import clock
-from reflexr_graph.store.records import WorkerInfo
+from reflexr_graph.model import WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from reflexr_graph.store.workers import HEARTBEAT_TTL_S
 

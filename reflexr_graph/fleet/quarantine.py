@@ -23,7 +23,8 @@ import redis
 from kombu.utils.json import dumps
 
 from reflexr_graph.core import metrics
-from reflexr_graph.store.quarantine import Quarantine, QuarantinedItem
+from reflexr_graph.model import QuarantinedItem
+from reflexr_graph.store.quarantine import Quarantine
 
 log = logging.getLogger(__name__)
 

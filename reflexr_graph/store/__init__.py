@@ -4,7 +4,7 @@ All key names are in :mod:`reflexr_graph.store.keys`; every multi-key change is 
 script in ``store/lua``.
 """
 
-from reflexr_graph.store.records import Claim, ClaimOutcome, RunEvent
+from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
 
-__all__ = ["Claim", "ClaimOutcome", "RedisStore", "RunEvent"]
+__all__ = ["Claim", "ClaimOutcome", "RedisStore"]

@@ -18,17 +18,15 @@ from reflexr_graph import clock
 from reflexr_graph.store import cluster, connect, connection_errors, sentinel
 from reflexr_graph.store.base import (
     CLIENT_DEFAULTS,
-    DEFAULT_DEAD_RETENTION_S,
-    DEFAULT_RUN_RETENTION_S,
+    StoreCore,
     decode_batch,
     run_of_request,
     time_reply_ms,
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, Fields, decode_reply, encode_args, fields_of
-from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
+from reflexr_graph.store.payload_codec import PLAIN
 from reflexr_graph.store.reads import max_block_ms
-from reflexr_graph.store.scripts import Scripts
 
 T = TypeVar("T")
 
@@ -39,26 +37,8 @@ long as it waits (redis.asyncio's default of 100 would refuse the 101st), and Re
 10,000 clients by default."""
 
 
-class AsyncStore:
+class AsyncStore(StoreCore[redis.asyncio.Redis]):
     """An async Redis client, its registered scripts, and the settings operations take."""
-
-    def __init__(
-        self,
-        client: redis.asyncio.Redis,
-        *,
-        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
-        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
-        codec: PayloadCodec = PLAIN,
-    ) -> None:
-        self._r = client
-        self.shards = cluster.shards(client)
-        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
-        self.run_retention_s = int(run_retention_s)
-        self.dead_retention_s = int(dead_retention_s)
-        self.codec = codec
-        # redis.asyncio's register_script gives scripts whose call is awaited, with the same
-        # keys/args and the same NOSCRIPT fallback as the blocking ones.
-        self._scripts = Scripts(client, codec)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -70,10 +50,6 @@ class AsyncStore:
             url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
         return cls(client, **retention, codec=codec)
-
-    @property
-    def client(self) -> redis.asyncio.Redis:
-        return self._r
 
     @property
     def max_block_ms(self) -> int | None:

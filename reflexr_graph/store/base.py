@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable
-from typing import Any, ParamSpec, Self, TypeVar
+from typing import Any, Generic, ParamSpec, Self, TypeVar
 
 import redis
+import redis.asyncio
 from redis import exceptions as redis_errors
 
 from reflexr_graph import clock, errors
@@ -31,6 +32,7 @@ from reflexr_graph.store.scripts import Scripts
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+C = TypeVar("C", redis.Redis, redis.asyncio.Redis)
 
 DEFAULT_RUN_RETENTION_S = 7 * 86400
 DEFAULT_DEAD_RETENTION_S = 30 * 86400
@@ -133,7 +135,36 @@ def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> lis
     ]
 
 
-class StoreBase:
+class StoreCore(Generic[C]):
+    """What both stores are built from, the blocking one (:class:`StoreBase`) and the async one
+    (``store/aio.py``): the client, how its indexes are sharded, the retention settings, the payload
+    codec and the registered scripts."""
+
+    def __init__(
+        self,
+        client: C,
+        *,
+        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
+        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
+        codec: PayloadCodec = PLAIN,
+    ) -> None:
+        self._r: C = client
+        self.shards = cluster.shards(client)
+        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
+        self.run_retention_s = int(run_retention_s)
+        self.dead_retention_s = int(dead_retention_s)
+        self.codec = codec
+        """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded."""
+        # An async client's register_script gives scripts whose call is awaited, with the same
+        # keys/args and the same NOSCRIPT fallback as the blocking ones.
+        self._scripts = Scripts(client, codec)
+
+    @property
+    def client(self) -> C:
+        return self._r
+
+
+class StoreBase(StoreCore[redis.Redis]):
     """The client, the registered scripts and the per-run script call every part of the store uses.
 
     Tokens passed to ``claim`` must be unique per attempt (a fresh uuid4): a claim with the token
@@ -150,17 +181,12 @@ class StoreBase:
         checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
         codec: PayloadCodec = PLAIN,
     ) -> None:
-        self._r = client
-        self.shards = cluster.shards(client)
-        """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
-        self.run_retention_s = int(run_retention_s)
-        self.dead_retention_s = int(dead_retention_s)
+        super().__init__(
+            client, run_retention_s=run_retention_s, dead_retention_s=dead_retention_s, codec=codec
+        )
         self.max_interruptions = int(max_interruptions)
         self.checkpoint_history = int(checkpoint_history)
         """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
-        self.codec = codec
-        """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded."""
-        self._scripts = Scripts(client, codec)
         self._indexed_limits: dict[str, str] = {}
         """Limit key -> configuration this process wrote to the control slot's index (store/limits.py)."""
 
@@ -192,10 +218,6 @@ class StoreBase:
             checkpoint_history=checkpoint_history,
             codec=codec,
         )
-
-    @property
-    def client(self) -> redis.Redis:
-        return self._r
 
     @property
     def scripts(self) -> Scripts:

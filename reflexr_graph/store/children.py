@@ -29,7 +29,9 @@ from reflexr_graph.store.contracts import (
     CancelArgs,
     ChildEndedArgs,
     ToldParent,
+    ToldParentReply,
     WaitChildrenArgs,
+    WaitChildrenReply,
     WaitedChildren,
 )
 from reflexr_graph.store.ops import Eval, Op, cmd, layout, per_run
@@ -121,16 +123,14 @@ def make_child(
 def wait_for_children(ctx: AttemptContext, children: Sequence[str], waiting_for: str) -> Op[list[str] | None]:
     """The outcomes of ``children`` (JSON, in order) when all ended, else None: the run is suspended."""
     args = WaitChildrenArgs(ctx.token, waiting_for, " ".join(children)).argv()
-    reply = [
-        text(v) for v in (yield from per_run("wait_children", ctx.run_id, _guess(ctx), clock.now_ms(), args))
-    ]
-    outcome = WaitedChildren(reply[0])
-    if outcome is WaitedChildren.FENCED:
+    raw = yield from per_run("wait_children", ctx.run_id, _guess(ctx), clock.now_ms(), args)
+    reply = WaitChildrenReply.parse([text(v) for v in raw])
+    if reply.outcome is WaitedChildren.FENCED:
         raise _fenced(ctx, "wait for its children")
-    if outcome is WaitedChildren.CANCELLED:
+    if reply.outcome is WaitedChildren.CANCELLED:
         raise errors.CancelRequested(ctx.run_id, ended=True)
-    if outcome is WaitedChildren.ENDED:
-        return reply[1:]
+    if reply.outcome is WaitedChildren.ENDED:
+        return reply.outcomes
     return None
 
 
@@ -144,9 +144,10 @@ def tell_parent(child_id: str) -> Op[tuple[str, str] | None]:
     if parent and status and Status(status) in TERMINAL:
         outcome = json.dumps({"status": status, "reason": reason or None})
         args = ChildEndedArgs(child_id, outcome).argv()
-        reply = [text(v) for v in (yield from per_run("child_ended", parent, parent, clock.now_ms(), args))]
-        if ToldParent(reply[0]) is ToldParent.QUEUED:
-            woke = (parent, reply[1])
+        raw = yield from per_run("child_ended", parent, parent, clock.now_ms(), args)
+        told = ToldParentReply.parse([text(v) for v in raw])
+        if told.outcome is ToldParent.QUEUED:
+            woke = (parent, told.detail)
     yield cmd("zrem", keys.children_ended(shards.of(child_id)), child_id)
     return woke
 
@@ -158,7 +159,7 @@ def children_of(run_id: str) -> Op[dict[str, ChildOutcome | None]]:
     for name, value in found.items():
         name, value = text(name), text(value)
         if name.startswith(CHILD_FIELD):
-            children[name[len(CHILD_FIELD) :]] = ChildOutcome.parse(value) if value else None
+            children[name.removeprefix(CHILD_FIELD)] = ChildOutcome.parse(value) if value else None
     return children
 
 

@@ -369,6 +369,19 @@ class WaitedChildren(StrEnum):
 
 
 @dataclass(frozen=True)
+class WaitChildrenReply:
+    """wait_children.lua's reply: its outcome, then (``ended``) each child's outcome JSON, in the
+    order the children were asked for."""
+
+    outcome: WaitedChildren
+    outcomes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> WaitChildrenReply:
+        return cls(WaitedChildren(reply[0]), reply[1:])
+
+
+@dataclass(frozen=True)
 class ChildEndedArgs(Args):
     """child_ended.lua, ARGV[4..5]."""
 
@@ -387,6 +400,19 @@ class ToldParent(StrEnum):
     """The parent waited for its children, which all ended: it is queued, its message due now."""
     KEPT = "kept"
     """The outcome waits in the parent's mailbox for its wait to come (or for others to end)."""
+
+
+@dataclass(frozen=True)
+class ToldParentReply:
+    """child_ended.lua's reply, by position: the detail is the parent's status, or its graph when
+    the parent was queued (its message to send)."""
+
+    outcome: ToldParent
+    detail: str = ""
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> ToldParentReply:
+        return cls(ToldParent(reply[0]), *reply[1:2])
 
 
 @dataclass(frozen=True)
@@ -579,6 +605,57 @@ class LimitReply:
     @classmethod
     def parse(cls, reply: list[str]) -> LimitReply:
         return cls(Acquired(reply[0]), *(int(v) for v in reply[1:3]))
+
+
+# -- reading the checkpoint history ------------------------------------------------------------
+
+
+class Kept(StrEnum):
+    """list_checkpoints.lua's and read_checkpoint.lua's outcome, the first item of their reply."""
+
+    MISSING = "missing"
+    """No such run."""
+    NONE = "none"
+    """The run keeps no checkpoint of that seq (read_checkpoint.lua only)."""
+    OK = "ok"
+
+
+@dataclass(frozen=True)
+class CheckpointListReply:
+    """list_checkpoints.lua's reply: its outcome, then each checkpoint's seq and entry in the run
+    hash (``saved_at ms|size|attempt|next_node``), oldest first, the latest last."""
+
+    outcome: Kept
+    entries: list[tuple[str, str]] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> CheckpointListReply:
+        return cls(Kept(reply[0]), list(zip(reply[1::2], reply[2::2], strict=True)))
+
+
+@dataclass(frozen=True)
+class CheckpointReply:
+    """read_checkpoint.lua's reply, by position: one checkpoint with the run's graph and recorded
+    inputs and state. A finished checkpoint kept as its entry alone has an empty ``payload`` and
+    comes with the run's ``version`` and ``output``, which make it (records.finished_checkpoint)."""
+
+    outcome: Kept
+    seq: str = ""
+    saved_at: str = ""
+    size: str = ""
+    attempt: str = ""
+    next_node: str = ""
+    payload: str = ""
+    graph: str = ""
+    inputs: str = ""
+    state: str = ""
+    version: str = ""
+    output: str | None = None
+    """None but for a finished checkpoint kept as its entry alone."""
+
+    @classmethod
+    def parse(cls, reply: list[str]) -> CheckpointReply:
+        return cls(Kept(reply[0]), *reply[1:12])
 
 
 # -- recovery and operators ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ from reflexr_graph import errors
 from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.contracts import CheckpointListReply, CheckpointReply, Kept
 from reflexr_graph.store.ops import Eval, Op, not_found
 from reflexr_graph.store.records import (
     SavedCheckpoint,
@@ -26,10 +27,11 @@ from reflexr_graph.store.records import (
 
 def checkpoint_list(run_id: str) -> Op[list[CheckpointInfo]]:
     """Every checkpoint the run keeps, oldest first, the latest last; RunNotFound for no run."""
-    reply: list[str] = [text(v) for v in (yield Eval("list_checkpoints", [keys.run(run_id)], []))]
-    if reply[0] == "missing":
+    raw = yield Eval("list_checkpoints", [keys.run(run_id)], [])
+    reply = CheckpointListReply.parse([text(v) for v in raw])
+    if reply.outcome is Kept.MISSING:
         raise not_found(run_id)
-    return [checkpoint_entry(reply[i], reply[i + 1]) for i in range(1, len(reply), 2)]
+    return [checkpoint_entry(seq, entry) for seq, entry in reply.entries]
 
 
 def missing_checkpoint(run_id: str, seq: int) -> Op[errors.CheckpointNotFound]:
@@ -44,20 +46,21 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
     RunNotFound for no run, CheckpointNotFound when the run keeps no checkpoint ``seq``.
     """
     script_keys = [keys.run(run_id), keys.ckpt(run_id), keys.inputs(run_id)]
-    reply = [text(v) for v in (yield Eval("read_checkpoint", script_keys, [int(seq)]))]
-    if reply[0] == "missing":
+    raw = yield Eval("read_checkpoint", script_keys, [int(seq)])
+    reply = CheckpointReply.parse([text(v) for v in raw])
+    if reply.outcome is Kept.MISSING:
         raise not_found(run_id)
-    if reply[0] == "none":
+    if reply.outcome is Kept.NONE:
         raise (yield from missing_checkpoint(run_id, seq))
-    found, saved_at, size, attempt, next_node, payload, graph, inputs, state = reply[1:10]
-    if len(reply) > 10:  # a finished checkpoint kept as its entry alone: its version and output
-        payload = finished_checkpoint(graph, reply[10], found, reply[11])
+    payload = reply.payload
+    if reply.output is not None:  # a finished checkpoint kept as its entry alone: its version and output
+        payload = finished_checkpoint(reply.graph, reply.version, reply.seq, reply.output)
     return SavedCheckpoint(
-        info=checkpoint_info(found, saved_at, size, attempt, next_node),
+        info=checkpoint_info(reply.seq, reply.saved_at, reply.size, reply.attempt, reply.next_node),
         payload=payload,
-        graph=graph,
-        inputs_json=inputs,
-        state_json=state or None,
+        graph=reply.graph,
+        inputs_json=reply.inputs,
+        state_json=reply.state or None,
     )
 
 

@@ -18,43 +18,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph import clock
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.model import LimitUsage
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
 from reflexr_graph.store.contracts import Acquired, GrantedArgs, LimitArgs, LimitReply, TakeArgs
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text, text_map
-
-
-@dataclass(frozen=True)
-class LimitUsage:
-    """One limit key: its configuration and its use now (``Client.limits``, ``reflexr-graph limits``)."""
-
-    key: str
-    rate: str | None
-    burst: int
-    concurrency: int | None
-    in_use: int
-    granted: int
-    denied: int
-    waited_s: float
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "key": self.key,
-            "rate": self.rate,
-            "burst": self.burst,
-            "concurrency": self.concurrency,
-            "in_use": self.in_use,
-            "granted": self.granted,
-            "denied": self.denied,
-            "waited_s": self.waited_s,
-        }
 
 
 def limit_usage() -> Op[list[LimitUsage]]:

@@ -11,39 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from pydantic import BaseModel, ConfigDict
-
-from reflexr_graph.model import Status
+from reflexr_graph.model import GraphQueue, Overview, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd, layout
 from reflexr_graph.store.records import text
-from reflexr_graph.store.workers import WorkerStatus, worker_statuses
+from reflexr_graph.store.workers import worker_statuses
 
 QUEUED_SCAN = 5000
 """At most this many queued runs are read for their graph; ``queued_scanned`` says when fewer."""
-
-
-class GraphQueue(BaseModel):
-    """Queued runs of one graph, and since when the oldest of them has waited (epoch seconds)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    queued: int
-    oldest_at: float
-
-
-class Overview(BaseModel):
-    """Runs by status now, queued runs per graph, the live workers and the dead letters."""
-
-    model_config = ConfigDict(frozen=True)
-
-    by_status: dict[str, int]
-    queues: dict[str, GraphQueue]
-    queued_scanned: bool
-    """False when the due set or the leases held more runs than :data:`QUEUED_SCAN`: the live
-    statuses and ``queues`` count those read."""
-    dead_letters: int
-    workers: list[WorkerStatus]
 
 
 LIVE = (Status.QUEUED, Status.RETRYING, Status.RUNNING)

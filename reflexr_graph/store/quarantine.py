@@ -6,107 +6,25 @@ and the worker carries on. Operators read and clear the list with ``reflexr-grap
 messages`` and ``dlq messages --purge``.
 
 Bounds: the list keeps the newest :data:`MAXLEN` entries, and an entry keeps at most the
-first :data:`RAW_LIMIT` bytes of its item (flagged ``truncated``), so a flood of garbage
+first ``RAW_LIMIT`` bytes (``model.py``) of its item (flagged ``truncated``), so a flood of garbage
 costs Redis at most about MAXLEN x RAW_LIMIT x 4/3 (base64) bytes, some 22 MB. The count
 per reason (``rg:quarantine:counts``) goes on counting what fell off the list.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
 
 import redis
 
-from reflexr_graph import clock
+from reflexr_graph.model import Quarantined, QuarantinedItem
 from reflexr_graph.store import audit, keys
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.ops import Op, batch, cmd
-from reflexr_graph.store.records import text, text_map
+from reflexr_graph.store.records import text_map
 
 MAXLEN = 1000
 """Entries kept; pushing one more drops the oldest."""
-RAW_LIMIT = 16 * 1024
-"""Bytes of an item kept in its entry; the rest is cut off (``truncated``) but ``size`` is the whole."""
-
-
-@dataclass(frozen=True)
-class QuarantinedItem:
-    """One entry of the list, as stored (JSON) and as the CLI shows it."""
-
-    time_ms: int
-    queue: str
-    reason: str
-    detail: str
-    size: int
-    raw: str
-    """The item's first RAW_LIMIT bytes: text when they are UTF-8, else base64 (see ``encoding``)."""
-    encoding: str
-    """``text`` or ``base64``."""
-    truncated: bool
-
-    @classmethod
-    def of(cls, *, queue: str, reason: str, detail: str, raw: bytes) -> QuarantinedItem:
-        kept = raw[:RAW_LIMIT]
-        if _valid_utf8(raw):
-            # A cut may split the last character: only that partial character is dropped.
-            body, encoding = kept.decode("utf-8", errors="ignore"), "text"
-        else:
-            body, encoding = base64.b64encode(kept).decode("ascii"), "base64"
-        return cls(
-            time_ms=clock.now_ms(),
-            queue=queue,
-            reason=reason,
-            detail=detail,
-            size=len(raw),
-            raw=body,
-            encoding=encoding,
-            truncated=len(raw) > RAW_LIMIT,
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, value: object) -> QuarantinedItem:
-        data: dict[str, Any] = json.loads(text(value))
-        return cls(
-            time_ms=int(data.get("time_ms") or 0),
-            queue=str(data.get("queue", "")),
-            reason=str(data.get("reason", "")),
-            detail=str(data.get("detail", "")),
-            size=int(data.get("size") or 0),
-            raw=str(data.get("raw", "")),
-            encoding=str(data.get("encoding", "text")),
-            truncated=bool(data.get("truncated")),
-        )
-
-    def raw_bytes(self) -> bytes:
-        """The kept bytes of the item, decoded from the entry."""
-        return base64.b64decode(self.raw) if self.encoding == "base64" else self.raw.encode("utf-8")
-
-
-def _valid_utf8(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    """The quarantine list as ``Client.quarantined`` reads it: one moment of it."""
-
-    items: list[QuarantinedItem]
-    """The newest entries, newest first (as many as asked for)."""
-    length: int
-    """Entries in the list (at most MAXLEN)."""
-    counts: dict[str, int]
-    """Items moved aside since the last purge, by reason, including those past MAXLEN."""
 
 
 def quarantined(limit: int) -> Op[Quarantined]:

@@ -7,19 +7,17 @@ run; :class:`Reads` is the blocking store's face of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
-from reflexr_graph.model import BranchLane, RunInfo, Status
+from reflexr_graph.model import BranchLane, DeadLetter, RunEvent, RunInfo, RunPage, Status
 from reflexr_graph.store import cluster, fanout, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
 from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
-    RunEvent,
     branch_lanes,
     checkpoint_entry,
     checkpoint_field,
@@ -48,14 +46,6 @@ class DueTarget(NamedTuple):
     """When the run was queued (epoch ms), if its status is queued; else None."""
 
 
-@dataclass(frozen=True)
-class RunPage:
-    """One page of a listing, newest first; ``cursor`` continues after its last run (None: no more)."""
-
-    runs: list[RunInfo]
-    cursor: str | None
-
-
 def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
     """The longest XREAD BLOCK a client with these connection settings survives (None: any)."""
     # redis-py 8 leaves its default socket timeout out of connection_kwargs; an explicit
@@ -68,17 +58,6 @@ def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
         return None
     timeout_ms = int(float(timeout) * 1000)
     return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """A run with what an operator needs to decide about it (``dlq show``, ``/api/dead-letters/{id}``)."""
-
-    run: RunInfo
-    traceback: str | None
-    """The traceback of its last failed attempt, if one had one."""
-    checkpoint: dict[str, Any] | None
-    """Its latest checkpoint's ``seq``, ``saved_at``, ``size`` and ``next_node``; None: it starts over."""
 
 
 # -- operations ----------------------------------------------------------------------------------

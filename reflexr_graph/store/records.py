@@ -1,4 +1,4 @@
-"""Values the store hands back: claim results, run events, and RunInfo built from a run hash."""
+"""Values the store hands back: claim results, run events read from streams, RunInfo from a run hash."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext, Lane
 from reflexr_graph.core.tags import Tags, tags_of
-from reflexr_graph.model import BranchLane, CheckpointInfo, LastFailure, RunInfo, Status
+from reflexr_graph.model import BranchLane, CheckpointInfo, LastFailure, RunEvent, RunInfo, Status
 from reflexr_graph.store import event_codec
 
 
@@ -127,16 +125,6 @@ class ForkSeed:
     """Identifies the request (source, seq, state), for the idempotency key."""
 
 
-@dataclass(frozen=True)
-class RunEvent:
-    """One entry of a run's event stream. ``at`` is epoch seconds; ``fields`` never holds payloads."""
-
-    id: str
-    type: str
-    at: float
-    fields: dict[str, str] = field(default_factory=dict)
-
-
 def saved_next_nodes(events: list[RunEvent]) -> list[str]:
     """The next node of each checkpoint the events tell, oldest first: each ``run_progressed``'s,
     and ``''`` for a ``run_succeeded`` that carries the finished checkpoint (its ``seq``; succeed.lua
@@ -146,28 +134,6 @@ def saved_next_nodes(events: list[RunEvent]) -> list[str]:
         for e in events
         if e.type == "run_progressed" or (e.type == "run_succeeded" and e.fields.get("seq"))
     ]
-
-
-class WorkerInfo(BaseModel):
-    """What a live worker says about itself in the registry (``rg:worker:<name>``)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    """The Celery node name, e.g. ``w1@host``."""
-    graphs: tuple[str, ...]
-    queues: tuple[str, ...] = ()
-    pid: int = 0
-    pool: str = ""
-    concurrency: int = 0
-    version: str = ""
-    """The reflexr-graph package version."""
-    started_at: float = 0.0
-    graph_versions: dict[str, str] = Field(default_factory=dict)
-    """Graph name -> the graph's version this worker runs (``GraphAction.version``)."""
-    clock_skew_ms: int | None = None
-    """The worker's wall clock minus Redis's time, ms, at its latest sample (None before one). The
-    fleet runs on Redis's time (clock.py), so a skew changes nothing but says NTP needs fixing."""
 
 
 def request_digest(inputs: Any, state: Any) -> str:

@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict
-
 from reflexr_graph import clock, errors
 from reflexr_graph.core.schedules import SCHEDULE_TAG, Schedule, fire_key, next_fire_ms
 from reflexr_graph.core.tracing import current_trace_context
-from reflexr_graph.model import TERMINAL, Status
+from reflexr_graph.model import TERMINAL, ScheduleInfo, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
 from reflexr_graph.store.contracts import ScheduleAdvanceArgs, SchedulePutArgs
@@ -25,18 +23,6 @@ from reflexr_graph.store.records import text, text_map
 
 DUE_BATCH = 100
 """The most schedules one scheduler pass reads from the low end of the next-fire index."""
-
-
-class ScheduleInfo(BaseModel):
-    """A schedule as ``schedules()`` lists it: its definition, when it fires next (epoch s; None
-    while paused), and its last fire and run."""
-
-    model_config = ConfigDict(frozen=True)
-
-    schedule: Schedule
-    next_fire_at: float | None = None
-    last_fire_at: float | None = None
-    last_run_id: str | None = None
 
 
 @dataclass(frozen=True)

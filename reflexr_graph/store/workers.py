@@ -11,18 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from reflexr_graph import clock
-from reflexr_graph.model import Event, Status
+from reflexr_graph.model import Event, Status, WorkerInfo, WorkerStatus
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
 from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
-from reflexr_graph.store.records import (
-    WorkerInfo,
-    run_event,
-    text,
-)
+from reflexr_graph.store.records import run_event, text
 
 HEARTBEAT_TTL_S = 30.0
 """A worker that stopped beating counts as gone this long after its last beat (fleet/presence.py
@@ -31,19 +25,6 @@ IN_FLIGHT_SCAN = 1000
 """At most this many running runs are read to tell which worker runs each (the oldest first)."""
 RECENT_EVENTS = 32
 """How far back a running run's events are read for the attempt that runs it now."""
-
-
-class WorkerStatus(BaseModel):
-    """A live worker as the workers page and ``top`` show it: what it says about itself, when it
-    last beat, and the runs it holds now (from the ``attempt_started`` of each running run)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    info: WorkerInfo
-    last_beat_at: float
-    """Epoch seconds of the worker's latest heartbeat."""
-    in_flight: tuple[str, ...]
-    """Ids of the running runs whose current attempt this worker started."""
 
 
 def live_workers() -> Op[list[WorkerInfo]]:

@@ -14,11 +14,10 @@ from reflexr_graph.fleet import versions
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.presence import Presence
 from reflexr_graph.fleet.reaper import Reaper
-from reflexr_graph.model import Status
+from reflexr_graph.model import Status, WorkerInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.contracts import VersionHold
 from reflexr_graph.store.redis_store import RedisStore
-from reflexr_graph.store.workers import WorkerInfo
 from tests.fleet import version_graphs
 from tests.fleet.inproc import fleet_app
 from tests.fleet.test_command_budget import _five_steps

@@ -14,10 +14,10 @@ from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.fleet.task import handle
+from reflexr_graph.model import WorkerInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.reads import runs_listing
 from reflexr_graph.store.redis_store import RedisStore
-from reflexr_graph.store.workers import WorkerInfo
 from tests.fleet.inproc import fleet_app
 from tests.fleet.test_command_budget import _five_steps
 from tests.redis_cluster import RedisCluster

@@ -24,8 +24,9 @@ import redis
 from reflexr_graph import local_processes
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import Settings, load_settings
+from reflexr_graph.model import RunEvent
 from reflexr_graph.store import cluster, keys
-from reflexr_graph.store.records import LATEST_CHECKPOINT, RunEvent
+from reflexr_graph.store.records import LATEST_CHECKPOINT
 from reflexr_graph.store.redis_store import RedisStore
 from tests import subprocesses
 from tests.fleet import graphs

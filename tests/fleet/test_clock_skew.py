@@ -14,9 +14,8 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.model import Event, Status
+from reflexr_graph.model import Event, RunEvent, Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import RunEvent
 from tests.fleet.conftest import Fleet, Worker, count, events, open_gate, skewed_clock
 from tests.waiting import wait_for
 

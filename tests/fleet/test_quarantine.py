@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.model import Status
+from reflexr_graph.model import QuarantinedItem, Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.quarantine import Quarantine, QuarantinedItem
+from reflexr_graph.store.quarantine import Quarantine
 from tests.fleet import garbage
 from tests.fleet.conftest import Fleet, Worker
 from tests.waiting import wait_for

@@ -10,9 +10,8 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.reaper import IDLE_MAX_S, Reaper, lock_ttl_ms
-from reflexr_graph.model import Status
+from reflexr_graph.model import Status, WorkerInfo
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import WorkerInfo
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet import graphs
 from tests.fleet.inproc import claim, create_run, fleet_app, queued_messages

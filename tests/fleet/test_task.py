@@ -21,9 +21,8 @@ from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.guard import message_problem
 from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.task import BadMessage, handle, parse_message
-from reflexr_graph.model import Reason, Status
+from reflexr_graph.model import Reason, Status, WorkerInfo
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import WorkerInfo
 from tests.fleet import graphs
 from tests.fleet.inproc import fleet_app, queued_messages
 from tests.redis_server import RedisFactory

@@ -9,8 +9,9 @@ import pytest
 import redis
 
 from reflexr_graph.errors import StoreUnavailable
+from reflexr_graph.model import RAW_LIMIT, QuarantinedItem
 from reflexr_graph.store import keys
-from reflexr_graph.store.quarantine import MAXLEN, RAW_LIMIT, Quarantine, QuarantinedItem
+from reflexr_graph.store.quarantine import MAXLEN, Quarantine
 from tests.redis_server import NO_RETRY
 
 pytestmark = pytest.mark.timeout(60)

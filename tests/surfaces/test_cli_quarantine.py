@@ -7,7 +7,8 @@ import json
 import pytest
 import redis
 
-from reflexr_graph.store.quarantine import Quarantine, QuarantinedItem
+from reflexr_graph.model import QuarantinedItem
+from reflexr_graph.store.quarantine import Quarantine
 from tests.surfaces.conftest import Cli
 
 pytestmark = pytest.mark.timeout(120)

@@ -15,10 +15,9 @@ import redis
 
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound
-from reflexr_graph.model import Status
+from reflexr_graph.model import LimitUsage, QuarantinedItem, Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.limits import LimitUsage
-from reflexr_graph.store.quarantine import Quarantine, QuarantinedItem
+from reflexr_graph.store.quarantine import Quarantine
 from tests.store.support import fail_once, start
 from tests.surfaces.graphs import ACTIONS
 

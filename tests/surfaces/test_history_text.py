@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reflexr_graph.cli import history
-from reflexr_graph.store.records import RunEvent
+from reflexr_graph.model import RunEvent
 
 AT = 1_796_139_370.0
 """An event's time (epoch seconds): 2026-12-01 15:36:10 UTC."""

@@ -16,8 +16,8 @@ from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.core.port import Notes
 from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph, WaitTimeout
+from reflexr_graph.model import WorkerInfo
 from reflexr_graph.store import keys
-from reflexr_graph.store.records import WorkerInfo
 from tests.fleet.inproc import queued_messages
 from tests.surfaces.conftest import Cli
 from tests.surfaces.graphs import ACTIONS, Job

@@ -4,9 +4,9 @@
 -- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there); the run is the parent.
 -- KEYS[1] run  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[18] mailbox
 -- ARGV[4] the child's run id  ARGV[5] its outcome JSON ({"status": ..., "reason": ...})
--- Returns {'missing'} | {'finished', status} (the parent ended: the outcome is kept for a replay
---   of it, in a mailbox that expires with it) | {'queued', graph} (its message is due now) |
---   {'kept', status}
+-- Returns store/contracts.py ToldParentReply: {'missing'} | {'finished', status} (the parent
+--   ended: the outcome is kept for a replay of it, in a mailbox that expires with it) |
+--   {'queued', graph} (its message is due now) | {'kept', status}
 
 want('mbox', 'waiting_for', 'awaiting', 'graph')
 if not exists() then

@@ -2,8 +2,8 @@
 -- hash (_history.lua, prepended). Read-only. Standalone (no prelude).
 -- KEYS[1] rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
 -- ARGV: none (no ARGV[i] is read)
--- Returns {'missing'} | {'ok', seq, entry, ...} oldest first, the latest last; an entry is
---   saved_at ms|size|attempt|next_node
+-- Returns store/contracts.py CheckpointListReply: {'missing'} | {'ok', seq, entry, ...} oldest
+--   first, the latest last; an entry is saved_at ms|size|attempt|next_node
 
 local run = redis.call('HMGET', KEYS[1], 'status', 'ck_first', 'ck_last')
 if not run[1] then

@@ -6,7 +6,8 @@
 -- KEYS[2] rg:{<run_id>}:ckpt  the checkpoints kept, seq -> JSON
 -- KEYS[3] rg:{<run_id>}:in    the run's inputs when long ('in' = '1' in the run hash; _lib.lua)
 -- ARGV[1] seq
--- Returns {'missing'} (no run) | {'none'} (no checkpoint ARGV[1]) |
+-- Returns store/contracts.py CheckpointReply: {'missing'} (no run) | {'none'} (no checkpoint
+--   ARGV[1]) |
 --   {'ok', seq, saved_at ms, size, attempt, next_node, checkpoint JSON, graph, inputs JSON, state JSON}
 --   with, for a finished checkpoint kept as its entry alone (CKPT_FROM_OUTPUT), checkpoint JSON ''
 --   and two more: the run's version and output, which store/records.py finished_checkpoint makes

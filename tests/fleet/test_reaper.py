@@ -78,7 +78,7 @@ def test_a_lease_that_lapses_just_after_an_outage_is_an_interruption(app: FleetA
     start = clock.now_ms()
     claim(app, store, lost)  # its lease lapses at start + 3000
     reaper = Reaper(app, store)
-    reaper._saw_outage((start, start + 2900))  # Redis was back 100 ms before that
+    reaper.outage.saw((start, start + 2900))  # Redis was back 100 ms before that
     fake.advance(2950)
     claim(app, store, later)  # after the outage: its lease lapses at start + 5950
     fake.advance(3100)
@@ -217,7 +217,7 @@ def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
     """A due entry whose run record expired is removed instead of being sent every second forever."""
     store = app.store()
     store.client.zadd(keys.due(keys.STANDALONE.of("ghost")), {"ghost": 0})
-    Reaper(app, store).dispatch_due()
+    Reaper(app, store).dispatch.send_due()
     assert store.client.zscore(keys.due(keys.STANDALONE.of("ghost")), "ghost") is None
     assert queued_messages(store, steps_queue(app)) == []
 

@@ -126,7 +126,7 @@ class Reaper:
         self.outage = Outage(settings.lease_ttl_s)
         self.reap = Reap(store, self.outage, settings.lease_ttl_s)
         self.dispatch = Dispatch(app, store)
-        self.jobs = self._jobs()
+        self.jobs: list[Job] = self._jobs()
 
     def _jobs(self) -> list[Job]:
         """The jobs of one pass, in the order they run; the reasons for that order are written here."""
@@ -135,7 +135,8 @@ class Reaper:
             # lock, and the beat keeps this worker among the live ones the shares count.
             self.publish,
             *([Beat(self.presence)] if self.presence is not None else []),
-            # The pass's one round trip (reaper_tick.lua): the lock and all the jobs below read.
+            # The pass's one read (reaper_tick.lua): it takes or keeps the lock and reads what the jobs
+            # below act on.
             self.read,
             # The lock as the read left it: whether the holder-only jobs below run this pass.
             self.lock,

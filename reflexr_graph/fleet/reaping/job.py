@@ -20,7 +20,7 @@ class Pass:
 
     now: float
     """``time.monotonic()`` when the pass began: what the jobs due now and then compare."""
-    found: TickReply = field(init=False)
+    found: TickReply = field(init=False, repr=False)
     """The pass's one read (reaping/read.py); the jobs listed before the read must not look at it."""
     prune: bool = False
     """Whether the read asked for the finished runs past retention (reaping/prune.py says when)."""

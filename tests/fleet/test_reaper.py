@@ -10,6 +10,7 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.reaper import IDLE_MAX_S, Reaper, lock_ttl_ms
+from reflexr_graph.fleet.reaping.job import Pass
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import WorkerInfo
@@ -237,6 +238,28 @@ def test_one_reaper_acts_at_a_time_and_hands_over_on_stop(app: FleetApp, fake: F
     second.tick()
     assert second.holding
     assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
+
+
+def test_holder_only_jobs_run_in_the_lock_holders_pass_alone(app: FleetApp) -> None:
+    """The pass runs a job marked ``holder_only`` only while its reaper holds the lock, as the pass's
+    read left it (the read answers a reaper without it no runs, but a job may act on none, as the
+    payload sweep does); the other jobs run in every reaper's pass."""
+    store = app.store()
+    first, second = Reaper(app, store), Reaper(app, store)
+    ran: list[tuple[str, bool]] = []
+
+    class Probe:
+        def __init__(self, name: str, holder_only: bool) -> None:
+            self.name, self.holder_only = name, holder_only
+
+        def run(self, current: Pass) -> None:
+            ran.append((self.name, self.holder_only))
+
+    for name, reaper in (("first", first), ("second", second)):
+        reaper.jobs += [Probe(name, holder_only=True), Probe(name, holder_only=False)]
+    first.tick()
+    second.tick()
+    assert ran == [("first", True), ("first", False), ("second", False)]
 
 
 def test_lock_ttl_is_three_ticks_whatever_the_lease() -> None:

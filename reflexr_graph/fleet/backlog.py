@@ -6,7 +6,7 @@ run-id message (fleet/acks.py), never restores it. Under a backlog, though, a ru
 wait in its queue past the resend delay; sending it again then only adds a message that the
 claim refuses, at the moment the fleet is busiest. While a graph's queues hold messages, a run
 of that graph whose message was sent is taken in turn or lost: either way its resend can wait
-until the queues drain (reaper.py: Reaper._postponed).
+until the queues drain (fleet/reaping/dispatch.py: Dispatch._postponed).
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ import pytest
 from bench.idle_cost import TARGET_PER_S, attribute, watch_idle
 from reflexr_graph import clock
 from reflexr_graph.fleet import auto_upgrade, presence, scheduler
-from reflexr_graph.fleet.reaper import IDLE_MAX_S, PRUNE_EVERY_S, PUBLISH_EVERY_S
+from reflexr_graph.fleet.reaper import IDLE_MAX_S
+from reflexr_graph.fleet.reaping.prune import PRUNE_EVERY_S
+from reflexr_graph.fleet.reaping.publish import PUBLISH_EVERY_S
 from reflexr_graph.store.scripts import source
 from tests.fleet.conftest import Fleet
 

@@ -10,6 +10,7 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.reaper import IDLE_MAX_S, Reaper, lock_ttl_ms
+from reflexr_graph.fleet.reaping.job import Pass
 from reflexr_graph.model import Status, WorkerInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -77,7 +78,7 @@ def test_a_lease_that_lapses_just_after_an_outage_is_an_interruption(app: FleetA
     start = clock.now_ms()
     claim(app, store, lost)  # its lease lapses at start + 3000
     reaper = Reaper(app, store)
-    reaper._saw_outage((start, start + 2900))  # Redis was back 100 ms before that
+    reaper.outage.saw((start, start + 2900))  # Redis was back 100 ms before that
     fake.advance(2950)
     claim(app, store, later)  # after the outage: its lease lapses at start + 5950
     fake.advance(3100)
@@ -216,7 +217,7 @@ def test_due_entry_of_a_vanished_run_is_dropped(app: FleetApp) -> None:
     """A due entry whose run record expired is removed instead of being sent every second forever."""
     store = app.store()
     store.client.zadd(keys.due(keys.STANDALONE.of("ghost")), {"ghost": 0})
-    Reaper(app, store).dispatch_due()
+    Reaper(app, store).dispatch.send_due()
     assert store.client.zscore(keys.due(keys.STANDALONE.of("ghost")), "ghost") is None
     assert queued_messages(store, steps_queue(app)) == []
 
@@ -236,6 +237,28 @@ def test_one_reaper_acts_at_a_time_and_hands_over_on_stop(app: FleetApp, fake: F
     second.tick()
     assert second.holding
     assert [m["id"] for m in queued_messages(store, steps_queue(app))] == [run_id]
+
+
+def test_holder_only_jobs_run_in_the_lock_holders_pass_alone(app: FleetApp) -> None:
+    """The pass runs a job marked ``holder_only`` only while its reaper holds the lock, as the pass's
+    read left it (the read answers a reaper without it no runs, but a job may act on none, as the
+    payload sweep does); the other jobs run in every reaper's pass."""
+    store = app.store()
+    first, second = Reaper(app, store), Reaper(app, store)
+    ran: list[tuple[str, bool]] = []
+
+    class Probe:
+        def __init__(self, name: str, holder_only: bool) -> None:
+            self.name, self.holder_only = name, holder_only
+
+        def run(self, current: Pass) -> None:
+            ran.append((self.name, self.holder_only))
+
+    for name, reaper in (("first", first), ("second", second)):
+        reaper.jobs += [Probe(name, holder_only=True), Probe(name, holder_only=False)]
+    first.tick()
+    second.tick()
+    assert ran == [("first", True), ("first", False), ("second", False)]
 
 
 def test_lock_ttl_is_three_ticks_whatever_the_lease() -> None:

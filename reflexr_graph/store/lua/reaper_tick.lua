@@ -14,7 +14,7 @@
 -- ARGV[6] dead retention s  ARGV[7] the longest the reaper may sleep ms (its lease TTL at most)
 -- ARGV[8] how long past its planned wake the lock outlives the holder ms (one tick)
 -- ARGV[9] '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
--- the reaper prunes about once a minute (fleet/reaper.py: PRUNE_EVERY_S), retention being days
+-- the reaper prunes about once a minute (fleet/reaping/prune.py: PRUNE_EVERY_S), retention being days
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
 --   next due {run id, due score} or {}, wake ms, ended children} with

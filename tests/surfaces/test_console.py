@@ -126,6 +126,29 @@ def _click(browser: webdriver.Chrome, css: str) -> None:
     browser.execute_script("document.querySelector(arguments[0]).click()", css)
 
 
+def _click_svg_until(
+    browser: webdriver.Chrome, css: str, shown: Callable[[webdriver.Chrome], bool], what: str
+) -> None:
+    """Click the SVG element ``css`` (it has no click(): the event a click sends) until ``shown``:
+    the chart is drawn again as the run's events come in, and a click that lands on a span the
+    redraw has just replaced goes nowhere. Clicked again at most once a second."""
+    clicked_at = [-1.0]
+
+    def clicked_and_shown(driver: webdriver.Chrome) -> bool:
+        if shown(driver):
+            return True
+        if time.monotonic() - clicked_at[0] >= 1.0:
+            clicked_at[0] = time.monotonic()
+            driver.execute_script(  # gone once the click took the page elsewhere
+                "document.querySelector(arguments[0])"
+                "?.dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+                css,
+            )
+        return False
+
+    until(browser, clicked_and_shown, what)
+
+
 def _status_in_row(browser: webdriver.Chrome, run_id: str) -> str:
     return _text(browser, f'tr[data-run="{run_id}"] .badge')
 
@@ -448,11 +471,12 @@ def test_a_runs_timeline_reads_as_words_and_its_attempts_as_a_gantt_chart(
     assert [s[:2] for s in third["spans"]] == [["step", "pause"], ["step", "finish"]]
     assert third["marks"] == ["succeeded"]
     until(browser, lambda d: find(d, "#checkpoints") is not None, "the checkpoints")
-    browser.execute_script(  # an SVG element has no click(): the event a click sends
-        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+    _click_svg_until(
+        browser,
         '#gantt .gantt-span[data-label="fetch"][data-seq]',
+        lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"),
+        "the step's checkpoint",
     )
-    until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the step's checkpoint")
     console.shot("gantt-succeeded", at="#run-gantt")
 
     table = _text(browser, "#timeline")
@@ -560,11 +584,12 @@ def test_a_maps_branches_are_drawn_side_by_side_under_the_attempt_that_ran_them(
     )
     assert len(set(tops)) == 3, "the three branches that ran at once are side by side, not on one line"
     until(browser, lambda d: find(d, "#checkpoints") is not None, "the checkpoints")
-    browser.execute_script(
-        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+    _click_svg_until(
+        browser,
         '#gantt .gantt-row[data-attempt="2"] .gantt-lane',
+        lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"),
+        "the branch's checkpoint",
     )
-    until(browser, lambda d: "Checkpoint #" in _text(d, "#checkpoint-detail h3"), "the branch's checkpoint")
     with api_server.http() as http:  # a kin run, whose child spread runs at its own pace
         parent = http.post("/api/runs", json={"graph": "kin", "inputs": "elder"}).json()["run_id"]
         wait_for(lambda: http.get(f"/api/runs/{parent}").json()["status"] == "succeeded", what="the parent")
@@ -726,11 +751,12 @@ def test_the_overview_is_the_home_page_and_charts_the_last_hour_from_real_runs(
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#dead-body tr[data-run]")) == 1, "one")
     browser.back()
     until(browser, lambda d: find(d, '#status-bars a[href="#/runs/waiting"]'), "the overview again")
-    browser.execute_script(  # an SVG link has no click(): the event a click sends
-        "document.querySelector(arguments[0]).dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+    _click_svg_until(
+        browser,
         '#status-bars a[href="#/runs/waiting"]',
+        lambda d: find(d, "#filter-status") is not None,
+        "the runs list",
     )
-    until(browser, lambda d: find(d, "#filter-status") is not None, "the runs list")
     assert browser.find_element(By.ID, "filter-status").get_attribute("value") == "waiting"
     until(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#runs-body tr[data-run]")) == 1, "journey")
 

@@ -81,6 +81,8 @@ class SentinelTopology:
         )
         self.replica.start()
         wait_for(self._replica_in_sync, 30, "the replica to sync with the primary")
+        if self.safety:
+            wait_for(self._primary_takes_writes, 30, "the primary to count its replica as good")
         conf = self.dir / "sentinel.conf"
         # The sentinel rewrites its config file as it learns the topology, so it must be writable.
         conf.write_text(
@@ -123,6 +125,13 @@ class SentinelTopology:
         assert self.replica is not None
         with contextlib.suppress(redis.RedisError), self.replica.client() as c:
             return c.info("replication").get("master_link_status") == "up"
+        return False
+
+    def _primary_takes_writes(self) -> bool:
+        """The primary counts the replica as acknowledging it: a link that is up but whose first
+        acknowledgement is late (a loaded machine) still leaves writes refused with NOREPLICAS."""
+        with contextlib.suppress(redis.RedisError), self.primary.client() as c:
+            return int(c.info("replication").get("min_slaves_good_slaves", 0)) >= 1
         return False
 
     def kill_primary(self) -> int:

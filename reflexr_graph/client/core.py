@@ -47,7 +47,7 @@ from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, SavedCheckpoint
 from reflexr_graph.store.upgrades import UpgradePlan, upgrade, upgrade_plan
-from reflexr_graph.store.waits import SignalOutcome, send_signal, signal_target
+from reflexr_graph.store.waits import SignalOutcome, SignalTarget, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -237,6 +237,14 @@ class ClientCore:
         value = plain(value, "value")
         schemas.validate_signal(entry, name, value)
         value_json = to_json(value, "value", self.settings.payload_limit)
+        return (yield from self._deliver(target, run_id, name, value_json, by, ("signal", "send it")))
+
+    def _deliver(
+        self, target: SignalTarget, run_id: str, name: str, value_json: str, by: str, said: tuple[str, str]
+    ) -> Op[bool]:
+        """Put ``value_json`` in the run's mailbox as signal ``name`` and send the wake it makes:
+        True when it woke the run, False when the value waits for the run's wait. ``said`` names
+        what was delivered and the act not to repeat, for the error of a failed send."""
         # The message is built only for the wake this signal will likely make; a run that begins
         # to wait for it meanwhile is queued by the script all the same, and sent below.
         message = None
@@ -248,9 +256,10 @@ class ClientCore:
         if outcome is SignalOutcome.KEPT:
             return False
         if outcome is SignalOutcome.QUEUED:
-            recorded = f"the signal is recorded and run {run_id} queued"
+            what, act = said
+            recorded = f"the {what} is recorded and run {run_id} queued"
             yield from _publish(
-                run_id, graph, recorded, "do not send it again", target.priority, self._grace_s
+                run_id, graph, recorded, f"do not {act} again", target.priority, self._grace_s
             )
         return True
 
@@ -280,21 +289,9 @@ class ClientCore:
         if not won:
             settled = yield from asks.read_wait(run_id, digest)
             raise asks.refusal(settled or wait)
+        # The answer carries who gave it (stamped above); the signal itself names no one.
         signal = asks.signal_of(wait.name)
-        message = None
-        if target.status is Status.WAITING and target.waiting_for == signal:
-            message = yield Envelope(run_id, target.graph, target.priority or None)
-        outcome, graph = yield from send_signal(
-            run_id, signal, answer_json, self.settings.dispatch_grace_ms, message
-        )
-        if outcome is SignalOutcome.KEPT:
-            return False
-        if outcome is SignalOutcome.QUEUED:
-            recorded = f"the answer is recorded and run {run_id} queued"
-            yield from _publish(
-                run_id, graph, recorded, "do not answer again", target.priority, self._grace_s
-            )
-        return True
+        return (yield from self._deliver(target, run_id, signal, answer_json, "", ("answer", "answer")))
 
     def pending_events(self, graph: str | None) -> Op[list[asks.EventWait]]:
         """Every open external event wait of the waiting runs (of ``graph``), oldest first."""

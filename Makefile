@@ -35,6 +35,12 @@ UV := $(TOOLS)/bin/uv
 # A Python is never downloaded: the lock is installed into an interpreter this machine has.
 export UV_PYTHON_DOWNLOADS := never
 
+# Python writes the bytecode of each module it imports, even where the shell says not to (a
+# container's PYTHONDONTWRITEBYTECODE=1): uv installs no .pyc, so without this every process the
+# suite starts (some 300 workers, the CLIs) compiled celery, pydantic and redis-py afresh, a third
+# of each worker's start. Written once, into .venv and the gitignored __pycache__ folders.
+unexport PYTHONDONTWRITEBYTECODE
+
 define find_python
 py=""; \
 for c in $(PY_CANDIDATES); do \

@@ -14,6 +14,8 @@ import pytest
 import redis
 
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.client.operation import Operation
+from reflexr_graph.client.operations import Operations
 from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound
 from reflexr_graph.model import LimitUsage, QuarantinedItem, Status
 from reflexr_graph.store import keys
@@ -48,9 +50,30 @@ def test_both_clients_have_the_operations_the_cli_and_the_api_use() -> None:
 @pytest.mark.parametrize("cls", [Client, AsyncClient])
 def test_a_client_uses_its_store_only_to_answer_operations(cls: type) -> None:
     """Every method runs an operation through ``_do``: none calls a store method of its own, so the
-    two clients cannot drift apart (Client used to call self.store.get, .cancel, ._handle...)."""
-    used = set(re.findall(r"self\.store\.(\w+)", inspect.getsource(cls)))
+    two clients cannot drift apart (Client used to call self.store.get, .cancel, ._handle...). The
+    operation table (client/operations.py), which both clients are built from, is read too."""
+    sources = [inspect.getsource(c) for c in cls.__mro__ if c.__module__.startswith("reflexr_graph.client")]
+    used = set(re.findall(r"self\.store\.(\w+)", "".join(sources)))
     assert used <= STORE_ATTRIBUTES, used - STORE_ATTRIBUTES
+
+
+HAND_WRITTEN = {"stream", "close", "from_url", "from_settings"}
+"""The public methods not in the operation table: an iterator on one client and an async iterator
+on the other, closing, and the constructors."""
+
+
+def test_every_method_of_both_clients_is_the_one_operation_of_the_table() -> None:
+    """Issue 36: each operation is written once (client/operations.py), with its docstring: a
+    method added to one client only, or written twice by hand, fails here."""
+    table = {name for name, member in vars(Operations).items() if isinstance(member, Operation)}
+    assert _public(Client) == _public(AsyncClient) == table | HAND_WRITTEN, _public(Client) ^ _public(
+        AsyncClient
+    )
+    for name in table:
+        sync, async_ = getattr(Client, name), getattr(AsyncClient, name)
+        assert inspect.signature(sync) == inspect.signature(async_), name
+        assert sync.__doc__ and sync.__doc__ is async_.__doc__, name
+        assert inspect.iscoroutinefunction(async_) and not inspect.iscoroutinefunction(sync), name
 
 
 def _both(

@@ -27,6 +27,7 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.handoff import Handoff, Written
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
 from reflexr_graph.core.journal import Journal, reset_journal, set_journal
 from reflexr_graph.core.limits import Limiter
@@ -75,6 +76,8 @@ class _Saver:
     inputs_ok: bool = True
     cancel_asked: bool = False
     """The store said, with the last save, that the run was asked to cancel."""
+    handoff: Handoff = field(default_factory=Handoff)
+    """Where the step after a boundary finds the inputs its checkpoint wrote down."""
     returning: list[tuple[str, str]] = field(default_factory=list)
     """The limit slots of the step that just ended (core/limits.py): this boundary's save gives
     them back, or, with no save, a release of their own."""
@@ -91,53 +94,56 @@ class _Saver:
         return self.journal.tally
 
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
+        """Save a checkpoint here if the boundary is quiescent and safe; the step about to run is
+        handed what it wrote down (core/handoff.py), and keys its records by it."""
         limiter = self.journal.limiter
         self.returning = limiter.take_returning() if limiter is not None else []
+        written: Written | None = None
         try:
-            self._boundary(run, batch)
+            written = self._boundary(run, batch)
         finally:
+            self.handoff.give(written)
             if limiter is not None and self.returning:  # no save carried them
                 limiter.returning.extend(self.returning)
                 self.returning = []
                 limiter.give_back_now()
 
-    def _boundary(self, run: pg.AnyRun, batch: Any) -> None:
-        self.journal.written = None
+    def _boundary(self, run: pg.AnyRun, batch: Any) -> Written | None:
+        """The next task as the checkpoint saved here wrote it down; None when none was saved."""
         if not pg.is_quiescent(run, batch):
-            return
+            return None
         task = batch[0]
         node_id, action = task.node_id, self.action
         kind = action.kinds.get(node_id)
         if kind is Kind.END:
             # The end node runs no code: the finished checkpoint follows at once, so a save here
             # would protect nothing and cost a round trip.
-            return
+            return None
         stack = pg.task_fork_stack(task)
         if not action.boundaries.is_safe(node_id, (item.fork_id for item in stack)):
-            return  # inside a fork's region: never a boundary, by the seed's rule
+            return None  # inside a fork's region: never a boundary, by the seed's rule
         codec = action.node_codec(node_id)
         if codec is None:
             self.tally.skip(node_id, SkipReason.UNTYPED, "its input type is not known")
-            return
+            return None
         if not self.inputs_ok:
             self.tally.skip(node_id, SkipReason.INPUTS, "the graph inputs do not read back")
-            return
+            return None
         checkpoints = action.checkpoints
         try:
             state = checkpoints.state.dump(run.state)
         except NotReadable as why:
             self.tally.skip(node_id, SkipReason.STATE, f"the state {why}")
-            return
+            return None
         try:
             # A decision routes by class, so its inputs must read back as theirs.
             node_inputs = codec.dump(task.inputs, same_class=kind is Kind.DECISION)
         except NotReadable as why:
             self.tally.skip(node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
-            return
+            return None
         payload = checkpoints.encode(seq=self.seq + 1, state=state, next_task=(node_id, node_inputs, stack))
         self._save(payload, node_id)
-        # The step about to run keys its records by these inputs: it need not write them down again.
-        self.journal.written = (node_id, task.inputs, node_inputs)
+        return Written(node_id, task.inputs, node_inputs)
 
     def finish(self, output: Any) -> Finished:
         try:
@@ -350,7 +356,7 @@ async def _drive(
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, journal, span)
+    saver = _Saver(action, port, ctx, seq, journal, span, handoff=journal.handoff)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

@@ -34,6 +34,7 @@ from opentelemetry import trace
 
 from reflexr_graph.core import tracing
 from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.handoff import Handoff
 from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, Lane, WaitResult
@@ -113,10 +114,8 @@ class Journal:
     traced: bool = True
     """Whether an OpenTelemetry SDK was installed when the attempt began: its steps get spans.
     Asked once per attempt, since asking costs a lookup in the environment."""
-    written: tuple[str, object, str] | None = None
-    """The next task as the boundary just saved wrote it down: its node, its inputs (the very
-    object) and their JSON, so that its step keys its records without writing them down again."""
-
+    handoff: Handoff = field(default_factory=Handoff)
+    """The inputs the boundary before a step wrote down, from the driver to that step (core/handoff.py)."""
     stream: ItemStream | None = None
     """Where the attempt's emitted items go (core/emit.py), made by the first ``emit``: an attempt
     whose steps emit nothing costs nothing for it."""
@@ -141,14 +140,6 @@ class Journal:
         self.checkpointed = True
         if self.stream is not None:
             self.stream.saved()
-
-    def inputs_json(self, node_id: str, inputs: object) -> str | None:
-        """The JSON of ``inputs`` if the boundary before this step wrote these very inputs down."""
-        written = self.written
-        if written is None or written[0] != node_id or written[1] is not inputs:
-            return None
-        self.written = None  # one step's: nothing runs between the boundary and that step
-        return written[2]
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)

@@ -174,7 +174,7 @@ def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> Step
         branch = branch_path(stack) if stack is not None else None
     inputs = pg.step_context_inputs(ctx)
     # The inputs as the step starts: the boundary before it wrote them down already, as a rule.
-    inputs_json = journal.inputs_json(node_id, inputs)
+    inputs_json = journal.handoff.take(node_id, inputs)
     if inputs_json is None:
         inputs_json = _dump(spec.inputs(node_id) or ANY_CODEC, inputs)
     return StepExecution(journal, node_id, branch, inputs_json, journal.record_fingerprint)

@@ -24,12 +24,13 @@ from opentelemetry.context import Context
 
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.attempt_scope import AttemptScope, reset_scope, set_scope
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.deadlines import Deadlines
-from reflexr_graph.core.handoff import Handoff, Written
+from reflexr_graph.core.handoff import Written
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
-from reflexr_graph.core.journal import Journal, reset_journal, set_journal
+from reflexr_graph.core.journal import RecordJournal
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort, StopSignal
@@ -69,15 +70,13 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    journal: Journal
+    scope: AttemptScope
     span: trace.Span
     """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
     pydantic-graph's ``run graph`` span, when the graph emits it."""
     inputs_ok: bool = True
     cancel_asked: bool = False
     """The store said, with the last save, that the run was asked to cancel."""
-    handoff: Handoff = field(default_factory=Handoff)
-    """Where the step after a boundary finds the inputs its checkpoint wrote down."""
     returning: list[tuple[str, str]] = field(default_factory=list)
     """The limit slots of the step that just ended (core/limits.py): this boundary's save gives
     them back, or, with no save, a release of their own."""
@@ -91,18 +90,18 @@ class _Saver:
 
     @property
     def tally(self) -> Tally:
-        return self.journal.tally
+        return self.scope.tally
 
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
         """Save a checkpoint here if the boundary is quiescent and safe; the step about to run is
         handed what it wrote down (core/handoff.py), and keys its records by it."""
-        limiter = self.journal.limiter
+        limiter = self.scope.limiter
         self.returning = limiter.take_returning() if limiter is not None else []
         written: Written | None = None
         try:
             written = self._boundary(run, batch)
         finally:
-            self.handoff.give(written)
+            self.scope.handoff.give(written)
             if limiter is not None and self.returning:  # no save carried them
                 limiter.returning.extend(self.returning)
                 self.returning = []
@@ -171,12 +170,12 @@ class _Saver:
         )
         self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
-        self.journal.saved()
+        self.scope.saved()
         attrs = self._metric_attrs
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
-        if self.journal.traced:  # without an SDK the span records nothing: its event is not built
+        if self.scope.traced:  # without an SDK the span records nothing: its event is not built
             self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
             saved: dict[str, str | int] = {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node}
             self.span.add_event(tracing.EVENT_SAVED, saved)
@@ -279,15 +278,13 @@ async def run_attempt(
     with _attempt_span(traced, parent, attrs) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags))
         records = dict(port.load_records(ctx.run_id))
-        journal = Journal(
-            port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()
-        )
-        journal.traced = traced
-        journal_token = set_journal(journal)
+        journal = RecordJournal(port, ctx, action.fingerprint, records, limiter)
+        scope = AttemptScope(journal, tally, action.signals, limiter, deadlines or Deadlines(), traced=traced)
+        scope_token = set_scope(scope)
         try:
-            advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)
-            drive = _drive(action, port, ctx, span, (inputs, state), journal, advance)
-            return await _within(action.attempt_timeout, journal.deadlines, drive)
+            advance = _Advance(scope.in_flight, sibling_grace_s, ctx.run_id, stop)
+            drive = _drive(action, port, ctx, span, (inputs, state), scope, advance)
+            return await _within(action.attempt_timeout, scope.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
             attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
@@ -296,8 +293,8 @@ async def run_attempt(
             span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
             raise
         finally:
-            journal.return_slots()  # a limited step's, when the attempt ends before its boundary
-            reset_journal(journal_token)
+            scope.return_slots()  # a limited step's, when the attempt ends before its boundary
+            reset_scope(scope_token)
             reset_current(token)
 
 
@@ -336,7 +333,7 @@ async def _drive(
     ctx: AttemptContext,
     span: trace.Span,
     payload: tuple[Any, Any],
-    journal: Journal,
+    scope: AttemptScope,
     advance: _Advance,
 ) -> Finished:
     inputs, state = payload
@@ -352,11 +349,11 @@ async def _drive(
         graph_inputs, graph_state = restored.inputs, restored.state
         assert restored.node_id is not None
         stack = prefix_fork_stack(restored.fork_stack, ctx.resume_seq)
-        journal.keyed_by = restored.records_fingerprint  # set on a checkpoint an upgrade moved
+        scope.journal.keyed_by = restored.records_fingerprint  # set on a checkpoint an upgrade moved
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, journal, span, handoff=journal.handoff)
+    saver = _Saver(action, port, ctx, seq, scope, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

@@ -108,7 +108,7 @@ async def start_child(
     journal = execution.journal
     recorded = journal.get(record)
     if recorded is not None:
-        journal.tally.reused_calls += 1
+        execution.scope.tally.reused_calls += 1
         return str(json.loads(recorded))
     merged = {**current_run().tags, **(tags or {})}
     try:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reflexr_graph.core.journal import Journal, current_journal
+from reflexr_graph.core.attempt_scope import AttemptScope, current_scope
 from reflexr_graph.core.limits import Limit, WaitTooLong, holding, wake_at_ms
 from reflexr_graph.core.policy import tag_node
 from reflexr_graph.errors import GraphDefinitionError, StepTimeout
@@ -47,22 +47,22 @@ def seconds_or_none(value: float | None, what: str) -> float | None:
 
 
 async def _timed(
-    journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
+    scope: AttemptScope | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
 ) -> Any:
     # A step is registered when some deadline could catch it: its own timeout (the heartbeat
     # thread then sees it blocked past it), or the attempt's (which names the step it caught).
     # Otherwise it takes neither the deadlines lock nor a timeout scope.
-    watch = journal is not None and (timeout is not None or journal.deadlines.attempt_timed)
+    watch = scope is not None and (timeout is not None or scope.deadlines.attempt_timed)
     if not watch and timeout is None:
         return await call(ctx)
-    handle = journal.deadlines.start(node_id, timeout) if journal is not None and watch else None
+    handle = scope.deadlines.start(node_id, timeout) if scope is not None and watch else None
     try:
         if timeout is None:
             return await call(ctx)
         return await _under_timeout(node_id, timeout, call, ctx)
     finally:
-        if journal is not None and handle is not None:
-            journal.deadlines.end(handle)
+        if scope is not None and handle is not None:
+            scope.deadlines.end(handle)
 
 
 async def _under_timeout(node_id: str, timeout: float, call: StepCall, ctx: Any) -> Any:
@@ -77,30 +77,30 @@ async def _under_timeout(node_id: str, timeout: float, call: StepCall, ctx: Any)
 
 
 async def _limited(
-    journal: Journal, node_id: str, limit: Limit, timeout: float | None, call: StepCall, ctx: Any
+    scope: AttemptScope, node_id: str, limit: Limit, timeout: float | None, call: StepCall, ctx: Any
 ) -> Any:
-    assert journal.limiter is not None
+    assert scope.limiter is not None
     try:
-        async with holding(journal.limiter, limit, ctx, node_id):  # counts the step as running
-            return await _timed(journal, node_id, timeout, call, ctx)
+        async with holding(scope.limiter, limit, ctx, node_id):  # counts the step as running
+            return await _timed(scope, node_id, timeout, call, ctx)
     except WaitTooLong as wait:
         # A fresh record key each time: a run woken to try again must not find this wait over.
-        key = f"l|{node_id}|r{journal.ctx.resume_seq}|{uuid.uuid4().hex[:12]}"
+        key = f"l|{node_id}|r{scope.journal.ctx.resume_seq}|{uuid.uuid4().hex[:12]}"
         signal = f"{LIMIT_WAIT_PREFIX}{wait.key}"
-        journal.wait(key, signal=signal, wake_at_ms=wake_at_ms(wait), waited_ms=wait.waited_ms)
+        scope.journal.wait(key, signal=signal, wake_at_ms=wake_at_ms(wait), waited_ms=wait.waited_ms)
         raise AssertionError("unreachable: a limit wait always suspends") from None
 
 
 async def _running(
-    journal: Journal | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
+    scope: AttemptScope | None, node_id: str, timeout: float | None, call: StepCall, ctx: Any
 ) -> Any:
     """The step's own run, counted as the attempt's work while it lasts (core/limits.py: bound_s)."""
-    limiter = journal.limiter if journal is not None else None
+    limiter = scope.limiter if scope is not None else None
     if limiter is None:
-        return await _timed(journal, node_id, timeout, call, ctx)
+        return await _timed(scope, node_id, timeout, call, ctx)
     limiter.running += 1
     try:
-        return await _timed(journal, node_id, timeout, call, ctx)
+        return await _timed(scope, node_id, timeout, call, ctx)
     finally:
         limiter.running -= 1
 
@@ -111,14 +111,14 @@ def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall
     timeout = controls.timeout_for(node_id)
 
     async def run(ctx: Any) -> Any:
-        journal = current_journal()
+        scope = current_scope()
         try:
-            if limit is not None and journal is not None and journal.limiter is not None:
-                return await _limited(journal, node_id, limit, timeout, call, ctx)
-            if timeout is None and (journal is None or not journal.deadlines.attempt_timed):
+            if limit is not None and scope is not None and scope.limiter is not None:
+                return await _limited(scope, node_id, limit, timeout, call, ctx)
+            if timeout is None and (scope is None or not scope.deadlines.attempt_timed):
                 # No deadline can catch the step (the common case): it runs here, without the two
                 # frames of _running and _timed, counted as the attempt's work as _running counts it.
-                limiter = journal.limiter if journal is not None else None
+                limiter = scope.limiter if scope is not None else None
                 if limiter is None:
                     return await call(ctx)
                 limiter.running += 1
@@ -126,7 +126,7 @@ def controlled(controls: StepControls, node_id: str, call: StepCall) -> StepCall
                     return await call(ctx)
                 finally:
                     limiter.running -= 1
-            return await _running(journal, node_id, timeout, call, ctx)
+            return await _running(scope, node_id, timeout, call, ctx)
         except Exception as exc:
             tag_node(exc, node_id)
             raise

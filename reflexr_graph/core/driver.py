@@ -24,11 +24,13 @@ from opentelemetry.context import Context
 
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.core.attempt_scope import AttemptScope, reset_scope, set_scope
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
 from reflexr_graph.core.context import CurrentRun, reset_current, set_current
 from reflexr_graph.core.deadlines import Deadlines
+from reflexr_graph.core.handoff import Written
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
-from reflexr_graph.core.journal import Journal, reset_journal, set_journal
+from reflexr_graph.core.journal import RecordJournal
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
 from reflexr_graph.core.port import AttemptContext, CheckpointPort, StopSignal
@@ -68,7 +70,7 @@ class _Saver:
     port: CheckpointPort
     ctx: AttemptContext
     seq: int
-    journal: Journal
+    scope: AttemptScope
     span: trace.Span
     """The attempt's ``invoke_workflow`` span. Not the current span: a boundary is reached inside
     pydantic-graph's ``run graph`` span, when the graph emits it."""
@@ -88,56 +90,59 @@ class _Saver:
 
     @property
     def tally(self) -> Tally:
-        return self.journal.tally
+        return self.scope.tally
 
     def boundary(self, run: pg.AnyRun, batch: Any) -> None:
-        limiter = self.journal.limiter
+        """Save a checkpoint here if the boundary is quiescent and safe; the step about to run is
+        handed what it wrote down (core/handoff.py), and keys its records by it."""
+        limiter = self.scope.limiter
         self.returning = limiter.take_returning() if limiter is not None else []
+        written: Written | None = None
         try:
-            self._boundary(run, batch)
+            written = self._boundary(run, batch)
         finally:
+            self.scope.handoff.give(written)
             if limiter is not None and self.returning:  # no save carried them
                 limiter.returning.extend(self.returning)
                 self.returning = []
                 limiter.give_back_now()
 
-    def _boundary(self, run: pg.AnyRun, batch: Any) -> None:
-        self.journal.written = None
+    def _boundary(self, run: pg.AnyRun, batch: Any) -> Written | None:
+        """The next task as the checkpoint saved here wrote it down; None when none was saved."""
         if not pg.is_quiescent(run, batch):
-            return
+            return None
         task = batch[0]
         node_id, action = task.node_id, self.action
         kind = action.kinds.get(node_id)
         if kind is Kind.END:
             # The end node runs no code: the finished checkpoint follows at once, so a save here
             # would protect nothing and cost a round trip.
-            return
+            return None
         stack = pg.task_fork_stack(task)
         if not action.boundaries.is_safe(node_id, (item.fork_id for item in stack)):
-            return  # inside a fork's region: never a boundary, by the seed's rule
+            return None  # inside a fork's region: never a boundary, by the seed's rule
         codec = action.node_codec(node_id)
         if codec is None:
             self.tally.skip(node_id, SkipReason.UNTYPED, "its input type is not known")
-            return
+            return None
         if not self.inputs_ok:
             self.tally.skip(node_id, SkipReason.INPUTS, "the graph inputs do not read back")
-            return
+            return None
         checkpoints = action.checkpoints
         try:
             state = checkpoints.state.dump(run.state)
         except NotReadable as why:
             self.tally.skip(node_id, SkipReason.STATE, f"the state {why}")
-            return
+            return None
         try:
             # A decision routes by class, so its inputs must read back as theirs.
             node_inputs = codec.dump(task.inputs, same_class=kind is Kind.DECISION)
         except NotReadable as why:
             self.tally.skip(node_id, SkipReason.NODE_INPUTS, f"its inputs {why}")
-            return
+            return None
         payload = checkpoints.encode(seq=self.seq + 1, state=state, next_task=(node_id, node_inputs, stack))
         self._save(payload, node_id)
-        # The step about to run keys its records by these inputs: it need not write them down again.
-        self.journal.written = (node_id, task.inputs, node_inputs)
+        return Written(node_id, task.inputs, node_inputs)
 
     def finish(self, output: Any) -> Finished:
         try:
@@ -165,12 +170,12 @@ class _Saver:
         )
         self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
-        self.journal.saved()
+        self.scope.saved()
         attrs = self._metric_attrs
         metrics.CHECKPOINT_SAVE.record(time.perf_counter() - started, attrs)
         metrics.CHECKPOINT_SIZE.record(len(payload), attrs)
         self.seq += 1
-        if self.journal.traced:  # without an SDK the span records nothing: its event is not built
+        if self.scope.traced:  # without an SDK the span records nothing: its event is not built
             self.span.set_attribute(tracing.ATTR_SEQ, self.seq)
             saved: dict[str, str | int] = {tracing.ATTR_SEQ: self.seq, tracing.ATTR_NODE: next_node}
             self.span.add_event(tracing.EVENT_SAVED, saved)
@@ -273,15 +278,13 @@ async def run_attempt(
     with _attempt_span(traced, parent, attrs) as span:
         token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags))
         records = dict(port.load_records(ctx.run_id))
-        journal = Journal(
-            port, ctx, action.fingerprint, tally, records, action.signals, limiter, deadlines or Deadlines()
-        )
-        journal.traced = traced
-        journal_token = set_journal(journal)
+        journal = RecordJournal(port, ctx, action.fingerprint, records, limiter)
+        scope = AttemptScope(journal, tally, action.signals, limiter, deadlines or Deadlines(), traced=traced)
+        scope_token = set_scope(scope)
         try:
-            advance = _Advance(journal.in_flight, sibling_grace_s, ctx.run_id, stop)
-            drive = _drive(action, port, ctx, span, (inputs, state), journal, advance)
-            return await _within(action.attempt_timeout, journal.deadlines, drive)
+            advance = _Advance(scope.in_flight, sibling_grace_s, ctx.run_id, stop)
+            drive = _drive(action, port, ctx, span, (inputs, state), scope, advance)
+            return await _within(action.attempt_timeout, scope.deadlines, drive)
         except Suspended as suspended:
             # Not an error: the attempt ends here and the run waits in Redis (G8).
             attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
@@ -290,8 +293,8 @@ async def run_attempt(
             span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
             raise
         finally:
-            journal.return_slots()  # a limited step's, when the attempt ends before its boundary
-            reset_journal(journal_token)
+            scope.return_slots()  # a limited step's, when the attempt ends before its boundary
+            reset_scope(scope_token)
             reset_current(token)
 
 
@@ -330,7 +333,7 @@ async def _drive(
     ctx: AttemptContext,
     span: trace.Span,
     payload: tuple[Any, Any],
-    journal: Journal,
+    scope: AttemptScope,
     advance: _Advance,
 ) -> Finished:
     inputs, state = payload
@@ -346,11 +349,11 @@ async def _drive(
         graph_inputs, graph_state = restored.inputs, restored.state
         assert restored.node_id is not None
         stack = prefix_fork_stack(restored.fork_stack, ctx.resume_seq)
-        journal.keyed_by = restored.records_fingerprint  # set on a checkpoint an upgrade moved
+        scope.journal.keyed_by = restored.records_fingerprint  # set on a checkpoint an upgrade moved
         requests = [pg.make_request(restored.node_id, restored.node_inputs, stack)]
     else:
         graph_inputs, graph_state = action.validate_inputs(inputs), action.initial_state(state)
-    saver = _Saver(action, port, ctx, seq, journal, span)
+    saver = _Saver(action, port, ctx, seq, scope, span)
     saver.prepare(graph_inputs)
     deps = action.deps() if action.deps is not None else None
     async with action.runnable.iter(

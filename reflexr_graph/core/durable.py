@@ -117,13 +117,13 @@ async def recorded_call(
         except (ValueError, ValidationError):
             pass  # its type changed since it was recorded: make the call again
         else:
-            execution.journal.tally.reused_calls += 1
+            execution.scope.tally.reused_calls += 1
             trace.get_current_span().add_event(tracing.EVENT_CALL_REUSED, {tracing.ATTR_CALL: name})
             return value
     with in_call(f"{name}#{execution.calls.get(('c', name), 0) - 1}" if key is not None else name):
         result = await _tries(execution, name, call, retry, retry_after)
     if key is None:
-        execution.journal.tally.note_once(
+        execution.scope.tally.note_once(
             execution.node_id,
             "the durable calls of step %s are not recorded: its inputs cannot be written down, so "
             "nothing would tell this execution's records from another's; give the step an input type "
@@ -149,7 +149,7 @@ async def _tries(
     def told(failed: int, exc: Exception, delay_s: float) -> None:
         journal.call_retried(node, name, failed, exc, delay_s)
 
-    labels = call_labels(journal.tally.graph, node, name)
+    labels = call_labels(execution.scope.tally.graph, node, name)
     return await with_retries(retry, call, retry_after=retry_after, notify=told, labels=labels)
 
 
@@ -165,7 +165,5 @@ async def _record(execution: StepExecution, name: str, key: str, codec: Codec, t
             reason="not_recordable",
             permanent=True,
         ) from None
-    stream = execution.journal.stream
-    if execution.emitted and stream is not None:
-        await stream.flush()  # the items the call emitted are in the stream before its record
+    await execution.flush_emitted()  # the items the call emitted are in the stream before its record
     execution.journal.put(key, dumped)

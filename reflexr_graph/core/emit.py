@@ -39,7 +39,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from reflexr_graph.core.journal import Journal
+from reflexr_graph.core.attempt_scope import AttemptScope
 from reflexr_graph.core.port import AttemptContext, Emission, StreamPort
 from reflexr_graph.core.steps import StepExecution, current_execution
 from reflexr_graph.errors import NotInRun, RunFailure
@@ -219,21 +219,18 @@ class Emitter:
         return True
 
 
-def _emitter(journal: Journal) -> Emitter:
-    """The attempt's emitter, made on its first ``emit`` and kept in its journal (``stream``)."""
-    stream = journal.stream
+def _emitter(scope: AttemptScope) -> Emitter:
+    """The attempt's emitter, made on its first ``emit`` and kept in its scope (``stream``)."""
+    stream = scope.stream
     if isinstance(stream, Emitter):
         return stream
+    journal = scope.journal
     append = getattr(journal.port, "append_stream", None)
     if append is None:
         raise NotInRun("emit() needs a store that keeps streams; this attempt's store keeps none")
-    earlier = (
-        {}
-        if journal.checkpointed
-        else {k: int(v) for k, v in journal.records.items() if k.startswith(MARK) and v.isdigit()}
-    )
+    earlier = {k: int(v) for k, v in journal.brought(MARK).items() if v.isdigit()}
     emitter = Emitter(journal.port, journal.ctx, earlier)  # type: ignore[arg-type]
-    journal.stream = emitter
+    scope.stream = emitter
     return emitter
 
 
@@ -257,6 +254,6 @@ async def emit(value: Any, *, topic: str = "output") -> None:
             "worker runs (a plain graph.run() has no stream to write to)"
         )
     check_topic(topic)
-    emitter = _emitter(execution.journal)
+    emitter = _emitter(execution.scope)
     execution.emitted = True
     await emitter.emit(execution, topic, value_json(value, topic=topic, node=execution.node_id))

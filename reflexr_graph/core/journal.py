@@ -25,29 +25,16 @@ inputs: what the key says is exactly the work that was done.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from opentelemetry import trace
 
 from reflexr_graph.core import tracing
-from reflexr_graph.core.deadlines import Deadlines
-from reflexr_graph.core.inflight import InFlight
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.port import AttemptContext, Lane, WaitResult
-from reflexr_graph.core.tally import Tally
 from reflexr_graph.errors import Suspended
-
-
-class ItemStream(Protocol):
-    """The attempt's stream as the journal and the steps see it; ``core/emit.py`` makes it (its
-    ``Emitter``) and owns it, so the journal needs no import of emit, which imports the steps."""
-
-    async def flush(self) -> None: ...
-
-    def saved(self) -> None: ...
 
 
 class RecordPort(Protocol):
@@ -93,40 +80,27 @@ memory bounded."""
 
 
 @dataclass
-class Journal:
-    """The records of one attempt: those the claim brought, and those it writes (one round trip each)."""
+class RecordJournal:
+    """The records of one attempt: those the claim brought, and those it writes (one round trip each).
+
+    What the attempt as a whole has (its limits, deadlines, steps in flight, stream) is its scope's
+    (core/attempt_scope.py), which holds this journal.
+    """
 
     port: RecordPort
     ctx: AttemptContext
     fingerprint: str
-    tally: Tally
     records: dict[str, str] = field(default_factory=dict)
-    signals: Mapping[str, Any] = field(default_factory=dict)
-    """The signals the graph declares: name -> type (``GraphAction(..., signals=...)``)."""
     limiter: Limiter | None = None
-    """Where the attempt's limited steps take their rate tokens and slots; None: limits are not
-    enforced (a port without them)."""
-    deadlines: Deadlines = field(default_factory=Deadlines)
-    """The deadlines of the steps in flight, for the heartbeat thread to see a blocked one."""
-    in_flight: InFlight = field(default_factory=InFlight)
-    """The steps running, for the driver to let them finish before the attempt ends (inflight.py)."""
-    traced: bool = True
-    """Whether an OpenTelemetry SDK was installed when the attempt began: its steps get spans.
-    Asked once per attempt, since asking costs a lookup in the environment."""
-    written: tuple[str, object, str] | None = None
-    """The next task as the boundary just saved wrote it down: its node, its inputs (the very
-    object) and their JSON, so that its step keys its records without writing them down again."""
-
-    stream: ItemStream | None = None
-    """Where the attempt's emitted items go (core/emit.py), made by the first ``emit``: an attempt
-    whose steps emit nothing costs nothing for it."""
+    """The attempt's limiter (its scope's): each write carries the slots of the limited steps that
+    ended (core/limits.py: Limiter.returning). None: limits are not enforced."""
+    keyed_by: str | None = None
+    """The fingerprint the records the claim brought are keyed by, when another version of the
+    graph wrote them: the run was upgraded to this one from its checkpoint (core/compat.py)."""
     checkpointed: bool = False
     """A checkpoint was saved in this attempt: the records the claim brought are past."""
     lanes: int = 0
     """Branch steps whose times this attempt recorded (or would have, past ``LANES_KEPT``)."""
-    keyed_by: str | None = None
-    """The fingerprint the records the claim brought are keyed by, when another version of the
-    graph wrote them: the run was upgraded to this one from its checkpoint (core/compat.py)."""
 
     @property
     def record_fingerprint(self) -> str:
@@ -139,16 +113,13 @@ class Journal:
     def saved(self) -> None:
         """A checkpoint was saved: it holds every record and drops the memo."""
         self.checkpointed = True
-        if self.stream is not None:
-            self.stream.saved()
 
-    def inputs_json(self, node_id: str, inputs: object) -> str | None:
-        """The JSON of ``inputs`` if the boundary before this step wrote these very inputs down."""
-        written = self.written
-        if written is None or written[0] != node_id or written[1] is not inputs:
-            return None
-        self.written = None  # one step's: nothing runs between the boundary and that step
-        return written[2]
+    def brought(self, prefix: str) -> dict[str, str]:
+        """The records the claim brought under keys that start with ``prefix``, while they count:
+        none once this attempt saved a checkpoint."""
+        if self.checkpointed:
+            return {}
+        return {k: v for k, v in self.records.items() if k.startswith(prefix)}
 
     def get(self, key: str) -> str | None:
         return self.records.get(key)
@@ -184,11 +155,6 @@ class Journal:
             delay_ms=round(delay_s * 1000),
         )
 
-    def return_slots(self) -> None:
-        """Give back the slots of ended steps that no write of theirs carried (one round trip each)."""
-        if self.limiter is not None:
-            self.limiter.give_back_now()
-
     def wait(self, key: str, *, signal: str, wake_at_ms: int | None, waited_ms: int = 0) -> str:
         """The record of the wait ``key`` once it is over; raises Suspended when the run must wait.
 
@@ -206,19 +172,3 @@ class Journal:
             attrs[tracing.ATTR_WAKE_AT] = result.wake_at_ms
         trace.get_current_span().add_event(tracing.EVENT_SUSPENDED, attrs)
         raise Suspended(signal=signal or None, wake_at_ms=result.wake_at_ms)
-
-
-_journal: ContextVar[Journal | None] = ContextVar("reflexr_journal", default=None)
-
-
-def current_journal() -> Journal | None:
-    """The journal of the attempt running in this context, or None outside one."""
-    return _journal.get()
-
-
-def set_journal(journal: Journal | None) -> object:
-    return _journal.set(journal)
-
-
-def reset_journal(token: object) -> None:
-    _journal.reset(token)  # type: ignore[arg-type]

@@ -1,11 +1,12 @@
 """What runs around every step of a durable attempt: its span, its execution key, its records.
 
 Each step gets an ``execute_step {node}`` span under ``invoke_workflow`` (when an OpenTelemetry
-SDK is installed: without one, no span is made). In a durable attempt (one with a journal, see
-journal.py) the step also gets its *execution*: the node, the branch path of its fork stack,
-and a digest of its inputs. ``durable_call`` keys its records by it, and
-``current_run().step_key`` derives from it. Both keys are derived on first use, from the
-inputs as the step started (the JSON the boundary before it wrote down, when it saved one).
+SDK is installed: without one, no span is made). In a durable attempt (one with a scope,
+attempt_scope.py, and its records journal, journal.py) the step also gets its *execution*: the
+node, the branch path of its fork stack, and a digest of its inputs. ``durable_call`` keys its
+records by it, and ``current_run().step_key`` derives from it. Both keys are derived on first
+use, from the inputs as the step started (the JSON the boundary before it wrote down, when it
+saved one: core/handoff.py).
 
 A step inside a fork (a map or a broadcast, up to its join) records its result when it
 returns, and a retry returns the recorded result without running the step, so the join
@@ -34,9 +35,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from reflexr_graph import clock
 from reflexr_graph.core import metrics, pg, tracing
+from reflexr_graph.core.attempt_scope import AttemptScope, current_scope
 from reflexr_graph.core.context import reset_step, running_step, set_step
 from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, controlled
-from reflexr_graph.core.journal import Journal, current_journal, digest
+from reflexr_graph.core.journal import RecordJournal, digest
 from reflexr_graph.core.port import Lane
 from reflexr_graph.core.readback import Codec, NotReadable
 
@@ -70,7 +72,8 @@ class StepExecution:
     ``current_run().step_key``), from what the step started with: most steps never ask.
     """
 
-    journal: Journal
+    scope: AttemptScope
+    """The attempt's scope (core/attempt_scope.py): its limits, stream and records journal."""
     node_id: str
     branch: str | None
     """The branch path (``fork:index`` for each real fork of the task's fork stack); None when
@@ -81,6 +84,18 @@ class StepExecution:
     calls: dict[tuple[str, str], int] = field(default_factory=dict)
     emitted: bool = False
     """The step emitted items (core/emit.py): they are written before it returns."""
+
+    @property
+    def journal(self) -> RecordJournal:
+        """The attempt's records journal, which this execution's records are in."""
+        return self.scope.journal
+
+    async def flush_emitted(self) -> None:
+        """The items the step emitted so far, written to the run's stream; nothing to do for a step
+        that emitted none (core/emit.py)."""
+        stream = self.scope.stream
+        if self.emitted and stream is not None:
+            await stream.flush()
 
     @property
     def path(self) -> str:
@@ -148,16 +163,16 @@ def wrapper(spec: StepSpec) -> pg.StepWrapper:
         async def run_step(ctx: Any) -> Any:
             started = time.perf_counter()
             try:
-                journal = current_journal()
-                traced = journal.traced if journal is not None else tracing.recording()
+                scope = current_scope()
+                traced = scope.traced if scope is not None else tracing.recording()
                 if not traced:  # no SDK: a span would record nothing, and cost a context switch
-                    if journal is None:
+                    if scope is None:
                         return await call(ctx)
-                    return await _journaled(spec, journal, node_id, call, ctx, trace.INVALID_SPAN)
+                    return await _journaled(spec, scope, node_id, call, ctx, trace.INVALID_SPAN)
                 with tracing.TRACER.start_as_current_span(name, attributes=span_attrs) as span:
-                    if journal is None:
+                    if scope is None:
                         return await call(ctx)
-                    return await _journaled(spec, journal, node_id, call, ctx, span)
+                    return await _journaled(spec, scope, node_id, call, ctx, span)
             finally:
                 metrics.STEP_DURATION.record(time.perf_counter() - started, span_attrs)
 
@@ -166,7 +181,7 @@ def wrapper(spec: StepSpec) -> pg.StepWrapper:
     return wrap
 
 
-def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> StepExecution:
+def _execution(spec: StepSpec, scope: AttemptScope, node_id: str, ctx: Any) -> StepExecution:
     if spec.forked is not None and node_id not in spec.forked:
         branch: str | None = ""  # no fork reaches this node: its stack holds none
     else:
@@ -174,10 +189,10 @@ def _execution(spec: StepSpec, journal: Journal, node_id: str, ctx: Any) -> Step
         branch = branch_path(stack) if stack is not None else None
     inputs = pg.step_context_inputs(ctx)
     # The inputs as the step starts: the boundary before it wrote them down already, as a rule.
-    inputs_json = journal.inputs_json(node_id, inputs)
+    inputs_json = scope.handoff.take(node_id, inputs)
     if inputs_json is None:
         inputs_json = _dump(spec.inputs(node_id) or ANY_CODEC, inputs)
-    return StepExecution(journal, node_id, branch, inputs_json, journal.record_fingerprint)
+    return StepExecution(scope, node_id, branch, inputs_json, scope.journal.record_fingerprint)
 
 
 STEP_SCOPES: list[Callable[[], contextlib.AbstractContextManager[object]]] = []
@@ -187,15 +202,15 @@ directly in a step uses (ai/events.py)."""
 
 
 async def _journaled(
-    spec: StepSpec, journal: Journal, node_id: str, call: StepCall, ctx: Any, span: Any
+    spec: StepSpec, scope: AttemptScope, node_id: str, call: StepCall, ctx: Any, span: Any
 ) -> Any:
-    execution = _execution(spec, journal, node_id, ctx)
+    execution = _execution(spec, scope, node_id, ctx)
     token = set_step(execution)
-    journal.in_flight.enter()
+    scope.in_flight.enter()
     scopes = contextlib.ExitStack()
     try:
-        for scope in STEP_SCOPES:
-            scopes.enter_context(scope())
+        for step_scope in STEP_SCOPES:
+            scopes.enter_context(step_scope())
         result_codec = spec.results.get(node_id)
         if execution.branch and result_codec is not None and execution.prefix is not None:
             return await _branch(spec, execution, result_codec, partial(_flushed, execution, call), ctx, span)
@@ -204,9 +219,9 @@ async def _journaled(
         # A limited step's slots that its record did not carry go back now (core/limits.py); a step
         # that no fork reaches runs alone, and the boundary right after it carries them instead.
         if execution.branch != "":
-            journal.return_slots()
+            scope.return_slots()
         scopes.close()
-        journal.in_flight.leave()
+        scope.in_flight.leave()
         reset_step(token)
 
 
@@ -218,14 +233,10 @@ async def _flushed(execution: StepExecution, call: StepCall, ctx: Any) -> Any:
     except BaseException:
         # A failed step's items are written too, before the failure is (which would fence
         # them out): a reader sees what it emitted, then the restart item of its retry.
-        stream = execution.journal.stream
-        if execution.emitted and stream is not None:
-            with contextlib.suppress(Exception):
-                await stream.flush()
+        with contextlib.suppress(Exception):
+            await execution.flush_emitted()
         raise
-    stream = execution.journal.stream
-    if execution.emitted and stream is not None:
-        await stream.flush()
+    await execution.flush_emitted()
     return output
 
 
@@ -233,7 +244,7 @@ async def _branch(
     spec: StepSpec, execution: StepExecution, codec: Codec, call: StepCall, ctx: Any, span: Any
 ) -> Any:
     """A branch step: its recorded result if there is one, else run it and record what it returned."""
-    journal = execution.journal
+    journal, tally = execution.journal, execution.scope.tally
     before = _dump(spec.state, ctx.state)
     key = f"b|{execution.prefix}|{digest(before or '')}"
     recorded = journal.get(key) if before is not None else None
@@ -243,7 +254,7 @@ async def _branch(
         except (ValueError, ValidationError):
             value = _MISSING  # a type changed since: run the step again
         if value is not _MISSING:
-            journal.tally.reused_steps += 1
+            tally.reused_steps += 1
             span.set_attribute(tracing.ATTR_REUSED, True)
             span.add_event(tracing.EVENT_STEP_REUSED, {tracing.ATTR_NODE: execution.node_id})
             return value
@@ -251,7 +262,7 @@ async def _branch(
     output = await call(ctx)
     lane = Lane(execution.node_id, execution.branch or "", started_ms, clock.now_ms())
     if before is None or _dump(spec.state, ctx.state) != before:
-        journal.tally.note_once(
+        tally.note_once(
             execution.node_id,
             "branch step %s ran while the state changed (or the state cannot be written down), so its "
             "result is not recorded and a retry runs it again; keep branch steps pure",
@@ -260,7 +271,7 @@ async def _branch(
     try:
         journal.put(key, codec.dump(output, same_class=True), lane)
     except NotReadable as why:
-        journal.tally.note_once(
+        tally.note_once(
             execution.node_id,
             f"branch step %s returned a value that {why} through its return annotation, so it is not "
             "recorded and a retry runs it again",

@@ -60,14 +60,6 @@ def _key(execution: StepExecution, signal: str, call: str) -> str:
     return key
 
 
-async def _flush(execution: StepExecution) -> None:
-    """The items the step emitted so far are written before it may suspend the run, which fences
-    out any write after it."""
-    stream = execution.journal.stream
-    if execution.emitted and stream is not None:
-        await stream.flush()
-
-
 @overload
 async def wait_for_signal(name: str, type_: type[T], *, timeout: float | timedelta | None = None) -> T: ...
 @overload
@@ -87,9 +79,9 @@ async def wait_for_signal(name: str, type_: Any, *, timeout: float | timedelta |
     """
     call = f"wait_for_signal({name!r})"
     execution = _execution(call)
-    journal = execution.journal
-    if name not in journal.signals:
-        declared = ", ".join(repr(n) for n in journal.signals) or "none"
+    signals = execution.scope.signals
+    if name not in signals:
+        declared = ", ".join(repr(n) for n in signals) or "none"
         raise RunFailure(
             f"step {execution.node_id!r} waits for signal {name!r}, which its graph does not declare "
             f"(it declares: {declared}); declare it with GraphAction(graph, signals={{{name!r}: type}})",
@@ -124,7 +116,7 @@ async def wait_outcome(signal: str, timeout_s: float | None, call: str) -> dict[
     record = execution.journal.get(key)
     if record is None:
         wake = None if timeout_s is None else clock.now_ms() + int(timeout_s * 1000)
-        await _flush(execution)
+        await execution.flush_emitted()  # before the run may suspend, which fences out any write after it
         record = execution.journal.wait(key, signal=signal, wake_at_ms=wake)
     outcome: dict[str, Any] = json.loads(record)
     return outcome
@@ -150,5 +142,5 @@ async def sleep(delay: float | timedelta) -> None:
     kept = journal.get(f"{key}|at")
     if journal.get(key) is not None or (kept is not None and int(kept) <= clock.now_ms()):
         return
-    await _flush(execution)
+    await execution.flush_emitted()  # before the run may suspend, which fences out any write after it
     journal.wait(key, signal="", wake_at_ms=clock.now_ms() + int(seconds * 1000))

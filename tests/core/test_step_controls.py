@@ -10,9 +10,10 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, Limit, RetryPolicy, RunFailure
+from reflexr_graph.core.attempt_scope import AttemptScope, reset_scope, set_scope
 from reflexr_graph.core.controls import NO_CONTROLS, controlled
 from reflexr_graph.core.deadlines import Deadlines
-from reflexr_graph.core.journal import Journal, reset_journal, set_journal
+from reflexr_graph.core.journal import RecordJournal
 from reflexr_graph.core.limits import Limiter, parse_rate
 from reflexr_graph.core.policy import failed_node, judge
 from reflexr_graph.core.port import AttemptContext
@@ -186,7 +187,8 @@ def test_a_step_with_no_deadline_counts_as_the_attempts_work_while_it_runs() -> 
     slot rather than suspending the run (core/limits.py: bound_s)."""
     ctx = AttemptContext("r", "t", 1, 1, "k", "g")
     limiter = Limiter(port=None, ctx=ctx)  # type: ignore[arg-type]  # no limit is taken: never used
-    journal = Journal(port=None, ctx=ctx, fingerprint="f", tally=Tally("g", "r"), limiter=limiter)  # type: ignore[arg-type]
+    journal = RecordJournal(port=None, ctx=ctx, fingerprint="f", limiter=limiter)  # type: ignore[arg-type]
+    scope = AttemptScope(journal, Tally("g", "r"), limiter=limiter)
     seen: list[int] = []
 
     async def step(_: object) -> int:
@@ -194,11 +196,11 @@ def test_a_step_with_no_deadline_counts_as_the_attempts_work_while_it_runs() -> 
         raise KeyError("the step's own failure")
 
     call = controlled(NO_CONTROLS, "s", step)
-    token = set_journal(journal)
+    token = set_scope(scope)
     try:
         with pytest.raises(KeyError) as caught:
             asyncio.run(call(None))
     finally:
-        reset_journal(token)
+        reset_scope(token)
     assert seen == [1] and limiter.running == 0, "counted while it ran, and no longer once it failed"
     assert failed_node(caught.value) == "s", "its failure is tagged with its node, for its policy"

@@ -173,9 +173,8 @@ class Lease(IntEnum):
 
 @dataclass(frozen=True)
 class SaveArgs(Args):
-    """save_checkpoint.lua (standalone), ARGV[1..12]."""
+    """save_checkpoint.lua (standalone); then the members of the limit slots given back."""
 
-    run_id: str
     now_ms: int
     token: str
     payload: str
@@ -304,8 +303,8 @@ class WaitArgs(Args):
     token: str
     signal: str
     """The signal waited for, '' for a durable sleep."""
-    field: str
-    """The wait's record field in the memo."""
+    record_field: str
+    """The wait's record field in the memo (not ``field``: the prelude's function of that name)."""
     first_wake_ms: int | None
     """The wake time to keep if this wait has none yet, None for no timer."""
     waited_ms: int
@@ -870,3 +869,122 @@ class ScheduleAdvanceArgs(Args):
     next_ms: int
     last_fire_ms: int | None
     last_run_id: str
+
+
+# -- the scripts' smaller contracts ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoArgs(Args):
+    """A script that takes no ARGV of its own (a per-run one's are the prelude's)."""
+
+
+@dataclass(frozen=True)
+class RecordArgs(Args):
+    """record.lua (standalone); then the members of the limit slots given back."""
+
+    token: str
+    field: str
+    """The record's field in the memo."""
+    value: str
+    """The record's JSON (a payload)."""
+    lane: str
+    """The branch step's lane field, '' for none (a durable call)."""
+    times: str
+    """The lane's times (store/records.py: lane_args)."""
+
+
+@dataclass(frozen=True)
+class ReadCheckpointArgs(Args):
+    """read_checkpoint.lua (standalone)."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
+class ChildStartedArgs(Args):
+    """child_started.lua (standalone): the parent's record of the child its step made."""
+
+    token: str
+    """The parent attempt's token."""
+    field: str
+    """The parent's memo field for the child (its record: the child's id as JSON)."""
+    child: str
+    """The child's run id."""
+
+
+@dataclass(frozen=True)
+class AckDueArgs(Args):
+    """ack_due.lua (standalone)."""
+
+    run_id: str
+    read_score: str
+    """The score the caller read with the due entry (``repr`` of a float)."""
+
+
+@dataclass(frozen=True)
+class RescheduleArgs(Args):
+    """reschedule_due.lua (standalone)."""
+
+    run_id: str
+    read_score: float
+    """The score the caller read with the due entry."""
+    now_ms: int
+    base_ms: int
+    """The first wait; each send doubles it."""
+    cap_ms: int
+    """The longest wait."""
+
+
+@dataclass(frozen=True)
+class LockReleaseArgs(Args):
+    """lock_release.lua (standalone)."""
+
+    owner: str
+
+
+@dataclass(frozen=True)
+class UnholdArgs(Args):
+    """unhold_version.lua (standalone)."""
+
+    pair: str
+    """``<graph>@<version>``."""
+    generation: int
+    """The generation the beat read."""
+
+
+@dataclass(frozen=True)
+class ActivityArgs(Args):
+    """activity_counts.lua (standalone)."""
+
+    start_ms: int
+    """The window's first ms."""
+    minutes: int
+    width_ms: int
+    """Ms per minute."""
+
+
+@dataclass(frozen=True)
+class WorkerBeatArgs(Args):
+    """worker_beat.lua (standalone)."""
+
+    name: str
+    now_ms: int
+    ttl_ms: int
+    """The heartbeat's TTL."""
+    description: str
+    """The worker's description JSON."""
+    described_ms: int
+    """The description's and served entries' lifetime: longer than the gap between two full
+    beats plus a heartbeat TTL, so a live worker's are always there."""
+    sets_ms: int
+    """The served sets' lifetime (a set disappears this long after its last worker's last trim)."""
+    trim: bool
+    """Drop the entries of workers that stopped beating, and set the served sets' expiry."""
+
+
+@dataclass(frozen=True)
+class WorkerLeaveArgs(Args):
+    """worker_leave.lua (standalone)."""
+
+    name: str

@@ -32,7 +32,6 @@ PER_RUN_ARGV = 3
 """ARGV[1..3] of a per-run script are the prelude's: run id, now ms, idempotency key guess."""
 PER_RUN_KEYS = 18
 """KEYS[1..18] of a per-run script are the prelude's (keys.script_keys), and so are its last five."""
-PER_RUN_LAST_KEYS = 5
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,8 @@ class Script:
     keys: tuple[str, ...] = ()
     """The Lua names of its KEYS, in order (after the prelude's, for a per-run script)."""
     keys_tail: str = ""
-    """The name of the keys that follow, as many as the call has: ``<name>_from`` is the first's index."""
+    """The name of the keys that follow, as many as the call has: ``<name>_from`` is the first's
+    index (a per-run script's run to ``#KEYS - 5``, before the prelude's last five)."""
     args_tail: str = ""
     """The name of the arguments that follow its dataclass's: ``<name>_from`` is the first's index."""
     reply: type | None = None
@@ -98,8 +98,6 @@ class Script:
 def _payloads(**names: str) -> Mapping[str, str]:
     return MappingProxyType(names)
 
-
-_RUN_KEYS = ("K_RUN", "K_CKPT", "K_EVENTS", "K_MEMO")
 
 ENTRIES: tuple[Script, ...] = (
     # -- per-run: the prelude's keys and arguments first -------------------------------------------
@@ -167,7 +165,7 @@ ENTRIES: tuple[Script, ...] = (
     Script(
         "save_checkpoint",
         c.SaveArgs,
-        keys=_RUN_KEYS,
+        keys=("K_RUN", "K_CKPT", "K_EVENTS", "K_MEMO"),
         keys_tail="slots",
         args_tail="members",
         reply=c.Saved,

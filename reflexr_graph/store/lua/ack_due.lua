@@ -1,7 +1,7 @@
 -- ack_due.lua: drop a due entry once its message is sent, unless it was rescheduled meanwhile.
 -- KEYS and ARGV: store/registry.py's entry 'ack_due' (ARGV: contracts.AckDueArgs).
--- K_DUE rg:due
--- run_id  read_score the score the caller read with the entry
+-- K_DUE: rg:due
+-- read_score: the score the caller read with the entry
 -- Returns 1 when removed, 0 when the entry is gone or has another score (keep it: a newer
 -- retry is due then, and the claim dedups any duplicate message).
 

@@ -3,9 +3,8 @@
 -- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
 -- K_RUN run (the owner's token and status)  K_EVENTS events
 -- KEYS and ARGV: store/registry.py's entry 'call_retried' (ARGV: contracts.CallRetriedArgs).
--- token
--- node the step's node  call the call's name  try_number the try that failed (1 for the first)
--- error_type the error's type (never its message: it may hold values)  delay_ms ms until the next try
+-- node: the step's node  call: the call's name  try_number: the try that failed (1 for the first)
+-- error_type: the error's type (never its message: it may hold values)  delay_ms: ms until the next try
 -- Returns store/contracts.py CallRetried: 'ok' | 'fenced'
 
 if not owned_by(token) then

@@ -7,9 +7,9 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_LEASES rg:leases  K_DUE rg:due
 -- STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'cancel' (ARGV: contracts.CancelArgs).
--- retention_s run retention s
--- now '1' to cancel a running run at once, '0' to let its attempt stop at its next boundary
--- by who cancels (a token's name, cli@user@host), recorded as 'by'; '' for none
+-- retention_s: run retention s
+-- now: '1' to cancel a running run at once, '0' to let its attempt stop at its next boundary
+-- by: who cancels (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns {'ok', HGETALL...} (cancelled) | {'requested', HGETALL...} (the attempt stops at its
 --   next boundary) | {'missing'} | {'refused', status} | {'idem', key}
 

@@ -4,7 +4,7 @@
 -- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there); the run is the parent.
 -- KEYS and ARGV: store/registry.py's entry 'child_ended' (ARGV: contracts.ChildEndedArgs).
 -- K_RUN run  K_EVENTS events  K_DUE rg:due  STATUS_SETS  K_MAILBOX mailbox
--- child the child's run id  outcome its outcome JSON ({"status": ..., "reason": ...})
+-- child: the child's run id  outcome: its outcome JSON ({"status": ..., "reason": ...})
 -- Returns store/contracts.py ToldParentReply: {'missing'} | {'finished', status} (the parent
 --   ended: the outcome is kept for a replay of it, in a mailbox that expires with it) |
 --   {'queued', graph} (its message is due now) | {'kept', status}

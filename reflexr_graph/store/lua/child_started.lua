@@ -4,9 +4,9 @@
 -- same child and writes this. On one Redis, create_run.lua writes the same in its round trip.
 -- Standalone (no prelude).
 -- KEYS and ARGV: store/registry.py's entry 'child_started' (ARGV: contracts.ChildStartedArgs).
--- K_PARENT the parent's run hash  K_PARENT_MEMO its memo  K_PARENT_MAILBOX its mailbox
--- token the parent attempt's token  field the memo field (its record: the child's id as JSON)
--- child the child's run id
+-- K_PARENT: the parent's run hash  K_PARENT_MEMO: its memo  K_PARENT_MAILBOX: its mailbox
+-- token: the parent attempt's token  field: the memo field (its record: the child's id as JSON)
+-- child: the child's run id
 -- Returns 1 written, 0 the token no longer owns the parent (nothing written), 2 written, but the
 --   parent was asked to cancel meanwhile: the caller cancels the child, and the attempt ends
 

@@ -7,11 +7,11 @@
 -- K_MAILBOX mailbox (the signal a woken wait_for_signal waits on taken from it)
 -- K_INPUTS the run's long inputs (read only when 'in' = '1')
 -- KEYS and ARGV: store/registry.py's entry 'claim' (ARGV: contracts.ClaimArgs).
--- token (unique per attempt)  lease_expiry_ms lease expiry ms  dead_retention_s dead retention s
--- worker the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
+-- token: (unique per attempt)  lease_expiry_ms: lease expiry ms  dead_retention_s: dead retention s
+-- worker: the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
 --   on the run too: one place, and the run hash stays smaller)
--- version the claiming worker's version of the graph ('' checks none)
--- newest the newest version a live worker serves, as that worker last saw ('' when unknown)
+-- version: the claiming worker's version of the graph ('' checks none)
+-- newest: the newest version a live worker serves, as that worker last saw ('' when unknown)
 -- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
 --   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
 --   tags JSON or '', memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,

@@ -4,9 +4,9 @@
 -- KEYS and ARGV: store/registry.py's entry 'create_run' (ARGV: contracts.CreateArgs).
 -- Of the prelude's: K_RUN, K_CKPT, K_EVENTS, K_IDEM, K_ALL, K_DUE, the queued and succeeded sets,
 --   and K_INPUTS, the run's inputs when longer than INLINE_MAX (_lib.lua: init_run)
--- K_EXPECTED  the run hash of expected_owner's run (the idem key's owner the caller expects), else K_RUN
--- K_TEMPLATE  rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
--- more        with a message, the broker list it goes to (keys.broker_queue); with a parent_token,
+-- the run hash of expected_owner's run (the idem key's owner the caller expects), else K_RUN
+-- rg:events:template, the stream a new run's events start as a copy of (_lib.lua)
+--       with a message, the broker list it goes to (keys.broker_queue); with a parent_token,
 --   the parent's run hash, memo and mailbox; with tags, the shard's set of tag index names
 --   (rg:tags), then the run's tag indexes (rg:#tag:<sha1 of key=value>), one per tag
 -- inputs: JSON  state: JSON or ''  idempotency_key: the caller's, '' for none

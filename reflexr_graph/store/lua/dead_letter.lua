@@ -5,9 +5,9 @@
 -- K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- K_TEMPLATE rg:events:template (a new record's stream starts as its copy: _lib.lua)
 -- KEYS and ARGV: store/registry.py's entry 'dead_letter' (ARGV: contracts.DeadLetterArgs).
--- reason  error_type error type  message error message  graph  inputs
--- state or ''  idempotency_key the message's idempotency key, '' for none
--- max_attempts (for a replay)  dead_retention_s dead retention s  digest of the request
+-- error_type: error type  message: error message
+-- state: or ''  idempotency_key: the message's idempotency key, '' for none
+-- max_attempts: (for a replay)  dead_retention_s: dead retention s  digest: of the request
 -- Returns store/contracts.py DeadLettered: 1 dead-lettered, 0 the run is already terminal, or
 --   {'idem', key}.
 

@@ -7,10 +7,10 @@
 --                               's|<node>|<branch>|<call>' = the offset of the first item of that
 --                               scope since then, are what a later attempt's restart voids from
 -- KEYS and ARGV: store/registry.py's entry 'emit' (ARGV: contracts.EmitArgs).
--- token  max_items the most items the stream may hold (REFLEXR_STREAM_MAX_ITEMS)
--- attempt the attempt number the items carry
--- after the last offset the attempt knows the stream held, -1 before its first write
--- count how many items follow
+-- max_items: the most items the stream may hold (REFLEXR_STREAM_MAX_ITEMS)
+-- attempt: the attempt number the items carry
+-- after: the last offset the attempt knows the stream held, -1 before its first write
+-- count: how many items follow
 -- items: 7 per item: topic, node, branch, durable call ('' outside one), restart
 --   ('1' or '0'), value JSON, and the memo field to set to the item's offset if it has none ('' for none)
 -- Returns store/contracts.py EmitReply {outcome, last offset}: outcome 1 written, 2 the stream is

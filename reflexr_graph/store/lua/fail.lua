@@ -3,12 +3,12 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_LEASES rg:leases
 -- K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'fail' (ARGV: contracts.FailArgs).
--- token  error_type error type  message error message  traceback or ''
--- reason code  permanent '1' if permanent  retry_due_ms retry due ms
--- dead_retention_s dead retention s  counted '1' if the attempt counts toward max_attempts, '0' for an
---   infrastructure failure (an interruption)  max_interruptions max interruptions
--- skipped boundaries skipped since the attempt's last write  skip_kinds their kinds (text)
--- reused_steps branch steps and reused_calls durable calls answered from records since then
+-- error_type: error type  message: error message  traceback: or ''
+-- reason: code  permanent: '1' if permanent  retry_due_ms: retry due ms
+-- dead_retention_s: dead retention s  counted: '1' if the attempt counts toward max_attempts, '0' for an
+--   infrastructure failure (an interruption)  max_interruptions: max interruptions
+-- skipped: boundaries skipped since the attempt's last write  skip_kinds: their kinds (text)
+-- reused_steps: branch steps and reused_calls durable calls answered from records since then
 -- Returns store/contracts.py Failed: 'dead' | 'retrying' | 'cancelled' (a cancel was asked while
 --   it ran) | 'fenced' | {'idem', key}
 

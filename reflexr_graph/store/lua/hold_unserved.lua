@@ -5,8 +5,8 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_LEASES rg:leases
 -- K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'hold_unserved' (ARGV: contracts.HoldArgs).
--- grace_ms grace ms  recheck_due_ms when to look again (due ms)  dead_retention_s dead retention s
--- message the error message to keep if it is dead-lettered
+-- grace_ms: grace ms  recheck_due_ms: when to look again (due ms)  dead_retention_s: dead retention s
+-- message: the error message to keep if it is dead-lettered
 -- Returns store/contracts.py Unserved: 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
 --   meanwhile) | 'gone' | {'idem', key}
 

@@ -8,7 +8,7 @@
 -- K_RUN run  K_EVENTS events  K_DUE rg:due  STATUS_SETS
 -- K_HELD rg:versions:<graph>:held:<version>  the runs waiting for that version
 -- KEYS and ARGV: store/registry.py's entry 'hold_version' (ARGV: contracts.HoldVersionArgs).
--- version  grace_ms grace ms  recheck_due_ms when to look again (due ms)
+-- grace_ms: grace ms  recheck_due_ms: when to look again (due ms)
 -- Returns store/contracts.py VersionHold: 'began' | 'held' | 'waiting' | 'skip' (claimed, finished
 --   or pinned to another version meanwhile) | 'gone'
 

@@ -11,10 +11,10 @@
 -- K_SLOTS rg:limit:{<key>}:slots held, score = lease expiry ms
 -- K_STATS rg:limit:{<key>}:stats granted, denied, waited_ms
 -- KEYS and ARGV: store/registry.py's entry 'limit_acquire' (ARGV: contracts.LimitArgs).
--- token  now_ms now ms  key limit key  emission_ms emission interval ms (0: no rate)
--- burst  concurrency (0: none)  member slot member  slot_expiry_ms slot expiry ms
--- node  waited_ms ms the step waited so far  config configuration JSON
--- events_cap event stream cap  max_reserve_ms the longest rate wait to reserve, ms
+-- now_ms: now ms  key: limit key  emission_ms: emission interval ms (0: no rate)
+-- concurrency: 0 for none  member: slot member  slot_expiry_ms: slot expiry ms
+-- waited_ms: ms the step waited so far  config: configuration JSON
+-- events_cap: event stream cap  max_reserve_ms: the longest rate wait to reserve, ms
 -- Returns store/contracts.py LimitReply: {'fenced'} |
 --   {'ok', slots in use, ms to wait before starting (a reserved rate token)} |
 --   {'denied', slots in use, ms until the rate allows (0: a slot is missing, poll)}

@@ -7,9 +7,9 @@
 --                                 acquisition whose wait was counted
 -- K_EVENTS rg:{<run_id>}:events   a limit_waited event when the grant ends a wait
 -- KEYS and ARGV: store/registry.py's entry 'limit_granted' (ARGV: contracts.GrantedArgs).
--- token  now_ms now ms  key limit key  node  waited_ms ms the step waited in
--- place so far  wait_ms ms to wait before starting (a reserved rate token)  member slot member
--- events_cap event stream cap
+-- now_ms: now ms  key: limit key  waited_ms: ms the step waited in
+-- place so far  wait_ms: ms to wait before starting (a reserved rate token)  member: slot member
+-- events_cap: event stream cap
 -- Returns {'fenced'} | {'ok', ms waited before this attempt (the run released to wait), which
 --   limit_take.lua did not count}
 

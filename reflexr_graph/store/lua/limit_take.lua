@@ -10,9 +10,9 @@
 -- K_STATS rg:limit:{<key>}:stats           granted, denied, waited_ms
 -- K_GRANT rg:limit:{<key>}:grant:<member>  the acquisition's grant: its start, epoch ms; one slot TTL
 -- KEYS and ARGV: store/registry.py's entry 'limit_take' (ARGV: contracts.TakeArgs).
--- now_ms now ms  emission_ms emission interval ms (0: no rate)  burst  concurrency
--- (0: none)  member slot member  slot_expiry_ms slot expiry ms  max_reserve_ms the longest rate wait to
--- reserve, ms  waited_ms ms the step waited in place so far
+-- now_ms: now ms  emission_ms: emission interval ms (0: no rate)
+-- concurrency: 0 for none  member: slot member  slot_expiry_ms: slot expiry ms  max_reserve_ms: the longest rate wait to
+-- reserve, ms  waited_ms: ms the step waited in place so far
 -- Returns store/contracts.py LimitReply: {'ok', slots in use, ms to wait before starting} |
 --   {'denied', slots in use, ms until the rate allows (0: a slot is missing, poll)}
 

@@ -1,7 +1,7 @@
 -- list_checkpoints.lua: the checkpoints a run keeps, without their JSON: the entries in the run
 -- hash (_history.lua, prepended). Read-only. Standalone (no prelude).
 -- KEYS and ARGV: store/registry.py's entry 'list_checkpoints'.
--- K_RUN rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
+-- K_RUN: rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
 -- Returns store/contracts.py CheckpointListReply: {'missing'} | {'ok', seq, entry, ...} oldest
 --   first, the latest last; an entry is saved_at ms|size|attempt|next_node
 

@@ -5,7 +5,7 @@
 -- K_RUN run  K_CKPT/K_EVENTS/K_TB  K_ALL rg:all  K_DEAD rg:dead  STATUS_SETS
 -- K_MEMO, K_MAILBOX
 -- KEYS and ARGV: store/registry.py's entry 'prune' (ARGV: contracts.PruneArgs).
--- status the terminal status whose set the caller found the run in: only that set, rg:all and
+-- status: the terminal status whose set the caller found the run in: only that set, rg:all and
 --   (for a dead run) rg:dead hold it, as a finished run has no lease or due entry; '' when not
 --   known (a listing found the record gone): every index
 -- Returns 1 when pruned, 0 when the run still exists (checked here, so no race with create).

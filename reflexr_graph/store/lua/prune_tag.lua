@@ -2,7 +2,7 @@
 -- index's name from its shard's set once it has none: a sorted set without a member is no key,
 -- so a tag index goes with the last run it holds (store/recovery.py: prune_tag_indexes).
 -- KEYS and ARGV: store/registry.py's entry 'prune_tag'.
--- K_NAMES the shard's tag index names (keys.tag_indexes)  K_INDEX one tag index
+-- K_NAMES: the shard's tag index names (keys.tag_indexes)  K_INDEX: one tag index
 -- runs: the run hash of each of the run_ids, in order
 -- run_ids: run ids, entries of K_INDEX
 -- Returns how many entries were dropped. The run is checked here, so no race with its creation.

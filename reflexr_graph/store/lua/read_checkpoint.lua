@@ -2,11 +2,10 @@
 -- recorded inputs it may refer to, read at one moment (a running attempt may trim the history as
 -- it saves). Read-only. Standalone (no prelude; _history.lua is prepended).
 -- KEYS and ARGV: store/registry.py's entry 'read_checkpoint' (ARGV: contracts.ReadCheckpointArgs).
--- K_RUN rg:{<run_id>}:run   run record hash (graph, inputs, state, the checkpoint's entry; the
+-- K_RUN: rg:{<run_id>}:run   run record hash (graph, inputs, state, the checkpoint's entry; the
 --                             version and output a finished checkpoint kept as its entry is made of)
--- K_CKPT rg:{<run_id>}:ckpt  the checkpoints kept, seq -> JSON
--- K_INPUTS rg:{<run_id>}:in    the run's inputs when long ('in' = '1' in the run hash; _lib.lua)
--- seq
+-- K_CKPT: rg:{<run_id>}:ckpt  the checkpoints kept, seq -> JSON
+-- K_INPUTS: rg:{<run_id>}:in    the run's inputs when long ('in' = '1' in the run hash; _lib.lua)
 -- Returns store/contracts.py CheckpointReply: {'missing'} (no run) | {'none'} (no checkpoint
 --   seq) |
 --   {'ok', seq, saved_at ms, size, attempt, next_node, checkpoint JSON, graph, inputs JSON, state JSON}

@@ -3,12 +3,12 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_LEASES rg:leases
 -- K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'reap' (ARGV: contracts.ReapArgs).
--- dead_retention_s dead retention s
--- outage_from_ms outage_to_ms an outage window (from ms, to ms): the reaper saw Redis unreachable in it, or Redis
+-- dead_retention_s: dead retention s
+-- outage_from_ms: outage_to_ms an outage window (from ms, to ms): the reaper saw Redis unreachable in it, or Redis
 --   restarted in it (store/recovery.py: reaper_tick, lua/_pass.lua), or '' '': a lease
 --   that lapsed inside it was lost to the outage, an interruption rather than a failed attempt
--- max_interruptions max interruptions
--- lease_ttl_ms the fleet's lease TTL ms ('' when unknown): the lease's expiry less it is when the
+-- max_interruptions: max interruptions
+-- lease_ttl_ms: the fleet's lease TTL ms ('' when unknown): the lease's expiry less it is when the
 --   attempt's heartbeat last renewed it, told on its attempt_failed event as last_beat_at
 -- Returns store/contracts.py Reaped: 'dead' | 'retrying' | 'cancelled' (a cancel was asked of the run) | 'skip' (not lapsed
 --   any more, or a stale entry) | {'idem', key}

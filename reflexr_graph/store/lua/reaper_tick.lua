@@ -9,11 +9,11 @@
 -- K_PASS rg:reaper:pass (the last pass's mark)
 -- K_ENDED rg:children:ended (child runs that ended, their parents not told yet: store/children.py)
 -- KEYS and ARGV: store/registry.py's entry 'reaper_tick' (ARGV: contracts.TickArgs).
--- owner id  lock_ttl_ms lock TTL ms (the least it is kept for)  now_ms now ms
--- limit at most this many of each kind  run_retention_s run retention s (succeeded, cancelled)
--- dead_retention_s dead retention s  idle_ms the longest the reaper may sleep ms (its lease TTL at most)
--- margin_ms how long past its planned wake the lock outlives the holder ms (one tick)
--- prune '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
+-- owner: this reaper's id  lock_ttl_ms: lock TTL ms (the least it is kept for)  now_ms: now ms
+-- limit: at most this many of each kind  run_retention_s: run retention s (succeeded, cancelled)
+-- dead_retention_s: dead retention s  idle_ms: the longest the reaper may sleep ms (its lease TTL at most)
+-- margin_ms: how long past its planned wake the lock outlives the holder ms (one tick)
+-- prune: '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
 -- the reaper prunes about once a minute (fleet/reaping/prune.py: PRUNE_EVERY_S), retention being days
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},

@@ -3,12 +3,12 @@
 -- slots of the step that made it (core/limits.py: a slot goes back with the step's next write).
 -- Standalone (no prelude).
 -- KEYS and ARGV: store/registry.py's entry 'record' (ARGV: contracts.RecordArgs).
--- K_RUN    rg:{<run_id>}:run     run record hash (the owner's token and status; 'memo' = '1' says
+--   rg:{<run_id>}:run     run record hash (the owner's token and status; 'memo' = '1' says
 --                                the memo exists, so the next save deletes it, and only then;
 --                                'lanes' = '1' likewise that the lanes exist, so the run's end expires them)
--- K_MEMO   rg:{<run_id>}:memo    the records, field -> JSON
--- K_LANES  rg:{<run_id>}:lanes   when each branch step ran, kept past the next checkpoint
--- slots    rg:limit:{<key>}:slots, one per slot given back, in the members' order
+--  rg:{<run_id>}:memo    the records, field -> JSON
+-- rg:{<run_id>}:lanes   when each branch step ran, kept past the next checkpoint
+--   rg:limit:{<key>}:slots, one per slot given back, in the members' order
 -- field: the record's field  value: its JSON  lane: the branch step's lane field ('' for none: a
 -- durable call)  times: its times  members: the slots' members
 -- Returns 1 when recorded, 0 when the token does not own the run (the caller raises FencedOut).

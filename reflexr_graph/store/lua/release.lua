@@ -3,8 +3,7 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_LEASES rg:leases
 -- K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'release' (ARGV: contracts.ReleaseArgs).
--- token
--- max_interruptions max interruptions  dead_retention_s dead retention s
+-- max_interruptions: max interruptions  dead_retention_s: dead retention s
 -- Returns store/contracts.py Released: 1 released, 2 released past the interruption bound (now
 -- dead), 3 a cancel was asked (the run ends cancelled instead), 0 the token does not own the
 -- run; or {'idem', key}.

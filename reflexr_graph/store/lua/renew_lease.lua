@@ -4,7 +4,7 @@
 -- K_RUN rg:{<run_id>}:run  run record hash (the owner's token and status, a cancel asked)
 -- K_LEASES rg:leases          running runs, score = lease expiry ms
 -- KEYS and ARGV: store/registry.py's entry 'renew_lease' (ARGV: contracts.RenewArgs).
--- run_id  token  lease_expiry_ms new lease expiry ms  now_ms now ms
+-- lease_expiry_ms: new lease expiry ms  now_ms: now ms
 -- Returns store/contracts.py Lease: 1 renewed, 2 renewed but a cancel was asked (the attempt stops
 -- at its next boundary: cancel.lua), 0 the token lost the run (superseded, reaped or cancelled --now)
 -- or its lease lapsed before this renewal landed: a renewal sent before a Redis outage and landing

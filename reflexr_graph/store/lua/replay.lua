@@ -3,9 +3,9 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_DUE rg:due
 -- STATUS_SETS  K_MEMO, K_MAILBOX
 -- KEYS and ARGV: store/registry.py's entry 'replay' (ARGV: contracts.ReplayArgs).
--- from_start '1' = from start
--- from_seq the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
--- by who replays (a token's name, cli@user@host), recorded as 'by'; '' for none
+-- from_start: '1' = from start
+-- from_seq: the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
+-- by: who replays (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
 --   | {'no_checkpoint'} (the run keeps no checkpoint from_seq; nothing changed)
 

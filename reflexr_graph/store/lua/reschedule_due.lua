@@ -6,9 +6,9 @@
 -- the wait, so a run queued behind a long backlog gets a few duplicates, not one per tick;
 -- the claim drops duplicates (busy or finished) and resets the count.
 -- KEYS and ARGV: store/registry.py's entry 'reschedule_due' (ARGV: contracts.RescheduleArgs).
--- K_DUE rg:due  K_RUN rg:{<run_id>}:run
--- run_id  read_score the score the caller read with the entry  now_ms now ms
--- base_ms base wait ms  cap_ms cap ms
+-- K_DUE: rg:due  K_RUN: rg:{<run_id>}:run
+-- read_score: the score the caller read with the entry  now_ms: now ms
+-- base_ms: base wait ms  cap_ms: cap ms
 -- Returns the wait in ms, or 0 when the entry is gone or has another score (claimed or rescheduled).
 
 local score = redis.call('ZSCORE', K_DUE, run_id)

@@ -4,11 +4,11 @@
 -- Standalone (no prelude): it runs at every step boundary, so it touches only what it needs:
 -- one HMGET and one HSET of the run, one HSET of the payload, and the event.
 -- KEYS and ARGV: store/registry.py's entry 'save_checkpoint' (ARGV: contracts.SaveArgs).
--- K_RUN     rg:{<run_id>}:run     run record hash (owner, counters, the checkpoints' entries)
--- K_CKPT    rg:{<run_id>}:ckpt    the checkpoints kept, seq -> JSON
--- K_EVENTS  rg:{<run_id>}:events  event stream
--- K_MEMO    rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
--- slots     rg:limit:{<key>}:slots, one per limit slot given back, in the members' order
+--    rg:{<run_id>}:run     run record hash (owner, counters, the checkpoints' entries)
+--   rg:{<run_id>}:ckpt    the checkpoints kept, seq -> JSON
+-- rg:{<run_id>}:events  event stream
+--   rg:{<run_id>}:memo    work recorded since the previous checkpoint, which this one holds
+--    rg:limit:{<key>}:slots, one per limit slot given back, in the members' order
 -- payload: the checkpoint JSON  next_node: '' when finished  events_cap: the event stream's cap
 -- skipped: boundaries skipped since the attempt's last write; skip_kinds: their kinds (text)
 -- reused_steps, reused_calls: branch steps and durable calls answered from records since then

@@ -3,8 +3,8 @@
 -- drop their plan (the runs they made for it were the same runs: their idempotency key is the fire).
 -- K_NEXT rg:schedule:next  K_LAST rg:schedule:last
 -- KEYS and ARGV: store/registry.py's entry 'schedule_advance' (ARGV: contracts.ScheduleAdvanceArgs).
--- name  planned_ms the next fire ms the caller planned from  next_ms the new next fire ms
--- last_fire_ms the last fire ms made, '' for none  last_run_id that fire's run id, '' for none
+-- planned_ms: the next fire ms the caller planned from  next_ms: the new next fire ms
+-- last_fire_ms: the last fire ms made, '' for none  last_run_id: that fire's run id, '' for none
 -- Returns 1 (moved on) | 0 (another scheduler moved it, or it was paused or deleted meanwhile)
 
 local score = redis.call('ZSCORE', K_NEXT, name)

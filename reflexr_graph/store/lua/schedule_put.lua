@@ -3,8 +3,8 @@
 -- Publishes on a channel of K_NEXT's own name (channels are not keys): a scheduler sleeping until
 -- the fire time it read wakes now, as this fire may be sooner (fleet/scheduler.py).
 -- KEYS and ARGV: store/registry.py's entry 'schedule_put' (ARGV: contracts.SchedulePutArgs).
--- name  definition the definition JSON  next_ms next fire ms, '' when paused (no fire is due)
--- change '1' to change an existing schedule, '0' to add a new one
+-- definition: the definition JSON  next_ms: next fire ms, '' when paused (no fire is due)
+-- change: '1' to change an existing schedule, '0' to add a new one
 -- Returns 1 (written) | 0 (adding, and the name is taken) | -1 (changing, and there is no such schedule)
 
 local exists = redis.call('HEXISTS', K_SCHEDULES, name) == 1

@@ -4,10 +4,10 @@
 -- K_RUN run  K_EVENTS events  K_DUE rg:due  STATUS_SETS  K_MAILBOX mailbox
 -- K_BROKER the broker list the run's message goes onto (kombu's Redis transport), when message is one
 -- KEYS and ARGV: store/registry.py's entry 'signal' (ARGV: contracts.SignalArgs).
--- name signal name  value JSON (validated by the caller)
--- due_ms when the reaper sends the message if the caller's own send is lost (due ms)
--- message the run's message, pushed onto K_BROKER if the run wakes ('': the caller sends it)
--- by who sends it (a token's name, cli@user@host), recorded as 'by'; '' for none
+-- name: signal name  value: JSON (validated by the caller)
+-- due_ms: when the reaper sends the message if the caller's own send is lost (due ms)
+-- message: the run's message, pushed onto K_BROKER if the run wakes ('': the caller sends it)
+-- by: who sends it (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns store/contracts.py SignalReply: {'missing'} | {'refused', status} (finished) | {'duplicate', status} (one of that
 --   name is in the mailbox already) | {'sent', graph} (queued, its message pushed) |
 --   {'queued', graph} (queued: send its message now) | {'kept', status}

@@ -3,11 +3,11 @@
 -- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_LEASES rg:leases  K_DUE rg:due
 -- the running and succeeded sets  K_MEMO, K_MAILBOX (expiry)
 -- KEYS and ARGV: store/registry.py's entry 'succeed' (ARGV: contracts.SucceedArgs).
--- token  output JSON  retention_s run retention s
--- checkpoint the finished checkpoint JSON, or '' (then the one saved before stays)  seq its seq
--- skipped boundaries skipped since the attempt's last write  skip_kinds their kinds (text)
--- reused_steps branch steps and reused_calls durable calls answered from records since then
--- history how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
+-- output: JSON  retention_s: run retention s
+-- checkpoint: the finished checkpoint JSON, or '' (then the one saved before stays)  seq: its seq
+-- skipped: boundaries skipped since the attempt's last write  skip_kinds: their kinds (text)
+-- reused_steps: branch steps and reused_calls durable calls answered from records since then
+-- history: how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
 -- Events: run_succeeded, with the finished checkpoint's seq and size when there is one (no
 -- run_progressed for it); on the cancel path, run_progressed for it and run_cancelled.
 -- Returns store/contracts.py Succeeded: 1 recorded, 2 the run was asked to cancel (cancel.lua)

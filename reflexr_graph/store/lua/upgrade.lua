@@ -7,10 +7,10 @@
 -- K_RUN/K_CKPT  K_EVENTS events  K_DUE rg:due  STATUS_SETS  K_MEMO memo
 -- K_HELD rg:versions:<graph>:held:<from>  the runs held for the version it leaves
 -- KEYS and ARGV: store/registry.py's entry 'upgrade' (ARGV: contracts.UpgradeArgs).
--- from_version the version it leaves  to_version the version it moves to
--- checkpoint the latest checkpoint as the new version's ('' starts the run over)
--- replaces_seq the seq of the checkpoint replaces (another latest one: 'skip', judge again)
--- mark '1': only mark the run (upgrade_to; claim.lua refuses its next attempt on any other
+-- from_version: the version it leaves  to_version: the version it moves to
+-- checkpoint: the latest checkpoint as the new version's ('' starts the run over)
+-- replaces_seq: the seq of the checkpoint replaces (another latest one: 'skip', judge again)
+-- mark: '1': only mark the run (upgrade_to; claim.lua refuses its next attempt on any other
 --   version), with held_because as its mark ('upgrade_mark', which a worker of the new version reads
 --   when it moves the run: fleet/versions.py). The mark lives in the run hash, so a marked run that
 --   ends where it is loses it in the same write (_lib.lua set_status). A marked run waiting for a
@@ -18,7 +18,7 @@
 --   '2': an auto-upgrade leaves the run where it is, its mark dropped, because the new version
 --   cannot read its checkpoint (held_because, why): it stays held for its version (waiting_for
 --   'version:<v> (why)' once it waits for it), and 'upgrade_held' is recorded once per new version.
--- by who moves it ('auto_upgrade'; '' for an operator), recorded on 'run_upgraded'
+-- by: who moves it ('auto_upgrade'; '' for an operator), recorded on 'run_upgraded'
 -- Returns 'upgraded' | 'resumed' | 'marked' | 'kept' (left held, mark '2'; 'still' if it was
 --   left held for that version before) | 'running' (its
 --   attempt goes on: it stays held or marked) | 'skip' (not of that version, finished, neither

@@ -4,10 +4,10 @@
 -- K_RUN run  K_EVENTS events  K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS
 -- K_MEMO memo (the wait's record)  K_MAILBOX mailbox (signals not taken yet)
 -- KEYS and ARGV: store/registry.py's entry 'wait' (ARGV: contracts.WaitArgs).
--- token  signal name, '' for a durable sleep
--- record_field the wait's record field in the memo; its wake time is kept at record_field .. '|at'
--- first_wake_ms the wake time ms to keep if this wait has none yet, '' for no timer
--- waited_ms ms a step released to wait for a limit ('limit:<key>') waited in place first
+-- signal: name, '' for a durable sleep
+-- record_field: the wait's record field in the memo; its wake time is kept at record_field .. '|at'
+-- first_wake_ms: the wake time ms to keep if this wait has none yet, '' for no timer
+-- waited_ms: ms a step released to wait for a limit ('limit:<key>') waited in place first
 -- Returns store/contracts.py WaitReply: {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 

@@ -5,8 +5,8 @@
 -- K_RUN run  K_EVENTS events  K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS
 -- K_MAILBOX mailbox (field 'child:<id>': '' until that child ended, then its outcome JSON)
 -- KEYS and ARGV: store/registry.py's entry 'wait_children' (ARGV: contracts.WaitChildrenArgs).
--- token  waiting_for what the run waits for ('child:<id>' or 'children:<n>')
--- children the children's run ids, apart by spaces
+-- waiting_for: what the run waits for ('child:<id>' or 'children:<n>')
+-- children: the children's run ids, apart by spaces
 -- Returns store/contracts.py WaitChildrenReply: {'fenced'} | {'ended', outcome JSON, ...} (in the
 --   order of children) | {'waiting'} | {'cancelled'} | {'idem', key}
 

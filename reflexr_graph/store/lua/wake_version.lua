@@ -5,7 +5,7 @@
 -- K_RUN run  K_EVENTS events  K_DUE rg:due  STATUS_SETS
 -- K_HELD rg:versions:<graph>:held:<version>  the runs held for that version
 -- KEYS and ARGV: store/registry.py's entry 'wake_version' (ARGV: contracts.WakeVersionArgs).
--- version  due_ms due ms (the reaper sends the run then, should its message be lost)
+-- due_ms: due ms (the reaper sends the run then, should its message be lost)
 -- Returns 'queued' | 'skip' (claimed, finished, cancelled or upgraded meanwhile) | 'gone'
 
 want('waiting_for', 'wake_at', 'version', 'held_since')

@@ -3,17 +3,17 @@
 -- worker_alive); fleet/presence.py makes one a full beat about once a minute.
 -- Standalone (no prelude).
 -- KEYS and ARGV: store/registry.py's entry 'worker_beat' (ARGV: contracts.WorkerBeatArgs).
--- K_WORKERS rg:workers             live workers, score = heartbeat expiry ms
--- K_WORKER rg:worker:<name>       this worker's description (JSON), expiring after described_ms
--- served      rg:served:<graph>    one per graph (and graph@version) the worker serves, score =
+-- K_WORKERS: rg:workers             live workers, score = heartbeat expiry ms
+-- K_WORKER: rg:worker:<name>       this worker's description (JSON), expiring after described_ms
+--     rg:served:<graph>    one per graph (and graph@version) the worker serves, score =
 --                                 the entry's expiry ms (now + described_ms)
--- name worker name  now_ms now ms  ttl_ms heartbeat TTL ms  description JSON
--- described_ms the description's and served entries' lifetime ms: longer than the gap between two full
+-- name: worker name  now_ms: now ms  ttl_ms: heartbeat TTL ms  description: JSON
+-- described_ms: the description's and served entries' lifetime ms: longer than the gap between two full
 -- beats plus a heartbeat TTL, so a live worker's are always there. Readers take a served entry or a
--- description only for a worker live in rg:workers (store/workers.py), so they outliving the
+-- description: only for a worker live in rg:workers (store/workers.py), so they outliving the
 -- heartbeat counts no dead worker.
--- sets_ms the served sets' lifetime ms (a set disappears this long after its last worker's last
--- trim)  trim '1' to trim: drop the entries of workers that stopped beating and set the served
+-- sets_ms: the served sets' lifetime ms (a set disappears this long after its last worker's last
+-- trim)  trim: '1' to trim: drop the entries of workers that stopped beating and set the served
 -- sets' expiry. A set this beat adds the worker to gets its expiry now, so none is left without.
 -- Returns Redis's TIME, {seconds, microseconds}: the beat samples the store's clock (clock.py)
 -- in the round trip it makes anyway.

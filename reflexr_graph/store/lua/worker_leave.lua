@@ -2,8 +2,8 @@
 -- being counted live until its heartbeat expires.
 -- Standalone (no prelude).
 -- KEYS and ARGV: store/registry.py's entry 'worker_leave' (ARGV: contracts.WorkerLeaveArgs).
--- K_WORKERS rg:workers  K_WORKER rg:worker:<name>  served: rg:served:<graph> of its graphs
--- name worker name
+-- K_WORKERS: rg:workers  K_WORKER: rg:worker:<name>  served: rg:served:<graph> of its graphs
+-- name: worker name
 -- Returns 1.
 
 redis.call('ZREM', K_WORKERS, name)

@@ -29,6 +29,7 @@ from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.attempts import NewRun, create_args
+from reflexr_graph.store.contracts import ClaimArgs, FailArgs, SucceedArgs, WaitArgs
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.records import text
 
@@ -81,14 +82,45 @@ def _new(run_id: str, retention_s: int) -> NewRun:
     )
 
 
+def _failure(store: RedisStore, run_id: str, now: int) -> list[ScriptArg]:
+    """fail.lua's ARGV: a permanent, counted failure with no notes."""
+    return FailArgs(
+        token=_token(run_id),
+        error_type="ValueError",
+        message="the order was refused",
+        traceback="",
+        reason="step_failed",
+        permanent=True,
+        retry_due_ms=now,
+        dead_retention_s=store.dead_retention_s,
+        counted=True,
+        max_interruptions=store.max_interruptions,
+        skipped=0,
+        skip_kinds="",
+        reused_steps=0,
+        reused_calls=0,
+    ).argv()
+
+
+def _succeeded(store: RedisStore, run_id: str) -> list[ScriptArg]:
+    """succeed.lua's ARGV: the output, with the finished checkpoint at seq 2 and no notes."""
+    return SucceedArgs(
+        token=_token(run_id),
+        output=OUTPUT,
+        retention_s=store.run_retention_s,
+        checkpoint=CHECKPOINT,
+        seq=2,
+        skipped=0,
+        skip_kinds="",
+        reused_steps=0,
+        reused_calls=0,
+        history=store.checkpoint_history,
+    ).argv()
+
+
 def _stages(store: RedisStore, kind: str) -> list[Stage]:
     """create_run, claim, then the script that ends a claimed run of ``kind``."""
     run_s, dead_s = store.run_retention_s, store.dead_retention_s
-
-    def failure(now: int) -> list[ScriptArg]:
-        """fail.lua's ARGV after the token: a permanent, counted failure with no notes."""
-        error: list[ScriptArg] = ["ValueError", "the order was refused", "", "step_failed", "1", now]
-        return [*error, dead_s, "1", store.max_interruptions, 0, "", 0, 0]
 
     create: Stage = (
         "create_run",
@@ -97,25 +129,25 @@ def _stages(store: RedisStore, kind: str) -> list[Stage]:
     )
     claim: Stage = (
         "claim",
-        lambda rid, now: _per_run(rid, now, [_token(rid), now + LEASE_MS, dead_s, "w@bench"]),
+        lambda rid, now: _per_run(rid, now, ClaimArgs(_token(rid), now + LEASE_MS, dead_s, "w@bench").argv()),
         lambda reply: isinstance(reply, list) and text(reply[0]) == "claimed",
     )
     ends: dict[str, Stage] = {
         "finished": (
             "succeed",
-            lambda rid, now: _per_run(
-                rid, now, [_token(rid), OUTPUT, run_s, CHECKPOINT, 2, 0, "", 0, 0, store.checkpoint_history]
-            ),
+            lambda rid, now: _per_run(rid, now, _succeeded(store, rid)),
             lambda reply: reply == 1,
         ),
         "dead": (
             "fail",
-            lambda rid, now: _per_run(rid, now, [_token(rid), *failure(now)]),
+            lambda rid, now: _per_run(rid, now, _failure(store, rid, now)),
             lambda reply: text(reply) == "dead",
         ),
         "waiting": (
             "wait",
-            lambda rid, now: _per_run(rid, now, [_token(rid), "approval", "wait:approval", ""]),
+            lambda rid, now: _per_run(
+                rid, now, WaitArgs(_token(rid), "approval", "wait:approval", None, 0).argv()
+            ),
             lambda reply: isinstance(reply, list) and text(reply[0]) == "waiting",
         ),
     }
@@ -126,7 +158,7 @@ def _batch(store: RedisStore, kind: str, run_ids: list[str], start_ms: int) -> N
     for name, build, ok in _stages(store, kind):
         pipe = store.client.pipeline(transaction=False)
         for i, run_id in enumerate(run_ids):
-            # create_run's KEYS[19] and KEYS[20]: the idem owner's run hash, the events template
+            # create_run's K_EXPECTED and K_TEMPLATE: the idem owner's run hash, the events template
             template = keys.events_template(store.shards.of(run_id))
             extra = [keys.run(run_id), template] if name == "create_run" else []
             script_keys = keys.script_keys(run_id, run_id, store.shards, extra)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reflexr_graph.model import CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX, VERSION_WAIT_PREFIX, Status
 from reflexr_graph.store import fanout, keys, scripts
+from reflexr_graph.store.contracts import ActivityArgs
 from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import text
 
@@ -75,7 +76,8 @@ def _per_minute(shard_indexes: list[str], start_ms: int, minutes: int) -> Comman
     # As a plain command: a cluster pipeline has no eval() of its own, and scripts are not loaded on
     # its nodes (store/scripts.py: queue); Redis caches the script by its hash after the first.
     source = scripts.source("activity_counts")
-    return cmd("execute_command", "EVAL", source, 4, *shard_indexes, start_ms, minutes, MINUTE_MS)
+    args = ActivityArgs(start_ms, minutes, MINUTE_MS).argv()
+    return cmd("execute_command", "EVAL", source, len(shard_indexes), *shard_indexes, *args)
 
 
 def percentile(sorted_values: list[float], share: float) -> float:

@@ -31,6 +31,7 @@ from reflexr_graph.store.contracts import (
     FailArgs,
     Failed,
     Lease,
+    RecordArgs,
     ReleaseArgs,
     Released,
     RenewArgs,
@@ -147,12 +148,12 @@ def new_run(run: NewRun) -> Op[tuple[str, bool]]:
         extra = [owner_key, keys.events_template(shards.of(run.run_id))]
         if run.message is not None:
             extra.append(run.message.queue_key)
+        if run.parent_token:
+            extra.extend([keys.run(run.parent), keys.memo(run.parent), keys.mailbox(run.parent)])
         if run.tags:
             shard = shards.of(run.run_id)
             extra.append(keys.tag_indexes(shard))
             extra.extend(keys.tag_index(k, v, shard) for k, v in run.tags.items())
-        if run.parent_token:
-            extra.extend([keys.run(run.parent), keys.memo(run.parent), keys.mailbox(run.parent)])
         reply = yield from per_run("create_run", run.run_id, guess, now, args, extra)
         outcome, found = Created(text(reply[0])), text(reply[1])
         if outcome is Created.FENCED:
@@ -351,7 +352,6 @@ class AttemptWrites(StoreBase):
             *(keys.limit_slots(key) for key, _ in returning),
         ]
         args = SaveArgs(
-            run_id=run_id,
             now_ms=clock.now_ms(),
             token=ctx.token,
             payload=payload,
@@ -392,7 +392,8 @@ class AttemptWrites(StoreBase):
             keys.lanes(ctx.run_id),
             *(keys.limit_slots(k) for k, _ in returning),
         ]
-        argv = [ctx.token, field, value, *lane_args(ctx, lane), *(m for _, m in returning)]
+        lane_field, times = lane_args(ctx, lane)
+        argv = RecordArgs(ctx.token, field, value, lane_field, times).argv() + [m for _, m in returning]
         if not self._scripts("record", script_keys, argv):
             raise _fenced(ctx, "record")
 

@@ -28,6 +28,7 @@ from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_error
 from reflexr_graph.store.contracts import (
     CancelArgs,
     ChildEndedArgs,
+    ChildStartedArgs,
     ToldParent,
     ToldParentReply,
     WaitChildrenArgs,
@@ -108,7 +109,7 @@ def make_child(
         written = yield Eval(
             "child_started",
             [keys.run(parent), keys.memo(parent), keys.mailbox(parent)],
-            [ctx.token, request.record, child_id],
+            ChildStartedArgs(ctx.token, request.record, child_id).argv(),
         )
         if not int(written):
             raise _fenced(ctx, "record of its child")

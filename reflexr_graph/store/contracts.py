@@ -2,13 +2,14 @@
 
 Redis passes a script's arguments by position (ARGV[1], ARGV[2] ...), and its reply is a flat
 list. Each script's arguments are a frozen dataclass here whose *field order is the ARGV order*:
-:meth:`Args.argv` lays them out, so a field added in the middle moves every later position in
-the script's header and in the call together, and nothing is counted by hand. Replies are enums
-(or a dataclass that names each position), so a caller compares names, never numbers.
+:meth:`Args.argv` lays them out, and the script's registry entry (``registry.py``) gives each field
+a Lua ``local`` of its name at the same position, so a field added in the middle moves the call
+and the script together, and nothing is counted by hand. Replies are enums (or a dataclass that
+names each position), so a caller compares names, never numbers.
 
 The per-run scripts (``lua/_lib.lua``'s prelude) start with ARGV[1..3] = run id, now ms and the
-idempotency key guess, which ``ops.per_run`` adds; their dataclasses hold ARGV[4] onwards. A
-standalone script's dataclass holds its whole ARGV.
+idempotency key guess, which ``ops.per_run`` adds; their dataclasses hold the ARGV after those. A
+standalone script's dataclass holds its whole ARGV (a variadic tail, as the slots given back, follows).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ _NAMES: dict[type[Args], tuple[str, ...]] = {}
 
 @dataclass(frozen=True)
 class CreateArgs(Args):
-    """create_run.lua, ARGV[4..26]."""
+    """create_run.lua."""
 
     graph: str
     inputs: str
@@ -108,7 +109,7 @@ class Created(StrEnum):
 
 @dataclass(frozen=True)
 class ClaimArgs(Args):
-    """claim.lua, ARGV[4..9]."""
+    """claim.lua."""
 
     token: str
     lease_expiry_ms: int
@@ -149,7 +150,7 @@ class ClaimReply:
 
 @dataclass(frozen=True)
 class RenewArgs(Args):
-    """renew_lease.lua (standalone), ARGV[1..4]."""
+    """renew_lease.lua (standalone)."""
 
     run_id: str
     token: str
@@ -173,9 +174,8 @@ class Lease(IntEnum):
 
 @dataclass(frozen=True)
 class SaveArgs(Args):
-    """save_checkpoint.lua (standalone), ARGV[1..12]."""
+    """save_checkpoint.lua (standalone); then the members of the limit slots given back."""
 
-    run_id: str
     now_ms: int
     token: str
     payload: str
@@ -201,7 +201,7 @@ class Saved(IntEnum):
 
 @dataclass(frozen=True)
 class SucceedArgs(Args):
-    """succeed.lua, ARGV[4..13]."""
+    """succeed.lua."""
 
     token: str
     output: str
@@ -227,7 +227,7 @@ class Succeeded(IntEnum):
 
 @dataclass(frozen=True)
 class FailArgs(Args):
-    """fail.lua, ARGV[4..17]."""
+    """fail.lua."""
 
     token: str
     error_type: str
@@ -257,7 +257,7 @@ class Failed(StrEnum):
 
 @dataclass(frozen=True)
 class ReleaseArgs(Args):
-    """release.lua, ARGV[4..6]."""
+    """release.lua."""
 
     token: str
     max_interruptions: int
@@ -276,7 +276,7 @@ class Released(IntEnum):
 
 @dataclass(frozen=True)
 class DeadLetterArgs(Args):
-    """dead_letter.lua, ARGV[4..13]."""
+    """dead_letter.lua."""
 
     reason: str
     error_type: str
@@ -299,13 +299,13 @@ class DeadLettered(IntEnum):
 
 @dataclass(frozen=True)
 class WaitArgs(Args):
-    """wait.lua, ARGV[4..8]."""
+    """wait.lua."""
 
     token: str
     signal: str
     """The signal waited for, '' for a durable sleep."""
-    field: str
-    """The wait's record field in the memo."""
+    record_field: str
+    """The wait's record field in the memo (not ``field``: the prelude's function of that name)."""
     first_wake_ms: int | None
     """The wake time to keep if this wait has none yet, None for no timer."""
     waited_ms: int
@@ -314,7 +314,7 @@ class WaitArgs(Args):
 
 @dataclass(frozen=True)
 class CallRetriedArgs(Args):
-    """call_retried.lua, ARGV[4..9]."""
+    """call_retried.lua."""
 
     token: str
     node: str
@@ -347,7 +347,7 @@ class Waited(StrEnum):
 
 @dataclass(frozen=True)
 class WaitChildrenArgs(Args):
-    """wait_children.lua, ARGV[4..6]."""
+    """wait_children.lua."""
 
     token: str
     waiting_for: str
@@ -383,7 +383,7 @@ class WaitChildrenReply:
 
 @dataclass(frozen=True)
 class ChildEndedArgs(Args):
-    """child_ended.lua, ARGV[4..5]."""
+    """child_ended.lua."""
 
     child: str
     outcome: str
@@ -429,7 +429,7 @@ class WaitReply:
 
 @dataclass(frozen=True)
 class EmitArgs(Args):
-    """emit.lua (standalone), ARGV[1..5]; then :data:`EMIT_ITEM_ARGS` per item (:func:`emit_item`)."""
+    """emit.lua (standalone); then :data:`EMIT_ITEM_ARGS` per item (:func:`emit_item`)."""
 
     token: str
     max_items: int
@@ -480,7 +480,7 @@ class EmitReply:
 
 @dataclass(frozen=True)
 class SignalArgs(Args):
-    """signal.lua, ARGV[4..8]."""
+    """signal.lua."""
 
     name: str
     value: str
@@ -488,8 +488,8 @@ class SignalArgs(Args):
     due_ms: int
     """When the reaper sends the message if the caller's own send is lost."""
     message: str = ""
-    """The run's Celery message, the item pushed onto KEYS[19] if the signal wakes the run; ''
-    when the caller sends it itself (the broker is not the store's Redis)."""
+    """The run's Celery message, the item pushed onto the broker list (K_BROKER) if the signal wakes
+    the run; '' when the caller sends it itself (the broker is not the store's Redis)."""
     by: str = ""
     """Who sends it (a token's name, ``cli@user@host``), recorded as ``by``; '' for none."""
 
@@ -524,7 +524,7 @@ class SignalReply:
 
 @dataclass(frozen=True)
 class LimitArgs(Args):
-    """limit_acquire.lua (standalone), ARGV[1..13]."""
+    """limit_acquire.lua (standalone)."""
 
     token: str
     now_ms: int
@@ -549,7 +549,7 @@ class LimitArgs(Args):
 
 @dataclass(frozen=True)
 class TakeArgs(Args):
-    """limit_take.lua (a cluster store's limit half of a grant), ARGV[1..8]."""
+    """limit_take.lua (a cluster store's limit half of a grant)."""
 
     now_ms: int
     emission_ms: float
@@ -568,7 +568,7 @@ class TakeArgs(Args):
 
 @dataclass(frozen=True)
 class GrantedArgs(Args):
-    """limit_granted.lua (a cluster store's run half of a grant), ARGV[1..8]."""
+    """limit_granted.lua (a cluster store's run half of a grant)."""
 
     token: str
     now_ms: int
@@ -663,7 +663,7 @@ class CheckpointReply:
 
 @dataclass(frozen=True)
 class ReapArgs(Args):
-    """reap.lua, ARGV[4..8]; the outage window is '' '' when there was none."""
+    """reap.lua; the outage window is '' '' when there was none."""
 
     dead_retention_s: int
     outage_from_ms: int | None
@@ -685,7 +685,7 @@ class Reaped(StrEnum):
 
 @dataclass(frozen=True)
 class CancelArgs(Args):
-    """cancel.lua, ARGV[4..6]."""
+    """cancel.lua."""
 
     retention_s: int
     now: bool
@@ -696,7 +696,7 @@ class CancelArgs(Args):
 
 @dataclass(frozen=True)
 class ReplayArgs(Args):
-    """replay.lua, ARGV[4..6]."""
+    """replay.lua."""
 
     from_start: bool
     from_seq: int | None
@@ -707,14 +707,14 @@ class ReplayArgs(Args):
 
 @dataclass(frozen=True)
 class PruneArgs(Args):
-    """prune.lua, ARGV[4]: the terminal status whose set the run was found in, '' for not known."""
+    """prune.lua: the terminal status whose set the run was found in, '' for not known."""
 
     status: str
 
 
 @dataclass(frozen=True)
 class HoldArgs(Args):
-    """hold_unserved.lua, ARGV[4..7]."""
+    """hold_unserved.lua."""
 
     grace_ms: int
     recheck_due_ms: int
@@ -739,7 +739,7 @@ class Unserved(StrEnum):
 
 @dataclass(frozen=True)
 class HoldVersionArgs(Args):
-    """hold_version.lua, ARGV[4..6]."""
+    """hold_version.lua."""
 
     version: str
     grace_ms: int
@@ -760,7 +760,7 @@ class VersionHold(StrEnum):
 
 @dataclass(frozen=True)
 class WakeVersionArgs(Args):
-    """wake_version.lua, ARGV[4..5]."""
+    """wake_version.lua."""
 
     version: str
     due_ms: int
@@ -768,7 +768,7 @@ class WakeVersionArgs(Args):
 
 @dataclass(frozen=True)
 class UpgradeArgs(Args):
-    """upgrade.lua, ARGV[4..9]."""
+    """upgrade.lua."""
 
     from_version: str
     to_version: str
@@ -792,7 +792,7 @@ class UpgradeArgs(Args):
 
 @dataclass(frozen=True)
 class TickArgs(Args):
-    """reaper_tick.lua (standalone), ARGV[1..9]."""
+    """reaper_tick.lua (standalone)."""
 
     owner: str
     lock_ttl_ms: int
@@ -851,7 +851,7 @@ class TickReply:
 
 @dataclass(frozen=True)
 class SchedulePutArgs(Args):
-    """schedule_put.lua, ARGV[1..4]."""
+    """schedule_put.lua."""
 
     name: str
     definition: str
@@ -863,10 +863,129 @@ class SchedulePutArgs(Args):
 
 @dataclass(frozen=True)
 class ScheduleAdvanceArgs(Args):
-    """schedule_advance.lua, ARGV[1..5]."""
+    """schedule_advance.lua."""
 
     name: str
     planned_ms: int
     next_ms: int
     last_fire_ms: int | None
     last_run_id: str
+
+
+# -- the scripts' smaller contracts ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoArgs(Args):
+    """A script that takes no ARGV of its own (a per-run one's are the prelude's)."""
+
+
+@dataclass(frozen=True)
+class RecordArgs(Args):
+    """record.lua (standalone); then the members of the limit slots given back."""
+
+    token: str
+    field: str
+    """The record's field in the memo."""
+    value: str
+    """The record's JSON (a payload)."""
+    lane: str
+    """The branch step's lane field, '' for none (a durable call)."""
+    times: str
+    """The lane's times (store/records.py: lane_args)."""
+
+
+@dataclass(frozen=True)
+class ReadCheckpointArgs(Args):
+    """read_checkpoint.lua (standalone)."""
+
+    seq: int
+
+
+@dataclass(frozen=True)
+class ChildStartedArgs(Args):
+    """child_started.lua (standalone): the parent's record of the child its step made."""
+
+    token: str
+    """The parent attempt's token."""
+    field: str
+    """The parent's memo field for the child (its record: the child's id as JSON)."""
+    child: str
+    """The child's run id."""
+
+
+@dataclass(frozen=True)
+class AckDueArgs(Args):
+    """ack_due.lua (standalone)."""
+
+    run_id: str
+    read_score: str
+    """The score the caller read with the due entry (``repr`` of a float)."""
+
+
+@dataclass(frozen=True)
+class RescheduleArgs(Args):
+    """reschedule_due.lua (standalone)."""
+
+    run_id: str
+    read_score: float
+    """The score the caller read with the due entry."""
+    now_ms: int
+    base_ms: int
+    """The first wait; each send doubles it."""
+    cap_ms: int
+    """The longest wait."""
+
+
+@dataclass(frozen=True)
+class LockReleaseArgs(Args):
+    """lock_release.lua (standalone)."""
+
+    owner: str
+
+
+@dataclass(frozen=True)
+class UnholdArgs(Args):
+    """unhold_version.lua (standalone)."""
+
+    pair: str
+    """``<graph>@<version>``."""
+    generation: int
+    """The generation the beat read."""
+
+
+@dataclass(frozen=True)
+class ActivityArgs(Args):
+    """activity_counts.lua (standalone)."""
+
+    start_ms: int
+    """The window's first ms."""
+    minutes: int
+    width_ms: int
+    """Ms per minute."""
+
+
+@dataclass(frozen=True)
+class WorkerBeatArgs(Args):
+    """worker_beat.lua (standalone)."""
+
+    name: str
+    now_ms: int
+    ttl_ms: int
+    """The heartbeat's TTL."""
+    description: str
+    """The worker's description JSON."""
+    described_ms: int
+    """The description's and served entries' lifetime: longer than the gap between two full
+    beats plus a heartbeat TTL, so a live worker's are always there."""
+    sets_ms: int
+    """The served sets' lifetime (a set disappears this long after its last worker's last trim)."""
+    trim: bool
+    """Drop the entries of workers that stopped beating, and set the served sets' expiry."""
+
+
+@dataclass(frozen=True)
+class WorkerLeaveArgs(Args):
+    """worker_leave.lua (standalone)."""
+
+    name: str

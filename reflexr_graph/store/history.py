@@ -14,7 +14,7 @@ from reflexr_graph import errors
 from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase
-from reflexr_graph.store.contracts import CheckpointListReply, CheckpointReply, Kept
+from reflexr_graph.store.contracts import CheckpointListReply, CheckpointReply, Kept, ReadCheckpointArgs
 from reflexr_graph.store.ops import Eval, Op, not_found
 from reflexr_graph.store.records import (
     SavedCheckpoint,
@@ -46,7 +46,7 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
     RunNotFound for no run, CheckpointNotFound when the run keeps no checkpoint ``seq``.
     """
     script_keys = [keys.run(run_id), keys.ckpt(run_id), keys.inputs(run_id)]
-    raw = yield Eval("read_checkpoint", script_keys, [int(seq)])
+    raw = yield Eval("read_checkpoint", script_keys, ReadCheckpointArgs(int(seq)).argv())
     reply = CheckpointReply.parse([text(v) for v in raw])
     if reply.outcome is Kept.MISSING:
         raise not_found(run_id)

@@ -21,7 +21,6 @@ through the store's client.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
@@ -31,13 +30,14 @@ from redis import exceptions as redis_errors
 
 from reflexr_graph import clock
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
-from reflexr_graph.store import cluster, connection_errors, keys
+from reflexr_graph.store import cluster, connection_errors, keys, registry
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced
-from reflexr_graph.store.contracts import SaveArgs, Saved
+from reflexr_graph.store.contracts import Saved
 from reflexr_graph.store.records import lane_args
 from reflexr_graph.store.scripts import source
 
-_SAVE_FIELDS = tuple(f.name for f in dataclasses.fields(SaveArgs))
+_SAVE_FIELDS = registry.entry("save_checkpoint").arg_names
+_RECORD_FIELDS = registry.entry("record").arg_names
 _SAVE_GIVEN = ("now_ms", "payload", "seq", "next_node")
 """A save's arguments that change per call, in SaveArgs' order; the notes' follow them."""
 _NOTES_FIELDS = ("skipped", "skip_kinds", "reused_steps", "reused_calls")
@@ -154,9 +154,7 @@ class HotPath:
         self._pool = store.client.connection_pool
         self._conn: Any = None
         self._lock = threading.Lock()
-        run_id = ctx.run_id
         self._fixed = {
-            "run_id": run_id.encode(),
             "token": ctx.token.encode(),
             "events_cap": b"%d" % EVENTS_MAXLEN,
             "history": b"%d" % store.checkpoint_history,
@@ -187,13 +185,11 @@ class HotPath:
     @cached_property
     def _record(self) -> _Call:
         run_id = self._ctx.run_id
-        # record.lua's ARGV: token, field, value, a lane's field and times (no contract dataclass:
-        # store/attempts.py save_record).
         call = _Call(
             "record",
             self._store.scripts.sha("record"),
             [keys.run(run_id), keys.memo(run_id), keys.lanes(run_id)],
-            ("token", "field", "value", "lane", "times"),
+            _RECORD_FIELDS,
             self._fixed,
         )
         return _checked(call, ("field", "value", "lane", "times"))

@@ -1,8 +1,8 @@
 """Where payloads cross into and out of Redis, so the codec (``payload_codec.py``) sees each one.
 
-Every payload is written by a Lua script, as one of its arguments: :data:`PAYLOAD_ARGV` names
-them, by the field of the script's contract (``contracts.py``), so a field moved there moves here
-too, with the run's field each one is (an encrypted payload is bound to it: payload_codec.FIELDS).
+Every payload is written by a Lua script, as one of its arguments: each script's registry entry
+(``registry.py``) names them, by the field of its contract, with the run's field each one is (an
+encrypted payload is bound to it: payload_codec.FIELDS); :data:`PAYLOAD_ARGV` is where they are.
 Every reply is walked on its way back (:func:`decode_reply`): an envelope anywhere in it is
 decoded, whichever command or script read it, so no read path can miss one; where the request
 says which field it reads (:func:`fields_of`), the payload is opened as that field, so a value
@@ -15,39 +15,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
-from reflexr_graph.store import contracts, keys
+from reflexr_graph.store import contracts, keys, registry
 from reflexr_graph.store.ops import Command, Eval, ScriptArg
 from reflexr_graph.store.payload_codec import PREFIX_BYTES, SIGNAL_RECORD, PayloadCodec
 
-_PRELUDE_ARGV = 3
-"""The per-run scripts' ARGV[1..3] (run id, now, idempotency guess) come before their contract's."""
 _SIGNAL_PREFIX = (SIGNAL_RECORD + PREFIX_BYTES.decode()).encode()
 
-
-def _positions(args: type[contracts.Args], names: dict[str, str], offset: int) -> tuple[tuple[int, str], ...]:
-    index = {f.name: i for i, f in enumerate(fields(args))}
-    return tuple((offset + index[name], field) for name, field in names.items())
-
-
 PAYLOAD_ARGV: dict[str, tuple[tuple[int, str], ...]] = {
-    "create_run": _positions(
-        contracts.CreateArgs,
-        {"inputs": "inputs", "state": "state", "fork_checkpoint": "checkpoint", "fork_output": "output"},
-        _PRELUDE_ARGV,
-    ),
-    "dead_letter": _positions(
-        contracts.DeadLetterArgs, {"inputs": "inputs", "state": "state"}, _PRELUDE_ARGV
-    ),
-    "save_checkpoint": _positions(contracts.SaveArgs, {"payload": "checkpoint"}, 0),
-    "succeed": _positions(
-        contracts.SucceedArgs, {"output": "output", "checkpoint": "checkpoint"}, _PRELUDE_ARGV
-    ),
-    "signal": _positions(contracts.SignalArgs, {"value": "signal"}, _PRELUDE_ARGV),
-    "upgrade": _positions(contracts.UpgradeArgs, {"checkpoint": "checkpoint"}, _PRELUDE_ARGV),
-    "record": ((2, "record"),),  # record.lua: ARGV[3], the record's JSON
+    entry.name: entry.payload_positions() for entry in registry.ENTRIES if entry.payloads
 }
 """Script name -> the 0-based positions of its arguments that are payloads, each with the run's
-field it is (payload_codec.FIELDS)."""
+field it is (payload_codec.FIELDS): the entries' ``payloads`` (store/registry.py)."""
 
 
 def _emitted_values(args: Sequence[ScriptArg]) -> tuple[tuple[int, str], ...]:

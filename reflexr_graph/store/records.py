@@ -318,7 +318,7 @@ def run_event(entry_id: object, entry: Mapping[Any, Any]) -> RunEvent:
 
 
 def lane_args(ctx: AttemptContext, lane: Lane | None) -> list[str]:
-    """record.lua's ARGV[4..5] for a branch step's lane: its field in the run's lanes hash
+    """RecordArgs' ``lane`` and ``times`` for a branch step's lane: its field in the run's lanes hash
     (``<claim>|<attempt>|<node>|<branch>``: the claim's ``resume_seq`` never repeats, so a replay's
     attempt 1 keeps the lanes of the one before) and its times (``<started ms>|<ended ms>``);
     '' '' for none."""

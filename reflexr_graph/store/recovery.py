@@ -13,16 +13,19 @@ from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import (
+    AckDueArgs,
     HoldArgs,
     Lock,
+    LockReleaseArgs,
     PruneArgs,
     ReapArgs,
     Reaped,
+    RescheduleArgs,
     TickArgs,
     TickReply,
     Unserved,
 )
-from reflexr_graph.store.ops import ScriptArg, per_run
+from reflexr_graph.store.ops import per_run
 from reflexr_graph.store.records import text
 
 PRUNE_BATCH = 1000
@@ -196,7 +199,7 @@ class Recovery(StoreBase):
     def ack_due(self, run_id: str, score: float) -> bool:
         """Drop the entry after its message was sent, unless it was rescheduled since."""
         due_key = keys.due(self.shards.of(run_id))
-        return bool(self._scripts("ack_due", [due_key], [run_id, repr(float(score))]))
+        return bool(self._scripts("ack_due", [due_key], AckDueArgs(run_id, repr(float(score))).argv()))
 
     @translate_errors
     def reschedule_due(self, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> int:
@@ -207,7 +210,7 @@ class Recovery(StoreBase):
         back sooner. The wait doubles with each send (``base_ms``, twice that, ... up to
         ``cap_ms``), and the claim removes the entry and resets the count.
         """
-        args: list[ScriptArg] = [run_id, score, clock.now_ms(), base_ms, cap_ms]
+        args = RescheduleArgs(run_id, score, clock.now_ms(), base_ms, cap_ms).argv()
         due_key = keys.due(self.shards.of(run_id))
         return int(self._scripts("reschedule_due", [due_key, keys.run(run_id)], args))
 
@@ -316,7 +319,9 @@ class Recovery(StoreBase):
         """Release the reaper locks of ``shards`` (default: every shard) that ``owner`` still holds;
         True if it held any."""
         order = self.shards.all if shards is None else shards
-        calls = [("lock_release", [keys.reaper_lock(shard)], [owner]) for shard in order]
+        calls = [
+            ("lock_release", [keys.reaper_lock(shard)], LockReleaseArgs(owner).argv()) for shard in order
+        ]
         return any(int(released) for released in self._scripts.run_many(calls))
 
     @translate_errors

@@ -5,7 +5,8 @@ no ``require``, and writing each status transition once is what keeps them consi
 per-run body is wrapped in a function, and the prelude's ``flush()`` runs after it, so every
 path writes its changes of the run hash in one HSET. The scripts that save, list, read or go
 back to checkpoints also get ``lua/_history.lua``, so the history is kept the same way by each.
-What each script takes and answers is described once, in ``store/contracts.py``.
+What each script takes and answers, its keys and its preludes are one entry of
+``store/registry.py``, from which its KEYS and ARGV get ``local`` names at the top of its body.
 """
 
 from __future__ import annotations
@@ -20,88 +21,17 @@ import redis.asyncio
 import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
-from reflexr_graph.store import prelude
+from reflexr_graph.store import prelude, registry
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.payload_args import encode_args
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 
-_LIB = "_lib"
-_HISTORY = "_history"
-
-PER_RUN: tuple[str, ...] = (
-    "create_run",
-    "claim",
-    "succeed",
-    "fail",
-    "dead_letter",
-    "release",
-    "reap",
-    "cancel",
-    "replay",
-    "purge",
-    "prune",
-    "hold_unserved",
-    "hold_version",
-    "wake_version",
-    "upgrade",
-    "wait",
-    "signal",
-    "wait_children",
-    "child_ended",
-    "call_retried",
-)
+PER_RUN: tuple[str, ...] = tuple(e.name for e in registry.ENTRIES if e.per_run)
 """Scripts that take ``keys.script_keys`` and the prelude's ARGV[1..3]."""
-
-STANDALONE: tuple[str, ...] = (
-    "renew_lease",
-    "ack_due",
-    "lock_release",
-    "reschedule_due",
-    "save_checkpoint",
-    "record",
-    "emit",
-    "read_checkpoint",
-    "list_checkpoints",
-    "worker_beat",
-    "worker_leave",
-    "limit_acquire",
-    "limit_take",
-    "limit_granted",
-    "reaper_tick",
-    "schedule_put",
-    "schedule_advance",
-    "activity_counts",
-    "child_started",
-    "unhold_version",
-    "prune_tag",
-)
-"""Scripts with their own small KEYS layout; they get no prelude."""
-
-WITH_HISTORY: frozenset[str] = frozenset(
-    {
-        "save_checkpoint",
-        "succeed",
-        "replay",
-        "read_checkpoint",
-        "list_checkpoints",
-        "create_run",
-        "claim",
-        "upgrade",
-    }
-)
+STANDALONE: tuple[str, ...] = tuple(e.name for e in registry.ENTRIES if not e.per_run)
+"""Scripts with their own small KEYS layout; they get no ``_lib.lua`` prelude."""
+WITH_HISTORY: frozenset[str] = frozenset(e.name for e in registry.ENTRIES if registry.HISTORY in e.preludes)
 """Scripts that get the checkpoint history's helpers (``lua/_history.lua``), after any prelude."""
-
-
-WITH_PASS: frozenset[str] = frozenset({"reaper_tick"})
-"""Scripts that get the reaper's pass mark (``lua/_pass.lua``)."""
-
-
-WITH_LIMIT: frozenset[str] = frozenset({"limit_acquire", "limit_take", "limit_granted"})
-"""Scripts that get the two halves of a limit's grant (``lua/_limit.lua``)."""
-
-
-READ_ONLY: frozenset[str] = frozenset({"read_checkpoint", "list_checkpoints", "activity_counts"})
-"""Scripts that write nothing: declared ``no-writes``, so a full Redis still runs them."""
 
 
 def shebang(name: str) -> str:
@@ -114,7 +44,7 @@ def shebang(name: str) -> str:
     writes nothing is ``no-writes``, so a full Redis still answers it. Redis reads flags since 7.0
     (store/server_version.py).
     """
-    return "#!lua flags=no-writes" if name in READ_ONLY else "#!lua"
+    return "#!lua flags=no-writes" if registry.entry(name).read_only else "#!lua"
 
 
 def _read(name: str) -> str:
@@ -124,32 +54,25 @@ def _read(name: str) -> str:
 
 @cache
 def source(name: str) -> str:
-    """The full text Redis runs for script ``name`` (prelude included when it takes one)."""
-    if name in PER_RUN:
-        parts = [_LIB]
-    elif name in STANDALONE:
-        parts = []
-    else:
-        raise KeyError(f"no Lua script named {name!r}")
-    if name in WITH_HISTORY:
-        parts.append(_HISTORY)
-    if name in WITH_PASS:
-        parts.append("_pass")
-    if name in WITH_LIMIT:
-        parts.append("_limit")
-    body = _read(name)
-    if name in PER_RUN:
+    """The full text Redis runs for script ``name``: its preludes, then the ``local`` names of its
+    KEYS and ARGV (registry.Script.locals) and its body."""
+    entry = registry.entry(name)
+    parts = [part for part in registry.PRELUDES if part in entry.preludes]
+    # Inside the body, so that in a per-run script's main() they are its locals, not upvalues
+    # (Lua 5.1 allows a function 60 of those).
+    body = f"{entry.locals()}\n{_read(name)}"
+    if entry.per_run:
         # A function, so that every return of the body comes back here and the run hash's
         # changes are written (_lib.lua: flush) whichever path the script took.
         body = f"local function main()\n{body}\nend\nlocal reply = main()\nflush()\nreturn reply\n"
-    texts = [_read(part) for part in parts]
+    texts = [_read(f"_{part}") for part in parts]
     # Only the definitions of the prelude and the history's helpers that this script reaches:
     # Redis runs the whole text on every call, so each definition left out is work saved per
     # call (store/prelude.py). The history's are cut first: what they keep reaches the prelude.
-    if name in WITH_HISTORY:
-        at = parts.index(_HISTORY)
+    if registry.HISTORY in parts:
+        at = parts.index(registry.HISTORY)
         texts[at] = prelude.needed(texts[at], "\n".join([*texts[at + 1 :], body]))
-    if name in PER_RUN:
+    if entry.per_run:
         texts[0] = prelude.needed(texts[0], "\n".join([*texts[1:], body]))
     # The flags line must come first: Redis reads a script's flags from its first line only.
     return "\n".join([shebang(name), *texts, body])

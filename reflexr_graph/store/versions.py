@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from reflexr_graph import clock
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
-from reflexr_graph.store.contracts import HoldVersionArgs, VersionHold, WakeVersionArgs
+from reflexr_graph.store.contracts import HoldVersionArgs, UnholdArgs, VersionHold, WakeVersionArgs
 from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
@@ -218,7 +218,9 @@ class Versions(StoreBase):
         """Strike (graph, version) off :meth:`held_versions` once no shard holds a run for it,
         unless a hold marked it since ``generation`` was read (unhold_version.lua)."""
         pair = _pair(graph, version)
-        return bool(self._scripts("unhold_version", [keys.held_versions()], [pair, generation]))
+        return bool(
+            self._scripts("unhold_version", [keys.held_versions()], UnholdArgs(pair, generation).argv())
+        )
 
     @translate_errors
     def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:

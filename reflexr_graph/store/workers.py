@@ -15,7 +15,8 @@ from reflexr_graph import clock
 from reflexr_graph.model import Event, Status, WorkerInfo, WorkerStatus
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
-from reflexr_graph.store.ops import Command, Op, ScriptArg, batch, cmd, layout
+from reflexr_graph.store.contracts import WorkerBeatArgs, WorkerLeaveArgs
+from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
 from reflexr_graph.store.records import run_event, text
 
 HEARTBEAT_TTL_S = 30.0
@@ -131,15 +132,15 @@ class Workers(StoreBase):
         """
         described = ttl_ms if described_ms is None else described_ms
         script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
-        args: list[ScriptArg] = [
-            info.name,
-            clock.now_ms(),
-            ttl_ms,
-            info.model_dump_json(),
-            described,
-            2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
-            "1" if trim else "0",
-        ]
+        args = WorkerBeatArgs(
+            name=info.name,
+            now_ms=clock.now_ms(),
+            ttl_ms=ttl_ms,
+            description=info.model_dump_json(),
+            described_ms=described,
+            sets_ms=2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
+            trim=trim,
+        ).argv()
         started = clock.probe()
         reply = self._scripts("worker_beat", script_keys, args)
         started.record(time_reply_ms(reply))
@@ -161,7 +162,7 @@ class Workers(StoreBase):
     def worker_leave(self, info: WorkerInfo) -> None:
         """Take a stopping worker out of the registry at once."""
         script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
-        self._scripts("worker_leave", script_keys, [info.name])
+        self._scripts("worker_leave", script_keys, WorkerLeaveArgs(info.name).argv())
 
     @translate_errors
     def live_worker_count(self) -> int:

@@ -234,23 +234,17 @@ PAYLOAD_FIELD_NAMES = {
 
 
 def test_every_contract_field_that_carries_a_payload_passes_the_codec() -> None:
-    """A script argument named like a payload is encoded: a new script that writes one must be listed
-    in store/payload_args.py, or Redis would hold its values in plain text."""
-    import dataclasses
+    """A script argument named like a payload is encoded: a new script that writes one must name it
+    among its registry entry's payloads (store/registry.py), or Redis would hold its values in plain
+    text."""
+    from reflexr_graph.store import registry
+    from reflexr_graph.store.payload_args import PAYLOAD_ARGV
 
-    from reflexr_graph.store import contracts
-    from reflexr_graph.store.payload_args import PAYLOAD_ARGV, _positions
-
-    for args in vars(contracts).values():
-        if not (isinstance(args, type) and issubclass(args, contracts.Args) and args is not contracts.Args):
-            continue
-        script = (args.__doc__ or "").split(".lua", 1)[0]
-        named = [f.name for f in dataclasses.fields(args) if f.name in PAYLOAD_FIELD_NAMES]
-        if not named:
-            continue
-        offset = 0 if "(standalone)" in (args.__doc__ or "") else 3
-        listed = {i for i, _ in PAYLOAD_ARGV.get(script, ())}
-        assert {i for i, _ in _positions(args, dict.fromkeys(named, ""), offset)} <= listed, (script, named)
+    for entry in registry.ENTRIES:
+        named = [name for name in entry.arg_names if name in PAYLOAD_FIELD_NAMES]
+        assert set(named) <= set(entry.payloads), (entry.name, named)
+        index = {name: entry.first_arg + i for i, name in enumerate(entry.arg_names)}
+        assert {index[name] for name in named} <= {i for i, _ in PAYLOAD_ARGV.get(entry.name, ())}
 
 
 def test_a_value_copied_into_another_run_does_not_decrypt(

@@ -1,16 +1,15 @@
 -- call_retried.lua: a durable call failed and is tried again inside its step (CallRetry): told in
 -- the run's history, fenced by the attempt's token. One round trip per retry, off the hot path.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1] run (the owner's token and status)  KEYS[3] events
--- ARGV: store/contracts.py CallRetriedArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] token
--- ARGV[5] the step's node  ARGV[6] the call's name  ARGV[7] the try that failed (1 for the first)
--- ARGV[8] the error's type (never its message: it may hold values)  ARGV[9] ms until the next try
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN run (the owner's token and status)  K_EVENTS events
+-- KEYS and ARGV: store/registry.py's entry 'call_retried' (ARGV: contracts.CallRetriedArgs).
+-- node: the step's node  call: the call's name  try_number: the try that failed (1 for the first)
+-- error_type: the error's type (never its message: it may hold values)  delay_ms: ms until the next try
 -- Returns store/contracts.py CallRetried: 'ok' | 'fenced'
 
-if not owned_by(ARGV[4]) then
+if not owned_by(token) then
   return 'fenced'
 end
-emit('call_retried', 'node', ARGV[5], 'call', ARGV[6], 'try', ARGV[7], 'error_type', ARGV[8],
-  'delay_ms', ARGV[9])
+emit('call_retried', 'node', node, 'call', call, 'try', try_number, 'error_type', error_type,
+  'delay_ms', delay_ms)
 return 'ok'

@@ -1,18 +1,17 @@
 -- claim.lua: start an attempt: fence out earlier ones with a new token and take the lease.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there). The claim returns the
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there). The claim returns the
 -- checkpoint too, so an attempt starts with one round trip, not two.
--- KEYS[1] run  KEYS[2] ckpt (the latest's payload)  KEYS[3..4] events/tb  KEYS[5] idem
--- KEYS[7] rg:dead  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[17] memo (read with the checkpoint; a woken wait's record written)
--- KEYS[18] mailbox (the signal a woken wait_for_signal waits on taken from it)
--- KEYS[#KEYS - 1] the run's long inputs (read only when 'in' = '1')
--- ARGV: store/contracts.py ClaimArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
--- ARGV[4] token (unique per attempt)  ARGV[5] lease expiry ms  ARGV[6] dead retention s
--- ARGV[7] the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
+-- K_RUN run  K_CKPT ckpt (the latest's payload)  K_EVENTS/K_TB  K_IDEM idem
+-- K_DEAD rg:dead  K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS
+-- K_MEMO memo (read with the checkpoint; a woken wait's record written)
+-- K_MAILBOX mailbox (the signal a woken wait_for_signal waits on taken from it)
+-- K_INPUTS the run's long inputs (read only when 'in' = '1')
+-- KEYS and ARGV: store/registry.py's entry 'claim' (ARGV: contracts.ClaimArgs).
+-- token: (unique per attempt)  lease_expiry_ms: lease expiry ms  dead_retention_s: dead retention s
+-- worker: the claiming worker's name ('' when unknown), told on the attempt_started event (not kept
 --   on the run too: one place, and the run hash stays smaller)
--- ARGV[8] the claiming worker's version of the graph ('' checks none)
--- ARGV[9] the newest version a live worker serves, as that worker last saw ('' when unknown)
+-- version: the claiming worker's version of the graph ('' checks none)
+-- newest: the newest version a live worker serves, as that worker last saw ('' when unknown)
 -- Returns store/contracts.py ClaimReply: {outcome, status, attempt number, counted attempts,
 --   resumes, graph, inputs, state, idempotency_key, max_attempts, trace, checkpoint JSON or '',
 --   tags JSON or '', memo field, value, ...} with outcome claimed|busy|finished|missing|dead|early|waiting,
@@ -20,7 +19,6 @@
 --   v (pinned), or has not started and goes on the newest, v, or an upgrade moves it to v (moving;
 --   'move' when v is this worker's); v is not this worker's, and nothing changed
 
-local token = ARGV[4]
 -- The claim reads most of the run (the counters, the optional keys' fields, the timers, what the
 -- reply carries: graph, inputs, state, trace, tags...), so its first read is the whole hash, one
 -- HGETALL, where an HMGET of those thirty-odd names would scan a small hash once per name.
@@ -134,7 +132,7 @@ end
 -- G9: a run finishes on the graph version it started on; a run not started yet starts on the
 -- newest version a live worker serves. The worker holds the first for a worker of its version
 -- (hold_version.lua) and hands the second on to the newest version's queue.
-local mine, pinned = ARGV[8] or '', field('version')
+local mine, pinned = version or '', field('version')
 -- Marked by `upgrade --include-running` (upgrade.lua), its attempt over: no attempt starts on the
 -- version it leaves; a worker of the version it moves to moves it (store/upgrades.py), then sends it.
 local moving_to = field('upgrade_to')
@@ -144,8 +142,8 @@ end
 if mine ~= '' and pinned ~= '' and pinned ~= mine then
   return {'version', pinned, 'pinned'}
 end
-if mine ~= '' and pinned == '' and (ARGV[9] or '') ~= '' and ARGV[9] ~= mine then
-  return {'version', ARGV[9], 'newest'}
+if mine ~= '' and pinned == '' and (newest or '') ~= '' and newest ~= mine then
+  return {'version', newest, 'newest'}
 end
 -- Redis keeps no delivery count, so the run's own counter stops a message that kills its
 -- worker every time: the reaper counts each such attempt as abandoned.
@@ -154,7 +152,7 @@ if retry then
   return retry
 end
 if exhausted then
-  to_dead('max_attempts', ARGV[6])
+  to_dead('max_attempts', dead_retention_s)
   return reply('dead')
 end
 incr('attempts', 1)
@@ -169,7 +167,7 @@ if mine ~= '' and pinned == '' then
   put('version', mine)
 end
 set_status('running')
-redis.call('ZADD', K_LEASES, ARGV[5], RUN_ID)
+redis.call('ZADD', K_LEASES, lease_expiry_ms, RUN_ID)
 redis.call('ZREM', K_DUE, RUN_ID)
-emit('attempt_started', 'attempt', attempt_number(), 'worker', ARGV[7])
+emit('attempt_started', 'attempt', attempt_number(), 'worker', worker)
 return claimed()

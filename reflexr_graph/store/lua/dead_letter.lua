@@ -1,14 +1,13 @@
 -- dead_letter.lua: send a run straight to dead (a bad message, before or without a claim),
 -- creating its record from the message when there is none. Not fenced.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6] rg:all  KEYS[7] rg:dead
--- KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
--- KEYS[19] rg:events:template (a new record's stream starts as its copy: _lib.lua)
--- ARGV: store/contracts.py DeadLetterArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key (the message's, else the run_id)
--- ARGV[4] reason  ARGV[5] error type  ARGV[6] error message  ARGV[7] graph  ARGV[8] inputs
--- ARGV[9] state or ''  ARGV[10] the message's idempotency key, '' for none
--- ARGV[11] max_attempts (for a replay)  ARGV[12] dead retention s  ARGV[13] digest of the request
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_ALL rg:all  K_DEAD rg:dead
+-- K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
+-- K_TEMPLATE rg:events:template (a new record's stream starts as its copy: _lib.lua)
+-- KEYS and ARGV: store/registry.py's entry 'dead_letter' (ARGV: contracts.DeadLetterArgs).
+-- error_type: error type  message: error message
+-- state: or ''  idempotency_key: the message's idempotency key, '' for none
+-- max_attempts: (for a replay)  dead_retention_s: dead retention s  digest: of the request
 -- Returns store/contracts.py DeadLettered: 1 dead-lettered, 0 the run is already terminal, or
 --   {'idem', key}.
 
@@ -22,16 +21,16 @@ if exists() then
     return guard
   end
 else
-  local key = ARGV[10]
-  init_run(ARGV[7], ARGV[8], ARGV[9], key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
-    ARGV[13], ARGV[11], KEYS[19])
+  local key = idempotency_key
+  init_run(graph, inputs, state, key ~= '' and key or RUN_ID, key ~= '' and IDEM_GUESS or '',
+    digest, max_attempts, K_TEMPLATE)
   if key ~= '' then
     -- NX: an existing key names another run that the same request created first.
     redis.call('SET', K_IDEM, RUN_ID, 'NX')
   end
 end
-put('error_type', ARGV[5])
-put('error', ARGV[6])
+put('error_type', error_type)
+put('error', message)
 drop('token')
-to_dead(ARGV[4], ARGV[12])
+to_dead(reason, dead_retention_s)
 return 1

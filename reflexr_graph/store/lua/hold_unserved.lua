@@ -1,13 +1,12 @@
 -- hold_unserved.lua: keep a due run whose graph no live worker serves, or dead-letter it once
 -- it has waited out the grace period. A rolling deploy that adds a graph briefly has runs of it
 -- and no worker for them: those must wait, not die.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[8] rg:leases
--- KEYS[9] rg:due  KEYS[10..16] status sets  KEYS[17..18] memo, mailbox (expiry)
--- ARGV: store/contracts.py HoldArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] scoped idempotency key guess
--- ARGV[4] grace ms  ARGV[5] when to look again (due ms)  ARGV[6] dead retention s
--- ARGV[7] the error message to keep if it is dead-lettered
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_LEASES rg:leases
+-- K_DUE rg:due  STATUS_SETS  K_MEMO, K_MAILBOX (expiry)
+-- KEYS and ARGV: store/registry.py's entry 'hold_unserved' (ARGV: contracts.HoldArgs).
+-- grace_ms: grace ms  recheck_due_ms: when to look again (due ms)  dead_retention_s: dead retention s
+-- message: the error message to keep if it is dead-lettered
 -- Returns store/contracts.py Unserved: 'began' (the wait for a worker just began) | 'held' | 'dead' | 'skip' (claimed or finished
 --   meanwhile) | 'gone' | {'idem', key}
 
@@ -31,14 +30,14 @@ if not since then
   began = true
   since = tonumber(NOW)
   put('unserved_since', NOW)
-  emit('waiting_for_worker', 'graph', field('graph'), 'until', since + tonumber(ARGV[4]))
+  emit('waiting_for_worker', 'graph', field('graph'), 'until', since + tonumber(grace_ms))
 end
-if tonumber(NOW) - since >= tonumber(ARGV[4]) then
+if tonumber(NOW) - since >= tonumber(grace_ms) then
   put('error_type', 'UnknownGraph')
-  put('error', ARGV[7])
+  put('error', message)
   drop('token')
-  to_dead('unknown_graph', ARGV[6])
+  to_dead('unknown_graph', dead_retention_s)
   return 'dead'
 end
-redis.call('ZADD', K_DUE, ARGV[5], RUN_ID)
+redis.call('ZADD', K_DUE, recheck_due_ms, RUN_ID)
 return began and 'began' or 'held'

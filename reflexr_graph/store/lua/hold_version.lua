@@ -4,17 +4,15 @@
 -- a queue that nobody consumes. For the grace period the run stays queued and is looked at again
 -- (a deploy's restart must not flap it); then it waits (status 'waiting', waiting_for
 -- 'version:<v>'), holding no message and no due entry. It never restarts on another version (G9).
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1] run  KEYS[3] events  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[19] rg:versions:<graph>:held:<version>  the runs waiting for that version
--- ARGV: store/contracts.py HoldVersionArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
--- ARGV[4] version  ARGV[5] grace ms  ARGV[6] when to look again (due ms)
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN run  K_EVENTS events  K_DUE rg:due  STATUS_SETS
+-- K_HELD rg:versions:<graph>:held:<version>  the runs waiting for that version
+-- KEYS and ARGV: store/registry.py's entry 'hold_version' (ARGV: contracts.HoldVersionArgs).
+-- grace_ms: grace ms  recheck_due_ms: when to look again (due ms)
 -- Returns store/contracts.py VersionHold: 'began' | 'held' | 'waiting' | 'skip' (claimed, finished
 --   or pinned to another version meanwhile) | 'gone'
 
 want('held_since', 'version', 'waiting_for', 'wake_at')
-local K_HELD, version = KEYS[19], ARGV[4]
 if not exists() then
   redis.call('ZREM', K_DUE, RUN_ID)
   return 'gone'
@@ -33,12 +31,12 @@ if not since then
   began = true
   since = tonumber(NOW)
   put('held_since', NOW)
-  emit('waiting_for_version', 'version', version, 'until', since + tonumber(ARGV[5]))
+  emit('waiting_for_version', 'version', version, 'until', since + tonumber(grace_ms))
 end
 -- Every time: a worker that took it (and emptied its entry) may have died before it claimed it.
 redis.call('SADD', K_HELD, RUN_ID)
-if tonumber(NOW) - since < tonumber(ARGV[5]) then
-  redis.call('ZADD', K_DUE, ARGV[6], RUN_ID)
+if tonumber(NOW) - since < tonumber(grace_ms) then
+  redis.call('ZADD', K_DUE, recheck_due_ms, RUN_ID)
   return began and 'began' or 'held'
 end
 drop('held_since', 'wake_at', 'retry_at')

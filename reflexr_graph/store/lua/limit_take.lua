@@ -5,31 +5,31 @@
 -- with its lease, which no heartbeat renews. A retried call of an acquisition already granted (a
 -- reply lost) is answered with its grant again: one token and one slot per acquisition.
 -- Prelude: _limit.lua only. KEYS from keys.limit_take_keys():
--- KEYS[1] rg:limit:{<key>}:tat             GCRA theoretical arrival time, epoch ms
--- KEYS[2] rg:limit:{<key>}:slots           slots held, score = lease expiry ms
--- KEYS[3] rg:limit:{<key>}:stats           granted, denied, waited_ms
--- KEYS[4] rg:limit:{<key>}:grant:<member>  the acquisition's grant: its start, epoch ms; one slot TTL
--- ARGV: store/contracts.py TakeArgs, in its field order:
--- ARGV[1] now ms  ARGV[2] emission interval ms (0: no rate)  ARGV[3] burst  ARGV[4] concurrency
--- (0: none)  ARGV[5] slot member  ARGV[6] slot expiry ms  ARGV[7] the longest rate wait to
--- reserve, ms  ARGV[8] ms the step waited in place so far
+-- K_TAT rg:limit:{<key>}:tat             GCRA theoretical arrival time, epoch ms
+-- K_SLOTS rg:limit:{<key>}:slots           slots held, score = lease expiry ms
+-- K_STATS rg:limit:{<key>}:stats           granted, denied, waited_ms
+-- K_GRANT rg:limit:{<key>}:grant:<member>  the acquisition's grant: its start, epoch ms; one slot TTL
+-- KEYS and ARGV: store/registry.py's entry 'limit_take' (ARGV: contracts.TakeArgs).
+-- now_ms: now ms  emission_ms: emission interval ms (0: no rate)
+-- concurrency: 0 for none  member: slot member  slot_expiry_ms: slot expiry ms  max_reserve_ms: the longest rate wait to
+-- reserve, ms  waited_ms: ms the step waited in place so far
 -- Returns store/contracts.py LimitReply: {'ok', slots in use, ms to wait before starting} |
 --   {'denied', slots in use, ms until the rate allows (0: a slot is missing, poll)}
 
-local now = tonumber(ARGV[1])
-local start = redis.call('GET', KEYS[4])
+local now = tonumber(now_ms)
+local start = redis.call('GET', K_GRANT)
 if start then
-  return {'ok', redis.call('ZCARD', KEYS[2]), math.max(0, tonumber(start) - now)}
+  return {'ok', redis.call('ZCARD', K_SLOTS), math.max(0, tonumber(start) - now)}
 end
-local outcome, in_use, wait = take_limit(KEYS[1], KEYS[2], KEYS[3], now, tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), ARGV[5], ARGV[6], tonumber(ARGV[7]))
+local outcome, in_use, wait = take_limit(K_TAT, K_SLOTS, K_STATS, now, tonumber(emission_ms), tonumber(burst),
+  tonumber(concurrency), member, slot_expiry_ms, tonumber(max_reserve_ms))
 if outcome == 'ok' then
-  redis.call('SET', KEYS[4], string.format('%d', now + wait), 'PX', string.format('%d', tonumber(ARGV[6]) - now))
+  redis.call('SET', K_GRANT, string.format('%d', now + wait), 'PX', string.format('%d', tonumber(slot_expiry_ms) - now))
   -- The wait in place; one that began before this attempt, when the run was released to wait,
   -- is known to the run's half, which reports the rest.
-  local waited = (tonumber(ARGV[8]) or 0) + wait
+  local waited = (tonumber(waited_ms) or 0) + wait
   if waited > 0 then
-    redis.call('HINCRBY', KEYS[3], 'waited_ms', waited)
+    redis.call('HINCRBY', K_STATS, 'waited_ms', waited)
   end
 end
 return {outcome, in_use, wait}

@@ -1,11 +1,11 @@
 -- list_checkpoints.lua: the checkpoints a run keeps, without their JSON: the entries in the run
 -- hash (_history.lua, prepended). Read-only. Standalone (no prelude).
--- KEYS[1] rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
--- ARGV: none (no ARGV[i] is read)
+-- KEYS and ARGV: store/registry.py's entry 'list_checkpoints'.
+-- K_RUN: rg:{<run_id>}:run      run record hash (status, ck_first, ck_last, c:<seq> entries)
 -- Returns store/contracts.py CheckpointListReply: {'missing'} | {'ok', seq, entry, ...} oldest
 --   first, the latest last; an entry is saved_at ms|size|attempt|next_node
 
-local run = redis.call('HMGET', KEYS[1], 'status', 'ck_first', 'ck_last')
+local run = redis.call('HMGET', K_RUN, 'status', 'ck_first', 'ck_last')
 if not run[1] then
   return {'missing'}
 end
@@ -18,7 +18,7 @@ local names = {}
 for s = first, last do
   names[#names + 1] = ckpt_field(s)
 end
-for i, entry in ipairs(redis.call('HMGET', KEYS[1], unpack(names))) do
+for i, entry in ipairs(redis.call('HMGET', K_RUN, unpack(names))) do
   if entry then
     out[#out + 1] = tostring(first + i - 1)
     out[#out + 1] = entry

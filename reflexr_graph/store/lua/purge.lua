@@ -1,9 +1,9 @@
 -- purge.lua: delete every key of a finished run (succeeded, dead or cancelled) and drop it from
 -- every index.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[6..9] rg:all/dead/leases/due
--- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox
--- ARGV[1] run_id  ARGV[2] now ms (unused)  ARGV[3] idempotency key guess
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- KEYS and ARGV: store/registry.py's entry 'purge'.
+-- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_ALL/K_DEAD/K_LEASES/K_DUE
+-- STATUS_SETS  K_MEMO, K_MAILBOX
 -- Returns {'ok'} | {'missing'} | {'refused', status} | {'idem', key}
 
 want(OPTIONAL_KEYS)

@@ -4,38 +4,38 @@
 -- retention whose index entries may be pruned. Standalone (no prelude): it
 -- changes no run, so each run found is then changed by its own script (reap, hold_unserved,
 -- reschedule_due, prune), which re-checks it.
--- KEYS[1] rg:reaper:lock  KEYS[2] rg:leases  KEYS[3] rg:due
--- KEYS[4] rg:status:succeeded  KEYS[5] rg:status:dead  KEYS[6] rg:status:cancelled
--- KEYS[7] rg:reaper:pass (the last pass's mark)
--- KEYS[8] rg:children:ended (child runs that ended, their parents not told yet: store/children.py)
--- ARGV: store/contracts.py TickArgs, in its field order:
--- ARGV[1] owner id  ARGV[2] lock TTL ms (the least it is kept for)  ARGV[3] now ms
--- ARGV[4] at most this many of each kind  ARGV[5] run retention s (succeeded, cancelled)
--- ARGV[6] dead retention s  ARGV[7] the longest the reaper may sleep ms (its lease TTL at most)
--- ARGV[8] how long past its planned wake the lock outlives the holder ms (one tick)
--- ARGV[9] '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
+-- K_LOCK rg:reaper:lock  K_LEASES rg:leases  K_DUE rg:due
+-- K_SUCCEEDED rg:status:succeeded  K_DEAD rg:status:dead  K_CANCELLED rg:status:cancelled
+-- K_PASS rg:reaper:pass (the last pass's mark)
+-- K_ENDED rg:children:ended (child runs that ended, their parents not told yet: store/children.py)
+-- KEYS and ARGV: store/registry.py's entry 'reaper_tick' (ARGV: contracts.TickArgs).
+-- owner: this reaper's id  lock_ttl_ms: lock TTL ms (the least it is kept for)  now_ms: now ms
+-- limit: at most this many of each kind  run_retention_s: run retention s (succeeded, cancelled)
+-- dead_retention_s: dead retention s  idle_ms: the longest the reaper may sleep ms (its lease TTL at most)
+-- margin_ms: how long past its planned wake the lock outlives the holder ms (one tick)
+-- prune: '1' to read the finished runs past retention, '0' to skip them (their lists are empty):
 -- the reaper prunes about once a minute (fleet/reaping/prune.py: PRUNE_EVERY_S), retention being days
 -- Returns store/contracts.py TickReply: {lock, lapsed run ids, {run id, due score, ...},
 --   succeeded ids, dead ids, cancelled ids past retention, restart window {from, to} or {},
 --   next due {run id, due score} or {}, wake ms, ended children} with
 --   lock 'held' (kept) | 'taken' | 'other' (another reaper holds it; the lists are empty)
 -- The reaper sleeps until 'wake': the first due entry after the due runs returned, the first
--- lease that could lapse, or now + ARGV[7], whichever comes first. Nothing it must act on can
+-- lease that could lapse, or now + idle_ms, whichever comes first. Nothing it must act on can
 -- fall earlier, except a due entry written meanwhile, whose writer nudges it (rg:reaper:nudge):
 -- a lease taken meanwhile lapses a lease TTL later. The holder keeps the lock until one tick
 -- past that wake; another reaper's wake is when the lock would lapse, so it takes over within a
 -- tick of a holder that died.
 
-local owner, ttl, now, limit = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local idle, margin = tonumber(ARGV[7]), tonumber(ARGV[8])
-local holder = redis.call('GET', KEYS[1])
+local ttl, now = tonumber(lock_ttl_ms), tonumber(now_ms)
+local idle, margin = tonumber(idle_ms), tonumber(margin_ms)
+local holder = redis.call('GET', K_LOCK)
 local lock
 if holder == owner then
   lock = 'held'
 elseif not holder then
   lock = 'taken'
 else
-  local left = redis.call('PTTL', KEYS[1])
+  local left = redis.call('PTTL', K_LOCK)
   if left < 0 then
     left = ttl
   end
@@ -51,22 +51,22 @@ end
 local function ms_before(seconds)
   return ms(now - tonumber(seconds) * 1000)
 end
-local run_before = ms_before(ARGV[5])
-local restart = mark_pass(KEYS[7], ARGV[3])
+local run_before = ms_before(run_retention_s)
+local restart = mark_pass(K_PASS, now_ms)
 local wake = now + idle
 -- The first lease to lapse: read past it only when it has.
 local lapsed = {}
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local first = redis.call('ZRANGE', K_LEASES, 0, 0, 'WITHSCORES')
 if #first > 0 then
   if tonumber(first[2]) <= now then
     -- The next lease after those may lapse any time: a tick from now.
-    lapsed = older(KEYS[2], ARGV[3])
+    lapsed = older(K_LEASES, now_ms)
     wake = math.min(wake, now + margin)
   else
     wake = math.min(wake, tonumber(first[2]))
   end
 end
-local soon = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', ms(wake), 'WITHSCORES', 'LIMIT', 0, tonumber(limit) + 1)
+local soon = redis.call('ZRANGEBYSCORE', K_DUE, '-inf', ms(wake), 'WITHSCORES', 'LIMIT', 0, tonumber(limit) + 1)
 local due, next_due = {}, {}
 for i = 1, #soon, 2 do
   if #due < 2 * tonumber(limit) and tonumber(soon[i + 1]) <= now then
@@ -79,13 +79,13 @@ for i = 1, #soon, 2 do
 end
 local keep = ms(math.max(ttl, wake - now + margin))
 if lock == 'held' then
-  redis.call('PEXPIRE', KEYS[1], keep)
+  redis.call('PEXPIRE', K_LOCK, keep)
 else
-  redis.call('SET', KEYS[1], owner, 'PX', keep)
+  redis.call('SET', K_LOCK, owner, 'PX', keep)
 end
 local succeeded, dead, cancelled = {}, {}, {}
-if ARGV[9] == '1' then
-  succeeded, dead, cancelled = older(KEYS[4], run_before), older(KEYS[5], ms_before(ARGV[6])), older(KEYS[6], run_before)
+if prune == '1' then
+  succeeded, dead, cancelled = older(K_SUCCEEDED, run_before), older(K_DEAD, ms_before(dead_retention_s)), older(K_CANCELLED, run_before)
 end
 return {lock, lapsed, due, succeeded, dead, cancelled, restart,
-  next_due, ms(wake), redis.call('ZRANGE', KEYS[8], 0, tonumber(limit) - 1)}
+  next_due, ms(wake), redis.call('ZRANGE', K_ENDED, 0, tonumber(limit) - 1)}

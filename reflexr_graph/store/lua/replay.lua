@@ -1,20 +1,21 @@
 -- replay.lua: give a dead or cancelled run a fresh attempt budget and queue it again.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[7] rg:dead  KEYS[9] rg:due
--- KEYS[10..16] status sets  KEYS[17..18] memo, mailbox
--- ARGV: store/contracts.py ReplayArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess  ARGV[4] '1' = from start
--- ARGV[5] the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
--- ARGV[6] who replays (a token's name, cli@user@host), recorded as 'by'; '' for none
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_DEAD rg:dead  K_DUE rg:due
+-- STATUS_SETS  K_MEMO, K_MAILBOX
+-- KEYS and ARGV: store/registry.py's entry 'replay' (ARGV: contracts.ReplayArgs).
+-- from_start: '1' = from start
+-- from_seq: the seq of the checkpoint to resume from, '' for the latest (_history.lua, prepended)
+-- by: who replays (a token's name, cli@user@host), recorded as 'by'; '' for none
 -- Returns {'ok', HGETALL...} | {'missing'} | {'refused', status} | {'idem', key}
---   | {'no_checkpoint'} (the run keeps no checkpoint ARGV[5]; nothing changed)
+--   | {'no_checkpoint'} (the run keeps no checkpoint from_seq; nothing changed)
 
 want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, 'replays', 'ck_first', 'unserved_since', 'wait_take')
 local refused, status = refusal(REPLAYABLE)
 if refused then
   return refused
 end
-local from_start, from_seq, by = ARGV[4] == '1', ARGV[5] or '', ARGV[6] or ''
+local from_the_start = from_start == '1'
+from_seq, by = from_seq or '', by or ''
 -- Back out of bad steps: an earlier checkpoint becomes the latest, and those after it go.
 local dropped = 0
 if from_seq ~= '' and field('ck_last') ~= from_seq then
@@ -45,7 +46,7 @@ drop('attempts', 'interruptions', 'suspensions', 'reason', 'error_type', 'error'
 incr('replays', 1)
 -- The keys that stay lose their TTL first: those dropped below need none.
 persist_all()
-if from_start then
+if from_the_start then
   -- Work recorded since the checkpoint goes with it: a run from the start repeats everything.
   -- So does the history: the new checkpoints are numbered from 1 again.
   ckpt_forget_all(K_CKPT, K_MEMO)
@@ -63,11 +64,11 @@ redis.call('ZADD', K_DUE, NOW, RUN_ID)
 if by ~= '' then
   -- 'by' comes after seq and dropped, which are '' for a replay from the latest or the start.
   local seq, gone = from_seq, from_seq ~= '' and dropped or ''
-  emit('run_replayed', 'from_start', from_start and '1' or '0', 'from_status', status, 'seq', seq,
+  emit('run_replayed', 'from_start', from_the_start and '1' or '0', 'from_status', status, 'seq', seq,
     'dropped', gone, 'by', by)
 elseif from_seq ~= '' then
   emit('run_replayed', 'from_start', '0', 'from_status', status, 'seq', from_seq, 'dropped', dropped)
 else
-  emit('run_replayed', 'from_start', from_start and '1' or '0', 'from_status', status)
+  emit('run_replayed', 'from_start', from_the_start and '1' or '0', 'from_status', status)
 end
 return snapshot('ok')

@@ -1,14 +1,13 @@
 -- succeed.lua: record the output, fenced by the token, and start the run's retention.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there), and _history.lua.
--- KEYS[1..4] run/ckpt/events/tb  KEYS[5] idem  KEYS[8] rg:leases  KEYS[9] rg:due
--- KEYS[11] rg:status:running  KEYS[13] rg:status:succeeded  KEYS[17..18] memo, mailbox (expiry)
--- ARGV: store/contracts.py SucceedArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess
--- ARGV[4] token  ARGV[5] output JSON  ARGV[6] run retention s
--- ARGV[7] the finished checkpoint JSON, or '' (then the one saved before stays)  ARGV[8] its seq
--- ARGV[9] boundaries skipped since the attempt's last write  ARGV[10] their kinds (text)
--- ARGV[11] branch steps and ARGV[12] durable calls answered from records since then
--- ARGV[13] how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there), and _history.lua.
+-- K_RUN/K_CKPT/K_EVENTS/K_TB  K_IDEM idem  K_LEASES rg:leases  K_DUE rg:due
+-- the running and succeeded sets  K_MEMO, K_MAILBOX (expiry)
+-- KEYS and ARGV: store/registry.py's entry 'succeed' (ARGV: contracts.SucceedArgs).
+-- output: JSON  retention_s: run retention s
+-- checkpoint: the finished checkpoint JSON, or '' (then the one saved before stays)  seq: its seq
+-- skipped: boundaries skipped since the attempt's last write  skip_kinds: their kinds (text)
+-- reused_steps: branch steps and reused_calls durable calls answered from records since then
+-- history: how many checkpoints the history keeps before the latest (REFLEXR_CHECKPOINT_HISTORY)
 -- Events: run_succeeded, with the finished checkpoint's seq and size when there is one (no
 -- run_progressed for it); on the cancel path, run_progressed for it and run_cancelled.
 -- Returns store/contracts.py Succeeded: 1 recorded, 2 the run was asked to cancel (cancel.lua)
@@ -18,7 +17,7 @@
 
 want(COUNTERS, OPTIONAL_KEYS, LAST_ERROR, NOTES, 'ck_first', 'checkpoints', 'graph', 'version')
 -- Already succeeded under this token: this call was retried after a lost reply.
-local guard = write_guard(ARGV[4], 'succeeded')
+local guard = write_guard(token, 'succeeded')
 if guard == 'done' then
   return 1
 elseif guard == 'fenced' then
@@ -31,45 +30,45 @@ end
 -- a finished checkpoint that is exactly its output in the envelope the run hash tells is kept as
 -- its entry alone (_history.lua CKPT_FROM_OUTPUT): its payload would repeat the output. A cancel
 -- records no output, so there the payload is written, for a replay to record it from.
-if ARGV[7] ~= '' then
-  local first, gone = ckpt_plan(field('ck_first'), field('ck_last'), ARGV[8], tonumber(ARGV[13]) or 0)
-  local entry = ckpt_entry(NOW, #ARGV[7], attempt_number(), '')
+if checkpoint ~= '' then
+  local first, gone = ckpt_plan(field('ck_first'), field('ck_last'), seq, tonumber(history) or 0)
+  local entry = ckpt_entry(NOW, #checkpoint, attempt_number(), '')
   local derived = not cancel_requested()
-    and ARGV[7] == ckpt_finished(field('graph'), field('version'), ARGV[8], ARGV[5])
+    and checkpoint == ckpt_finished(field('graph'), field('version'), seq, output)
   if derived then
-    if num('ck_last') >= tonumber(ARGV[8]) then
-      gone[#gone + 1] = ARGV[8] -- the run went back past this seq: the payload saved at it goes
+    if num('ck_last') >= tonumber(seq) then
+      gone[#gone + 1] = seq -- the run went back past this seq: the payload saved at it goes
     end
     drop(unpack(ckpt_drop(K_CKPT, gone)))
     entry = CKPT_FROM_OUTPUT .. entry
   else
-    drop(unpack(ckpt_write(K_CKPT, ARGV[8], ARGV[7], gone)))
+    drop(unpack(ckpt_write(K_CKPT, seq, checkpoint, gone)))
   end
-  put(ckpt_field(ARGV[8]), entry)
+  put(ckpt_field(seq), entry)
   put('ck_first', first)
-  put('ck_last', ARGV[8])
+  put('ck_last', seq)
   incr('checkpoints', 1)
   put('next_node', '')
 end
-note(ARGV[9], ARGV[10], ARGV[11], ARGV[12])
+note(skipped, skip_kinds, reused_steps, reused_calls)
 if cancel_requested() then
-  if ARGV[7] ~= '' then
-    emit('run_progressed', 'seq', ARGV[8], 'next_node', '', 'size', #ARGV[7])
+  if checkpoint ~= '' then
+    emit('run_progressed', 'seq', seq, 'next_node', '', 'size', #checkpoint)
   end
   end_requested_cancel()
   return 2
 end
 -- The failures of earlier attempts stay in the event stream; the record shows the outcome.
-put('output', ARGV[5])
+put('output', output)
 drop(unpack(LAST_ERROR))
 redis.call('ZREM', K_LEASES, RUN_ID)
 set_status('succeeded')
 -- The finished checkpoint is told by the success itself (its seq and size, as run_progressed
 -- tells a save's): one XADD where there were two, and readers see the graph's end saved.
-if ARGV[7] ~= '' then
-  emit('run_succeeded', 'attempt', attempt_number(), 'seq', ARGV[8], 'size', #ARGV[7])
+if checkpoint ~= '' then
+  emit('run_succeeded', 'attempt', attempt_number(), 'seq', seq, 'size', #checkpoint)
 else
   emit('run_succeeded', 'attempt', attempt_number())
 end
-expire_all(ARGV[6])
+expire_all(retention_s)
 return 1

@@ -1,19 +1,18 @@
 -- wait.lua: a step waits for a signal or a timer: take the signal, see the timer fired, or
 -- suspend the run as 'waiting', handing back its lease. One round trip, fenced by the token.
--- Prelude: _lib.lua (KEYS[1..18], ARGV[1..3] as described there).
--- KEYS[1] run  KEYS[3] events  KEYS[8] rg:leases  KEYS[9] rg:due  KEYS[10..16] status sets
--- KEYS[17] memo (the wait's record)  KEYS[18] mailbox (signals not taken yet)
--- ARGV: store/contracts.py WaitArgs, in its field order:
--- ARGV[1] run_id  ARGV[2] now ms  ARGV[3] idempotency key guess (used when a cancel ends the run)
--- ARGV[4] token  ARGV[5] signal name, '' for a durable sleep
--- ARGV[6] the wait's record field in the memo; its wake time is kept at ARGV[6] .. '|at'
--- ARGV[7] the wake time ms to keep if this wait has none yet, '' for no timer
--- ARGV[8] ms a step released to wait for a limit ('limit:<key>') waited in place first
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there).
+-- K_RUN run  K_EVENTS events  K_LEASES rg:leases  K_DUE rg:due  STATUS_SETS
+-- K_MEMO memo (the wait's record)  K_MAILBOX mailbox (signals not taken yet)
+-- KEYS and ARGV: store/registry.py's entry 'wait' (ARGV: contracts.WaitArgs).
+-- signal: name, '' for a durable sleep
+-- record_field: the wait's record field in the memo; its wake time is kept at record_field .. '|at'
+-- first_wake_ms: the wake time ms to keep if this wait has none yet, '' for no timer
+-- waited_ms: ms a step released to wait for a limit ('limit:<key>') waited in place first
 -- Returns store/contracts.py WaitReply: {'fenced'} | {'recorded', record JSON} ({"signal": value} or {"due": true}) |
 --   {'waiting', wake ms or ''} | {'cancelled'} (a cancel was asked: the run ends instead of waiting)
 
 want(COUNTERS, OPTIONAL_KEYS, 'limit_since_key')
-local token, name, rec, first_wake = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local name, rec, first_wake = signal, record_field, first_wake_ms
 if not owned_by(token) then
   return {'fenced'}
 end
@@ -62,7 +61,7 @@ give_back_attempt()
 if string.sub(name, 1, 6) == 'limit:' then
   local key = string.sub(name, 7)
   if field('limit_since_key') ~= key then
-    put('limit_since', string.format('%d', tonumber(NOW) - (tonumber(ARGV[8]) or 0)))
+    put('limit_since', string.format('%d', tonumber(NOW) - (tonumber(waited_ms) or 0)))
     put('limit_since_key', key)
   end
 end

@@ -1,13 +1,14 @@
 -- worker_leave.lua: a stopping worker takes itself out of the registry at once, rather than
 -- being counted live until its heartbeat expires.
 -- Standalone (no prelude).
--- KEYS[1] rg:workers  KEYS[2] rg:worker:<name>  KEYS[3..] rg:served:<graph> of its graphs
--- ARGV[1] worker name
+-- KEYS and ARGV: store/registry.py's entry 'worker_leave' (ARGV: contracts.WorkerLeaveArgs).
+-- K_WORKERS: rg:workers  K_WORKER: rg:worker:<name>  served: rg:served:<graph> of its graphs
+-- name: worker name
 -- Returns 1.
 
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2])
-for i = 3, #KEYS do
-  redis.call('ZREM', KEYS[i], ARGV[1])
+redis.call('ZREM', K_WORKERS, name)
+redis.call('DEL', K_WORKER)
+for i = served_from, #KEYS do
+  redis.call('ZREM', KEYS[i], name)
 end
 return 1

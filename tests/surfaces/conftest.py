@@ -24,6 +24,7 @@ from reflexr_graph import local_processes, schemas
 from reflexr_graph.client import Client
 from reflexr_graph.config.settings import load_settings
 from reflexr_graph.local_processes import free_port
+from reflexr_graph.store import keys
 from tests import subprocesses
 from tests.redis_server import RedisFactory, RedisServer
 from tests.surfaces.cli_runner import (
@@ -137,9 +138,24 @@ def start_worker(
 
 
 @pytest.fixture
-def worker(start_worker: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
-    """A real ``celery worker`` subprocess for the test graphs, killed with its group at teardown."""
-    return start_worker()
+def worker(
+    start_worker: Callable[[], subprocess.Popen[bytes]], redis_client: redis.Redis
+) -> subprocess.Popen[bytes]:
+    """A real ``celery worker`` subprocess for the test graphs, live (in the workers' registry)
+    before the test starts, and killed with its group at teardown.
+
+    Waiting here, not in each test's own wait: on a loaded machine a worker's start alone can
+    use up the half minute a console test gives its page."""
+    before = set(redis_client.zrange(keys.WORKERS, 0, -1))
+    proc = start_worker()
+
+    def live() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"the worker exited at startup with status {proc.returncode}")
+        return bool(set(redis_client.zrange(keys.WORKERS, 0, -1)) - before)
+
+    wait_for(live, 60, "the worker to join the registry")
+    return proc
 
 
 class _Silent(BaseHTTPRequestHandler):

@@ -65,8 +65,8 @@ class AttemptPort:
     stream_max_items: int = 10_000
     """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
     hot: HotPath | None = None
-    """The attempt's held connection for its saves and records (store/hot_path.py); the store's
-    client when None, and for a write that also gives limit slots back (``returning``)."""
+    """What sends the attempt's saves and records: its held connection (store/hot_path.py), the
+    store's client when None (a cluster store)."""
     children: ChildSender | None = None
     """How the attempt's child runs get their attempt budget and their message; None: this
     attempt cannot make child runs."""
@@ -180,13 +180,11 @@ class AttemptPort:
         returning: Sequence[tuple[str, str]] = (),
         lane: Lane | None = None,
     ) -> None:
-        hot = self.hot
-        op = (
-            (lambda: self.store.save_record(ctx, field, value, returning, lane))
-            if hot is None or returning
-            else (lambda: hot.save_record(field, value, lane))
+        self._write(
+            ctx,
+            f"record {field.split('|', 1)[0]}",
+            lambda: self.store.save_record(ctx, field, value, returning, lane, via=self.hot),
         )
-        self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 
     def save_checkpoint(
         self,
@@ -198,17 +196,13 @@ class AttemptPort:
         notes: Notes = NO_NOTES,
         returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
-        hot = self.hot
-        op = (
-            (
-                lambda: self.store.save_checkpoint(
-                    ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
-                )
-            )
-            if hot is None or returning
-            else (lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes))
+        return self._write(
+            ctx,
+            f"checkpoint {seq}",
+            lambda: self.store.save_checkpoint(
+                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning, via=self.hot
+            ),
         )
-        return self._write(ctx, f"checkpoint {seq}", op)
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T:
         """One fenced write of the running graph, retried while the lease holds: its FencedOut as the

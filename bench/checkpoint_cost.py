@@ -102,7 +102,7 @@ class TimedStore:
         lane: Lane | None = None,
     ) -> None:
         assert self.hot is not None and not returning, "the bench's steps hold no limit slots"
-        self.hot.save_record(field, value, lane)
+        self.store.save_record(ctx, field, value, lane=lane, via=self.hot)
 
     def save_checkpoint(
         self,
@@ -116,7 +116,7 @@ class TimedStore:
     ) -> None:
         assert self.hot is not None and not returning, "the bench's steps hold no limit slots"
         t0 = time.perf_counter()
-        self.hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes)
+        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes, via=self.hot)
         self.saves.append(time.perf_counter() - t0)
 
 
@@ -136,7 +136,7 @@ def _time_durable(action: GraphAction, port: TimedStore, state: Blob) -> float:
     claim = port.claim = _claimed(port.store, action)
     ctx = claim.context()
     t0 = time.perf_counter()
-    with HotPath(port.store, ctx) as port.hot:
+    with HotPath(port.store) as port.hot:
         finished = asyncio.run(run_attempt(action, port, ctx, inputs=0, state=state.model_dump()))
     # As a worker records it: the output with the finished checkpoint, in one script.
     port.store.succeed(ctx, json.dumps(finished.output), checkpoint=finished.checkpoint, seq=finished.seq)
@@ -169,7 +169,7 @@ def round_trips_per_save(store: RedisStore, action: GraphAction) -> float:
     ctx = claim.context()
     client.execute_command = counting  # type: ignore[method-assign]
     try:
-        with CountingHotPath(store, ctx) as hot:
+        with CountingHotPath(store) as hot:
             port.hot = hot
             asyncio.run(run_attempt(action, port, ctx, inputs=0))
     finally:

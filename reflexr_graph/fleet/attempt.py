@@ -109,7 +109,7 @@ def _run_and_record(app: FleetApp, store: RedisStore, action: GraphAction, claim
     watch = Watch(store, ctx, settings.lease_ttl_ms, HeldSlots(), Deadlines(), recorder.failure)
     heartbeat = Heartbeat(store, ctx, lease_ttl_s=settings.lease_ttl_s, watch=watch)
     recorder.lease_left_s = heartbeat.lease_left_s
-    hot = hot_path.for_attempt(store, ctx)
+    hot = hot_path.for_attempt(store)
     port = AttemptPort(
         store,
         claim.checkpoint,

@@ -17,8 +17,8 @@ from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Lane, Notes, WaitResult
-from reflexr_graph.errors import FencedOut, NotInRun, StoreUnavailable
-from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
+from reflexr_graph.errors import NotInRun, StoreUnavailable
+from reflexr_graph.fleet.fenced import LeaseLeft, while_leased
 from reflexr_graph.store.children import ChildRequest
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.redis_store import RedisStore
@@ -65,8 +65,8 @@ class AttemptPort:
     stream_max_items: int = 10_000
     """The most items the run's stream may hold (REFLEXR_STREAM_MAX_ITEMS)."""
     hot: HotPath | None = None
-    """The attempt's held connection for its saves and records (store/hot_path.py); the store's
-    client when None, and for a write that also gives limit slots back (``returning``)."""
+    """What sends the attempt's saves and records: its held connection (store/hot_path.py), the
+    store's client when None (a cluster store)."""
     children: ChildSender | None = None
     """How the attempt's child runs get their attempt budget and their message; None: this
     attempt cannot make child runs."""
@@ -78,13 +78,11 @@ class AttemptPort:
         if children is None:
             raise NotInRun("this attempt cannot make child runs: its worker gave it no way to send them")
         request = ChildRequest(graph, inputs_json, dict(tags), children.max_attempts(graph), record)
-        found: list[tuple[str, bool]] = []
-        self._write(
+        child, created = self._write(
             ctx,
             f"child run of {graph}",
-            lambda: found.append(self.store.make_child(ctx, request, dispatch_grace_ms=children.grace_ms)),
+            lambda: self.store.make_child(ctx, request, dispatch_grace_ms=children.grace_ms),
         )
-        child, created = found[-1]
         if created:
             # Should this send be lost, the child's due entry has the reaper send it.
             children.send(child, graph)
@@ -93,13 +91,9 @@ class AttemptPort:
     def wait_children(
         self, ctx: AttemptContext, children: Sequence[str], waiting_for: str
     ) -> list[str] | None:
-        found: list[list[str] | None] = []
-        self._write(
-            ctx,
-            f"wait for {waiting_for}",
-            lambda: found.append(self.store.wait_for_children(ctx, children, waiting_for)),
+        ended = self._write(
+            ctx, f"wait for {waiting_for}", lambda: self.store.wait_for_children(ctx, children, waiting_for)
         )
-        ended = found[-1]
         if ended is None:
             self.suspension = Suspension(waiting_for, None)
             self.on_suspend()
@@ -109,15 +103,11 @@ class AttemptPort:
         return self.store.child_output(child_id)
 
     def append_stream(self, ctx: AttemptContext, items: Sequence[Emission], after: int) -> int:
-        found: list[int] = []
-        self._write(
+        return self._write(
             ctx,
             f"{len(items)} stream items",
-            lambda: found.append(
-                self.store.append_stream(ctx, items, after, max_items=self.stream_max_items)
-            ),
+            lambda: self.store.append_stream(ctx, items, after, max_items=self.stream_max_items),
         )
-        return found[-1]
 
     def call_retried(
         self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
@@ -134,15 +124,13 @@ class AttemptPort:
         self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
     ) -> WaitResult:
         what = f"wait for {'signal ' + repr(signal) if signal else 'a timer'}"
-        found: list[WaitResult] = []
-
-        def wait() -> None:
-            found.append(
-                self.store.wait(ctx, field=field, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms)
-            )
-
-        self._write(ctx, what, wait)
-        result = found[-1]
+        result = self._write(
+            ctx,
+            what,
+            lambda: self.store.wait(
+                ctx, field=field, signal=signal, wake_at_ms=wake_at_ms, waited_ms=waited_ms
+            ),
+        )
         if result.record is None:
             self.suspension = Suspension(signal, result.wake_at_ms)
             self.on_suspend()
@@ -156,22 +144,18 @@ class AttemptPort:
         )
 
     def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
-        found: list[str] = []
-        self._write(
+        return self._write(
             ctx,
             "an event's timeout",
-            lambda: found.append(self.store.settle_event(ctx, token=token, answer_json=answer_json)),
+            lambda: self.store.settle_event(ctx, token=token, answer_json=answer_json),
         )
-        return found[-1]
 
     def acquire_limit(self, ctx: AttemptContext, request: LimitRequest) -> Grant:
-        found: list[Grant] = []
-        self._write(
+        return self._write(
             ctx,
             f"limit {request.key}",
-            lambda: found.append(self.store.acquire_limit(ctx, request, slot_ttl_ms=self.slot_ttl_ms)),
+            lambda: self.store.acquire_limit(ctx, request, slot_ttl_ms=self.slot_ttl_ms),
         )
-        return found[-1]
 
     def release_slot(self, key: str, member: str) -> None:
         try:
@@ -196,13 +180,11 @@ class AttemptPort:
         returning: Sequence[tuple[str, str]] = (),
         lane: Lane | None = None,
     ) -> None:
-        hot = self.hot
-        op = (
-            (lambda: self.store.save_record(ctx, field, value, returning, lane))
-            if hot is None or returning
-            else (lambda: hot.save_record(field, value, lane))
+        self._write(
+            ctx,
+            f"record {field.split('|', 1)[0]}",
+            lambda: self.store.save_record(ctx, field, value, returning, lane, via=self.hot),
         )
-        self._write(ctx, f"record {field.split('|', 1)[0]}", op)
 
     def save_checkpoint(
         self,
@@ -214,25 +196,15 @@ class AttemptPort:
         notes: Notes = NO_NOTES,
         returning: Sequence[tuple[str, str]] = (),
     ) -> bool | None:
-        hot = self.hot
-        op = (
-            (
-                lambda: self.store.save_checkpoint(
-                    ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning
-                )
-            )
-            if hot is None or returning
-            else (lambda: hot.save_checkpoint(payload, seq=seq, next_node=next_node, notes=notes))
+        return self._write(
+            ctx,
+            f"checkpoint {seq}",
+            lambda: self.store.save_checkpoint(
+                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning, via=self.hot
+            ),
         )
-        return self._write(ctx, f"checkpoint {seq}", op)
 
-    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T | None:
-        """One fenced write of the running graph: raised as the driver expects when it cannot land."""
-        result, value = fenced_write(self.lease_left_s, op, f"run {ctx.run_id}: {what}")
-        if result is Written.FENCED:
-            raise FencedOut(f"attempt {ctx.attempt} of run {ctx.run_id} no longer owns the run")
-        if result is Written.UNREACHABLE:
-            raise StoreUnavailable(
-                f"Redis stayed unreachable while the lease of run {ctx.run_id} held; {what} not saved"
-            )
-        return value
+    def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T:
+        """One fenced write of the running graph, retried while the lease holds: its FencedOut as the
+        store raised it, StoreUnavailable once the lease would lapse."""
+        return while_leased(self.lease_left_s, op, f"run {ctx.run_id}: {what}")

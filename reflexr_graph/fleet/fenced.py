@@ -38,22 +38,35 @@ class Written(StrEnum):
 def fenced_write(
     lease_left_s: LeaseLeft, op: Callable[[], T], what: str = "an attempt's write"
 ) -> tuple[Written, T | None]:
+    """:func:`while_leased`, its outcome as a :class:`Written`: for a caller that records how the
+    attempt ended (fleet/recorder.py) rather than raising it."""
+    try:
+        return Written.OK, while_leased(lease_left_s, op, what)
+    except FencedOut:
+        return Written.FENCED, None
+    except StoreUnavailable:
+        return Written.UNREACHABLE, None
+
+
+def while_leased(lease_left_s: LeaseLeft, op: Callable[[], T], what: str = "an attempt's write") -> T:
     """Run one of the attempt's fenced writes, retrying while Redis is unreachable and the lease holds.
 
     Giving up at once would throw the attempt away; ``lease_left_s`` says how long its right
-    to the run lasts. ``what`` names the write in the warning a retry logs now and then.
+    to the run lasts. ``what`` names the write in the warning a retry logs now and then. The
+    write's FencedOut (another attempt owns the run) passes as it is, and StoreUnavailable is
+    raised once the lease would lapse.
     """
     delay = 0.1
     said = -SAY_EVERY_S
     while True:
         try:
-            return Written.OK, op()
-        except FencedOut:
-            return Written.FENCED, None
+            return op()
         except StoreUnavailable as exc:
             left = lease_left_s()
             if left <= delay:
-                return Written.UNREACHABLE, None
+                raise StoreUnavailable(
+                    f"Redis stayed unreachable while the lease held; {what} not saved"
+                ) from exc
             if time.monotonic() - said >= SAY_EVERY_S:
                 said = time.monotonic()
                 log.warning(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TypedDict
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol, TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
@@ -52,7 +53,16 @@ from reflexr_graph.store.records import (
 )
 from reflexr_graph.store.versions import latest_checkpoints
 
-__all__ = ["AttemptWrites", "Lease", "NewRun", "QueuedMessage", "create_args", "new_run"]
+__all__ = [
+    "AttemptWrites",
+    "Lease",
+    "NewRun",
+    "QueuedMessage",
+    "Slots",
+    "StepWriter",
+    "create_args",
+    "new_run",
+]
 
 
 @dataclass(frozen=True)
@@ -188,6 +198,76 @@ def _note_args(notes: Notes) -> _NoteArgs:
     )
 
 
+Slots = Sequence[tuple[str, str]]
+"""Limit slots an attempt's write gives back: (limit key, slot member)."""
+
+
+class StepWriter(Protocol):
+    """What sends an attempt's per-step writes (a save, a record), each one script call: the
+    store's client (:meth:`AttemptWrites.write_step`) or the attempt's held connection
+    (store/hot_path.py). Both take the same keys and arguments, built once, by the write."""
+
+    def write_step(
+        self, name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots = ()
+    ) -> Any:
+        """Script ``name``'s reply; the call also gives back the limit slots ``returning``
+        (limit key, slot member), whether the script's write was fenced or not."""
+        ...
+
+
+def given_back(
+    script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots
+) -> tuple[Sequence[str], Sequence[ScriptArg]]:
+    """A per-step write's keys and arguments with the slots ``returning`` given back by the same
+    script: each slot's limit key after its KEYS, each member after its ARGV (save_checkpoint.lua,
+    record.lua)."""
+    if not returning:
+        return script_keys, args
+    return (
+        [*script_keys, *(keys.limit_slots(key) for key, _ in returning)],
+        [*args, *(member for _, member in returning)],
+    )
+
+
+_SAVE_FIELDS = tuple(f.name for f in fields(SaveArgs))
+_NOW, _PAYLOAD, _SEQ, _NEXT_NODE = (_SAVE_FIELDS.index(f) for f in ("now_ms", "payload", "seq", "next_node"))
+"""Where the arguments a save changes every time stand in its ARGV (SaveArgs' order)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _saving(token: str, history: int, notes: Notes) -> tuple[ScriptArg, ...]:
+    """A save's ARGV (SaveArgs) as an attempt repeats it, built once for its saves rather than at
+    every step: each call puts in what changes (now, the payload, seq, the next node)."""
+    return tuple(
+        SaveArgs(
+            now_ms=0,
+            token=token,
+            payload="",
+            seq=0,
+            next_node=None,
+            events_cap=EVENTS_MAXLEN,
+            **_note_args(notes),
+            history=history,
+        ).argv()
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _save_keys(run_id: str) -> tuple[str, ...]:
+    """save_checkpoint.lua's KEYS, built once per run rather than at every step."""
+    return keys.run(run_id), keys.ckpt(run_id), keys.events(run_id), keys.memo(run_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _record_keys(run_id: str) -> tuple[str, ...]:
+    """record.lua's KEYS."""
+    return keys.run(run_id), keys.memo(run_id), keys.lanes(run_id)
+
+
+_SAVED = {int(s): s for s in Saved}
+"""save_checkpoint.lua's reply -> Saved, by a dict rather than the enum's call (a few hundred ns)."""
+
+
 class AttemptWrites(StoreBase):
     """Creating runs and everything one attempt writes, each fenced by its token."""
 
@@ -313,7 +393,6 @@ class AttemptWrites(StoreBase):
         [(_seq, checkpoint, _inputs)] = self.do(latest_checkpoints([run_id]))
         return checkpoint
 
-    @translate_errors
     def save_checkpoint(
         self,
         ctx: AttemptContext,
@@ -322,12 +401,14 @@ class AttemptWrites(StoreBase):
         seq: int,
         next_node: str | None,
         notes: Notes = NO_NOTES,
-        returning: Sequence[tuple[str, str]] = (),
+        returning: Slots = (),
+        via: StepWriter | None = None,
     ) -> bool:
         """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
 
         True when the run was asked to cancel (``cancel`` without ``now``): the attempt stops at
         this boundary. The same call tells it, so a cancel costs no extra round trip per step.
+        FencedOut when the token lost the run.
 
         It runs at every step boundary, so its script takes only the keys it touches rather
         than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
@@ -335,67 +416,57 @@ class AttemptWrites(StoreBase):
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
         the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
-        of the step that just ended, given back in the same script, fenced or not (on a cluster
-        store, in their limits' slots right after it).
+        of the step that just ended, given back with it, fenced or not (:meth:`write_step`).
+        ``via`` sends it: the attempt's held connection (store/hot_path.py), the store's client
+        when None.
         """
-        if returning and self.shards.count > 1:
-            try:
-                return self.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes)
-            finally:
-                limits.give_back(self._r, returning)  # in the limits' slots, not the run's
-        run_id = ctx.run_id
-        script_keys = [
-            keys.run(run_id),
-            keys.ckpt(run_id),
-            keys.events(run_id),
-            keys.memo(run_id),
-            *(keys.limit_slots(key) for key, _ in returning),
-        ]
-        args = SaveArgs(
-            now_ms=clock.now_ms(),
-            token=ctx.token,
-            payload=payload,
-            seq=seq,
-            next_node=next_node,
-            events_cap=EVENTS_MAXLEN,
-            **_note_args(notes),
-            history=self.checkpoint_history,
-        ).argv() + [member for _, member in returning]
-        saved = Saved(int(self._scripts("save_checkpoint", script_keys, args)))
+        if via is None:
+            self.keep_clock()  # as every store call does before it reads the clock (translate_errors)
+        args = list(_saving(ctx.token, self.checkpoint_history, notes))
+        # The arguments that change at every save, as Args.argv writes them (a missing node: '').
+        args[_NOW], args[_PAYLOAD], args[_SEQ] = clock.now_ms(), payload, seq
+        args[_NEXT_NODE] = "" if next_node is None else next_node
+        writer = self if via is None else via
+        saved = _SAVED[int(writer.write_step("save_checkpoint", _save_keys(ctx.run_id), args, returning))]
         if saved is Saved.FENCED:
             raise _fenced(ctx, "checkpoint")
         return saved is Saved.CANCEL_REQUESTED
 
-    @translate_errors
     def save_record(
         self,
         ctx: AttemptContext,
         field: str,
         value: str,
-        returning: Sequence[tuple[str, str]] = (),
+        returning: Slots = (),
         lane: Lane | None = None,
+        via: StepWriter | None = None,
     ) -> None:
         """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
 
-        ``returning`` (limit key, slot member) are slots given back in the same script, fenced or not
-        (on a cluster store, in their limits' slots right after it); a branch step's ``lane`` is
-        kept in the run's lanes (``keys.lanes``) by the same script.
+        ``returning`` (limit key, slot member) are slots given back with it, fenced or not
+        (:meth:`write_step`); a branch step's ``lane`` is kept in the run's lanes (``keys.lanes``)
+        by the same script. ``via`` sends it, as :meth:`save_checkpoint`'s. FencedOut when the
+        token lost the run.
         """
+        lane_field, times = lane_args(ctx, lane)
+        argv = RecordArgs(ctx.token, field, value, lane_field, times).argv()
+        writer = self if via is None else via
+        if not writer.write_step("record", _record_keys(ctx.run_id), argv, returning):
+            raise _fenced(ctx, "record")
+
+    @translate_errors
+    def write_step(
+        self, name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots = ()
+    ) -> Any:
+        """The store's client as a :class:`StepWriter`: one call of script ``name``, which gives the
+        slots ``returning`` back too; on a cluster store, whose limits' slots are not the run's, in
+        their slots right after it."""
         if returning and self.shards.count > 1:
             try:
-                return self.save_record(ctx, field, value, lane=lane)
+                return self._scripts(name, script_keys, args)
             finally:
-                limits.give_back(self._r, returning)  # in the limits' slots, not the run's
-        script_keys = [
-            keys.run(ctx.run_id),
-            keys.memo(ctx.run_id),
-            keys.lanes(ctx.run_id),
-            *(keys.limit_slots(k) for k, _ in returning),
-        ]
-        lane_field, times = lane_args(ctx, lane)
-        argv = RecordArgs(ctx.token, field, value, lane_field, times).argv() + [m for _, m in returning]
-        if not self._scripts("record", script_keys, argv):
-            raise _fenced(ctx, "record")
+                limits.give_back(self._r, returning)
+        return self._scripts(name, *given_back(script_keys, args, returning))
 
     @translate_errors
     def load_records(self, run_id: str) -> dict[str, str]:

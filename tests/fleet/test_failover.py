@@ -315,8 +315,8 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
     try:
         make_run(store)
         ctx = start(store, lease_ms=60_000)
-        with HotPath(store, ctx) as hot:
-            hot.save_checkpoint("{}", seq=1, next_node="s2")
+        with HotPath(store) as hot:
+            store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
             # Replication is asynchronous: the failover must not lose the claim this test keeps.
             assert store.client.execute_command("WAIT", 1, 10_000) == 1
             old = topology.primary_port()
@@ -325,7 +325,7 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
 
             def saved() -> bool:
                 try:
-                    hot.save_checkpoint("{}", seq=2, next_node="s3")
+                    store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
                 except StoreUnavailable:
                     return False  # the failover is still settling: the fenced retry waits so
                 return True

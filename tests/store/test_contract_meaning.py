@@ -152,8 +152,8 @@ def test_save_checkpoint_keeps_each_argument_as_its_name_says(store: RedisStore,
     assert raw.zcard(keys.limit_slots("limit-l")) == 0  # the member given back from its slots
     store.save_checkpoint(ctx, '{"checkpoint": 2}', seq=2, next_node="node-2", notes=notes)
     _saved_where_named(store, raw, "run-1", 2)
-    with hot_path.HotPath(store, ctx) as held:
-        held.save_checkpoint('{"checkpoint": 3}', seq=3, next_node="node-3")
+    with hot_path.HotPath(store) as held:
+        store.save_checkpoint(ctx, '{"checkpoint": 3}', seq=3, next_node="node-3", via=held)
     kept = _hash(raw, keys.run("run-1"))
     assert (kept["ck_last"], kept["next_node"], kept["ck_first"]) == ("3", "node-3", "2")  # history: 1 kept
     assert raw.hexists(keys.ckpt("run-1"), "1") is False
@@ -164,8 +164,8 @@ def test_record_keeps_each_argument_as_its_name_says(store: RedisStore, raw: red
     raw.zadd(keys.limit_slots("limit-l"), {"member-m": 1})
     lane = Lane(node="node-n", branch="map:1", started_ms=11, ended_ms=22)
     store.save_record(ctx, "field-f", '"value-v"', returning=[("limit-l", "member-m")], lane=lane)
-    with hot_path.HotPath(store, ctx) as held:
-        held.save_record("field-g", '"value-w"', Lane("node-o", "map:2", 33, 44))
+    with hot_path.HotPath(store) as held:
+        store.save_record(ctx, "field-g", '"value-w"', lane=Lane("node-o", "map:2", 33, 44), via=held)
     assert _hash(raw, keys.memo("run-1")) == {"field-f": '"value-v"', "field-g": '"value-w"'}
     lanes = _hash(raw, keys.lanes("run-1"))
     assert lanes == {"1|1|node-n|map:1": "11|22", "1|1|node-o|map:2": "33|44"}

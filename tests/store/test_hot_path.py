@@ -8,7 +8,7 @@ import redis
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import Notes
-from reflexr_graph.store import RedisStore
+from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.hot_path import HotPath
 from tests.redis_server import RedisFactory
 from tests.store.support import FakeClock, make_run, start
@@ -23,12 +23,13 @@ def test_a_save_and_a_record_land_as_the_stores_own(store: RedisStore, raw: redi
     ctx = start(store)
     store.preload_scripts()  # as a worker does at start
     raw.config_resetstat()
-    with HotPath(store, ctx) as hot:
-        hot.save_record("c|s|-|k|x|0", "1")
-        assert hot.save_checkpoint('{"a": 1}', seq=1, next_node="s2") is False
+    with HotPath(store) as hot:
+        store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
+        assert store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", via=hot) is False
         big = '{"a": "' + "x" * 100_000 + '"}'  # sent as a chunk of its own
-        hot.save_checkpoint(big, seq=2, next_node="s3", notes=Notes(1, "s2: state", 1, 0))
-        hot.save_record("c|s3|-|k|x|0", "2")
+        notes = Notes(1, "s2: state", 1, 0)
+        store.save_checkpoint(ctx, big, seq=2, next_node="s3", notes=notes, via=hot)
+        store.save_record(ctx, "c|s3|-|k|x|0", "2", via=hot)
     assert _evalshas(raw) == 4, "one EVALSHA each, nothing else"
     info = store.get("run-1")
     assert (info.checkpoints, info.next_node) == (2, "s3")
@@ -43,8 +44,8 @@ def test_a_cancel_asked_comes_back_from_the_save(store: RedisStore) -> None:
     make_run(store)
     ctx = start(store)
     store.cancel("run-1")
-    with HotPath(store, ctx) as hot:
-        assert hot.save_checkpoint("{}", seq=1, next_node="s2") is True
+    with HotPath(store) as hot:
+        assert store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot) is True
 
 
 def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_clock: FakeClock) -> None:
@@ -53,11 +54,11 @@ def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_cl
     fake_clock.advance(2_000)
     store.reap()
     start(store)
-    with HotPath(store, stale) as hot:
+    with HotPath(store) as hot:
         with pytest.raises(errors.FencedOut):
-            hot.save_checkpoint("{}", seq=1, next_node="s2")
+            store.save_checkpoint(stale, "{}", seq=1, next_node="s2", via=hot)
         with pytest.raises(errors.FencedOut):
-            hot.save_record("c|s|-|k|x|0", "1")
+            store.save_record(stale, "c|s|-|k|x|0", "1", via=hot)
     assert store.get("run-1").checkpoints == 0 and store.load_records("run-1") == {}
 
 
@@ -66,13 +67,15 @@ def test_a_flushed_script_cache_and_a_killed_connection_cost_nothing(
 ) -> None:
     make_run(store)
     ctx = start(store)
-    with HotPath(store, ctx) as hot:
-        hot.save_checkpoint("{}", seq=1, next_node="s2")
+    with HotPath(store) as hot:
+        store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
         raw.script_flush()
-        hot.save_checkpoint("{}", seq=2, next_node="s3")  # NOSCRIPT: loaded again and sent again
+        # NOSCRIPT: loaded again and sent again
+        store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
         held = [c for c in raw.client_list() if c["cmd"] == "evalsha"]
         raw.client_kill_filter(_id=held[0]["id"])
-        hot.save_checkpoint("{}", seq=3, next_node="s4")  # the stale socket is replaced at once
+        # The stale socket is replaced at once.
+        store.save_checkpoint(ctx, "{}", seq=3, next_node="s4", via=hot)
     assert store.get("run-1").checkpoints == 3
 
 
@@ -82,15 +85,46 @@ def test_redis_down_is_store_unavailable_and_the_connection_comes_back(private_r
     try:
         make_run(store)
         ctx = start(store)
-        with HotPath(store, ctx) as hot:
-            hot.save_checkpoint("{}", seq=1, next_node="s2")
+        with HotPath(store) as hot:
+            store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
             server.kill()
             with pytest.raises(errors.StoreUnavailable):
-                hot.save_checkpoint("{}", seq=2, next_node="s3")
+                store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
             with pytest.raises(errors.StoreUnavailable):
-                hot.save_record("c|s|-|k|x|0", "1")
+                store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
             server.start()
-            hot.save_checkpoint("{}", seq=2, next_node="s3")
+            store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
         assert store.get("run-1").checkpoints == 2
     finally:
         store.close()
+
+
+def test_each_save_sends_what_changed_and_reuses_only_what_repeats(
+    store: RedisStore, raw: redis.Redis
+) -> None:
+    """The held connection packs again only what is not the same object as the last call's: saves
+    whose notes, node, payload size or slots given back differ from the one before land as given."""
+    make_run(store)
+    ctx = start(store)
+    raw.zadd(keys.limit_slots("a"), {"slot-a": 1})
+    big = '{"a": "' + "y" * 40_000 + '"}'  # a chunk of its own, between two inline payloads
+
+    def landed(seq: int, payload: str, next_node: str | None) -> None:
+        info = store.get("run-1")
+        assert (store.load_checkpoint("run-1"), info.next_node, info.checkpoints) == (payload, next_node, seq)
+
+    with HotPath(store) as hot:
+        store.save_checkpoint(
+            ctx, '{"n": 1}', seq=1, next_node="s2", notes=Notes(2, "s1: state", 0, 0), via=hot
+        )
+        landed(1, '{"n": 1}', "s2")
+        store.save_checkpoint(ctx, big, seq=2, next_node=None, via=hot)
+        landed(2, big, None)
+        store.save_checkpoint(ctx, '{"n": 3}', seq=3, next_node="s4", returning=[("a", "slot-a")], via=hot)
+        landed(3, '{"n": 3}', "s4")
+        store.save_checkpoint(ctx, '{"n": 4}', seq=4, next_node="s5", via=hot)
+        landed(4, '{"n": 4}', "s5")
+    assert raw.zcard(keys.limit_slots("a")) == 0, "the third save gave the slot back"
+    assert [e.type for e in store.events("run-1")].count("boundaries_skipped") == 1, (
+        "only the first had notes"
+    )

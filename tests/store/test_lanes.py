@@ -48,9 +48,9 @@ def test_a_branch_lane_rides_with_its_record_in_one_round_trip(store: RedisStore
 def test_the_hot_path_keeps_the_lane_too(store: RedisStore, raw: redis.Redis) -> None:
     make_run(store)
     ctx = start(store)
-    with hot_path.HotPath(store, ctx) as hot:
-        hot.save_record("b|work|map:3|k", "1", Lane("work", "map:3", 5_000, 6_250))
-        hot.save_record("c|s|-|k|x|0", "2")
+    with hot_path.HotPath(store) as hot:
+        store.save_record(ctx, "b|work|map:3|k", "1", lane=Lane("work", "map:3", 5_000, 6_250), via=hot)
+        store.save_record(ctx, "c|s|-|k|x|0", "2", via=hot)
     assert raw.hgetall(keys.lanes("run-1")) == {b"1|1|work|map:3": b"5000|6250"}
     assert raw.hget(keys.run("run-1"), "lanes") == b"1"
 

@@ -63,8 +63,8 @@ def test_a_full_redis_on_the_hot_path_and_the_async_store_is_store_full(
     make_run(full_store, "run-hot")
     ctx = start(full_store, "run-hot")
     fill_past_maxmemory(full_store.client)
-    with HotPath(full_store, ctx) as hot, pytest.raises(errors.StoreFull, match="maxmemory 4mb"):
-        hot.save_checkpoint('{"n": 1}', seq=1, next_node="s2")
+    with HotPath(full_store) as hot, pytest.raises(errors.StoreFull, match="maxmemory 4mb"):
+        full_store.save_checkpoint(ctx, '{"n": 1}', seq=1, next_node="s2", via=hot)
 
     async def enqueue() -> None:
         store = AsyncStore.from_url(full_server.url)

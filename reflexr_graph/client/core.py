@@ -34,9 +34,12 @@ from reflexr_graph.model import (
     TERMINAL,
     VERSION_WAIT_PREFIX,
     CheckpointDetail,
+    EventWait,
     RunEvent,
     RunInfo,
+    SignalOutcome,
     Status,
+    UpgradePlan,
 )
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import asks, cluster, keys, sentinel
@@ -46,8 +49,8 @@ from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, SavedCheckpoint
-from reflexr_graph.store.upgrades import UpgradePlan, upgrade, upgrade_plan
-from reflexr_graph.store.waits import SignalOutcome, SignalTarget, send_signal, signal_target
+from reflexr_graph.store.upgrades import upgrade, upgrade_plan
+from reflexr_graph.store.waits import SignalTarget, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -293,10 +296,10 @@ class ClientCore:
         signal = asks.signal_of(wait.name)
         return (yield from self._deliver(target, run_id, signal, answer_json, "", ("answer", "answer")))
 
-    def pending_events(self, graph: str | None) -> Op[list[asks.EventWait]]:
+    def pending_events(self, graph: str | None) -> Op[list[EventWait]]:
         """Every open external event wait of the waiting runs (of ``graph``), oldest first."""
         page = yield from runs_listing(Status.WAITING, graph, PENDING_LIMIT)
-        found: list[asks.EventWait] = []
+        found: list[EventWait] = []
         for run in page.runs:
             if (run.waiting_for or "").startswith(asks.SIGNAL_PREFIX):
                 found.extend((yield from asks.waits_of(run.run_id, open_only=True)))

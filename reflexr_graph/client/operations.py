@@ -32,10 +32,14 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import (
+    Activity,
+    AuditEntry,
     BranchLane,
     CheckpointDetail,
     CheckpointInfo,
     DeadLetter,
+    Durability,
+    EventWait,
     LimitUsage,
     Overview,
     Quarantined,
@@ -43,15 +47,17 @@ from reflexr_graph.model import (
     RunInfo,
     RunPage,
     ScheduleInfo,
+    ServedVersion,
     Status,
+    StreamPage,
+    UpgradePlan,
     WorkerInfo,
     WorkerStatus,
 )
-from reflexr_graph.store.activity import Activity, activity
-from reflexr_graph.store.asks import EventWait, waits_of
-from reflexr_graph.store.audit import AuditEntry
+from reflexr_graph.store.activity import activity
+from reflexr_graph.store.asks import waits_of
 from reflexr_graph.store.audit import entries as audit_entries
-from reflexr_graph.store.durability import Durability, read_durability
+from reflexr_graph.store.durability import read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import limit_usage
@@ -70,9 +76,8 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import delete_schedule, list_schedules
-from reflexr_graph.store.streams import StreamPage, stream_page
-from reflexr_graph.store.upgrades import UpgradePlan
-from reflexr_graph.store.versions import ServedVersion, served_versions
+from reflexr_graph.store.streams import stream_page
+from reflexr_graph.store.versions import served_versions
 from reflexr_graph.store.workers import live_workers, serving, worker_statuses
 
 

@@ -102,6 +102,14 @@ CHILDREN_WAIT_PREFIX = "children:"
 """``waiting_for`` of a run whose step waits for several child runs: ``children:<how many>``."""
 
 
+def waits_on(waiting_for: str | None, prefix: str) -> str | None:
+    """What a run's ``waiting_for`` names after ``prefix`` (one of the ``*_WAIT_PREFIX``: the limit's
+    key, the version, the child run's id, how many children) when it waits on that; else None."""
+    if waiting_for and waiting_for.startswith(prefix):
+        return waiting_for.removeprefix(prefix)
+    return None
+
+
 class LastFailure(BaseModel):
     """The latest failed attempt of a run: its ``attempt`` number (as history numbers it), when it
     failed (``time``, epoch seconds), its ``reason`` code and its ``error`` (``Type: message``;

@@ -40,6 +40,7 @@ from reflexr_graph.model import (
     SignalOutcome,
     Status,
     UpgradePlan,
+    waits_on,
 )
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import asks, cluster, keys, sentinel
@@ -564,11 +565,9 @@ def _waiting_for(info: RunInfo) -> str:
     wake = ""
     if info.wake_at is not None:
         wake = f" at {datetime.fromtimestamp(info.wake_at, UTC):%Y-%m-%d %H:%M:%S} UTC"
-    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
-        key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
+    if (key := waits_on(info.waiting_for, LIMIT_WAIT_PREFIX)) is not None:
         return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
-    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
-        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+    if (version := waits_on(info.waiting_for, VERSION_WAIT_PREFIX)) is not None:
         return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
     if info.waiting_for and info.waiting_for.startswith((CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX)):
         return f"it waits for its child runs ({info.waiting_for}), and goes on once they ended"

@@ -47,6 +47,11 @@ class RunFilter:
     graph: str | None = None
     tags: Mapping[str, str] | None = None
 
+    @classmethod
+    def of(cls, status: Status | str | None, graph: str | None, tags: Mapping[str, str] | None) -> RunFilter:
+        """The filter of a client call, whose ``status`` may be a status's name."""
+        return cls(None if status is None else Status(status), graph, tags)
+
 
 def _statuses(wanted: RunFilter, allowed: frozenset[Status], what: str) -> frozenset[Status]:
     if wanted.status is None:

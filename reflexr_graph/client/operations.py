@@ -568,7 +568,7 @@ class Operations(Facade):
         """Up to ``limit`` queued, running, retrying or waiting runs (of ``status``, one of those,
         when given) of ``graph`` and carrying every tag of ``tags``: what :meth:`cancel_many` with
         the same filter would change (a running run already asked to stop only with ``now``)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return cancellable_runs(wanted, limit, now)
 
     @operation(WRITE)
@@ -591,7 +591,7 @@ class Operations(Facade):
         its error, and the others go on. With no ids and no filter it cancels nothing: pass
         ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
         ``run_ids`` and a filter are given, or a status a cancel does not take)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         retention = self.store.run_retention_s
         return cancel_many(run_ids, wanted, retention, now, progress, all, by or self.by)
 
@@ -614,7 +614,7 @@ class Operations(Facade):
         """Up to ``limit`` finished runs (of ``status``, one of succeeded, dead and cancelled, when
         given) of ``graph`` and carrying every tag of ``tags``: what :meth:`purge_many` with the
         same filter would delete."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return purgeable_runs(wanted, limit)
 
     @operation(WRITE)
@@ -636,7 +636,7 @@ class Operations(Facade):
         the others go on. With no ids and no filter it deletes nothing: pass ``all=True`` to
         delete every finished run (InvalidInputs otherwise, as when both ``run_ids`` and a filter
         are given, or a status that is not a finished one)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return purge_many(run_ids, wanted, progress, all, by or self.by)
 
     # -- schedules --------------------------------------------------------------------------

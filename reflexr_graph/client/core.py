@@ -79,6 +79,25 @@ class Refused:
     error: errors.RunNotFound | errors.OperationRefused
 
 
+def one_by_one(
+    run_ids: Sequence[str], act: Callable[[str], Op[object]], progress: Callable[[str], None] | None
+) -> Op[tuple[list[str], list[Refused]]]:
+    """``act`` on each run in turn: those it did, and those it refused with why (the others go on);
+    ``progress`` is told each run id once it is done."""
+    done: list[str] = []
+    refused: list[Refused] = []
+    for run_id in run_ids:
+        try:
+            yield from act(run_id)
+        except (errors.RunNotFound, errors.OperationRefused) as exc:
+            refused.append(Refused(run_id, exc))
+        else:
+            done.append(run_id)
+        if progress is not None:
+            progress(run_id)
+    return done, refused
+
+
 @dataclass(frozen=True)
 class BulkReplay:
     """What a bulk replay did: the runs queued again, and those it could not replay."""
@@ -420,18 +439,8 @@ class ClientCore:
         if run_ids is None:
             found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None, tags=check_tags(tags))
             run_ids = [info.run_id for info in found.runs]
-        replayed: list[str] = []
-        refused: list[Refused] = []
-        for run_id in run_ids:
-            try:
-                yield from self.replay(run_id, from_start, by=by)
-            except (errors.RunNotFound, errors.OperationRefused) as exc:
-                refused.append(Refused(run_id, exc))
-            else:
-                replayed.append(run_id)
-            if progress is not None:
-                progress(run_id)
-        return BulkReplay(replayed, refused)
+        done = yield from one_by_one(run_ids, lambda run_id: self.replay(run_id, from_start, by=by), progress)
+        return BulkReplay(*done)
 
     def fork_seed(self, run_id: str, change: ForkChange) -> Op[tuple[SavedCheckpoint, GraphSchema, ForkSeed]]:
         """What a fork of checkpoint ``change.from_seq`` starts from, validated (time_travel.seed):

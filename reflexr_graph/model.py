@@ -543,9 +543,10 @@ class AuditEntry:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class EventWait:
+class EventWait(BaseModel):
     """One wait of a run for an external event, and its answer once it has one."""
+
+    model_config = ConfigDict(frozen=True)
 
     run_id: str
     token: str
@@ -561,7 +562,7 @@ class EventWait:
     """``{"payload": ...}`` or ``{"error": reason}``, with ``by`` and ``at`` (ms); None while open."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
 
 class VersionEntry(BaseModel):

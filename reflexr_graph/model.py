@@ -1,10 +1,12 @@
 """Run records as users see them: statuses, status sets, events and reason codes, and the other
-values the clients return (events, pages, dead letters, limits, quarantine, schedules, workers)."""
+values the clients return (events, pages, dead letters, limits, quarantine, schedules, workers,
+versions and upgrades, activity, audit entries, event waits, stream pages, signal outcomes)."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -98,6 +100,14 @@ CHILD_WAIT_PREFIX = "child:"
 """``waiting_for`` of a run whose step waits for one child run: ``child:<run id>``."""
 CHILDREN_WAIT_PREFIX = "children:"
 """``waiting_for`` of a run whose step waits for several child runs: ``children:<how many>``."""
+
+
+def waits_on(waiting_for: str | None, prefix: str) -> str | None:
+    """What a run's ``waiting_for`` names after ``prefix`` (one of the ``*_WAIT_PREFIX``: the limit's
+    key, the version, the child run's id, how many children) when it waits on that; else None."""
+    if waiting_for and waiting_for.startswith(prefix):
+        return waiting_for.removeprefix(prefix)
+    return None
 
 
 class LastFailure(BaseModel):
@@ -330,16 +340,7 @@ class LimitUsage:
     waited_s: float
 
     def as_json(self) -> dict[str, object]:
-        return {
-            "key": self.key,
-            "rate": self.rate,
-            "burst": self.burst,
-            "concurrency": self.concurrency,
-            "in_use": self.in_use,
-            "granted": self.granted,
-            "denied": self.denied,
-            "waited_s": self.waited_s,
-        }
+        return asdict(self)
 
 
 RAW_LIMIT = 16 * 1024
@@ -484,6 +485,173 @@ class Overview(BaseModel):
     (``store/overview.py``): the live statuses and ``queues`` count those read."""
     dead_letters: int
     workers: list[WorkerStatus]
+
+
+@dataclass(frozen=True)
+class Durability:
+    """The settings read (None when CONFIG is refused, ``checked`` False)."""
+
+    checked: bool
+    maxmemory_policy: str | None = None
+    appendonly: str | None = None
+    save: str | None = None
+
+
+class GraphDurations(BaseModel):
+    """How long a graph's latest succeeded runs took, from creation to success (seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runs: int
+    p50_s: float
+    p95_s: float
+
+
+class Activity(BaseModel):
+    """Per minute, oldest first, the minutes ending at ``until`` (epoch seconds)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    until: float
+    minutes: int
+    started: list[int]
+    succeeded: list[int]
+    dead: list[int]
+    retried: list[int]
+    dead_by_reason: dict[str, list[int]] = Field(
+        description="The minute's dead letters by reason (at most SAMPLE of the window read)"
+    )
+    durations: dict[str, GraphDurations] = Field(
+        description="Per graph, from the latest SAMPLE succeeded runs of all graphs"
+    )
+    waiting: dict[str, int] = Field(
+        description="Runs waiting now, by reason (signal, timer, limit, worker, version, children)"
+    )
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One action: what, on which run ('' for none), by whom ('' when the caller gave no name),
+    when (epoch ms)."""
+
+    action: str
+    run_id: str
+    by: str
+    at_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class EventWait(BaseModel):
+    """One wait of a run for an external event, and its answer once it has one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    token: str
+    name: str
+    graph: str
+    agent: str
+    since_ms: int
+    timeout_at_ms: int | None
+    calls: list[dict[str, Any]]
+    """Deferred tool calls the wait answers: ``tool_call_id``, ``tool_name``, ``kind``, ``args``
+    (their validated arguments, pydantic-ai's ``DeferredToolRequests.validated_args``)."""
+    answer: dict[str, Any] | None
+    """``{"payload": ...}`` or ``{"error": reason}``, with ``by`` and ``at`` (ms); None while open."""
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+class VersionEntry(BaseModel):
+    """One published version of a graph, as its first publisher wrote it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    fingerprint: str
+    label: str | None = None
+    first_published_at: float
+    """Epoch seconds: the newest version is the one first published last."""
+    nodes: tuple[str, ...] = ()
+    on_new_version: str = "pinned"
+    """What the runs of this version do once no live worker serves it (``GraphAction``): wait
+    ("pinned"), or move by themselves to the newest served version ("auto_upgrade")."""
+    on_incompatible: str = "hold"
+    """What an auto-upgrading run does when the new version cannot read its checkpoint."""
+
+    def behaviour(self) -> tuple[str, str]:
+        return self.on_new_version, self.on_incompatible
+
+
+class ServedVersion(VersionEntry):
+    """A published version with the live workers that serve it now."""
+
+    workers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StreamPage:
+    """What one read of a run's stream found: items after the offset asked for, and whether the run
+    had ended before they were read (then nothing more comes once they are taken)."""
+
+    items: list[StreamItem]
+    ended: bool
+
+
+class Move(BaseModel):
+    """What an upgrade does, or would do, with one run."""
+
+    run_id: str
+    resumes: bool
+    """From its latest checkpoint (True), or from its first step."""
+    reason: str
+    """Why, in a few words (core/compat.py; never a state or input value)."""
+    newly: bool = True
+    """For a run left held (``UpgradePlan.kept``): False when it was left held for this version before."""
+
+
+class UpgradePlan(BaseModel):
+    """What ``upgrade`` moves: the runs of ``from_version``, to the newest served version."""
+
+    graph: str
+    from_version: str
+    to_version: str
+    run_ids: list[str]
+    """Held for ``from_version`` (and with ``include_running`` its queued, retrying and waiting
+    runs), which move at once: planned, or moved (done)."""
+    moves: list[Move] = []
+    """What each of ``run_ids`` does on the new version."""
+    running: list[str] = []
+    """With ``include_running``: the runs with an attempt running, which move once it ends
+    (planned, or marked), judged then by a worker of the new version."""
+    kept: list[Move] = []
+    """With ``hold_incompatible``: the runs left where they are, since the new version cannot read
+    their checkpoint (done only)."""
+
+    @property
+    def resumed(self) -> list[str]:
+        return [m.run_id for m in self.moves if m.resumes]
+
+    @property
+    def restarted(self) -> list[str]:
+        return [m.run_id for m in self.moves if not m.resumes]
+
+    def reasons(self) -> list[tuple[bool, str, int]]:
+        """``(resumes, reason, runs)`` for each reason, most runs first."""
+        counted = Counter((m.resumes, m.reason) for m in self.moves)
+        return [(resumes, reason, n) for (resumes, reason), n in counted.most_common()]
+
+
+class SignalOutcome(StrEnum):
+    QUEUED = "queued"
+    """The run waited for this signal and is queued now: its message must be sent."""
+    SENT = "sent"
+    """The run waited for this signal and is queued now, its message pushed with the signal."""
+    KEPT = "kept"
+    """The run does not wait for it yet: the value waits in its mailbox for the wait to come."""
 
 
 def _valid_utf8(data: bytes) -> bool:

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.api.models import GraphOut
 from reflexr_graph.api.problems import Problem
-from reflexr_graph.store.versions import ServedVersion
+from reflexr_graph.model import ServedVersion
 
 router = APIRouter(prefix="/graphs", tags=["graphs"])
 

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from reflexr_graph.api.deps import ClientDep
-from reflexr_graph.model import Overview
-from reflexr_graph.store.activity import MAX_MINUTES, Activity
+from reflexr_graph.model import Activity, Overview
+from reflexr_graph.store.activity import MAX_MINUTES
 from reflexr_graph.store.durability import durability_note
 
 router = APIRouter(prefix="/overview", tags=["overview"])

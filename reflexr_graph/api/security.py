@@ -25,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reflexr_graph.api.middleware import HttpMiddleware
 from reflexr_graph.api.tokens import TokenBook
 from reflexr_graph.errors import Kind, ReflexrError, SettingsError
 
@@ -149,18 +150,14 @@ def require_json(request: Request) -> None:
     )
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """Adds :data:`SECURITY_HEADERS` to every response that does not set its own."""
 
     def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+        super().__init__(app)
         self._headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {name.lower() for name, _ in message.get("headers", [])}
@@ -188,17 +185,14 @@ class BodyTooLarge(HTTPException, ReflexrError):
         )
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """Refuses bodies over ``limit`` bytes: at once by Content-Length, else while they stream in."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         declared = dict(scope.get("headers", [])).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
             await _refuse(send, BodyTooLarge(self.limit))

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reflexr_graph.api.middleware import HttpMiddleware
 from reflexr_graph.api.problems import problem
 from reflexr_graph.api.security import STATE_CHANGING, is_loopback
 
@@ -88,18 +89,15 @@ def cross_site(headers: Headers) -> str | None:
     return "its Origin is not this server's"
 
 
-class SiteGuard:
+class SiteGuard(HttpMiddleware):
     """Refuses a request whose Host the server does not answer to (400), and a state-changing
     one from another site (403), before anything else reads it."""
 
     def __init__(self, app: ASGIApp, rules: HostRules) -> None:
-        self.app = app
+        super().__init__(app)
         self.rules = rules
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         if not self.rules.allows(headers.get("host", "")):
             detail = (
@@ -119,18 +117,11 @@ class SiteGuard:
         await self.app(scope, receive, send)
 
 
-class RelativeRedirects:
+class RelativeRedirects(HttpMiddleware):
     """Makes the Location of every redirect relative (the trailing-slash redirect of
     ``/api/runs/`` is built from the Host header): the app never sends anyone to another site."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def relative(message: Message) -> None:
             if message["type"] == "http.response.start" and 300 <= message["status"] < 400:
                 message["headers"] = [

@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reflexr_graph.api.deps import CallerDep, ClientDep
 from reflexr_graph.api.problems import Problem
 from reflexr_graph.api.roles import needed
 from reflexr_graph.api.tokens import Caller
-from reflexr_graph.model import RunInfo
+from reflexr_graph.model import EventWait, RunInfo
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 events_router = APIRouter(prefix="/events", tags=["events"])
@@ -80,20 +80,15 @@ class EventAnswered(BaseModel):
     run_id: str
 
 
-class PendingEvent(BaseModel):
+class PendingEvent(EventWait):
     """A wait for an external event; ``answer`` (``payload`` or ``error``, ``by``, ``at`` in ms)
     once it has one."""
 
-    run_id: str
-    token: str | None = Field(
+    model_config = ConfigDict(frozen=False)
+
+    token: str | None = Field(  # type: ignore[assignment]
         description="What answers the wait; null for a caller whose role may not answer (a viewer)"
     )
-    name: str
-    graph: str
-    agent: str
-    since_ms: int
-    timeout_at_ms: int | None
-    calls: list[dict[str, Any]]
     answer: dict[str, Any] | None = None
 
 

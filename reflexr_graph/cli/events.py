@@ -12,7 +12,7 @@ import typer
 from reflexr_graph.cli import render
 from reflexr_graph.cli.app import GraphOpt, Group, JsonOpt, app, client_of
 from reflexr_graph.cli.inputs import parse_json
-from reflexr_graph.store.asks import EventWait
+from reflexr_graph.model import EventWait
 
 event_app = typer.Typer(
     help="External event waits (an agent's tool asking a person): list, resolve, fail.",

@@ -21,6 +21,7 @@ from reflexr_graph.model import (
     RunEvent,
     RunInfo,
     Status,
+    waits_on,
 )
 from reflexr_graph.schemas import GraphSchema
 
@@ -220,16 +221,14 @@ def upgrade_text(info: RunInfo) -> str:
 def waiting_text(info: RunInfo) -> str:
     """``signal 'approval' (until 2026-12-01 10:00:00 UTC)``, ``a timer until ...``."""
     until = f"until {when(info.wake_at)} UTC" if info.wake_at else "no timeout"
-    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
-        return f"limit {info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)!r} ({until})"
-    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
-        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+    if (key := waits_on(info.waiting_for, LIMIT_WAIT_PREFIX)) is not None:
+        return f"limit {key!r} ({until})"
+    if (version := waits_on(info.waiting_for, VERSION_WAIT_PREFIX)) is not None:
         return f"a worker of graph version {version!r} (none is live; start one, or upgrade the run)"
-    if info.waiting_for and info.waiting_for.startswith(CHILD_WAIT_PREFIX):
-        child = info.waiting_for.removeprefix(CHILD_WAIT_PREFIX)
+    if (child := waits_on(info.waiting_for, CHILD_WAIT_PREFIX)) is not None:
         return f"child run {child} to end (reflexr-graph status {child})"
-    if info.waiting_for and info.waiting_for.startswith(CHILDREN_WAIT_PREFIX):
-        return f"{info.waiting_for.removeprefix(CHILDREN_WAIT_PREFIX)} child runs to end (see children)"
+    if (count := waits_on(info.waiting_for, CHILDREN_WAIT_PREFIX)) is not None:
+        return f"{count} child runs to end (see children)"
     if info.waiting_for:
         return f"signal {info.waiting_for!r} ({until})"
     return f"a timer ({until})"

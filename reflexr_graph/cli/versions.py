@@ -24,8 +24,7 @@ from reflexr_graph.client import Client
 from reflexr_graph.core.compat import judge
 from reflexr_graph.errors import InvalidInputs
 from reflexr_graph.graph_registry import resolve
-from reflexr_graph.model import Status
-from reflexr_graph.store.upgrades import UpgradePlan
+from reflexr_graph.model import Status, UpgradePlan
 from reflexr_graph.store.versions import StoredCheckpoint
 
 LIVE = (Status.QUEUED, Status.RUNNING, Status.RETRYING, Status.WAITING)

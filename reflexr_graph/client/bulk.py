@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from reflexr_graph import errors
-from reflexr_graph.client.core import BULK_LIMIT, Refused
+from reflexr_graph.client.core import BULK_LIMIT, Refused, one_by_one
 from reflexr_graph.core.tags import check_tags, matches
 from reflexr_graph.model import CANCELLABLE, TERMINAL, RunInfo, Status
 from reflexr_graph.store import keys
@@ -46,6 +46,11 @@ class RunFilter:
     status: Status | None = None
     graph: str | None = None
     tags: Mapping[str, str] | None = None
+
+    @classmethod
+    def of(cls, status: Status | str | None, graph: str | None, tags: Mapping[str, str] | None) -> RunFilter:
+        """The filter of a client call, whose ``status`` may be a status's name."""
+        return cls(None if status is None else Status(status), graph, tags)
 
 
 def _statuses(wanted: RunFilter, allowed: frozenset[Status], what: str) -> frozenset[Status]:
@@ -144,7 +149,7 @@ def cancel_many(
     def cancel(run_id: str) -> Op[object]:
         return (yield from cancel_run(run_id, run_retention_s, now, by))
 
-    return BulkCancel(*(yield from _one_by_one(run_ids, cancel, progress)))
+    return BulkCancel(*(yield from one_by_one(run_ids, cancel, progress)))
 
 
 def purge_many(
@@ -168,23 +173,4 @@ def purge_many(
             raise errors.RunNotFound(f"no run {run_id}; check the id (see `runs`)")
         return None
 
-    return BulkPurge(*(yield from _one_by_one(run_ids, purge, progress)))
-
-
-def _one_by_one(
-    run_ids: Sequence[str], act: Callable[[str], Op[object]], progress: Callable[[str], None] | None
-) -> Op[tuple[list[str], list[Refused]]]:
-    """``act`` on each run in turn: those it did, and those it refused with why (the others go on);
-    ``progress`` is told each run id once it is done."""
-    done: list[str] = []
-    refused: list[Refused] = []
-    for run_id in run_ids:
-        try:
-            yield from act(run_id)
-        except (errors.RunNotFound, errors.OperationRefused) as exc:
-            refused.append(Refused(run_id, exc))
-        else:
-            done.append(run_id)
-        if progress is not None:
-            progress(run_id)
-    return done, refused
+    return BulkPurge(*(yield from one_by_one(run_ids, purge, progress)))

@@ -34,9 +34,13 @@ from reflexr_graph.model import (
     TERMINAL,
     VERSION_WAIT_PREFIX,
     CheckpointDetail,
+    EventWait,
     RunEvent,
     RunInfo,
+    SignalOutcome,
     Status,
+    UpgradePlan,
+    waits_on,
 )
 from reflexr_graph.schemas import GraphSchema
 from reflexr_graph.store import asks, cluster, keys, sentinel
@@ -46,8 +50,8 @@ from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, SavedCheckpoint
-from reflexr_graph.store.upgrades import UpgradePlan, upgrade, upgrade_plan
-from reflexr_graph.store.waits import SignalOutcome, SignalTarget, send_signal, signal_target
+from reflexr_graph.store.upgrades import upgrade, upgrade_plan
+from reflexr_graph.store.waits import SignalTarget, send_signal, signal_target
 
 log = logging.getLogger("reflexr_graph.client")
 
@@ -73,6 +77,25 @@ class Refused:
 
     run_id: str
     error: errors.RunNotFound | errors.OperationRefused
+
+
+def one_by_one(
+    run_ids: Sequence[str], act: Callable[[str], Op[object]], progress: Callable[[str], None] | None
+) -> Op[tuple[list[str], list[Refused]]]:
+    """``act`` on each run in turn: those it did, and those it refused with why (the others go on);
+    ``progress`` is told each run id once it is done."""
+    done: list[str] = []
+    refused: list[Refused] = []
+    for run_id in run_ids:
+        try:
+            yield from act(run_id)
+        except (errors.RunNotFound, errors.OperationRefused) as exc:
+            refused.append(Refused(run_id, exc))
+        else:
+            done.append(run_id)
+        if progress is not None:
+            progress(run_id)
+    return done, refused
 
 
 @dataclass(frozen=True)
@@ -293,10 +316,10 @@ class ClientCore:
         signal = asks.signal_of(wait.name)
         return (yield from self._deliver(target, run_id, signal, answer_json, "", ("answer", "answer")))
 
-    def pending_events(self, graph: str | None) -> Op[list[asks.EventWait]]:
+    def pending_events(self, graph: str | None) -> Op[list[EventWait]]:
         """Every open external event wait of the waiting runs (of ``graph``), oldest first."""
         page = yield from runs_listing(Status.WAITING, graph, PENDING_LIMIT)
-        found: list[asks.EventWait] = []
+        found: list[EventWait] = []
         for run in page.runs:
             if (run.waiting_for or "").startswith(asks.SIGNAL_PREFIX):
                 found.extend((yield from asks.waits_of(run.run_id, open_only=True)))
@@ -416,18 +439,8 @@ class ClientCore:
         if run_ids is None:
             found = yield from dead_listing(graph, reason, BULK_LIMIT, scan=None, tags=check_tags(tags))
             run_ids = [info.run_id for info in found.runs]
-        replayed: list[str] = []
-        refused: list[Refused] = []
-        for run_id in run_ids:
-            try:
-                yield from self.replay(run_id, from_start, by=by)
-            except (errors.RunNotFound, errors.OperationRefused) as exc:
-                refused.append(Refused(run_id, exc))
-            else:
-                replayed.append(run_id)
-            if progress is not None:
-                progress(run_id)
-        return BulkReplay(replayed, refused)
+        done = yield from one_by_one(run_ids, lambda run_id: self.replay(run_id, from_start, by=by), progress)
+        return BulkReplay(*done)
 
     def fork_seed(self, run_id: str, change: ForkChange) -> Op[tuple[SavedCheckpoint, GraphSchema, ForkSeed]]:
         """What a fork of checkpoint ``change.from_seq`` starts from, validated (time_travel.seed):
@@ -561,11 +574,9 @@ def _waiting_for(info: RunInfo) -> str:
     wake = ""
     if info.wake_at is not None:
         wake = f" at {datetime.fromtimestamp(info.wake_at, UTC):%Y-%m-%d %H:%M:%S} UTC"
-    if info.waiting_for and info.waiting_for.startswith(LIMIT_WAIT_PREFIX):
-        key = info.waiting_for.removeprefix(LIMIT_WAIT_PREFIX)
+    if (key := waits_on(info.waiting_for, LIMIT_WAIT_PREFIX)) is not None:
         return f"it waits for limit {key!r} and wakes by itself{wake or ' when the limit allows'}"
-    if info.waiting_for and info.waiting_for.startswith(VERSION_WAIT_PREFIX):
-        version = info.waiting_for.removeprefix(VERSION_WAIT_PREFIX)
+    if (version := waits_on(info.waiting_for, VERSION_WAIT_PREFIX)) is not None:
         return f"it waits for a live worker of graph version {version!r}, which takes it back when it starts"
     if info.waiting_for and info.waiting_for.startswith((CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX)):
         return f"it waits for its child runs ({info.waiting_for}), and goes on once they ended"

@@ -32,10 +32,14 @@ from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.model import (
+    Activity,
+    AuditEntry,
     BranchLane,
     CheckpointDetail,
     CheckpointInfo,
     DeadLetter,
+    Durability,
+    EventWait,
     LimitUsage,
     Overview,
     Quarantined,
@@ -43,15 +47,17 @@ from reflexr_graph.model import (
     RunInfo,
     RunPage,
     ScheduleInfo,
+    ServedVersion,
     Status,
+    StreamPage,
+    UpgradePlan,
     WorkerInfo,
     WorkerStatus,
 )
-from reflexr_graph.store.activity import Activity, activity
-from reflexr_graph.store.asks import EventWait, waits_of
-from reflexr_graph.store.audit import AuditEntry
+from reflexr_graph.store.activity import activity
+from reflexr_graph.store.asks import waits_of
 from reflexr_graph.store.audit import entries as audit_entries
-from reflexr_graph.store.durability import Durability, read_durability
+from reflexr_graph.store.durability import read_durability
 from reflexr_graph.store.history import checkpoint_list
 from reflexr_graph.store.interventions import cancel_run, purge_run
 from reflexr_graph.store.limits import limit_usage
@@ -70,9 +76,8 @@ from reflexr_graph.store.reads import (
 )
 from reflexr_graph.store.run_ids import resolve_run_id
 from reflexr_graph.store.schedules import delete_schedule, list_schedules
-from reflexr_graph.store.streams import StreamPage, stream_page
-from reflexr_graph.store.upgrades import UpgradePlan
-from reflexr_graph.store.versions import ServedVersion, served_versions
+from reflexr_graph.store.streams import stream_page
+from reflexr_graph.store.versions import served_versions
 from reflexr_graph.store.workers import live_workers, serving, worker_statuses
 
 
@@ -563,7 +568,7 @@ class Operations(Facade):
         """Up to ``limit`` queued, running, retrying or waiting runs (of ``status``, one of those,
         when given) of ``graph`` and carrying every tag of ``tags``: what :meth:`cancel_many` with
         the same filter would change (a running run already asked to stop only with ``now``)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return cancellable_runs(wanted, limit, now)
 
     @operation(WRITE)
@@ -586,7 +591,7 @@ class Operations(Facade):
         its error, and the others go on. With no ids and no filter it cancels nothing: pass
         ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
         ``run_ids`` and a filter are given, or a status a cancel does not take)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         retention = self.store.run_retention_s
         return cancel_many(run_ids, wanted, retention, now, progress, all, by or self.by)
 
@@ -609,7 +614,7 @@ class Operations(Facade):
         """Up to ``limit`` finished runs (of ``status``, one of succeeded, dead and cancelled, when
         given) of ``graph`` and carrying every tag of ``tags``: what :meth:`purge_many` with the
         same filter would delete."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return purgeable_runs(wanted, limit)
 
     @operation(WRITE)
@@ -631,7 +636,7 @@ class Operations(Facade):
         the others go on. With no ids and no filter it deletes nothing: pass ``all=True`` to
         delete every finished run (InvalidInputs otherwise, as when both ``run_ids`` and a filter
         are given, or a status that is not a finished one)."""
-        wanted = RunFilter(None if status is None else Status(status), graph, tags)
+        wanted = RunFilter.of(status, graph, tags)
         return purge_many(run_ids, wanted, progress, all, by or self.by)
 
     # -- schedules --------------------------------------------------------------------------

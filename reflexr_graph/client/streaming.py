@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from reflexr_graph import errors
 from reflexr_graph.core.emit import check_topic
-from reflexr_graph.model import StreamItem
+from reflexr_graph.model import StreamItem, StreamPage
 from reflexr_graph.store.ops import Op
-from reflexr_graph.store.streams import StreamPage, stream_page
+from reflexr_graph.store.streams import stream_page
 
 
 @dataclass

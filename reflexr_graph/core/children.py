@@ -26,7 +26,7 @@ from pydantic import TypeAdapter
 
 from reflexr_graph.core.context import current_run
 from reflexr_graph.core.port import AttemptContext
-from reflexr_graph.core.steps import StepExecution, current_execution
+from reflexr_graph.core.steps import StepExecution, require_execution
 from reflexr_graph.errors import ChildFailed, NotInRun, RunFailure, Suspended
 from reflexr_graph.model import CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX
 
@@ -61,13 +61,7 @@ _batches: weakref.WeakKeyDictionary[StepExecution, _Batch] = weakref.WeakKeyDict
 
 
 def _execution(call: str) -> StepExecution:
-    execution = current_execution()
-    if execution is None:
-        raise NotInRun(
-            f"{call} was called outside a step of a reflexr-graph run; call it from a step of a graph a "
-            "worker runs (a plain graph.run() has no run to be the parent)"
-        )
-    return execution
+    return require_execution(call, "no run to be the parent")
 
 
 def _port(execution: StepExecution) -> ChildPort:

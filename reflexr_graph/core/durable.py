@@ -23,8 +23,8 @@ from reflexr_graph.core import tracing
 from reflexr_graph.core.call_retry import CallRetry, RetryAfter, call_labels, retry_after_of, with_retries
 from reflexr_graph.core.emit import in_call
 from reflexr_graph.core.readback import Codec, NotReadable
-from reflexr_graph.core.steps import StepExecution, current_execution
-from reflexr_graph.errors import NotInRun, RunFailure
+from reflexr_graph.core.steps import StepExecution, require_execution
+from reflexr_graph.errors import RunFailure
 
 T = TypeVar("T")
 
@@ -102,12 +102,7 @@ async def recorded_call(
 ) -> Any:
     """:func:`durable_call` of ``call()``, whose result is recorded through ``result_type``;
     ``retry_after`` reads the wait an error asks for (pydantic-ai's model errors: ai/backend.py)."""
-    execution = current_execution()
-    if execution is None:
-        raise NotInRun(
-            f"durable_call({name!r}) was called outside a step of a reflexr-graph run; call it from a "
-            "step of a graph a worker runs (a plain graph.run() has nothing to record into)"
-        )
+    execution = require_execution(f"durable_call({name!r})", "nothing to record into")
     codec = codec_of(result_type)
     key = execution.call_key(name)
     recorded = execution.journal.get(key) if key is not None else None

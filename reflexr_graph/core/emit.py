@@ -41,7 +41,7 @@ from pydantic_core import to_jsonable_python
 
 from reflexr_graph.core.attempt_scope import AttemptScope
 from reflexr_graph.core.port import AttemptContext, Emission, StreamPort
-from reflexr_graph.core.steps import StepExecution, current_execution
+from reflexr_graph.core.steps import StepExecution, require_execution
 from reflexr_graph.errors import NotInRun, RunFailure
 
 BATCH = 64
@@ -247,12 +247,7 @@ async def emit(value: Any, *, topic: str = "output") -> None:
     sees.
     Past ``REFLEXR_STREAM_MAX_ITEMS`` items in the run, it raises :class:`~reflexr_graph.errors.StreamFull`.
     """
-    execution = current_execution()
-    if execution is None:
-        raise NotInRun(
-            "emit() was called outside a step of a reflexr-graph run; call it from a step of a graph a "
-            "worker runs (a plain graph.run() has no stream to write to)"
-        )
+    execution = require_execution("emit()", "no stream to write to")
     check_topic(topic)
     emitter = _emitter(execution.scope)
     execution.emitted = True

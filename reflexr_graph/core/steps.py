@@ -41,6 +41,7 @@ from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, con
 from reflexr_graph.core.journal import RecordJournal, digest
 from reflexr_graph.core.port import Lane
 from reflexr_graph.core.readback import Codec, NotReadable
+from reflexr_graph.errors import NotInRun
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,18 @@ def current_execution() -> StepExecution | None:
     """The step execution running in this context, or None outside a durable step."""
     step = running_step()
     return step if isinstance(step, StepExecution) else None
+
+
+def require_execution(call: str, lacks: str) -> StepExecution:
+    """The step execution running in this context; NotInRun naming ``call`` outside one (a plain
+    ``graph.run()`` has ``lacks``, e.g. "no run to suspend")."""
+    execution = current_execution()
+    if execution is None:
+        raise NotInRun(
+            f"{call} was called outside a step of a reflexr-graph run; call it from a step of a graph a "
+            f"worker runs (a plain graph.run() has {lacks})"
+        )
+    return execution
 
 
 def branch_path(stack: tuple[pg.ForkStackItem, ...]) -> str:

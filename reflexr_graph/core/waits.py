@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from reflexr_graph import clock
 from reflexr_graph.core import invalid
 from reflexr_graph.core.durable import codec_of
-from reflexr_graph.core.steps import StepExecution, current_execution
-from reflexr_graph.errors import NotInRun, RunFailure, SignalTimeout
+from reflexr_graph.core.steps import StepExecution, require_execution
+from reflexr_graph.errors import RunFailure, SignalTimeout
 
 T = TypeVar("T")
 
@@ -38,13 +38,7 @@ def _seconds(value: float | timedelta, what: str) -> float:
 
 
 def _execution(call: str) -> StepExecution:
-    execution = current_execution()
-    if execution is None:
-        raise NotInRun(
-            f"{call} was called outside a step of a reflexr-graph run; call it from a step of a graph a "
-            "worker runs (a plain graph.run() has no run to suspend)"
-        )
-    return execution
+    return require_execution(call, "no run to suspend")
 
 
 def _key(execution: StepExecution, signal: str, call: str) -> str:

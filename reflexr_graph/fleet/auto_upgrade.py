@@ -2,7 +2,7 @@
 itself to the newest served version once no live worker has served its own for
 ``REFLEXR_VERSION_GRACE_S``.
 
-The workers of a version publish its behaviour with it (store/versions.py ``VersionEntry``), so the
+The workers of a version publish its behaviour with it (model.py ``VersionEntry``), so the
 choice of the code a run started on governs it. A worker of the newest served version moves the
 runs at its beat, through the very path of ``upgrade --resume-compatible --include-running``
 (store/upgrades.py ``upgrade``), judged by its own GraphAction as ``check-checkpoints`` judges
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from reflexr_graph import clock, errors
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.fleet.app import FleetApp
+from reflexr_graph.model import UpgradePlan, VersionEntry
 from reflexr_graph.store.redis_store import RedisStore
-from reflexr_graph.store.upgrades import AUTO, UpgradePlan, upgrade
-from reflexr_graph.store.versions import VersionEntry
+from reflexr_graph.store.upgrades import AUTO, upgrade
 
 log = logging.getLogger(__name__)
 

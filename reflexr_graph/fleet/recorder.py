@@ -30,7 +30,7 @@ from reflexr_graph.fleet.failure import Failure, classify
 from reflexr_graph.fleet.fenced import LeaseLeft, Written, fenced_write
 from reflexr_graph.fleet.outcome import Delivered, Outcome
 from reflexr_graph.fleet.redaction import safe_message, safe_traceback
-from reflexr_graph.model import LIMIT_WAIT_PREFIX, Reason, Status
+from reflexr_graph.model import LIMIT_WAIT_PREFIX, Reason, Status, waits_on
 from reflexr_graph.store.redis_store import RedisStore
 
 log = logging.getLogger(__name__)
@@ -219,8 +219,8 @@ class Recorder:
         """The run waits for a signal or a timer: the store recorded it, so this only tells it."""
         ctx = self.ctx
         observe.suspended(ctx.graph, suspension.signal)
-        if suspension.signal.startswith(LIMIT_WAIT_PREFIX):
-            what = f"a slot or token of limit {suspension.signal.removeprefix(LIMIT_WAIT_PREFIX)!r}"
+        if (key := waits_on(suspension.signal, LIMIT_WAIT_PREFIX)) is not None:
+            what = f"a slot or token of limit {key!r}"
         else:
             what = f"signal {suspension.signal!r}" if suspension.signal else "a timer"
         wake = suspension.wake_at_ms

@@ -156,26 +156,21 @@ def claim_run(
     return Delivered(Outcome.DROPPED, run_id, found.outcome.value)
 
 
+DROPPED_BECAUSE = {
+    ClaimOutcome.BUSY: "run %s: another attempt holds a live lease; this duplicate delivery is dropped (if "
+    "that attempt's worker died, the reaper re-enqueues the run once its lease lapses)",
+    ClaimOutcome.EARLY: "run %s is waiting out its retry backoff; this early delivery is dropped and the "
+    "reaper sends the run again when the retry is due",
+    ClaimOutcome.WAITING: "run %s is waiting for a signal or a timer; this stray delivery is dropped (the "
+    "signal or the timer queues the run again)",
+}
+"""Why a delivery the claim refused is dropped, and what sends the run again (logged at info)."""
+
+
 def log_not_claimed(claim: Claim) -> None:
     run_id = claim.run_id
-    if claim.outcome is ClaimOutcome.BUSY:
-        log.info(
-            "run %s: another attempt holds a live lease; this duplicate delivery is dropped (if that "
-            "attempt's worker died, the reaper re-enqueues the run once its lease lapses)",
-            run_id,
-        )
-    elif claim.outcome is ClaimOutcome.EARLY:
-        log.info(
-            "run %s is waiting out its retry backoff; this early delivery is dropped and the reaper sends "
-            "the run again when the retry is due",
-            claim.run_id,
-        )
-    elif claim.outcome is ClaimOutcome.WAITING:
-        log.info(
-            "run %s is waiting for a signal or a timer; this stray delivery is dropped (the signal or the "
-            "timer queues the run again)",
-            run_id,
-        )
+    if claim.outcome in DROPPED_BECAUSE:
+        log.info(DROPPED_BECAUSE[claim.outcome], run_id)
     elif claim.outcome is ClaimOutcome.FINISHED:
         log.info("run %s is already %s; this delivery is dropped", run_id, claim.status)
     elif claim.outcome is ClaimOutcome.DEAD:

@@ -19,9 +19,14 @@ from __future__ import annotations
 import math
 from functools import partial
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from reflexr_graph.model import CHILD_WAIT_PREFIX, CHILDREN_WAIT_PREFIX, VERSION_WAIT_PREFIX, Status
+from reflexr_graph.model import (
+    CHILD_WAIT_PREFIX,
+    CHILDREN_WAIT_PREFIX,
+    VERSION_WAIT_PREFIX,
+    Activity,
+    GraphDurations,
+    Status,
+)
 from reflexr_graph.store import fanout, keys, scripts
 from reflexr_graph.store.contracts import ActivityArgs
 from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
@@ -37,38 +42,6 @@ WAIT_REASONS = ("signal", "timer", "limit", "worker", "version", "children")
 """Why a run waits: a signal, a durable sleep, a limit's token or slot, a live worker for its graph,
 a live worker of the graph version it is pinned to (``waiting_for = version:<v>``), its child runs
 (``child:<id>``, ``children:<n>``)."""
-
-
-class GraphDurations(BaseModel):
-    """How long a graph's latest succeeded runs took, from creation to success (seconds)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    runs: int
-    p50_s: float
-    p95_s: float
-
-
-class Activity(BaseModel):
-    """Per minute, oldest first, the minutes ending at ``until`` (epoch seconds)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    until: float
-    minutes: int
-    started: list[int]
-    succeeded: list[int]
-    dead: list[int]
-    retried: list[int]
-    dead_by_reason: dict[str, list[int]] = Field(
-        description="The minute's dead letters by reason (at most SAMPLE of the window read)"
-    )
-    durations: dict[str, GraphDurations] = Field(
-        description="Per graph, from the latest SAMPLE succeeded runs of all graphs"
-    )
-    waiting: dict[str, int] = Field(
-        description="Runs waiting now, by reason (signal, timer, limit, worker, version, children)"
-    )
 
 
 def _per_minute(shard_indexes: list[str], start_ms: int, minutes: int) -> Command:

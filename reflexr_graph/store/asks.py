@@ -17,10 +17,10 @@ import hashlib
 import json
 import re
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 from reflexr_graph import errors
+from reflexr_graph.model import EventWait
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Op, batch, cmd
 from reflexr_graph.store.records import text
@@ -56,37 +56,6 @@ def parse_token(token: object) -> tuple[str, str]:
     if not sep or not keys.valid_run_id(run_id) or not _SECRET.fullmatch(secret):
         raise errors.EventTokenInvalid()
     return run_id, token_digest(token)
-
-
-@dataclass(frozen=True)
-class EventWait:
-    """One wait of a run for an external event, and its answer once it has one."""
-
-    run_id: str
-    token: str
-    name: str
-    graph: str
-    agent: str
-    since_ms: int
-    timeout_at_ms: int | None
-    calls: list[dict[str, Any]]
-    """Deferred tool calls the wait answers: ``tool_call_id``, ``tool_name``, ``kind``, ``args``
-    (their validated arguments, pydantic-ai's ``DeferredToolRequests.validated_args``)."""
-    answer: dict[str, Any] | None
-    """``{"payload": ...}`` or ``{"error": reason}``, with ``by`` and ``at`` (ms); None while open."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "token": self.token,
-            "name": self.name,
-            "graph": self.graph,
-            "agent": self.agent,
-            "since_ms": self.since_ms,
-            "timeout_at_ms": self.timeout_at_ms,
-            "calls": self.calls,
-            "answer": self.answer,
-        }
 
 
 def entry_json(

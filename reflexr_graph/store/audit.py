@@ -10,10 +10,8 @@ action, the run it touched ('' for one on no run), who acted and when; never a p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from reflexr_graph import clock
+from reflexr_graph.model import AuditEntry
 from reflexr_graph.store import keys
 from reflexr_graph.store.ops import Command, Op, cmd
 from reflexr_graph.store.records import text_map
@@ -23,20 +21,6 @@ MAX_ENTRIES = 10_000
 PURGE = "purge"
 CANCEL = "cancel"
 QUARANTINE_PURGE = "quarantine purge"
-
-
-@dataclass(frozen=True)
-class AuditEntry:
-    """One action: what, on which run ('' for none), by whom ('' when the caller gave no name),
-    when (epoch ms)."""
-
-    action: str
-    run_id: str
-    by: str
-    at_ms: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"action": self.action, "run_id": self.run_id, "by": self.by, "at_ms": self.at_ms}
 
 
 def append(action: str, run_id: str, by: str) -> Command:

@@ -9,11 +9,10 @@ with :func:`read_durability` and word the one warning with :func:`durability_war
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from redis import exceptions as redis_errors
 
 from reflexr_graph import errors
+from reflexr_graph.model import Durability
 from reflexr_graph.store.ops import Op, cmd
 from reflexr_graph.store.records import text
 
@@ -24,16 +23,6 @@ UNCHECKED = (
     "make sure it runs with maxmemory-policy noeviction and persistence on (appendonly yes)"
 )
 """Said once where CONFIG is refused: the check cannot be made, so the operator must."""
-
-
-@dataclass(frozen=True)
-class Durability:
-    """The settings read (None when CONFIG is refused, ``checked`` False)."""
-
-    checked: bool
-    maxmemory_policy: str | None = None
-    appendonly: str | None = None
-    save: str | None = None
 
 
 def read_durability() -> Op[Durability]:

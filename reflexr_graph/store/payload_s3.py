@@ -10,11 +10,11 @@ errors.StoreUnavailable: the attempt is interrupted, not failed.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 
 from reflexr_graph import errors
+from reflexr_graph.store.payload_digest import digest_of, sharded_name, verified
 
 EXTRA_HINT = "pip install 'reflexr-graph[s3]'"
 
@@ -40,14 +40,12 @@ class S3PayloadStore:
         return f"s3://{self.bucket}/{self.prefix}"
 
     def key(self, digest: str) -> str:
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise ValueError("not a SHA-256 digest")
-        name = f"{digest[:2]}/{digest}"
+        name = sharded_name(digest)
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def put(self, data: bytes) -> str:
         """Keep ``data`` and return its digest; writing the same bytes again renews their age."""
-        digest = hashlib.sha256(data).hexdigest()
+        digest = digest_of(data)
         self._call("put", self._s3.put_object, Bucket=self.bucket, Key=self.key(digest), Body=data)
         return digest
 
@@ -56,10 +54,7 @@ class S3PayloadStore:
         found = self._call("get", self._s3.get_object, Bucket=self.bucket, Key=self.key(digest))
         if found is None:
             raise FileNotFoundError(digest)
-        data: bytes = found["Body"].read()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ValueError(f"payload {digest} does not match its digest")
-        return data
+        return verified(found["Body"].read(), digest)
 
     def entries(self) -> Iterator[tuple[str, float]]:
         """Every payload kept: (digest, last modified, epoch s)."""

@@ -13,7 +13,6 @@ mounts at the same path.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from reflexr_graph.errors import SettingsError
+from reflexr_graph.store.payload_digest import digest_of, sharded_name, verified
 from reflexr_graph.store.payload_s3 import S3PayloadStore
 
 SCHEME = "file"
@@ -67,9 +67,7 @@ class FilePayloadStore:
         return f"file://{self.root}"
 
     def path(self, digest: str) -> Path:
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise ValueError("not a SHA-256 digest")
-        return self.root / digest[:2] / digest
+        return self.root / sharded_name(digest)
 
     def put(self, data: bytes) -> str:
         """Keep ``data`` (synced to disk) and return its digest; the same bytes are kept once.
@@ -77,7 +75,7 @@ class FilePayloadStore:
         Writing bytes kept already only renews their age, so a sweep does not delete what a new
         reference was just given.
         """
-        digest = hashlib.sha256(data).hexdigest()
+        digest = digest_of(data)
         target = self.path(digest)
         if target.exists():
             os.utime(target)
@@ -98,10 +96,7 @@ class FilePayloadStore:
 
     def get(self, digest: str) -> bytes:
         """The bytes under ``digest``; FileNotFoundError when gone, ValueError when they do not match it."""
-        data = self.path(digest).read_bytes()
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ValueError(f"payload {digest} does not match its digest")
-        return data
+        return verified(self.path(digest).read_bytes(), digest)
 
     def entries(self) -> Iterator[tuple[str, float]]:
         """Every payload kept: (digest, modification time in epoch s)."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext, Emission
-from reflexr_graph.model import TERMINAL, Status, StreamItem
+from reflexr_graph.model import TERMINAL, Status, StreamItem, StreamPage
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, _fenced, translate_errors
 from reflexr_graph.store.contracts import EmitArgs, EmitReply, Emitted, emit_item
@@ -27,15 +26,6 @@ PAGE = 500
 """The most items one read returns."""
 DEFAULT_STREAM_MAX_ITEMS = 10_000
 """REFLEXR_STREAM_MAX_ITEMS's default."""
-
-
-@dataclass(frozen=True)
-class StreamPage:
-    """What one read of a run's stream found: items after the offset asked for, and whether the run
-    had ended before they were read (then nothing more comes once they are taken)."""
-
-    items: list[StreamItem]
-    ended: bool
 
 
 def stream_item(entry_id: Any, fields: Any) -> StreamItem:

@@ -14,8 +14,6 @@ fleet/auto_upgrade.py), stays where it is, saying why.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from pydantic import BaseModel
 
 from reflexr_graph import clock, errors
@@ -23,7 +21,7 @@ from reflexr_graph.core import metrics
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.compat import judge, rebase
 from reflexr_graph.core.tracing import ATTR_GRAPH
-from reflexr_graph.model import RunInfo, Status
+from reflexr_graph.model import Move, RunInfo, Status, UpgradePlan
 from reflexr_graph.store import keys
 from reflexr_graph.store.contracts import UpgradeArgs
 from reflexr_graph.store.ops import Op, cmd, layout, per_run
@@ -38,50 +36,6 @@ ENDED = (Status.QUEUED, Status.RETRYING, Status.WAITING)
 or a timer goes on waiting, on the new version, if it resumes)."""
 LIVE_SCAN = 10_000
 """At most this many live runs of each status are looked at."""
-
-
-class Move(BaseModel):
-    """What an upgrade does, or would do, with one run."""
-
-    run_id: str
-    resumes: bool
-    """From its latest checkpoint (True), or from its first step."""
-    reason: str
-    """Why, in a few words (core/compat.py; never a state or input value)."""
-    newly: bool = True
-    """For a run left held (``UpgradePlan.kept``): False when it was left held for this version before."""
-
-
-class UpgradePlan(BaseModel):
-    """What ``upgrade`` moves: the runs of ``from_version``, to the newest served version."""
-
-    graph: str
-    from_version: str
-    to_version: str
-    run_ids: list[str]
-    """Held for ``from_version`` (and with ``include_running`` its queued, retrying and waiting
-    runs), which move at once: planned, or moved (done)."""
-    moves: list[Move] = []
-    """What each of ``run_ids`` does on the new version."""
-    running: list[str] = []
-    """With ``include_running``: the runs with an attempt running, which move once it ends
-    (planned, or marked), judged then by a worker of the new version."""
-    kept: list[Move] = []
-    """With ``hold_incompatible``: the runs left where they are, since the new version cannot read
-    their checkpoint (done only)."""
-
-    @property
-    def resumed(self) -> list[str]:
-        return [m.run_id for m in self.moves if m.resumes]
-
-    @property
-    def restarted(self) -> list[str]:
-        return [m.run_id for m in self.moves if not m.resumes]
-
-    def reasons(self) -> list[tuple[bool, str, int]]:
-        """``(resumes, reason, runs)`` for each reason, most runs first."""
-        counted = Counter((m.resumes, m.reason) for m in self.moves)
-        return [(resumes, reason, n) for (resumes, reason), n in counted.most_common()]
 
 
 def _newest(graph: str, from_version: str, code: GraphAction | None) -> Op[str]:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from reflexr_graph import clock
+from reflexr_graph.model import ServedVersion, VersionEntry
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, UnholdArgs, VersionHold, WakeVersionArgs
@@ -27,38 +28,11 @@ from reflexr_graph.store.records import (
 from reflexr_graph.store.workers import live_servers, served_reads
 
 
-class VersionEntry(BaseModel):
-    """One published version of a graph, as its first publisher wrote it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    version: str
-    fingerprint: str
-    label: str | None = None
-    first_published_at: float
-    """Epoch seconds: the newest version is the one first published last."""
-    nodes: tuple[str, ...] = ()
-    on_new_version: str = "pinned"
-    """What the runs of this version do once no live worker serves it (``GraphAction``): wait
-    ("pinned"), or move by themselves to the newest served version ("auto_upgrade")."""
-    on_incompatible: str = "hold"
-    """What an auto-upgrading run does when the new version cannot read its checkpoint."""
-
-    def behaviour(self) -> tuple[str, str]:
-        return self.on_new_version, self.on_incompatible
-
-
 def published_versions(graph: str) -> Op[list[VersionEntry]]:
     """Every version of ``graph`` ever published, newest first (one round trip)."""
     raw = yield cmd("hgetall", keys.versions(graph))
     entries = [VersionEntry.model_validate_json(text(v)) for v in raw.values()]
     return sorted(entries, key=lambda e: (e.first_published_at, e.version), reverse=True)
-
-
-class ServedVersion(VersionEntry):
-    """A published version with the live workers that serve it now."""
-
-    workers: tuple[str, ...] = ()
 
 
 def served_versions(graph: str) -> Op[list[ServedVersion]]:

@@ -8,11 +8,10 @@ wait's wake time. No lease, no Celery message, no worker slot.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
-from reflexr_graph.model import Status
+from reflexr_graph.model import SignalOutcome, Status
 from reflexr_graph.store import asks, keys
 from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
 from reflexr_graph.store.contracts import (
@@ -47,15 +46,6 @@ def signal_target(run_id: str) -> Op[SignalTarget]:
     if not status:
         raise not_found(run_id)
     return SignalTarget(Status(status), graph, int(priority or 0), waiting_for)
-
-
-class SignalOutcome(StrEnum):
-    QUEUED = "queued"
-    """The run waited for this signal and is queued now: its message must be sent."""
-    SENT = "sent"
-    """The run waited for this signal and is queued now, its message pushed with the signal."""
-    KEPT = "kept"
-    """The run does not wait for it yet: the value waits in its mailbox for the wait to come."""
 
 
 def send_signal(

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from reflexr_graph.model import Durability
 from reflexr_graph.store import durability
-from reflexr_graph.store.durability import Durability, durability_warning, read_durability
+from reflexr_graph.store.durability import durability_warning, read_durability
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.conftest import Fleet
 from tests.redis_server import RedisFactory

@@ -10,11 +10,10 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.model import Status
+from reflexr_graph.model import SignalOutcome, Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.ops import QueuedMessage
 from reflexr_graph.store.records import ClaimOutcome
-from reflexr_graph.store.waits import SignalOutcome
 from tests.store.support import FakeClock, make_run, new_token, start
 
 REC = "w|review|-|d1|approval|0"

@@ -8,9 +8,9 @@ import redis
 
 from reflexr_graph import schemas
 from reflexr_graph.fleet import presence
-from reflexr_graph.model import WorkerInfo
+from reflexr_graph.model import VersionEntry, WorkerInfo
 from reflexr_graph.store import RedisStore, keys
-from reflexr_graph.store.versions import VersionEntry, served_versions
+from reflexr_graph.store.versions import served_versions
 from tests.store.support import FakeClock
 
 INFO = WorkerInfo(name="w@host", graphs=("g",), graph_versions={"g": "v1"})

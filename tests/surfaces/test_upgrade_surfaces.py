@@ -12,9 +12,9 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.client import Client
 from reflexr_graph.core.action import GraphAction
+from reflexr_graph.model import VersionEntry
 from reflexr_graph.store import keys
 from reflexr_graph.store.upgrades import mark_of, upgrade_run
-from reflexr_graph.store.versions import VersionEntry
 from tests.store.support import make_run, start
 from tests.surfaces.browser import chromium, find, until
 from tests.surfaces.conftest import ApiServer, Cli

@@ -69,7 +69,8 @@ lock: $(UV) ## Refresh uv.lock to the newest allowed releases (run `make test-la
 # (.venv-latest), linted and tested there. The lock and .venv are left as they are.
 LATEST := .venv-latest
 # tests/test_lock.py stands aside: this run is on the newest releases, not the lock, on purpose.
-test-latest: export REFLEXR_TEST_LATEST := 1
+# Not a REFLEXR_* name: every process of the suite refuses a REFLEXR_* variable that is not a setting.
+test-latest: export TEST_LATEST := 1
 test-latest: $(UV) redis rabbitmq sentinel browser tmux faketime ## Lint and test on the newest allowed releases, in a scratch venv (not the lock)
 	@$(find_python); \
 	rm -rf $(LATEST) && $(UV) venv -q --python "$$py" $(LATEST) && \

@@ -3,7 +3,7 @@
 ``make install`` syncs the lock exactly (``uv sync --locked``); a venv that drifted from it (a hand
 ``pip install -U``, an old venv, a lock refreshed without a sync) would test one set and ship
 another. ``make test-latest`` tests the newest allowed releases on purpose, and says so with
-``REFLEXR_TEST_LATEST=1``, the one case where this check stands aside.
+``TEST_LATEST=1``, the one case where this check stands aside.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from reflexr_graph.config.settings import check_environment
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(
-    os.environ.get("REFLEXR_TEST_LATEST") == "1",
+    os.environ.get("TEST_LATEST") == "1",
     reason="make test-latest runs the newest releases, not the lock",
 )
 
@@ -71,3 +73,12 @@ def test_the_lock_matches_pyproject() -> None:
     ]
     names = {canonical(re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0]) for r in declared}
     assert names == locked_reqs, "pyproject.toml changed since uv.lock was resolved: run `make lock`"
+
+
+def test_the_makefile_exports_no_reflexr_variable_that_is_not_a_setting() -> None:
+    """Every process of the suite refuses an unknown ``REFLEXR_*`` variable (config/settings.py), so
+    a Makefile target that exported one (``make test-latest`` did) failed every test that starts a
+    worker or loads the settings."""
+    exported = re.findall(r"^(?:\S+:\s*)?export\s+(REFLEXR_\w+)", (ROOT / "Makefile").read_text(), re.M)
+    for name in exported:
+        check_environment({name: "1"})

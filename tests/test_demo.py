@@ -181,7 +181,9 @@ def test_demo_survives_a_crash_dead_letters_and_replays(served: Served) -> None:
     assert "its plan step ran 1x" in text
     assert "3 + 1 after replay" in text, "the summary shows the attempts before and after the replay"
     assert "saved 5, before map, assess, decide, file and its output at the end" in text
-    assert "poison's classify:12 is 3 documents × 4 attempts" in text
+    # The legend accounts for the poison run's classify count against its 3 documents × 4 attempts,
+    # whichever way the timing of its failing branches made it fall.
+    assert re.search(r"poison's classify:(12 is|\d+, where) 3 documents × 4 attempts", text), text
     assert "is waiting for the signal 'approval': it holds no worker and no queue message" in text
     assert "on-call answered: reflexr-graph signal" in text
     assert "on-call succeeded (approved by on-call) on attempt 1" in text

@@ -51,11 +51,22 @@ def _executions(
     for spec in (s for s in specs if s.attempts_before_replay):
         attempts = spec.attempts_before_replay + infos[spec.run_id].attempts
         classify = done.get(spec.run_id, {}).get("classify", 0)
-        if classify == spec.documents * attempts:
-            text += (
-                f": {spec.label}'s classify:{classify} is {spec.documents} documents × {attempts} attempts"
-            )
+        text += f": {spec.label}'s " + _classify_count(classify, spec.documents, attempts)
     return text + "."
+
+
+def _classify_count(classify: int, documents: int, attempts: int) -> str:
+    # How often a failing map step's branches ran depends on timing, so the count is explained
+    # whichever way it fell, not only when it is exactly documents × attempts.
+    expected = documents * attempts
+    if classify == expected:
+        return f"classify:{classify} is {documents} documents × {attempts} attempts"
+    why = (
+        "an attempt cut short by the crash ran some documents too"
+        if classify > expected
+        else "a document's failure can end its attempt before the others run"
+    )
+    return f"classify:{classify}, where {documents} documents × {attempts} attempts make {expected}: {why}"
 
 
 def legend(

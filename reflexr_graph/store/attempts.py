@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
-from reflexr_graph.store import keys, limits
+from reflexr_graph.store import keys, limits, registry
 from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
@@ -229,7 +229,7 @@ def given_back(
     )
 
 
-_SAVE_FIELDS = tuple(f.name for f in fields(SaveArgs))
+_SAVE_FIELDS = registry.entry("save_checkpoint").arg_names
 _NOW, _PAYLOAD, _SEQ, _NEXT_NODE = (_SAVE_FIELDS.index(f) for f in ("now_ms", "payload", "seq", "next_node"))
 """Where the arguments a save changes every time stand in its ARGV (SaveArgs' order)."""
 

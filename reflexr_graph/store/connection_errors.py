@@ -215,9 +215,9 @@ def _probe(client: redis.Redis | None) -> redis.Redis | None:
         "retry": Retry(NoBackoff(), 0),
     }
     try:
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-        )
+        # from_pool: the client owns its pool, so its close() closes the pool's connection too (a
+        # client handed a pool leaves it open, and its socket to the garbage collector).
+        return redis.Redis.from_pool(redis.ConnectionPool(connection_class=pool.connection_class, **kwargs))
     except (redis_errors.RedisError, OSError, ValueError, TypeError):
         return None
 

@@ -218,3 +218,23 @@ def test_busykey_is_not_busy() -> None:
     """A reply that merely starts with the same letters is the caller's error, not an outage."""
     exc = BaseParser.parse_error("BUSYKEY Target key name already exists.")
     assert connection_errors.translate(exc, connection_errors.Endpoint()) is None
+
+
+def test_a_probe_closed_leaves_no_connection_open(private_redis: RedisFactory) -> None:
+    """The client of its own that an error's message asks the server with (how many databases it
+    has) closes its connection when closed, rather than leaving the socket to the garbage collector
+    (which warned of it as unclosed, in whichever test was running then)."""
+    server = private_redis()
+    watcher = server.client()
+    store = RedisStore.from_url(server.url)
+    try:
+        before = len(watcher.client_list())
+        probe = connection_errors._probe(store.client)
+        assert probe is not None
+        probe.ping()
+        assert len(watcher.client_list()) == before + 1
+        probe.close()
+        wait_for(lambda: len(watcher.client_list()) == before, 5, "the probe's connection to close")
+    finally:
+        store.close()
+        watcher.close()

@@ -157,18 +157,21 @@ async def _drive(
     heartbeat.bind(asyncio.get_running_loop(), task)
     inputs, state = payload
     limiter = Limiter(port, watch.ctx, watch.held)
-    return await run_attempt(
-        action,
-        port,
-        watch.ctx,
-        inputs=inputs,
-        state=state,
-        tally=tally,
-        limiter=limiter,
-        deadlines=watch.deadlines,
-        sibling_grace_s=sibling_grace_s,
-        stop=heartbeat.cancel_asked,
-    )
+    try:
+        return await run_attempt(
+            action,
+            port,
+            watch.ctx,
+            inputs=inputs,
+            state=state,
+            tally=tally,
+            limiter=limiter,
+            deadlines=watch.deadlines,
+            sibling_grace_s=sibling_grace_s,
+            stop=heartbeat.cancel_asked,
+        )
+    finally:
+        heartbeat.ending()  # the outcome's write comes next, and gives the lease back
 
 
 def _payload(claim: Claim) -> tuple[Any, Any]:

@@ -71,6 +71,7 @@ class Heartbeat:
         self._target: tuple[asyncio.AbstractEventLoop, asyncio.Task[object]] | None = None
         self._cancel_requested = False
         self._let_go = False
+        self._ending = False
         self._last_ok = time.monotonic()
         self.lost: str | None = None
         self.interrupted: str | None = None
@@ -105,6 +106,18 @@ class Heartbeat:
             self._target = None
             self._let_go = True
         _beater().unwatch(self, timeout=0)
+
+    def ending(self) -> None:
+        """The attempt's graph has ended: its outcome's write (success, failure, cancel, hand-back)
+        comes next, and gives the lease back when it lands.
+
+        Renewals go on, so a write that waits out an outage still holds the lease when it lands. But
+        a renewal in flight as that write lands finds the lease gone by the attempt's own hand: it is
+        then no lost lease, neither warned of nor cancelling the attempt. A lease truly lost now is
+        told by the outcome's write itself, which is fenced out.
+        """
+        with self._lock:
+            self._ending = True
 
     def bind(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[object]) -> None:
         """The task to cancel when the lease is lost; cancelled at once if it already was."""
@@ -186,6 +199,14 @@ class Heartbeat:
 
     def _lose(self, why: str) -> None:
         if self._let_go:
+            return
+        if self._ending:
+            log.debug(
+                "run %s attempt %d: a renewal found the lease gone as the attempt's outcome was written; "
+                "that write tells whether the attempt gave it back or was fenced out",
+                self._ctx.run_id,
+                self._ctx.attempt,
+            )
             return
         log.warning(
             "run %s attempt %d: lease lost (%s); cancelling this attempt, which records nothing more",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import threading
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from reflexr_graph.fleet import heartbeat
 from reflexr_graph.fleet.heartbeat import Heartbeat
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
+from reflexr_graph.store.attempts import Lease
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.inproc import claim, create_run, fleet_app
 from tests.redis_server import RedisFactory
@@ -101,9 +104,51 @@ def test_cancels_the_attempt_when_redis_stays_unreachable_for_a_ttl(private_redi
     store.close()
 
 
+def test_a_renewal_that_lands_after_the_attempts_own_outcome_is_no_lost_lease(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A renewal in flight as the attempt's outcome is written finds the lease given back by the
+    attempt itself: no lost lease, no warning, no cancel (issue 32: under a full Redis the renewals
+    retry every second, so one often landed just after the success and warned "lease lost")."""
+    app = fleet_app(redis_url, lease_ttl_s=TTL_S)
+    store = app.store()
+    run_id = create_run(store, "g", 1)
+    ctx = claim(app, store, run_id).context()
+    in_flight, outcome_written = threading.Event(), threading.Event()
+
+    class HeldRenewal:
+        """The real store's renewal, held on its way until the outcome is written."""
+
+        def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease:
+            in_flight.set()
+            outcome_written.wait(20)
+            return store.renew_lease(run_id, token, lease_ttl_ms=lease_ttl_ms)
+
+    async def attempt(hb: Heartbeat) -> str:
+        task = asyncio.current_task()
+        assert task is not None
+        hb.bind(asyncio.get_running_loop(), task)
+        assert await asyncio.to_thread(in_flight.wait, 20), "a renewal to be in flight"
+        hb.ending()
+        outcome = store.release(ctx)  # the outcome's write: it gives the lease back
+        outcome_written.set()
+        await asyncio.to_thread(hb.stop)  # returns once the renewal in flight has landed
+        for _ in range(3):
+            await asyncio.sleep(0)  # a cancel asked from the heartbeat thread would land here
+        return outcome
+
+    with (
+        caplog.at_level(logging.WARNING, logger=heartbeat.__name__),
+        Heartbeat(HeldRenewal(), ctx, lease_ttl_s=TTL_S) as hb,
+    ):
+        assert asyncio.run(attempt(hb)) == "released"
+    assert hb.lost is None
+    assert "lease lost" not in caplog.text
+    store.close()
+
+
 def test_one_thread_renews_every_attempt_of_a_process(redis_url: str) -> None:
     """Two attempts in one process: both leases are renewed, by the process's one heartbeat thread."""
-    import threading
 
     app = fleet_app(redis_url, lease_ttl_s=TTL_S)
     store = app.store()

@@ -187,36 +187,23 @@ class Heartbeat:
 
     def interrupt(self, why: str) -> None:
         """Cut the attempt short for the fleet's sake (a worker shutting down); it then hands the run back."""
-        log.warning(
-            "run %s attempt %d: %s; stopping this attempt, which hands the run back to resume elsewhere",
-            self._ctx.run_id,
-            self._ctx.attempt,
-            why,
-        )
+        self._warn("%s; stopping this attempt, which hands the run back to resume elsewhere", why)
         with self._lock:
             self.interrupted = why
             self._cancel_locked()
 
     def _lose(self, why: str) -> None:
-        if self._let_go:
+        # Given back on purpose (a suspension), or by the outcome's write (``ending``): that write
+        # itself tells a lease truly lost meanwhile, being fenced out.
+        if self._let_go or self._ending:
             return
-        if self._ending:
-            log.debug(
-                "run %s attempt %d: a renewal found the lease gone as the attempt's outcome was written; "
-                "that write tells whether the attempt gave it back or was fenced out",
-                self._ctx.run_id,
-                self._ctx.attempt,
-            )
-            return
-        log.warning(
-            "run %s attempt %d: lease lost (%s); cancelling this attempt, which records nothing more",
-            self._ctx.run_id,
-            self._ctx.attempt,
-            why,
-        )
+        self._warn("lease lost (%s); cancelling this attempt, which records nothing more", why)
         with self._lock:
             self.lost = why
             self._cancel_locked()
+
+    def _warn(self, what: str, why: str) -> None:
+        log.warning(f"run %s attempt %d: {what}", self._ctx.run_id, self._ctx.attempt, why)
 
     def _cancel_locked(self) -> None:
         if self._target is None or self._cancel_requested:

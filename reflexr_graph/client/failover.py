@@ -129,7 +129,7 @@ def _safe(request: Request, repeat: Repeat) -> bool:
     if isinstance(request, Command):
         return request.method in READ_METHODS
     if isinstance(request, Batch):
-        return all(c.method in READ_METHODS for c in request.commands)
+        return all(isinstance(c, Command) and c.method in READ_METHODS for c in request.commands)
     return False  # a script (Eval) or a message (Publish): it writes
 
 

@@ -26,7 +26,6 @@ from reflexr_graph.store.base import (
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, Fields, decode_reply, encode_args, fields_of
 from reflexr_graph.store.payload_codec import PLAIN
-from reflexr_graph.store.reads import max_block_ms
 
 T = TypeVar("T")
 
@@ -50,10 +49,6 @@ class AsyncStore(StoreCore[redis.asyncio.Redis]):
             url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
         )
         return cls(client, **retention, codec=codec)
-
-    @property
-    def max_block_ms(self) -> int | None:
-        return max_block_ms(cluster.connection_kwargs(self._r))
 
     async def handle(self, request: Request) -> Any:
         """Answer one request of an operation; Redis errors arrive as StoreUnavailable."""
@@ -91,12 +86,41 @@ class AsyncStore(StoreCore[redis.asyncio.Redis]):
         if isinstance(request, Layout):
             return self.shards
         if isinstance(request, Batch):
-            async with self._r.pipeline(transaction=request.transaction) as pipe:
-                for command in request.commands:
-                    getattr(pipe, command.method)(*command.args, **command.kwargs)
-                replies = await pipe.execute()
+            if len(request.commands) == 1 and isinstance(request.commands[0], Eval):
+                return [await self._answer(request.commands[0])]  # no SCRIPT EXISTS first (ops.Batch)
+            replies = await self._pipelined(request)
             return await self._off_loop(decode_batch, self.codec, request, replies)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    async def _pipelined(self, request: Batch) -> list[Any]:
+        """A batch's replies: one pipeline, each script call in it the plain EVALSHA of its encoded
+        arguments; a script the server lost is loaded, with every other, and the batch sent again
+        once, as the blocking store's (Scripts.pipelined)."""
+        sent: list[tuple[Command | Eval, Any]] = []
+        for command in request.commands:
+            if isinstance(command, Eval):
+                encoded = await self._off_loop(
+                    encode_args, self.codec, command.name, command.args, command.keys
+                )
+                sent.append((command, encoded))
+            else:
+                sent.append((command, None))
+        for tried in (False, True):
+            async with self._r.pipeline(transaction=request.transaction) as pipe:
+                for command, encoded in sent:
+                    if isinstance(command, Eval):
+                        pipe.evalsha(
+                            self._scripts.sha(command.name), len(command.keys), *command.keys, *encoded
+                        )
+                    else:
+                        getattr(pipe, command.method)(*command.args, **command.kwargs)
+                try:
+                    return list(await pipe.execute())
+                except redis_errors.NoScriptError:
+                    if tried:
+                        raise
+            await self._scripts.preload_async()
+        raise AssertionError("unreachable")
 
     async def _decoded(
         self, reply: Any, run_id: str, strict: bool = False, fields: Fields | None = None

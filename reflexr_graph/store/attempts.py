@@ -41,7 +41,7 @@ from reflexr_graph.store.contracts import (
     SucceedArgs,
     Succeeded,
 )
-from reflexr_graph.store.ops import IDEM_ROUNDS, Op, QueuedMessage, ScriptArg, layout, per_run
+from reflexr_graph.store.ops import IDEM_ROUNDS, Eval, Op, QueuedMessage, ScriptArg, cmd, layout, one, per_run
 from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
@@ -383,9 +383,8 @@ class AttemptWrites(StoreBase):
         when it holds but the run is to stop at its next boundary."""
         now = clock.now_ms()
         args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
-        return Lease(
-            int(self._scripts("renew_lease", [keys.run(run_id), keys.leases(self.shards.of(run_id))], args))
-        )
+        script_keys = [keys.run(run_id), keys.leases(self.shards.of(run_id))]
+        return Lease(int(self.do(one(Eval("renew_lease", script_keys, args)))))
 
     @translate_errors
     def load_checkpoint(self, run_id: str) -> str | None:
@@ -463,15 +462,15 @@ class AttemptWrites(StoreBase):
         their slots right after it."""
         if returning and self.shards.count > 1:
             try:
-                return self._scripts(name, script_keys, args)
+                return self.do(one(Eval(name, script_keys, args)))
             finally:
-                limits.give_back(self._r, returning)
-        return self._scripts(name, *given_back(script_keys, args, returning))
+                self.do(limits.give_back(returning))
+        return self.do(one(Eval(name, *given_back(script_keys, args, returning))))
 
     @translate_errors
     def load_records(self, run_id: str) -> dict[str, str]:
         """The work recorded since the run's latest checkpoint, field -> JSON."""
-        found = text_map(self._r.hgetall(keys.memo(run_id)))
+        found = text_map(self.do(one(cmd("hgetall", keys.memo(run_id)))))
         return {name: self.codec.decode(value, run_id, field="record") for name, value in found.items()}
 
     @translate_errors

@@ -45,6 +45,10 @@ CLIENT_DEFAULTS: dict[str, Any] = {
 }
 """Timeouts of a store's Redis client (blocking or async) unless its caller gives others."""
 
+# A blocking read must return before the client's socket timeout fires, or it would be
+# reported as the store being unavailable.
+_BLOCK_MARGIN_MS = 1000
+_DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
 # Tracebacks of deep recursion can be megabytes; the end holds the frames that matter.
 TRACEBACK_LIMIT = 64 * 1024
 EVENTS_MAXLEN = 1000
@@ -81,6 +85,20 @@ def translate_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise translated from exc
 
     return wrapper
+
+
+def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
+    """The longest XREAD BLOCK a client with these connection settings survives (None: any)."""
+    # redis-py 8 leaves its default socket timeout out of connection_kwargs; an explicit
+    # None (present in kw) means reads never time out.
+    if "socket_timeout" in connection_kwargs:
+        timeout = connection_kwargs["socket_timeout"]
+    else:
+        timeout = connection_kwargs.get("orig_socket_timeout", _DEFAULT_SOCKET_TIMEOUT_S)
+    if not timeout:
+        return None
+    timeout_ms = int(float(timeout) * 1000)
+    return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
 
 
 def time_reply_ms(reply: Any) -> float:
@@ -128,9 +146,15 @@ def run_of_request(request: Command | Eval) -> str:
 
 
 def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> list[Any]:
-    """A pipeline's replies with their payloads decoded, each as its own command's."""
+    """A pipeline's replies with their payloads decoded, each as its own command's or script's."""
     return [
-        decode_reply(codec, reply, run_of_request(command), fields=fields_of(command))
+        decode_reply(
+            codec,
+            reply,
+            run_of_request(command),
+            strict=codec.strict and isinstance(command, Eval) and command.name in STRICT_SCRIPTS,
+            fields=fields_of(command),
+        )
         for command, reply in zip(request.commands, replies, strict=True)
     ]
 
@@ -162,6 +186,11 @@ class StoreCore(Generic[C]):
     @property
     def client(self) -> C:
         return self._r
+
+    @property
+    def max_block_ms(self) -> int | None:
+        """The longest XREAD BLOCK this store's client survives (None: any), for a blocking read."""
+        return max_block_ms(cluster.connection_kwargs(self._r))
 
 
 class StoreBase(StoreCore[redis.Redis]):
@@ -257,12 +286,25 @@ class StoreBase(StoreCore[redis.Redis]):
         """Load every script into Redis now, so no first call pays the NOSCRIPT round trip."""
         self._scripts.preload()
 
+    @translate_errors
+    def subscribe(self, *channels: str) -> redis.client.PubSub:
+        """A subscription to ``channels``, subscribed now, that leaves out the confirmations. It is
+        no request and reply, so no operation: the caller reads its messages as they come."""
+        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(*channels)
+        return pubsub
+
     # -- operations (store/ops.py) -----------------------------------------------------------
 
     @translate_errors
     def handle(self, request: Request) -> Any:
         """Answer one request of an operation with this store's blocking client; Redis errors
         arrive as StoreUnavailable. Payloads in the reply come back decoded (store/payload_args.py)."""
+        return self.answer(request)
+
+    def answer(self, request: Request) -> Any:
+        """:meth:`handle`'s answer, with redis-py's errors as they are (for a caller inside kombu
+        or Celery, which reconnect on those: store/quarantine.py)."""
         if isinstance(request, Command):
             reply = getattr(self._r, request.method)(*request.args, **request.kwargs)
             return decode_reply(self.codec, reply, run_of_request(request), fields=fields_of(request))
@@ -274,11 +316,14 @@ class StoreBase(StoreCore[redis.Redis]):
         if isinstance(request, Layout):
             return self.shards
         if isinstance(request, Batch):
-            pipe = self._r.pipeline(transaction=request.transaction)
-            for command in request.commands:
-                getattr(pipe, command.method)(*command.args, **command.kwargs)
-            return decode_batch(self.codec, request, pipe.execute())
+            return self._answer_batch(request)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
+
+    def _answer_batch(self, request: Batch) -> list[Any]:
+        if len(request.commands) == 1 and isinstance(request.commands[0], Eval):
+            return [self.answer(request.commands[0])]  # no SCRIPT EXISTS first (ops.Batch)
+        replies = self._scripts.pipelined(request.commands, transaction=request.transaction)
+        return decode_batch(self.codec, request, replies)
 
     def do(self, op: Op[T]) -> T:
         """Run an operation against this store; Redis errors arrive as StoreUnavailable."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from reflexr_graph import clock
 from reflexr_graph.core.limits import Grant, LimitRequest
@@ -27,7 +26,7 @@ from reflexr_graph.model import LimitUsage
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
 from reflexr_graph.store.contracts import Acquired, GrantedArgs, LimitArgs, LimitReply, TakeArgs
-from reflexr_graph.store.ops import Op, batch, cmd
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, one
 from reflexr_graph.store.records import text, text_map
 
 
@@ -66,14 +65,11 @@ INDEXED_LIMITS = 10_000
 """The most limit keys a cluster store's process remembers having indexed (``_index_limit``)."""
 
 
-def give_back(client: Any, returning: Sequence[tuple[str, str]]) -> None:
+def give_back(returning: Sequence[tuple[str, str]]) -> Op[None]:
     """Give the slots ``returning`` (limit key, member) back in one pipeline, each a ZREM in its
     limit's slot: a cluster store's step end, whose save or record cannot carry them (its run's
     slot is another)."""
-    pipe = client.pipeline(transaction=False)
-    for key, member in returning:
-        pipe.zrem(keys.limit_slots(key), member)
-    pipe.execute()
+    yield batch([cmd("zrem", keys.limit_slots(key), member) for key, member in returning])
 
 
 def config_json(request: LimitRequest) -> str:
@@ -109,7 +105,7 @@ class Limits(StoreBase):
             events_cap=EVENTS_MAXLEN,
             max_reserve_ms=request.max_reserve_ms,
         ).argv()
-        found = self._scripts("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
+        found = self.do(one(Eval("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)))
         reply = LimitReply.parse([text(v) for v in found])
         if reply.outcome is Acquired.FENCED:
             raise _fenced(ctx, "limit acquisition")
@@ -131,7 +127,7 @@ class Limits(StoreBase):
             max_reserve_ms=request.max_reserve_ms,
             waited_ms=request.waited_ms,
         ).argv()
-        found = self._scripts("limit_take", keys.limit_take_keys(request.key, request.member), taken)
+        found = self.do(one(Eval("limit_take", keys.limit_take_keys(request.key, request.member), taken)))
         reply = LimitReply.parse([text(v) for v in found])
         if reply.outcome is not Acquired.OK:
             return Grant(False, retry_after_ms=reply.wait_ms)
@@ -146,12 +142,12 @@ class Limits(StoreBase):
             events_cap=EVENTS_MAXLEN,
         ).argv()
         script_keys = keys.limit_granted_keys(ctx.run_id)
-        counted = [text(v) for v in self._scripts("limit_granted", script_keys, granted)]
+        counted = [text(v) for v in self.do(one(Eval("limit_granted", script_keys, granted)))]
         if Acquired(counted[0]) is Acquired.FENCED:
-            self._r.zrem(keys.limit_slots(request.key), request.member)
+            self.do(one(cmd("zrem", keys.limit_slots(request.key), request.member)))
             raise _fenced(ctx, "limit acquisition")
         if int(counted[1]) > 0:  # the run waited for the key before this attempt too
-            self._r.hincrby(keys.limit_stats(request.key), "waited_ms", int(counted[1]))
+            self.do(one(cmd("hincrby", keys.limit_stats(request.key), "waited_ms", int(counted[1]))))
         return Grant(True, wait_ms=reply.wait_ms)
 
     def _index_limit(self, request: LimitRequest) -> None:
@@ -160,14 +156,14 @@ class Limits(StoreBase):
         config = config_json(request)
         if self._indexed_limits.get(request.key) == config:
             return
-        self._r.hset(keys.LIMITS, request.key, config)
+        self.do(one(cmd("hset", keys.LIMITS, request.key, config)))
         if len(self._indexed_limits) >= INDEXED_LIMITS:
             self._indexed_limits.clear()  # keys computed per tenant: keep the memory bounded
         self._indexed_limits[request.key] = config
 
     @translate_errors
     def release_slot(self, key: str, member: str) -> None:
-        self._r.zrem(keys.limit_slots(key), member)
+        self.do(one(cmd("zrem", keys.limit_slots(key), member)))
 
     @translate_errors
     def renew_slots(self, held: Mapping[str, str], *, slot_ttl_ms: int) -> None:
@@ -178,10 +174,10 @@ class Limits(StoreBase):
         if not held:
             return
         expiry = clock.now_ms() + slot_ttl_ms
-        pipe = self._r.pipeline(transaction=False)
-        for member, key in held.items():
-            pipe.zadd(keys.limit_slots(key), {member: expiry}, xx=True)
-        pipe.execute()
+        renewals = [
+            cmd("zadd", keys.limit_slots(key), {member: expiry}, xx=True) for member, key in held.items()
+        ]
+        self.do(one(batch(renewals)))
 
     def limit_usage(self) -> list[LimitUsage]:
         """See :func:`limit_usage`."""

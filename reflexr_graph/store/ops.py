@@ -50,12 +50,15 @@ class Eval:
 
 @dataclass(frozen=True)
 class Batch:
-    """Commands sent together in one pipeline; the reply is their replies.
+    """Commands and script calls sent together in one pipeline; the reply is their replies.
 
     ``transaction`` wraps them in MULTI/EXEC, for the few that must see one moment of the data.
+    A script call in a pipeline is an EVALSHA; a script the server lost is loaded and the
+    pipeline sent again (``Scripts.pipelined``). A batch of one script call alone is sent as that
+    call: a pipeline of scripts asks SCRIPT EXISTS first, a command more.
     """
 
-    commands: tuple[Command, ...]
+    commands: tuple[Command | Eval, ...]
     transaction: bool = False
 
 
@@ -106,8 +109,14 @@ def cmd(method: str, *args: Any, **kwargs: Any) -> Command:
     return Command(method, args, kwargs)
 
 
-def batch(commands: Sequence[Command], *, transaction: bool = False) -> Batch:
+def batch(commands: Sequence[Command | Eval], *, transaction: bool = False) -> Batch:
     return Batch(tuple(commands), transaction)
+
+
+def one(request: Command | Eval | Batch) -> Op[Any]:
+    """The operation of one request, whose result is its reply (payloads decoded)."""
+    reply = yield request
+    return reply
 
 
 async def drive_async(op: Op[T], handle: Callable[[Request], Awaitable[Any]]) -> T:

@@ -13,14 +13,12 @@ per reason (``rg:quarantine:counts``) goes on counting what fell off the list.
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import redis
 
 from reflexr_graph.model import Quarantined, QuarantinedItem
 from reflexr_graph.store import audit, keys
 from reflexr_graph.store.base import StoreBase
-from reflexr_graph.store.ops import Op, batch, cmd
+from reflexr_graph.store.ops import Op, batch, cmd, drive
 from reflexr_graph.store.records import text_map
 
 MAXLEN = 1000
@@ -54,28 +52,31 @@ def purge_quarantine(by: str = "") -> Op[int]:
     return int(length)
 
 
+def put_item(item: QuarantinedItem) -> Op[None]:
+    """Add ``item`` as the newest entry, drop what is past MAXLEN, and count it, in one MULTI."""
+    yield batch(
+        [
+            cmd("lpush", keys.QUARANTINE, item.to_json()),
+            cmd("ltrim", keys.QUARANTINE, 0, MAXLEN - 1),
+            cmd("hincrby", keys.QUARANTINE_COUNTS, item.reason, 1),
+        ],
+        transaction=True,
+    )
+
+
 class Quarantine:
     """The quarantine list on one Redis client; reading it without Redis raises StoreUnavailable."""
 
     def __init__(self, client: redis.Redis) -> None:
-        self._r = client
-
-    @cached_property
-    def _store(self) -> StoreBase:
-        # Only the readers need it: a worker quarantining a flood of garbage only calls put().
-        return StoreBase(self._r)
+        self._store = StoreBase(client)
 
     def put(self, item: QuarantinedItem) -> None:
-        """Add ``item`` as the newest entry, drop what is past MAXLEN, and count it, in one MULTI.
+        """See :func:`put_item`.
 
-        It raises redis-py's errors as they are, not StoreUnavailable: its callers run inside
-        kombu and Celery, which reconnect on those.
+        It raises redis-py's errors as they are, not StoreUnavailable (``StoreBase.answer``): its
+        callers run inside kombu and Celery, which reconnect on those.
         """
-        pipe = self._r.pipeline(transaction=True)
-        pipe.lpush(keys.QUARANTINE, item.to_json())
-        pipe.ltrim(keys.QUARANTINE, 0, MAXLEN - 1)
-        pipe.hincrby(keys.QUARANTINE_COUNTS, item.reason, 1)
-        pipe.execute()
+        drive(put_item(item), self._store.answer)
 
     def items(self, limit: int = MAXLEN) -> list[QuarantinedItem]:
         """Entries, newest first."""

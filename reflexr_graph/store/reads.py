@@ -12,10 +12,10 @@ from typing import Any, NamedTuple
 from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
 from reflexr_graph.model import BranchLane, DeadLetter, RunEvent, RunInfo, RunPage, Status
-from reflexr_graph.store import cluster, fanout, keys
+from reflexr_graph.store import fanout, keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
-from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
+from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, one, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     branch_lanes,
@@ -27,10 +27,6 @@ from reflexr_graph.store.records import (
     text_map,
 )
 
-# A blocking read must return before the client's socket timeout fires, or it would be
-# reported as the store being unavailable.
-_BLOCK_MARGIN_MS = 1000
-_DEFAULT_SOCKET_TIMEOUT_S = 5.0  # redis-py 8's default when a client sets none
 _LIST_PAGE = 200
 SCAN_BUDGET = 2000
 """Index entries one page request (the HTTP API's, ``runs_page``) examines at most."""
@@ -44,20 +40,6 @@ class DueTarget(NamedTuple):
     priority: int | None
     queued_at_ms: int | None
     """When the run was queued (epoch ms), if its status is queued; else None."""
-
-
-def max_block_ms(connection_kwargs: dict[str, Any]) -> int | None:
-    """The longest XREAD BLOCK a client with these connection settings survives (None: any)."""
-    # redis-py 8 leaves its default socket timeout out of connection_kwargs; an explicit
-    # None (present in kw) means reads never time out.
-    if "socket_timeout" in connection_kwargs:
-        timeout = connection_kwargs["socket_timeout"]
-    else:
-        timeout = connection_kwargs.get("orig_socket_timeout", _DEFAULT_SOCKET_TIMEOUT_S)
-    if not timeout:
-        return None
-    timeout_ms = int(float(timeout) * 1000)
-    return max(1, timeout_ms - min(_BLOCK_MARGIN_MS, timeout_ms // 2))
 
 
 # -- operations ----------------------------------------------------------------------------------
@@ -281,16 +263,18 @@ class Reads(StoreBase):
     @translate_errors
     def trace_context(self, run_id: str) -> str:
         """The W3C trace context recorded when the run was enqueued (JSON), or '' without one."""
-        return text(self._r.hget(keys.run(run_id), "trace"))
+        return text(self.do(one(cmd("hget", keys.run(run_id), "trace"))))
 
     @translate_errors
     def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, DueTarget]:
         """Each due run's graph (None once the run is gone), message priority, and when it was
         queued if it is (:class:`DueTarget`), in one round trip."""
-        pipe = self._r.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hmget(keys.run(run_id), ["graph", "priority", "status", "updated_at"])
-        replies = pipe.execute() if run_ids else []
+        fields = ["graph", "priority", "status", "updated_at"]
+        replies = (
+            self.do(one(batch([cmd("hmget", keys.run(run_id), fields) for run_id in run_ids])))
+            if run_ids
+            else []
+        )
         found: dict[str, DueTarget] = {}
         for run_id, (graph, priority, status, updated) in zip(run_ids, replies, strict=True):
             # Every write that queues a run sets updated_at (set_status in _lib.lua).
@@ -306,7 +290,7 @@ class Reads(StoreBase):
 
         A message is only a nudge: the worker reads inputs and state from the run record.
         """
-        graph = text(self._r.hget(keys.run(run_id), "graph"))
+        graph = text(self.do(one(cmd("hget", keys.run(run_id), "graph"))))
         return graph or None
 
     def traceback(self, run_id: str) -> str | None:
@@ -338,7 +322,3 @@ class Reads(StoreBase):
     ) -> list[RunInfo]:
         """Dead-lettered runs, most recently dead first."""
         return self.do(dead_listing(graph, reason, limit, scan=None)).runs
-
-    @property
-    def max_block_ms(self) -> int | None:
-        return max_block_ms(cluster.connection_kwargs(self._r))

@@ -25,7 +25,7 @@ from reflexr_graph.store.contracts import (
     TickReply,
     Unserved,
 )
-from reflexr_graph.store.ops import per_run
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, one, per_run
 from reflexr_graph.store.records import text
 
 PRUNE_BATCH = 1000
@@ -75,6 +75,41 @@ def _tick_reply(reply: list[Any]) -> TickReply:
         wake=float(wake),
         ended=[text(m) for m in ended],
     )
+
+
+def tick(shards: list[int], args: TickArgs) -> Op[TickReply]:
+    """One reaper pass's reads over ``shards``, each shard's script in one pipeline, merged."""
+    replies = yield batch([Eval("reaper_tick", _tick_keys(shard), args.argv()) for shard in shards])
+    return _merge_ticks([_tick_reply(reply) for reply in replies], shards)
+
+
+def lowest(index_of: Callable[[int], str], upto: int, limit: int) -> Op[list[tuple[str, float]]]:
+    """The ``limit`` lowest entries scored at most ``upto`` of every shard's ``index_of(shard)``."""
+    shards = yield from layout()
+    pages = yield batch(
+        [
+            cmd("zrangebyscore", index_of(shard), "-inf", upto, start=0, num=limit, withscores=True)
+            for shard in shards.all
+        ]
+    )
+    rows = [(text(m), float(s)) for page in pages for m, s in page]
+    return sorted(rows, key=lambda row: (row[1], row[0]))[:limit]
+
+
+def prune_tags(cursors: dict[int, int], limit: int) -> Op[int]:
+    """prune_tag_indexes's walk: per shard, an SSCAN of its tag index names, then per name the
+    oldest entries and one prune_tag.lua (a round trip each, as they depend on each other)."""
+    shards = yield from layout()
+    dropped = 0
+    for shard in shards.all:
+        names_key = keys.tag_indexes(shard)
+        cursor, names = yield cmd("sscan", names_key, cursors.get(shard, 0), count=TAG_INDEXES_PER_CALL)
+        cursors[shard] = int(cursor)
+        for name in map(text, names):
+            run_ids = [text(m) for m in (yield cmd("zrange", name, 0, limit - 1))]
+            run_keys = [keys.run(run_id) for run_id in run_ids]
+            dropped += int((yield Eval("prune_tag", [names_key, name, *run_keys], run_ids)))
+    return dropped
 
 
 def _merge_ticks(replies: list[TickReply], shards: list[int]) -> TickReply:
@@ -140,8 +175,7 @@ class Recovery(StoreBase):
             0 if margin_ms is None else margin_ms,
             prune,
         )
-        replies = self._scripts.run_many([("reaper_tick", _tick_keys(shard), args.argv()) for shard in order])
-        return _merge_ticks([_tick_reply(reply) for reply in replies], order)
+        return self.do(tick(order, args))
 
     @translate_errors
     def reap(
@@ -166,7 +200,7 @@ class Recovery(StoreBase):
         """
         now = clock.now_ms() if now_ms is None else now_ms
         if lapsed is None:
-            lapsed = [m for m, _ in self._lowest(keys.leases, now, limit)]
+            lapsed = [m for m, _ in self.do(lowest(keys.leases, now, limit))]
         args = ReapArgs(
             dead_retention_s=self.dead_retention_s,
             outage_from_ms=outage[0] if outage else None,
@@ -185,21 +219,13 @@ class Recovery(StoreBase):
     def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:
         """Runs that need a Celery message sent: ``(run_id, due score)``, earliest first."""
         now = clock.now_ms() if now_ms is None else now_ms
-        return self._lowest(keys.due, now, limit)
-
-    def _lowest(self, index_of: Callable[[int], str], upto: int, limit: int) -> list[tuple[str, float]]:
-        """The ``limit`` lowest entries scored at most ``upto`` of every shard's ``index_of(shard)``."""
-        pipe = self._r.pipeline(transaction=False)
-        for shard in self.shards.all:
-            pipe.zrangebyscore(index_of(shard), "-inf", upto, start=0, num=limit, withscores=True)
-        rows = [(text(m), float(s)) for page in pipe.execute() for m, s in page]
-        return sorted(rows, key=lambda row: (row[1], row[0]))[:limit]
+        return self.do(lowest(keys.due, now, limit))
 
     @translate_errors
     def ack_due(self, run_id: str, score: float) -> bool:
         """Drop the entry after its message was sent, unless it was rescheduled since."""
         due_key = keys.due(self.shards.of(run_id))
-        return bool(self._scripts("ack_due", [due_key], AckDueArgs(run_id, repr(float(score))).argv()))
+        return bool(self.do(one(Eval("ack_due", [due_key], AckDueArgs(run_id, repr(float(score))).argv()))))
 
     @translate_errors
     def reschedule_due(self, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> int:
@@ -212,13 +238,13 @@ class Recovery(StoreBase):
         """
         args = RescheduleArgs(run_id, score, clock.now_ms(), base_ms, cap_ms).argv()
         due_key = keys.due(self.shards.of(run_id))
-        return int(self._scripts("reschedule_due", [due_key, keys.run(run_id)], args))
+        return int(self.do(one(Eval("reschedule_due", [due_key, keys.run(run_id)], args))))
 
     @translate_errors
     def bump_due(self, run_id: str, delay_ms: int) -> bool:
         """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
         due_key = keys.due(self.shards.of(run_id))
-        changed = self._r.zadd(due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)
+        changed = self.do(one(cmd("zadd", due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)))
         return bool(changed)
 
     @translate_errors
@@ -228,10 +254,11 @@ class Recovery(StoreBase):
         XX GT: an entry a claim removed stays removed, and one rescheduled later meanwhile stays.
         """
         until = clock.now_ms() + delay_ms
-        pipe = self._r.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.zadd(keys.due(self.shards.of(run_id)), {run_id: until}, xx=True, gt=True)
-        pipe.execute()
+        moves = [
+            cmd("zadd", keys.due(self.shards.of(run_id)), {run_id: until}, xx=True, gt=True)
+            for run_id in run_ids
+        ]
+        self.do(one(batch(moves)))
 
     @translate_errors
     def prune(
@@ -259,7 +286,8 @@ class Recovery(StoreBase):
             retention_s[Status.DEAD] = self.dead_retention_s
             found = {
                 status.value: [
-                    m for m, _ in self._lowest(partial(keys.status_set, status), now - seconds * 1000, limit)
+                    m
+                    for m, _ in self.do(lowest(partial(keys.status_set, status), now - seconds * 1000, limit))
                 ]
                 for status, seconds in retention_s.items()
             }
@@ -268,14 +296,14 @@ class Recovery(StoreBase):
             return 0
         # prune.lua never answers {'idem', ...}: it touches no idempotency key.
         calls = [
-            (
+            Eval(
                 "prune",
                 keys.script_keys(run_id, run_id, self.shards),
                 [run_id, now, run_id, *PruneArgs(status).argv()],
             )
             for status, run_id in queued
         ]
-        return sum(int(done) for done in self._scripts.run_many(calls))
+        return sum(int(done) for done in self.do(one(batch(calls))))
 
     @translate_errors
     def prune_tag_indexes(self, cursors: dict[int, int], *, limit: int = TAG_PRUNE_BATCH) -> int:
@@ -287,16 +315,7 @@ class Recovery(StoreBase):
         :data:`TAG_INDEXES_PER_CALL` of them a shard, and looks at the ``limit`` oldest entries
         of each (prune_tag.lua), so an index goes, and its name with it, once its runs have.
         """
-        dropped = 0
-        for shard in self.shards.all:
-            names_key = keys.tag_indexes(shard)
-            cursor, names = self._r.sscan(names_key, cursors.get(shard, 0), count=TAG_INDEXES_PER_CALL)
-            cursors[shard] = int(cursor)
-            for name in map(text, names):
-                run_ids = [text(m) for m in self._r.zrange(name, 0, limit - 1)]
-                run_keys = [keys.run(run_id) for run_id in run_ids]
-                dropped += int(self._scripts("prune_tag", [names_key, name, *run_keys], run_ids))
-        return dropped
+        return self.do(prune_tags(cursors, limit))
 
     # -- graphs without a live worker -----------------------------------------------------------
 
@@ -320,29 +339,25 @@ class Recovery(StoreBase):
         True if it held any."""
         order = self.shards.all if shards is None else shards
         calls = [
-            ("lock_release", [keys.reaper_lock(shard)], LockReleaseArgs(owner).argv()) for shard in order
+            Eval("lock_release", [keys.reaper_lock(shard)], LockReleaseArgs(owner).argv()) for shard in order
         ]
-        return any(int(released) for released in self._scripts.run_many(calls))
+        return any(int(released) for released in self.do(one(batch(calls))))
 
     @translate_errors
     def nudge_reaper(self) -> None:
         """Wake the reapers now: a run was just made due soon (one PUBLISH, no key written)."""
-        self._r.publish(keys.REAPER_NUDGE, b"")
+        self.do(one(cmd("publish", keys.REAPER_NUDGE, b"")))
 
     @translate_errors
     def reaper_nudges(self) -> redis.client.PubSub:
         """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
         shard's note that a child run ended (published on a channel named as its set, by the
         script that ended the child: ``_lib.lua``), so its parent is told at once."""
-        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
-        return pubsub
+        return self.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
 
     @translate_errors
     def schedule_nudges(self) -> redis.client.PubSub:
         """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
         changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
         sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
-        pubsub: redis.client.PubSub = self._r.pubsub(ignore_subscribe_messages=True)
-        pubsub.subscribe(keys.SCHEDULE_NEXT)
-        return pubsub
+        return self.subscribe(keys.SCHEDULE_NEXT)

@@ -22,7 +22,7 @@ import redis.cluster
 from redis.commands.core import AsyncScript, Script
 
 from reflexr_graph.store import prelude, registry
-from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.ops import Command, Eval, ScriptArg
 from reflexr_graph.store.payload_args import encode_args
 from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
 
@@ -88,20 +88,27 @@ class Scripts:
     def __init__(self, client: redis.Redis | redis.asyncio.Redis, codec: PayloadCodec = PLAIN) -> None:
         self._client = client
         self.codec = codec
-        self._scripts: dict[str, Script | AsyncScript] = {
-            name: client.register_script(source(name)) for name in PER_RUN + STANDALONE
-        }
+        self._scripts: dict[str, Script | AsyncScript] = {}
+
+    def _script(self, name: str) -> Script | AsyncScript:
+        """Script ``name`` registered with the client, at its first use: registering hashes its
+        full text (some 1 ms for all of them), and a store made for one call, as a quarantined
+        item's (store/quarantine.py), calls one script or none."""
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts.setdefault(name, self._client.register_script(source(name)))
+        return script
 
     def __call__(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         return self.call_encoded(name, keys, encode_args(self.codec, name, args, keys))
 
     def call_encoded(self, name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         """Call script ``name`` with arguments whose payloads are encoded already."""
-        return self._scripts[name](keys=keys, args=args)
+        return self._script(name)(keys=keys, args=args)
 
     def sha(self, name: str) -> str:
         """The SHA1 of script ``name``'s full text, as EVALSHA names it."""
-        return self._scripts[name].sha
+        return self._script(name).sha
 
     def queue(
         self, pipe: redis.client.Pipeline, name: str, keys: Sequence[str], args: Sequence[ScriptArg]
@@ -109,14 +116,14 @@ class Scripts:
         """Add one call of script ``name`` to ``pipe`` (blocking client); the pipeline loads it if needed.
 
         A cluster pipeline refuses a script object's call (redis-py does not load scripts on its
-        nodes), so it gets the plain EVALSHA, routed by its keys' slot: :meth:`run_many` loads the
+        nodes), so it gets the plain EVALSHA, routed by its keys' slot: :meth:`pipelined` loads the
         scripts and sends them again if a node did not know one. The call names its node, found
         from the slot of its first key in the client's slot table: left to find it, redis-py 8.1's
         cluster pipeline asks a server ``COMMAND GETKEYS`` for each EVALSHA (a command with movable
         keys), a command more per script, where a single call computes the slot itself. A call
         that meets MOVED is sent again alone, routed afresh.
         """
-        script = self._scripts[name]
+        script = self._script(name)
         assert isinstance(script, Script)
         encoded = encode_args(self.codec, name, args, keys)
         if isinstance(pipe, redis.cluster.ClusterPipeline):
@@ -125,30 +132,39 @@ class Scripts:
         else:
             script(keys=keys, args=encoded, client=pipe)
 
-    def run_many(self, calls: Sequence[tuple[str, Sequence[str], Sequence[ScriptArg]]]) -> list[Any]:
-        """Call each ``(name, keys, args)`` in one pipeline (blocking client); their replies in order.
+    def pipelined(self, requests: Sequence[Command | Eval], *, transaction: bool = False) -> list[Any]:
+        """Send ``requests`` in one pipeline (blocking client), each script call as its EVALSHA
+        (:meth:`queue`); their replies in order.
 
-        One call is sent alone: a pipeline of scripts asks SCRIPT EXISTS first, a command more
-        (a standalone store's reaper pass is one shard's tick).
+        A script a node did not know (NOSCRIPT: a node that restarted, a replica promoted) is
+        loaded, with every other, and the pipeline sent again, once.
         """
         assert isinstance(self._client, redis.Redis | redis.cluster.RedisCluster)
-        if len(calls) == 1:
-            name, keys, args = calls[0]
-            return [self(name, keys, args)]
         for tried in (False, True):
-            pipe = self._client.pipeline(transaction=False)
-            for name, keys, args in calls:
-                self.queue(pipe, name, keys, args)
+            pipe = self._client.pipeline(transaction=transaction)
+            for request in requests:
+                if isinstance(request, Eval):
+                    self.queue(pipe, request.name, request.keys, request.args)
+                else:
+                    getattr(pipe, request.method)(*request.args, **request.kwargs)
             try:
                 return list(pipe.execute())
             except redis.exceptions.NoScriptError:
                 if tried:
                     raise
-                self.preload()  # a node that restarted, or a replica promoted, lacks them
+                self.preload()
         raise AssertionError("unreachable")
 
     def preload(self) -> None:
         """SCRIPT LOAD every script, so even the first call of each is one round trip (blocking client)."""
         assert not isinstance(self._client, redis.asyncio.Redis)
-        for script in self._scripts.values():
+        for name in PER_RUN + STANDALONE:
+            script = self._script(name)
             script.sha = self._client.script_load(script.script)
+
+    async def preload_async(self) -> None:
+        """SCRIPT LOAD every script (async client), as :meth:`preload`."""
+        assert isinstance(self._client, redis.asyncio.Redis | redis.asyncio.RedisCluster)
+        for name in PER_RUN + STANDALONE:
+            script = self._script(name)
+            script.sha = await self._client.script_load(script.script)

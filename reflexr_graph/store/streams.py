@@ -19,7 +19,7 @@ from reflexr_graph.model import TERMINAL, Status, StreamItem, StreamPage
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, _fenced, translate_errors
 from reflexr_graph.store.contracts import EmitArgs, EmitReply, Emitted, emit_item
-from reflexr_graph.store.ops import Op, batch, cmd, not_found
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, not_found, one
 from reflexr_graph.store.records import text
 
 PAGE = 500
@@ -114,7 +114,7 @@ class Streams(StoreBase):
             ),
         ]
         script_keys = [keys.run(ctx.run_id), keys.stream(ctx.run_id), keys.memo(ctx.run_id)]
-        reply = EmitReply.parse(self._scripts("emit", script_keys, args))
+        reply = EmitReply.parse(self.do(one(Eval("emit", script_keys, args))))
         if reply.outcome is Emitted.FENCED:
             raise _fenced(ctx, "stream items")
         if reply.outcome is Emitted.FULL:

@@ -17,7 +17,7 @@ from reflexr_graph.model import ServedVersion, VersionEntry
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, UnholdArgs, VersionHold, WakeVersionArgs
-from reflexr_graph.store.ops import Op, batch, cmd, layout, per_run
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, one, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     checkpoint_field,
@@ -50,6 +50,33 @@ def served_versions(graph: str) -> Op[list[ServedVersion]]:
 def live_versions(graph: str) -> Op[dict[str, list[str]]]:
     """Each published version of ``graph`` -> the live workers that serve it, newest first (two)."""
     return {v.version: list(v.workers) for v in (yield from served_versions(graph))}
+
+
+def publish(pairs: list[tuple[str, VersionEntry]], reconcile: bool) -> Op[None]:
+    """Versions.publish_versions: every (graph, entry) by HSETNX in one pipeline; with ``reconcile``,
+    each one kept is read, and written again with this entry's behaviour if it had another."""
+    added = yield batch([cmd("hsetnx", keys.versions(g), e.version, e.model_dump_json()) for g, e in pairs])
+    kept = [(graph, entry) for (graph, entry), new in zip(pairs, added, strict=True) if not new]
+    if not reconcile:
+        return
+    stored = []
+    for graph, entry in kept:  # a round trip each, as publish_versions has always read them
+        stored.append((yield cmd("hget", keys.versions(graph), entry.version)))
+    for (graph, entry), raw in zip(kept, stored, strict=True):
+        old = VersionEntry.model_validate_json(text(raw)) if raw is not None else None
+        if old is not None and old.behaviour() != entry.behaviour():
+            behaviour = {"on_new_version": entry.on_new_version, "on_incompatible": entry.on_incompatible}
+            mine = old.model_copy(update=behaviour)
+            yield cmd("hset", keys.versions(graph), entry.version, mine.model_dump_json())
+
+
+def held_sample(graph: str, version: str, limit: int) -> Op[list[str]]:
+    """Up to ``limit`` runs held waiting for ``version`` of ``graph``: an SRANDMEMBER per shard."""
+    shards = yield from layout()
+    found: list[bytes | str] = []
+    for n in shards.all:
+        found += (yield cmd("srandmember", keys.version_held(graph, version, n), limit)) or []
+    return sorted(text(r) for r in found)[:limit]
 
 
 def held_runs(graph: str, version: str) -> Op[list[str]]:
@@ -130,21 +157,7 @@ class Versions(StoreBase):
         behaviour (``on_new_version``, ``on_incompatible``) takes this one's, its date kept: the
         behaviour is not part of the version, and the latest deploy's choice is the one that holds.
         """
-        pairs = list(zip(graphs, entries, strict=True))
-        pipe = self._r.pipeline(transaction=False)
-        for graph, entry in pairs:
-            pipe.hsetnx(keys.versions(graph), entry.version, entry.model_dump_json())
-        added = pipe.execute()
-        kept = [(graph, entry) for (graph, entry), new in zip(pairs, added, strict=True) if not new]
-        if not reconcile or not kept:
-            return
-        stored = [self._r.hget(keys.versions(graph), entry.version) for graph, entry in kept]
-        for (graph, entry), raw in zip(kept, stored, strict=True):
-            old = VersionEntry.model_validate_json(text(raw)) if raw is not None else None
-            if old is not None and old.behaviour() != entry.behaviour():
-                behaviour = {"on_new_version": entry.on_new_version, "on_incompatible": entry.on_incompatible}
-                mine = old.model_copy(update=behaviour)
-                self._r.hset(keys.versions(graph), entry.version, mine.model_dump_json())
+        self.do(publish(list(zip(graphs, entries, strict=True)), reconcile))
 
     @translate_errors
     def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
@@ -179,7 +192,7 @@ class Versions(StoreBase):
         held = [keys.version_held(graph, version, self.shards.of(run_id))]
         hold = VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
         if hold in (VersionHold.BEGAN, VersionHold.HELD, VersionHold.WAITING):
-            self._r.zincrby(keys.held_versions(), 1, _pair(graph, version))
+            self.do(one(cmd("zincrby", keys.held_versions(), 1, _pair(graph, version))))
         return hold
 
     @translate_errors
@@ -193,18 +206,13 @@ class Versions(StoreBase):
         unless a hold marked it since ``generation`` was read (unhold_version.lua)."""
         pair = _pair(graph, version)
         return bool(
-            self._scripts("unhold_version", [keys.held_versions()], UnholdArgs(pair, generation).argv())
+            self.do(one(Eval("unhold_version", [keys.held_versions()], UnholdArgs(pair, generation).argv())))
         )
 
     @translate_errors
     def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
         """Up to ``limit`` runs held waiting for ``version`` of ``graph`` (a command per shard)."""
-        found = [
-            r
-            for n in self.shards.all
-            for r in self._r.srandmember(keys.version_held(graph, version, n), limit) or []
-        ]
-        return sorted(text(r) for r in found)[:limit]
+        return self.do(held_sample(graph, version, limit))
 
     @translate_errors
     def wake_version(self, run_id: str, graph: str, version: str, *, due_ms: int) -> bool:

@@ -16,7 +16,7 @@ from reflexr_graph.model import Event, Status, WorkerInfo, WorkerStatus
 from reflexr_graph.store import keys
 from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
 from reflexr_graph.store.contracts import WorkerBeatArgs, WorkerLeaveArgs
-from reflexr_graph.store.ops import Command, Op, batch, cmd, layout
+from reflexr_graph.store.ops import Command, Eval, Op, ScriptArg, batch, cmd, layout, one
 from reflexr_graph.store.records import run_event, text
 
 HEARTBEAT_TTL_S = 30.0
@@ -102,6 +102,14 @@ def serving(graphs: Sequence[str]) -> Op[dict[str, list[str]]]:
     return dict(zip(graphs, live_servers(replies), strict=True))
 
 
+def full_beat(script_keys: Sequence[str], args: Sequence[ScriptArg]) -> Op[None]:
+    """worker_beat.lua, whose reply is Redis's time: sampled into this process's clock, timed
+    from just before the request (clock.probe)."""
+    started = clock.probe()
+    reply = yield Eval("worker_beat", script_keys, args)
+    started.record(time_reply_ms(reply))
+
+
 def _served_keys(info: WorkerInfo) -> list[str]:
     # A graph's set and its version's: the script treats them alike (member = the worker's name).
     versions = [keys.served_version(g, v) for g, v in sorted(info.graph_versions.items())]
@@ -141,9 +149,7 @@ class Workers(StoreBase):
             sets_ms=2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
             trim=trim,
         ).argv()
-        started = clock.probe()
-        reply = self._scripts("worker_beat", script_keys, args)
-        started.record(time_reply_ms(reply))
+        self.do(full_beat(script_keys, args))
 
     @translate_errors
     def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
@@ -156,18 +162,18 @@ class Workers(StoreBase):
         the clock wants a sample (clock.py), and an idle worker's commands stay within their budget
         (tests/fleet/test_idle_cost.py)."""
         expiry = {name: clock.now_ms() + ttl_ms}
-        return not self._r.zadd(keys.WORKERS, expiry)
+        return not self.do(one(cmd("zadd", keys.WORKERS, expiry)))
 
     @translate_errors
     def worker_leave(self, info: WorkerInfo) -> None:
         """Take a stopping worker out of the registry at once."""
         script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
-        self._scripts("worker_leave", script_keys, WorkerLeaveArgs(info.name).argv())
+        self.do(one(Eval("worker_leave", script_keys, WorkerLeaveArgs(info.name).argv())))
 
     @translate_errors
     def live_worker_count(self) -> int:
         """How many workers' heartbeats have not expired (one ZCOUNT)."""
-        return int(self._r.zcount(keys.WORKERS, clock.now_ms(), "+inf"))
+        return int(self.do(one(cmd("zcount", keys.WORKERS, clock.now_ms(), "+inf"))))
 
     def live_workers(self) -> list[WorkerInfo]:
         """Every worker whose heartbeat has not expired, by name."""

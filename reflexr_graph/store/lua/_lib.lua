@@ -614,6 +614,17 @@ local function give_back_attempt()
   incr('suspensions', 1)
 end
 
+-- When a hold's grace period began (hold_unserved.lua, hold_version.lua), kept in the run's field
+-- since_field; now, the first time, and then the second value is true: the caller tells it began.
+local function grace_since(since_field)
+  local since = tonumber(field(since_field))
+  if since then
+    return since, false
+  end
+  put(since_field, NOW)
+  return tonumber(NOW), true
+end
+
 -- What an attempt tells with its writes (core/tally.py): boundaries it could not checkpoint,
 -- counted on the run and told in its history so nobody believes they have durability they
 -- lack; and branch steps and durable calls answered from their records instead of running.

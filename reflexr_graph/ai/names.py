@@ -33,6 +33,19 @@ if TYPE_CHECKING:
     from pydantic_ai.durable_exec._operation_names import DurableInvocationName
 
 
+_NAMED: dict[type, str] = {
+    ModelRequestId: "model",
+    ModelCompactMessagesId: "model.compact",
+    ModelCancelSuspendedResponseId: "model.cancel",
+    ModelCountTokensId: "model.count_tokens",
+    EventStreamHandlerId: "event",
+    ToolsetValidateToolArgumentsId: "tool.validate",
+    ToolsetCallToolId: "tool",
+}
+"""The name after ``<agent>.`` of each operation kind whose name takes nothing from the operation
+(operation_name names the others from their fields)."""
+
+
 class CallNames(JournalOperationNamer, DurableOperationNamer):
     """``<agent>.model`` for model requests, ``<agent>.tool.<tool name>`` for tool calls, and so on.
 
@@ -49,29 +62,16 @@ class CallNames(JournalOperationNamer, DurableOperationNamer):
         match operation_id:
             case ModelRequestId(streaming=True):
                 return f"{agent}.model.stream"
-            case ModelRequestId():
-                return f"{agent}.model"
-            case ModelCompactMessagesId():
-                return f"{agent}.model.compact"
-            case ModelCancelSuspendedResponseId():
-                return f"{agent}.model.cancel"
-            case ModelCountTokensId():
-                return f"{agent}.model.count_tokens"
-            case EventStreamHandlerId():
-                return f"{agent}.event"
             case CapabilityOperationId(capability_id=capability, operation=operation):
                 return f"{agent}.capability.{capability}.{operation}"
             case ToolsetGetToolsId(toolset_id=toolset):
                 return f"{agent}.toolset.{toolset}.tools"
             case ToolsetGetInstructionsId(toolset_id=toolset):
                 return f"{agent}.toolset.{toolset}.instructions"
-            case ToolsetValidateToolArgumentsId():
-                return f"{agent}.tool.validate"
-            case ToolsetCallToolId():
-                return f"{agent}.tool"
         # pydantic-ai adds operation kinds in minor releases; a new one still gets a stable name, and
         # tests/ai/test_surface.py fails on it until it is named here on purpose.
-        return f"{agent}.{type(operation_id).__name__}"  # pragma: no cover
+        kind = _NAMED.get(type(operation_id), type(operation_id).__name__)
+        return f"{agent}.{kind}"
 
     def invocation_name(
         self, operation_id: DurableOperationId, *, label: str | None

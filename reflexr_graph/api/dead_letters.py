@@ -53,12 +53,5 @@ async def replay_many(body: BulkReplayRequest, client: ClientDep, caller: Caller
     """Replay the dead runs named by ``run_ids``, or every dead run of ``graph``, ``reason`` and/or
     ``tags`` (at most 1000 per call: call again for the rest). Runs that cannot be replayed are
     listed with why."""
-    done = await client.replay_many(
-        body.run_ids,
-        graph=body.graph,
-        reason=body.reason,
-        from_start=body.from_start,
-        tags=body.tags,
-        by=caller.name,
-    )
+    done = await client.replay_many(**body.model_dump(), by=caller.name)
     return BulkReplayResult(replayed=done.replayed, refused=refusals(done.refused))

@@ -36,7 +36,7 @@ class ReplayRequest(BaseModel):
 
 class BulkReplayRequest(BaseModel):
     """Dead runs to replay: the ``run_ids`` given, or every dead run matching ``graph``, ``reason``
-    and ``tags``."""
+    and ``tags``. Its fields are ``Client.replay_many``'s arguments, which the route passes on."""
 
     run_ids: list[str] | None = Field(None, max_length=1000)
     graph: str | None = None
@@ -48,7 +48,9 @@ class BulkReplayRequest(BaseModel):
 class BulkRequest(BaseModel):
     """Runs to act on: the ``run_ids`` given, or those matching ``status``, ``graph`` and ``tags``,
     or with ``"all": true`` every one the action takes. An empty filter is refused: it would act
-    on every run, which only ``"all": true`` may mean."""
+    on every run, which only ``"all": true`` may mean. Its fields (and a subclass's) are the
+    arguments of the client's bulk operation (``cancel_many``, ``purge_many``), which the route
+    passes on."""
 
     run_ids: list[str] | None = Field(None, max_length=1000)
     status: Status | None = None

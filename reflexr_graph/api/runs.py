@@ -102,15 +102,7 @@ async def cancel_many(body: BulkCancelRequest, client: ClientDep, caller: Caller
     cancelled run no longer matches, so call again until ``cancelled`` is empty). Runs that cannot
     be cancelled are listed with why. ``GET /api/runs`` with the same filter shows what it would
     take."""
-    done = await client.cancel_many(
-        body.run_ids,
-        status=body.status,
-        graph=body.graph,
-        tags=body.tags,
-        now=body.now,
-        all=body.all,
-        by=caller.name,
-    )
+    done = await client.cancel_many(**body.model_dump(), by=caller.name)
     return BulkCancelResult(cancelled=done.cancelled, refused=refusals(done.refused))
 
 
@@ -120,9 +112,7 @@ async def purge_many(body: BulkPurgeRequest, client: ClientDep, caller: CallerDe
     ``graph`` and/or ``tags``, or with ``"all": true`` every finished run (at most 1000 per call: a
     purged run is gone, so call again until ``purged`` is empty). Runs not finished, or not there,
     are listed with why."""
-    done = await client.purge_many(
-        body.run_ids, status=body.status, graph=body.graph, tags=body.tags, all=body.all, by=caller.name
-    )
+    done = await client.purge_many(**body.model_dump(), by=caller.name)
     return BulkPurgeResult(purged=done.purged, refused=refusals(done.refused))
 
 

@@ -23,11 +23,7 @@ def audit(
     """List the newest destructive actions (purges, cancels, quarantine purges), newest first, with
     who did them; they are kept after the runs they name are gone."""
     found = client_of(ctx).audit(limit)
-    if as_json:
-        render.print_json([entry.to_json() for entry in found])
-        return
-    if not found:
-        render.out.print("no purge, cancel or quarantine purge recorded yet")
+    if render.shown_as_json_or_none(found, as_json, "no purge, cancel or quarantine purge recorded yet"):
         return
     table = Table(title=f"audit trail (newest {len(found)}, newest first)")
     for column in ("time", "action", "run", "by"):

@@ -78,11 +78,17 @@ def _targets(
         if graph or reason or tag:
             raise BadInput("--graph, --reason and --tag only narrow --all; drop them or use --all")
         return run_ids
-    tags = parse_tag_options(tag)
-    found = [info.run_id for info in client.dead_letters(graph=graph, reason=reason, tags=tags)]
+    found = _dead_ids(client, graph, reason, tag)
     if not found:
         raise BadInput("--all matched no dead-lettered runs; check --graph/--reason/--tag (see `dlq list`)")
     return found
+
+
+def _dead_ids(client: Client, graph: str | None, reason: str | None, tag: list[str] | None) -> list[str]:
+    """The ids of the dead runs --graph, --reason and --tag match, most recently dead first (the first
+    1000: Client.dead_letters' limit)."""
+    found = client.dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
+    return [info.run_id for info in found]
 
 
 @contextmanager
@@ -149,9 +155,7 @@ def replay(
         # an interrupted --all resumes by running it again).
         if not (every and len(targets) >= BULK_LIMIT and done.replayed):
             break
-        targets = [
-            i.run_id for i in client.dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
-        ]
+        targets = _dead_ids(client, graph, reason, tag)
     report_bulk("replayed", total, refused)
 
 

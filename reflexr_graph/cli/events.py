@@ -107,10 +107,7 @@ def list_events(ctx: typer.Context, graph: GraphOpt = None, as_json: JsonOpt = F
     """Every open wait, oldest first: run, graph, agent, wait name, since when, its token, and for
     deferred tool calls each call's tool and validated arguments."""
     waits = client_of(ctx).pending_events(graph)
-    if as_json:
-        render.print_json([w.to_json() for w in waits])
+    if render.shown_as_json_or_none(waits, as_json, "no run waits for an external event"):
         return
-    if not waits:
-        render.out.print("no run waits for an external event")
     for wait in waits:
         render.out.print(_line(wait), markup=False, highlight=False)

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -42,6 +42,22 @@ STATUS_STYLE = {
 def print_json(value: Any) -> None:
     """One JSON document on stdout, without any markup."""
     print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+class _JsonItem(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def shown_as_json_or_none(found: Sequence[_JsonItem], as_json: bool, none: str) -> bool:
+    """With --json, print ``found`` as a JSON array; on a terminal, say ``none`` when it is empty.
+    True when that is all there is to show: the caller's table or lines are not wanted."""
+    if as_json:
+        print_json([item.to_json() for item in found])
+        return True
+    if not found:
+        out.print(none)
+        return True
+    return False
 
 
 def when(epoch_s: float) -> str:

@@ -137,8 +137,7 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _check_redis_url(cls, value: str) -> str:
-        _parses(value)
-        scheme = urlsplit(value).scheme
+        scheme = _scheme(value)
         if scheme not in REDIS_SCHEMES:
             # The URL may hold a password, so only its scheme is echoed.
             raise ValueError(
@@ -154,8 +153,7 @@ class Settings(BaseSettings):
     @field_validator("broker_url")
     @classmethod
     def _check_broker_url(cls, value: str) -> str:
-        _parses(value)
-        scheme = urlsplit(value).scheme
+        scheme = _scheme(value)
         if scheme in cluster.SCHEMES:
             raise ValueError(
                 "cannot be a Redis Cluster (kombu has no cluster transport): name a standalone Redis, "
@@ -232,11 +230,13 @@ class Settings(BaseSettings):
         return int(self.dispatch_grace_s * 1000)
 
 
-def _parses(url: str) -> None:
-    """ValueError when ``url`` does not parse, saying why without quoting it (store/url_check.py)."""
+def _scheme(url: str) -> str:
+    """The scheme of ``url``; ValueError when it does not parse, saying why without quoting it
+    (store/url_check.py)."""
     found = url_check.problem(url)
     if found is not None:
         raise ValueError(found)
+    return urlsplit(url).scheme
 
 
 def known_env_vars() -> list[str]:

@@ -15,10 +15,12 @@ attempt's context; every step of the attempt finds it with :func:`current_scope`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from reflexr_graph.core.context import bound
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.handoff import Handoff
 from reflexr_graph.core.inflight import InFlight
@@ -80,9 +82,6 @@ def current_scope() -> AttemptScope | None:
     return _scope.get()
 
 
-def set_scope(scope: AttemptScope | None) -> object:
-    return _scope.set(scope)
-
-
-def reset_scope(token: object) -> None:
-    _scope.reset(token)  # type: ignore[arg-type]
+def in_scope(scope: AttemptScope) -> AbstractContextManager[None]:
+    """``scope`` is the attempt's scope in this context while the block runs."""
+    return bound(_scope, scope)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from reflexr_graph.errors import NotInRun
 
@@ -69,17 +70,24 @@ def running_step() -> RunningStep | None:
     return _running.get()
 
 
-def set_step(step: RunningStep | None) -> object:
-    return _running.set(step)
+T = TypeVar("T")
 
 
-def reset_step(token: object) -> None:
-    _running.reset(token)  # type: ignore[arg-type]
+@contextmanager
+def bound(var: ContextVar[T], value: T) -> Iterator[None]:
+    """``var`` holds ``value`` in this context until the block ends, then what it held before."""
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
 
 
-def set_current(run: CurrentRun | None) -> object:
-    return _current.set(run)
+def step_running(step: RunningStep) -> AbstractContextManager[None]:
+    """``step`` is the step execution running in this context while the block runs."""
+    return bound(_running, step)
 
 
-def reset_current(token: object) -> None:
-    _current.reset(token)  # type: ignore[arg-type]
+def running_as(run: CurrentRun) -> AbstractContextManager[None]:
+    """``current_run()`` answers ``run`` while the block runs."""
+    return bound(_current, run)

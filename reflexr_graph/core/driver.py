@@ -24,9 +24,9 @@ from opentelemetry.context import Context
 
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.core.attempt_scope import AttemptScope, reset_scope, set_scope
+from reflexr_graph.core.attempt_scope import AttemptScope, in_scope
 from reflexr_graph.core.checkpoint import Discarded, Restored, prefix_fork_stack
-from reflexr_graph.core.context import CurrentRun, reset_current, set_current
+from reflexr_graph.core.context import CurrentRun, running_as
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.handoff import Written
 from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
@@ -275,27 +275,25 @@ async def run_attempt(
     tally = tally if tally is not None else Tally(action.name, ctx.run_id)
     parent = tracing.run_trace_parent(ctx.trace_context)
     traced = tracing.recording()
-    with _attempt_span(traced, parent, attrs) as span:
-        token = set_current(CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags))
+    current = CurrentRun(ctx.run_id, ctx.attempt, ctx.idempotency_key, action.name, ctx.tags)
+    with _attempt_span(traced, parent, attrs) as span, running_as(current):
         records = dict(port.load_records(ctx.run_id))
         journal = RecordJournal(port, ctx, action.fingerprint, records, limiter)
         scope = AttemptScope(journal, tally, action.signals, limiter, deadlines or Deadlines(), traced=traced)
-        scope_token = set_scope(scope)
-        try:
-            advance = _Advance(scope.in_flight, sibling_grace_s, ctx.run_id, stop)
-            drive = _drive(action, port, ctx, span, (inputs, state), scope, advance)
-            return await _within(action.attempt_timeout, scope.deadlines, drive)
-        except Suspended as suspended:
-            # Not an error: the attempt ends here and the run waits in Redis (G8).
-            attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
-            if suspended.wake_at_ms is not None:
-                attrs_s[tracing.ATTR_WAKE_AT] = suspended.wake_at_ms
-            span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
-            raise
-        finally:
-            scope.return_slots()  # a limited step's, when the attempt ends before its boundary
-            reset_scope(scope_token)
-            reset_current(token)
+        with in_scope(scope):
+            try:
+                advance = _Advance(scope.in_flight, sibling_grace_s, ctx.run_id, stop)
+                drive = _drive(action, port, ctx, span, (inputs, state), scope, advance)
+                return await _within(action.attempt_timeout, scope.deadlines, drive)
+            except Suspended as suspended:
+                # Not an error: the attempt ends here and the run waits in Redis (G8).
+                attrs_s: dict[str, str | int] = {tracing.ATTR_SIGNAL: suspended.signal or ""}
+                if suspended.wake_at_ms is not None:
+                    attrs_s[tracing.ATTR_WAKE_AT] = suspended.wake_at_ms
+                span.add_event(tracing.EVENT_SUSPENDED, attrs_s)
+                raise
+            finally:
+                scope.return_slots()  # a limited step's, when the attempt ends before its boundary
 
 
 def _attempt_span(

@@ -30,9 +30,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +39,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from reflexr_graph.core.attempt_scope import AttemptScope
+from reflexr_graph.core.context import bound
 from reflexr_graph.core.port import AttemptContext, Emission, StreamPort
 from reflexr_graph.core.steps import StepExecution, require_execution
 from reflexr_graph.errors import NotInRun, RunFailure
@@ -84,15 +84,10 @@ _call: ContextVar[str] = ContextVar("reflexr_emit_call", default="")
 """The durable call running in this context (``name#n``), '' outside one."""
 
 
-@contextmanager
-def in_call(scope: str) -> Iterator[None]:
+def in_call(scope: str) -> AbstractContextManager[None]:
     """Items emitted meanwhile belong to the durable call ``scope``: a retry that answers the call
     from its record does not run it, so they are never voided by a restart of the step."""
-    token = _call.set(scope)
-    try:
-        yield
-    finally:
-        _call.reset(token)
+    return bound(_call, scope)
 
 
 def in_durable_call() -> bool:

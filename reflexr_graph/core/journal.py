@@ -25,43 +25,14 @@ inputs: what the key says is exactly the work that was done.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from opentelemetry import trace
 
 from reflexr_graph.core import tracing
 from reflexr_graph.core.limits import Limiter
-from reflexr_graph.core.port import AttemptContext, Lane, WaitResult
+from reflexr_graph.core.port import AttemptContext, Lane, RecordPort
 from reflexr_graph.errors import Suspended
-
-
-class RecordPort(Protocol):
-    def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Sequence[tuple[str, str]] = (),
-        lane: Lane | None = None,
-    ) -> None: ...
-
-    def wait(
-        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
-    ) -> WaitResult: ...
-
-    def call_retried(
-        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
-    ) -> None: ...
-
-    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
-        """Keep an external event wait (store/asks.py) before its token is handed out."""
-        ...
-
-    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
-        """Give the wait of ``token`` its one answer unless it has one; the answer it holds."""
-        ...
 
 
 def digest(*parts: str) -> str:

@@ -111,20 +111,9 @@ class StopSignal(Protocol):
     def is_set(self) -> bool: ...
 
 
-class CheckpointPort(Protocol):
-    """Checkpoint storage, fenced by the attempt's token.
-
-    ``save_checkpoint`` is one round trip. It raises ``errors.FencedOut`` when the token
-    no longer owns the run, and ``errors.StoreUnavailable`` when storage cannot be reached.
-    """
-
-    def load_checkpoint(self, run_id: str) -> str | None:
-        """The latest checkpoint's JSON, or None when the run has none."""
-        ...
-
-    def load_records(self, run_id: str) -> Mapping[str, str]:
-        """The work recorded since the latest checkpoint (core/journal.py), field -> JSON."""
-        ...
+class RecordPort(Protocol):
+    """What an attempt's records journal (core/journal.py) writes through: each one round trip,
+    fenced by the attempt's token."""
 
     def save_record(
         self,
@@ -164,6 +153,22 @@ class CheckpointPort(Protocol):
 
     def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
         """Give the wait of ``token`` its one answer unless it has one; the answer it holds."""
+        ...
+
+
+class CheckpointPort(RecordPort, Protocol):
+    """Checkpoint storage, fenced by the attempt's token.
+
+    ``save_checkpoint`` is one round trip. It raises ``errors.FencedOut`` when the token
+    no longer owns the run, and ``errors.StoreUnavailable`` when storage cannot be reached.
+    """
+
+    def load_checkpoint(self, run_id: str) -> str | None:
+        """The latest checkpoint's JSON, or None when the run has none."""
+        ...
+
+    def load_records(self, run_id: str) -> Mapping[str, str]:
+        """The work recorded since the latest checkpoint (core/journal.py), field -> JSON."""
         ...
 
     def save_checkpoint(

@@ -36,7 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from reflexr_graph import clock
 from reflexr_graph.core import metrics, pg, tracing
 from reflexr_graph.core.attempt_scope import AttemptScope, current_scope
-from reflexr_graph.core.context import reset_step, running_step, set_step
+from reflexr_graph.core.context import running_step, step_running
 from reflexr_graph.core.controls import NO_CONTROLS, StepCall, StepControls, controlled
 from reflexr_graph.core.journal import RecordJournal, digest
 from reflexr_graph.core.port import Lane
@@ -218,24 +218,25 @@ async def _journaled(
     spec: StepSpec, scope: AttemptScope, node_id: str, call: StepCall, ctx: Any, span: Any
 ) -> Any:
     execution = _execution(spec, scope, node_id, ctx)
-    token = set_step(execution)
-    scope.in_flight.enter()
-    scopes = contextlib.ExitStack()
-    try:
-        for step_scope in STEP_SCOPES:
-            scopes.enter_context(step_scope())
-        result_codec = spec.results.get(node_id)
-        if execution.branch and result_codec is not None and execution.prefix is not None:
-            return await _branch(spec, execution, result_codec, partial(_flushed, execution, call), ctx, span)
-        return await _flushed(execution, call, ctx)
-    finally:
-        # A limited step's slots that its record did not carry go back now (core/limits.py); a step
-        # that no fork reaches runs alone, and the boundary right after it carries them instead.
-        if execution.branch != "":
-            scope.return_slots()
-        scopes.close()
-        scope.in_flight.leave()
-        reset_step(token)
+    with step_running(execution):
+        scope.in_flight.enter()
+        scopes = contextlib.ExitStack()
+        try:
+            for step_scope in STEP_SCOPES:
+                scopes.enter_context(step_scope())
+            result_codec = spec.results.get(node_id)
+            if execution.branch and result_codec is not None and execution.prefix is not None:
+                flushed = partial(_flushed, execution, call)
+                return await _branch(spec, execution, result_codec, flushed, ctx, span)
+            return await _flushed(execution, call, ctx)
+        finally:
+            # A limited step's slots that its record did not carry go back now (core/limits.py); a
+            # step that no fork reaches runs alone, and the boundary right after it carries them
+            # instead.
+            if execution.branch != "":
+                scope.return_slots()
+            scopes.close()
+            scope.in_flight.leave()
 
 
 async def _flushed(execution: StepExecution, call: StepCall, ctx: Any) -> Any:

@@ -24,9 +24,9 @@ from types import MappingProxyType
 
 from reflexr_graph.store import contracts as c
 
-LIB, HISTORY, PASS, LIMIT = "lib", "history", "pass", "limit"
+LIB, HISTORY, PASS, LIMIT, PARENT = "lib", "history", "pass", "limit", "parent"
 """The preludes (``lua/_<name>.lua``), prepended in this order."""
-PRELUDES = (LIB, HISTORY, PASS, LIMIT)
+PRELUDES = (LIB, HISTORY, PASS, LIMIT, PARENT)
 
 PER_RUN_ARGV = 3
 """ARGV[1..3] of a per-run script are the prelude's: run id, now ms, idempotency key guess."""
@@ -107,7 +107,7 @@ ENTRIES: tuple[Script, ...] = (
         keys=("K_EXPECTED", "K_TEMPLATE"),
         keys_tail="more",
         reply=c.Created,
-        preludes=(LIB, HISTORY),
+        preludes=(LIB, HISTORY, PARENT),
         payloads=_payloads(
             inputs="inputs", state="state", fork_checkpoint="checkpoint", fork_output="output"
         ),
@@ -233,6 +233,7 @@ ENTRIES: tuple[Script, ...] = (
         "child_started",
         c.ChildStartedArgs,
         keys=("K_PARENT", "K_PARENT_MEMO", "K_PARENT_MAILBOX"),
+        preludes=(PARENT,),
     ),
     Script("unhold_version", c.UnholdArgs, keys=("K_HELD",)),
     Script("prune_tag", c.NoArgs, keys=("K_NAMES", "K_INDEX"), keys_tail="runs", args_tail="run_ids"),

@@ -10,7 +10,7 @@ import pytest
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, Limit, RetryPolicy, RunFailure
-from reflexr_graph.core.attempt_scope import AttemptScope, reset_scope, set_scope
+from reflexr_graph.core.attempt_scope import AttemptScope, in_scope
 from reflexr_graph.core.controls import NO_CONTROLS, controlled
 from reflexr_graph.core.deadlines import Deadlines
 from reflexr_graph.core.journal import RecordJournal
@@ -196,11 +196,7 @@ def test_a_step_with_no_deadline_counts_as_the_attempts_work_while_it_runs() -> 
         raise KeyError("the step's own failure")
 
     call = controlled(NO_CONTROLS, "s", step)
-    token = set_scope(scope)
-    try:
-        with pytest.raises(KeyError) as caught:
-            asyncio.run(call(None))
-    finally:
-        reset_scope(token)
+    with in_scope(scope), pytest.raises(KeyError) as caught:
+        asyncio.run(call(None))
     assert seen == [1] and limiter.running == 0, "counted while it ran, and no longer once it failed"
     assert failed_node(caught.value) == "s", "its failure is tagged with its node, for its policy"

@@ -90,7 +90,7 @@ def test_every_lua_file_starts_with_its_keys_and_argv_map() -> None:
     a script its registry entry, whose names it describes (tests/store/test_contracts.py)."""
     files = _lua_files()
     assert set(files) == {
-        "_lib.lua", "_history.lua", "_pass.lua", "_limit.lua",
+        "_lib.lua", "_history.lua", "_pass.lua", "_limit.lua", "_parent.lua",
         *(f"{n}.lua" for n in scripts.PER_RUN + scripts.STANDALONE),
     }  # fmt: skip
     for name, text in files.items():

@@ -590,28 +590,35 @@ local function end_requested_cancel()
   to_cancelled('running', field('cancel'))
 end
 
--- A wait that finds a cancel asked for ends the run there instead of suspending it (wait.lua,
--- wait_children.lua): the script's reply, or nil when no cancel was asked. The run's keys expire
--- with the cancel, KEYS[5] too: it must be the run's own key.
-local function cancelled_at_wait()
-  if not cancel_requested() then
-    return nil
+-- A wait about to suspend its run (wait.lua, wait_children.lua). A cancel asked for ends the run
+-- there instead: the script's reply (the run's keys expire with the cancel, KEYS[5] too: it must
+-- be the run's own key). Else nil, once the attempt, which did not fail, gave back its place in
+-- max_attempts and was counted as a suspension.
+local function suspend_unless_cancelled()
+  if cancel_requested() then
+    local actual = idem_mismatch()
+    if actual then
+      return {'idem', actual}
+    end
+    end_requested_cancel()
+    return {'cancelled'}
   end
-  local actual = idem_mismatch()
-  if actual then
-    return {'idem', actual}
-  end
-  end_requested_cancel()
-  return {'cancelled'}
-end
-
--- A suspended attempt did not fail: it gives back its place in max_attempts and is counted as a
--- suspension (wait.lua, wait_children.lua).
-local function give_back_attempt()
   if num('attempts') > 0 then
     incr('attempts', -1)
   end
   incr('suspensions', 1)
+  return nil
+end
+
+-- When a hold's grace period began (hold_unserved.lua, hold_version.lua), kept in the run's field
+-- since_field; now, the first time, and then the second value is true: the caller tells it began.
+local function grace_since(since_field)
+  local since = tonumber(field(since_field))
+  if since then
+    return since, false
+  end
+  put(since_field, NOW)
+  return tonumber(NOW), true
 end
 
 -- What an attempt tells with its writes (core/tally.py): boundaries it could not checkpoint,

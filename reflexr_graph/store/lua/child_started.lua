@@ -2,7 +2,7 @@
 -- different shards (a cluster): create_run.lua made the child first, with an idempotency key the
 -- parent's run id and the step's record name, so a retry after a crash between the two finds the
 -- same child and writes this. On one Redis, create_run.lua writes the same in its round trip.
--- Standalone (no prelude).
+-- Standalone; prelude: _parent.lua.
 -- KEYS and ARGV: store/registry.py's entry 'child_started' (ARGV: contracts.ChildStartedArgs).
 -- K_PARENT: the parent's run hash  K_PARENT_MEMO: its memo  K_PARENT_MAILBOX: its mailbox
 -- token: the parent attempt's token  field: the memo field (its record: the child's id as JSON)
@@ -14,12 +14,7 @@ local held = redis.call('HMGET', K_PARENT, 'token', 'status', 'cancel')
 if held[1] ~= token or held[2] ~= 'running' then
   return 0
 end
-redis.call('HSET', K_PARENT_MEMO, field, '"' .. child .. '"')
-local fresh = redis.call('HSETNX', K_PARENT_MAILBOX, 'child:' .. child, '')
-redis.call('HSET', K_PARENT, 'memo', '1', 'mbox', '1')
-if fresh == 1 then
-  redis.call('HINCRBY', K_PARENT, 'children', 1)
-end
+record_child(K_PARENT, K_PARENT_MEMO, K_PARENT_MAILBOX, field, child)
 -- Recorded all the same, so the parent lists the child it made.
 if held[3] then
   return 2

@@ -1,6 +1,7 @@
 -- create_run.lua: create a queued run, or return the run an idempotency key already names.
 -- A fork (the fork_* arguments) is created with the checkpoint it resumes from.
--- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there), and _history.lua.
+-- Prelude: _lib.lua (its KEYS and RUN_ID, NOW, IDEM_GUESS as described there), _history.lua and
+-- _parent.lua.
 -- KEYS and ARGV: store/registry.py's entry 'create_run' (ARGV: contracts.CreateArgs).
 -- Of the prelude's: K_RUN, K_CKPT, K_EVENTS, K_IDEM, K_ALL, K_DUE, the queued and succeeded sets,
 --   and K_INPUTS, the run's inputs when longer than INLINE_MAX (_lib.lua: init_run)
@@ -55,18 +56,10 @@ if parent_token ~= '' then
     return {'cancelled', ''}
   end
 end
--- The parent's record of its child, as child_started.lua writes it on a cluster: the step's memo
--- record (a retried step finds the child), and the child's place in the mailbox ('' until it
--- ends), which lists the parent's children.
+-- The parent's record of its child (_parent.lua), as child_started.lua writes it on a cluster.
 local function record_in_parent(child)
-  if parent_token == '' then
-    return
-  end
-  redis.call('HSET', P_MEMO, parent_field, '"' .. child .. '"')
-  local fresh = redis.call('HSETNX', P_MAILBOX, 'child:' .. child, '')
-  redis.call('HSET', P_RUN, 'memo', '1', 'mbox', '1')
-  if fresh == 1 then
-    redis.call('HINCRBY', P_RUN, 'children', 1)
+  if parent_token ~= '' then
+    record_child(P_RUN, P_MEMO, P_MAILBOX, parent_field, child)
   end
 end
 

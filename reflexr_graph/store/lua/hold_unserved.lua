@@ -24,12 +24,8 @@ local actual = idem_mismatch()
 if actual then
   return {'idem', actual}
 end
-local since = tonumber(field('unserved_since'))
-local began = false
-if not since then
-  began = true
-  since = tonumber(NOW)
-  put('unserved_since', NOW)
+local since, began = grace_since('unserved_since')
+if began then
   emit('waiting_for_worker', 'graph', field('graph'), 'until', since + tonumber(grace_ms))
 end
 if tonumber(NOW) - since >= tonumber(grace_ms) then

@@ -25,12 +25,8 @@ end
 if (status ~= 'queued' and status ~= 'retrying' and status ~= 'waiting') or field('version') ~= version then
   return 'skip'
 end
-local since = tonumber(field('held_since'))
-local began = false
-if not since then
-  began = true
-  since = tonumber(NOW)
-  put('held_since', NOW)
+local since, began = grace_since('held_since')
+if began then
   emit('waiting_for_version', 'version', version, 'until', since + tonumber(grace_ms))
 end
 -- Every time: a worker that took it (and emptied its entry) may have died before it claimed it.

@@ -49,13 +49,12 @@ if wake ~= '' and tonumber(wake) <= tonumber(NOW) then
   put('memo', '1')
   return {'recorded', record}
 end
-local cancelled = cancelled_at_wait()
+-- Suspend: the run holds no lease and no message until a signal (signal.lua) or its timer (the
+-- due set) wakes it.
+local cancelled = suspend_unless_cancelled()
 if cancelled then
   return cancelled
 end
--- Suspend: the run holds no lease and no message until a signal (signal.lua) or its timer (the
--- due set) wakes it.
-give_back_attempt()
 -- A limit wait is counted by the grant that ends it (limit_acquire.lua), which may come after
 -- several releases: the run keeps when the wait began, from its first release for that key.
 if string.sub(name, 1, 6) == 'limit:' then

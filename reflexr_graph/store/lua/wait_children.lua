@@ -35,12 +35,11 @@ end
 if ended then
   return ended
 end
-local cancelled = cancelled_at_wait()
+-- Suspend as wait.lua does: the run holds no lease and no message until its last child ends.
+local cancelled = suspend_unless_cancelled()
 if cancelled then
   return cancelled
 end
--- Suspend as wait.lua does: the run holds no lease and no message until its last child ends.
-give_back_attempt()
 put('waiting_for', waiting_for)
 put('awaiting', children)
 drop('token', 'wake_at')

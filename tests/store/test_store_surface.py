@@ -370,7 +370,10 @@ def rendered(method: Callable[..., Any]) -> tuple[str, ...]:
 
 
 def _parameter(param: inspect.Parameter) -> str:
-    marks = {param.KEYWORD_ONLY: " (keyword-only)", param.POSITIONAL_ONLY: " (positional-only)"}
+    marks: dict[inspect._ParameterKind, str] = {
+        param.KEYWORD_ONLY: " (keyword-only)",
+        param.POSITIONAL_ONLY: " (positional-only)",
+    }
     return _short(str(param)) + marks.get(param.kind, "")
 
 

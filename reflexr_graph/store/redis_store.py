@@ -7,6 +7,7 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
+from reflexr_graph.store import children
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
@@ -17,10 +18,10 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
-from reflexr_graph.store.children import Children
 from reflexr_graph.store.history import History
 from reflexr_graph.store.interventions import Interventions
 from reflexr_graph.store.limits import Limits
+from reflexr_graph.store.operation import plain_operation, store_operation
 from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
 from reflexr_graph.store.streams import Streams
@@ -51,10 +52,16 @@ class RedisStore(
     History,
     Workers,
     Versions,
-    Children,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with
     the token that already owns the run is taken for a retried call and answered ``claimed``.
     """
+
+    # -- child runs (store/children.py) ------------------------------------------------------------
+    make_child = store_operation(children.make_child)
+    wait_for_children = plain_operation(children.wait_for_children)
+    tell_parent = plain_operation(children.tell_parent)
+    children_of = plain_operation(children.children_of)
+    child_output = plain_operation(children.child_output)

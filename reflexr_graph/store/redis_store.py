@@ -7,7 +7,7 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
-from reflexr_graph.store import children
+from reflexr_graph.store import children, history, interventions
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
@@ -18,8 +18,6 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
-from reflexr_graph.store.history import History
-from reflexr_graph.store.interventions import Interventions
 from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operation import plain_operation, store_operation
 from reflexr_graph.store.reads import Reads
@@ -47,9 +45,7 @@ class RedisStore(
     Limits,
     Streams,
     Recovery,
-    Interventions,
     Reads,
-    History,
     Workers,
     Versions,
 ):
@@ -65,3 +61,12 @@ class RedisStore(
     tell_parent = plain_operation(children.tell_parent)
     children_of = plain_operation(children.children_of)
     child_output = plain_operation(children.child_output)
+
+    # -- checkpoint history (store/history.py) -----------------------------------------------------
+    checkpoints = plain_operation(history.checkpoint_list)
+    read_checkpoint = plain_operation(history.saved_checkpoint)
+
+    # -- interventions (store/interventions.py) ----------------------------------------------------
+    cancel = store_operation(interventions.cancel)
+    replay = plain_operation(interventions.replay)
+    purge = plain_operation(interventions.purge)

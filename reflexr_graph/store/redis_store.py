@@ -7,7 +7,7 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
-from reflexr_graph.store import children, history, interventions
+from reflexr_graph.store import children, history, interventions, reads, streams, workers
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
@@ -20,12 +20,9 @@ from reflexr_graph.store.base import (
 )
 from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operation import plain_operation, store_operation
-from reflexr_graph.store.reads import Reads
 from reflexr_graph.store.recovery import Recovery
-from reflexr_graph.store.streams import Streams
 from reflexr_graph.store.versions import Versions
 from reflexr_graph.store.waits import Waits
-from reflexr_graph.store.workers import Workers
 
 __all__ = [
     "DEFAULT_CHECKPOINT_HISTORY",
@@ -43,10 +40,7 @@ class RedisStore(
     AttemptWrites,
     Waits,
     Limits,
-    Streams,
     Recovery,
-    Reads,
-    Workers,
     Versions,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
@@ -70,3 +64,25 @@ class RedisStore(
     cancel = store_operation(interventions.cancel)
     replay = plain_operation(interventions.replay)
     purge = plain_operation(interventions.purge)
+
+    # -- reads (store/reads.py) --------------------------------------------------------------------
+    get = plain_operation(reads.run_record)
+    trace_context = plain_operation(reads.trace_context)
+    dispatch_of = plain_operation(reads.dispatch_of)
+    graph_of = plain_operation(reads.graph_of)
+    traceback = plain_operation(reads.last_traceback)
+    checkpoint_info = plain_operation(reads.latest_checkpoint)
+    events = store_operation(reads.events)
+    list_runs = plain_operation(reads.list_runs)
+    dead_letters = plain_operation(reads.dead_letters)
+
+    # -- the run's stream (store/streams.py) -------------------------------------------------------
+    append_stream = plain_operation(streams.append_stream)
+
+    # -- live workers (store/workers.py) -----------------------------------------------------------
+    worker_beat = plain_operation(workers.worker_beat)
+    worker_alive = plain_operation(workers.worker_alive)
+    worker_leave = plain_operation(workers.worker_leave)
+    live_worker_count = plain_operation(workers.live_worker_count)
+    live_workers = plain_operation(workers.live_workers)
+    serving = plain_operation(workers.serving)

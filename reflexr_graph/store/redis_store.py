@@ -7,7 +7,7 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
-from reflexr_graph.store import children, history, interventions, reads, streams, workers
+from reflexr_graph.store import children, history, interventions, reads, streams, versions, waits, workers
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
@@ -21,8 +21,6 @@ from reflexr_graph.store.base import (
 from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operation import plain_operation, store_operation
 from reflexr_graph.store.recovery import Recovery
-from reflexr_graph.store.versions import Versions
-from reflexr_graph.store.waits import Waits
 
 __all__ = [
     "DEFAULT_CHECKPOINT_HISTORY",
@@ -38,10 +36,8 @@ __all__ = [
 
 class RedisStore(
     AttemptWrites,
-    Waits,
     Limits,
     Recovery,
-    Versions,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
@@ -86,3 +82,21 @@ class RedisStore(
     live_worker_count = plain_operation(workers.live_worker_count)
     live_workers = plain_operation(workers.live_workers)
     serving = plain_operation(workers.serving)
+
+    # -- waits and signals (store/waits.py) --------------------------------------------------------
+    wait = plain_operation(waits.wait)
+    call_retried = plain_operation(waits.call_retried)
+    signal = plain_operation(waits.signal)
+    open_event = plain_operation(waits.open_event)
+    settle_event = plain_operation(waits.settle_event)
+
+    # -- graph versions (store/versions.py) --------------------------------------------------------
+    publish_versions = plain_operation(versions.publish_versions)
+    stored_checkpoints = plain_operation(versions.stored_checkpoints)
+    live_versions = plain_operation(versions.live_versions)
+    published_versions = plain_operation(versions.published_versions)
+    hold_version = plain_operation(versions.hold_version)
+    held_versions = plain_operation(versions.held_versions)
+    unhold_version = plain_operation(versions.unhold_version)
+    held_for_version = plain_operation(versions.held_sample)
+    wake_version = plain_operation(versions.wake_version)

@@ -7,7 +7,19 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
-from reflexr_graph.store import children, history, interventions, reads, streams, versions, waits, workers
+from reflexr_graph.core.limits import Grant, LimitRequest
+from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.store import (
+    children,
+    history,
+    interventions,
+    limits,
+    reads,
+    streams,
+    versions,
+    waits,
+    workers,
+)
 from reflexr_graph.store.attempts import AttemptWrites
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
@@ -18,7 +30,6 @@ from reflexr_graph.store.base import (
     TRACEBACK_LIMIT,
     translate_errors,
 )
-from reflexr_graph.store.limits import Limits
 from reflexr_graph.store.operation import plain_operation, store_operation
 from reflexr_graph.store.recovery import Recovery
 
@@ -36,7 +47,6 @@ __all__ = [
 
 class RedisStore(
     AttemptWrites,
-    Limits,
     Recovery,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
@@ -100,3 +110,19 @@ class RedisStore(
     unhold_version = plain_operation(versions.unhold_version)
     held_for_version = plain_operation(versions.held_sample)
     wake_version = plain_operation(versions.wake_version)
+
+    # -- fleet-wide limits (store/limits.py) -------------------------------------------------------
+    release_slot = plain_operation(limits.release_slot)
+    renew_slots = plain_operation(limits.renew_slots)
+    limit_usage = plain_operation(limits.limit_usage)
+
+    @translate_errors
+    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Grant:
+        """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
+        ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
+        the attempt no longer owns the run (:func:`limits.acquire`)."""
+        # Written: a cluster store first names the key in the control slot's index, once per
+        # process, which this store's cache of the keys it indexed remembers (process state).
+        if self.shards.count > 1:
+            self.do(limits.index_limit(request, self._indexed_limits))
+        return self.do(limits.acquire(ctx, request, slot_ttl_ms=slot_ttl_ms))

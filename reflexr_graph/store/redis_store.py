@@ -7,14 +7,18 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
+import redis
+
 from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import (
     children,
     history,
     interventions,
+    keys,
     limits,
     reads,
+    recovery,
     streams,
     versions,
     waits,
@@ -31,7 +35,6 @@ from reflexr_graph.store.base import (
     translate_errors,
 )
 from reflexr_graph.store.operation import plain_operation, store_operation
-from reflexr_graph.store.recovery import Recovery
 
 __all__ = [
     "DEFAULT_CHECKPOINT_HISTORY",
@@ -47,7 +50,6 @@ __all__ = [
 
 class RedisStore(
     AttemptWrites,
-    Recovery,
 ):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
@@ -126,3 +128,33 @@ class RedisStore(
         if self.shards.count > 1:
             self.do(limits.index_limit(request, self._indexed_limits))
         return self.do(limits.acquire(ctx, request, slot_ttl_ms=slot_ttl_ms))
+
+    # -- recovery: the reaper's reads and writes (store/recovery.py) --------------------------------
+    reaper_tick = store_operation(recovery.reaper_tick)
+    reap = store_operation(recovery.reap)
+    due = plain_operation(recovery.due)
+    ack_due = store_operation(recovery.ack_due)
+    reschedule_due = store_operation(recovery.reschedule_due)
+    bump_due = store_operation(recovery.bump_due)
+    postpone_due = store_operation(recovery.postpone_due)
+    prune = store_operation(recovery.prune)
+    prune_tag_indexes = plain_operation(recovery.prune_tag_indexes)
+    hold_unserved = store_operation(recovery.hold_unserved)
+    release_lock = store_operation(recovery.release_lock)
+    nudge_reaper = plain_operation(recovery.nudge_reaper)
+
+    # Written: a subscription is no request and reply, so no operation (StoreBase.subscribe).
+
+    @translate_errors
+    def reaper_nudges(self) -> redis.client.PubSub:
+        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
+        shard's note that a child run ended (published on a channel named as its set, by the
+        script that ended the child: ``_lib.lua``), so its parent is told at once."""
+        return self.subscribe(*recovery.nudge_channels(self.shards))
+
+    @translate_errors
+    def schedule_nudges(self) -> redis.client.PubSub:
+        """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
+        changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
+        sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
+        return self.subscribe(keys.SCHEDULE_NEXT)

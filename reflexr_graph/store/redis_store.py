@@ -7,11 +7,15 @@ client, the scripts and the error translation of ``store/base.py``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import redis
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
 from reflexr_graph.store import (
+    attempts,
     children,
     history,
     interventions,
@@ -24,7 +28,7 @@ from reflexr_graph.store import (
     waits,
     workers,
 )
-from reflexr_graph.store.attempts import AttemptWrites
+from reflexr_graph.store.attempts import Slots, StepWriter
 from reflexr_graph.store.base import (
     DEFAULT_CHECKPOINT_HISTORY,
     DEFAULT_DEAD_RETENTION_S,
@@ -32,9 +36,12 @@ from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
     TRACEBACK_LIMIT,
+    StoreBase,
+    _fenced,
     translate_errors,
 )
 from reflexr_graph.store.operation import plain_operation, store_operation
+from reflexr_graph.store.ops import ScriptArg
 
 __all__ = [
     "DEFAULT_CHECKPOINT_HISTORY",
@@ -48,9 +55,7 @@ __all__ = [
 ]
 
 
-class RedisStore(
-    AttemptWrites,
-):
+class RedisStore(StoreBase):
     """The Redis adapter of ``core.port.CheckpointPort``, plus everything the fleet and surfaces need.
 
     Tokens passed to :meth:`claim` must be unique per attempt (a fresh uuid4): a claim with
@@ -158,3 +163,78 @@ class RedisStore(
         changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
         sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
         return self.subscribe(keys.SCHEDULE_NEXT)
+
+    # -- an attempt's writes (store/attempts.py) ---------------------------------------------------
+    create_run = store_operation(attempts.create_run)
+    claim = store_operation(attempts.claim)
+    renew_lease = store_operation(attempts.renew_lease)
+    load_checkpoint = plain_operation(attempts.load_checkpoint)
+    load_records = store_operation(attempts.load_records)
+    succeed = store_operation(attempts.succeed)
+    fail = store_operation(attempts.fail)
+    dead_letter = store_operation(attempts.dead_letter)
+    release = store_operation(attempts.release)
+
+    # Written: a step's save and record pick their executor per call (``via``: the attempt's held
+    # connection, store/hot_path.py, or this store), and this store is itself a StepWriter.
+
+    def save_checkpoint(
+        self,
+        ctx: AttemptContext,
+        payload: str,
+        *,
+        seq: int,
+        next_node: str | None,
+        notes: Notes = NO_NOTES,
+        returning: Slots = (),
+        via: StepWriter | None = None,
+    ) -> bool:
+        """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
+
+        True when the run was asked to cancel (``cancel`` without ``now``): the attempt stops at
+        this boundary. The same call tells it, so a cancel costs no extra round trip per step.
+        FencedOut when the token lost the run.
+
+        It runs at every step boundary, so its script takes only the keys it touches rather
+        than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
+        last write, work it reused) are recorded in the same call, and the work recorded since
+        the previous checkpoint is dropped, when there is any: this one holds it. The payload is
+        written once, as the latest and into the history at the same time; the same call trims
+        the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
+        of the step that just ended, given back with it, fenced or not (:meth:`write_step`).
+        ``via`` sends it: the attempt's held connection (store/hot_path.py), the store's client
+        when None."""
+        if via is None:
+            self.keep_clock()  # as every store call does before it reads the clock (translate_errors)
+        script_keys, args = attempts.save_call(ctx, payload, seq, next_node, notes, self.checkpoint_history)
+        writer = self if via is None else via
+        return attempts.saved(ctx, writer.write_step("save_checkpoint", script_keys, args, returning))
+
+    def save_record(
+        self,
+        ctx: AttemptContext,
+        field: str,
+        value: str,
+        returning: Slots = (),
+        lane: Lane | None = None,
+        via: StepWriter | None = None,
+    ) -> None:
+        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
+
+        ``returning`` (limit key, slot member) are slots given back with it, fenced or not
+        (:meth:`write_step`); a branch step's ``lane`` is kept in the run's lanes (``keys.lanes``)
+        by the same script. ``via`` sends it, as :meth:`save_checkpoint`'s. FencedOut when the
+        token lost the run."""
+        script_keys, args = attempts.record_call(ctx, field, value, lane)
+        writer = self if via is None else via
+        if not writer.write_step("record", script_keys, args, returning):
+            raise _fenced(ctx, "record")
+
+    @translate_errors
+    def write_step(
+        self, name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots = ()
+    ) -> Any:
+        """The store's client as a :class:`StepWriter`: one call of script ``name``, which gives the
+        slots ``returning`` back too; on a cluster store, whose limits' slots are not the run's, in
+        their slots right after it."""
+        return self.do(attempts.step_write(name, script_keys, args, returning))

@@ -2,10 +2,12 @@
 their kinds, defaults and resolved type hints, and its return type), as they were when the store
 was assembled from one mixin per concern. fleet/, client/, cli/, api/ and the tests call these, so
 the table of operations that replaced the mixins (store/operation.py) must keep each one as it was.
+And no concern mixin is left: RedisStore is the executor (StoreBase) plus its table.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import typing
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reflexr_graph.store import RedisStore
+from reflexr_graph.store.base import StoreBase
 
 SURFACE: dict[str, tuple[str, ...]] = {
     "ack_due": ("self", "run_id: str", "score: float", "-> bool"),
@@ -354,6 +357,21 @@ SURFACE: dict[str, tuple[str, ...]] = {
 
 PROPERTIES = {"client", "max_block_ms", "scripts"}
 
+CONCERNS = (
+    "attempts",
+    "children",
+    "history",
+    "interventions",
+    "limits",
+    "reads",
+    "recovery",
+    "streams",
+    "versions",
+    "waits",
+    "workers",
+)
+"""The concern modules whose mixins RedisStore was assembled from; each now holds operations."""
+
 
 def rendered(method: Callable[..., Any]) -> tuple[str, ...]:
     """``method``'s parameters, then its return type (after ``->``), each with its type hint resolved
@@ -397,3 +415,22 @@ def test_the_properties_stay() -> None:
     assert {name for name in public if isinstance(inspect.getattr_static(RedisStore, name), property)} == (
         PROPERTIES
     )
+
+
+def test_no_concern_is_a_mixin_of_the_store() -> None:
+    """RedisStore is the executor (StoreBase) and its table: no class of a concern module is in its MRO."""
+    concerns = {f"reflexr_graph.store.{name}" for name in CONCERNS}
+    assert [cls.__qualname__ for cls in RedisStore.__mro__ if cls.__module__ in concerns] == []
+    assert RedisStore.__mro__[1] is StoreBase
+
+
+def test_no_concern_module_holds_a_part_of_the_store() -> None:
+    """Nor does a concern module define a StoreBase subclass that a store could be assembled from."""
+    modules = [importlib.import_module(f"reflexr_graph.store.{name}") for name in CONCERNS]
+    parts = [
+        f"{module.__name__}.{cls.__name__}"
+        for module in modules
+        for cls in vars(module).values()
+        if isinstance(cls, type) and issubclass(cls, StoreBase) and cls.__module__ == module.__name__
+    ]
+    assert parts == []

@@ -1,8 +1,12 @@
 """RedisStore: runs, checkpoints and their history, leases, run events, the dead-letter index and
 the worker registry.
 
-The class is assembled from one part per concern (each module holds one); they share the
-client, the scripts and the error translation of ``store/base.py``.
+The class is the blocking executor (``StoreBase``, store/base.py: the client, the scripts,
+``do``/``handle``, the clock, ``subscribe``) plus one table of its operations. Each entry names
+a sans-IO operation of a concern module (attempts.py, reads.py, recovery.py...), which takes the
+store's settings (``store_operation``) or none (``plain_operation``) and the call's arguments;
+the descriptor (store/operation.py) makes it a method run by ``do`` under ``translate_errors``,
+signed, documented and typed as the operation is. The few methods written here say why.
 """
 
 from __future__ import annotations

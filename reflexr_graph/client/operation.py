@@ -6,7 +6,8 @@ which reads on ``Client`` as a blocking method and on ``AsyncClient`` as a corou
 each running the operation through that client's ``_do`` with the operation's retry class
 (``client/failover.py``). Name, parameters, docstring and retry class are the table's, so the
 two clients cannot drift apart, and ``help(Client.get)``, ``inspect.signature`` and type
-checkers read the same method on both.
+checkers read the same method on both. How a method is signed and documented from its builder
+(``store/operation.py``) is shared with the store's own table of operations.
 """
 
 from __future__ import annotations

@@ -382,6 +382,7 @@ def claim(
 
 
 def _claimed(run_id: str, token: str, graph: str, reply: Any) -> Claim:
+    """claim.lua's reply, read as the :class:`Claim` it tells of."""
     found, memo = ClaimReply.parse([text(v) for v in reply])
     outcome = ClaimOutcome(found.outcome)
     if outcome is ClaimOutcome.MISSING:

@@ -6,13 +6,13 @@ which reads on ``Client`` as a blocking method and on ``AsyncClient`` as a corou
 each running the operation through that client's ``_do`` with the operation's retry class
 (``client/failover.py``). Name, parameters, docstring and retry class are the table's, so the
 two clients cannot drift apart, and ``help(Client.get)``, ``inspect.signature`` and type
-checkers read the same method on both.
+checkers read the same method on both. How a method is signed and documented from its builder
+(``store/operation.py``) is shared with the store's own table of operations.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import MethodType
 from typing import (
@@ -24,12 +24,12 @@ from typing import (
     TypeVar,
     get_args,
     get_origin,
-    get_type_hints,
     overload,
 )
 
 from reflexr_graph.client.core import ClientBase
 from reflexr_graph.client.failover import READ, Repeat, keyed
+from reflexr_graph.store.operation import described, op_result, signature_of
 from reflexr_graph.store.ops import Op
 
 P = ParamSpec("P")
@@ -91,9 +91,9 @@ class Operation(Generic[P, T]):
 
     def __init__(self, build: Build[P, T], repeat: Repeat) -> None:
         self.build, self.repeat = build, repeat
-        signature = _signature(build)
-        self.blocking = _described(_blocking(build, repeat), build, signature)
-        self.awaited = _described(_awaited(build, repeat), build, signature)
+        signature = signature_of(build, _result)
+        self.blocking = described(_blocking(build, repeat), build, signature)
+        self.awaited = described(_awaited(build, repeat), build, signature)
 
     @overload
     def __get__(
@@ -149,34 +149,8 @@ def _awaited(
     return method
 
 
-def _signature(build: Callable[..., Any]) -> inspect.Signature:
-    """``build``'s signature, resolved in the table's module (where its names are), returning what
-    its operation returns: ``Op[RunInfo]`` reads ``RunInfo``."""
-    hints = get_type_hints(build)
-    params = [
-        p.replace(annotation=hints.get(p.name, p.empty)) for p in inspect.signature(build).parameters.values()
-    ]
-    return inspect.Signature(params, return_annotation=_result(hints["return"]))
-
-
-def _described(
-    method: Callable[..., Any], build: Callable[..., Any], signature: inspect.Signature
-) -> Callable[..., Any]:
-    """``method`` named, documented and signed as the table's ``build``: for help(), inspect and
-    ``typing.get_type_hints``."""
-    method.__name__, method.__qualname__ = build.__name__, build.__qualname__
-    method.__module__, method.__doc__ = build.__module__, build.__doc__
-    method.__signature__ = signature  # type: ignore[attr-defined]
-    hints = {p.name: p.annotation for p in signature.parameters.values() if p.annotation is not p.empty}
-    method.__annotations__ = {**hints, "return": signature.return_annotation}
-    return method
-
-
 def _result(hint: object) -> object:
     """``T`` of the table's ``Op[T]`` or ``Keyed[T]``."""
     if get_origin(hint) is Keyed:
         return get_args(hint)[0]
-    if get_origin(hint) is Generator:
-        result = get_args(hint)[2]
-        return None if result is type(None) else result  # signed ``-> None``, as written
-    raise TypeError(f"an operation's build returns Op[T] or Keyed[T], not {hint!r}")
+    return op_result(hint)

@@ -15,12 +15,10 @@ from reflexr_graph.store.base import (
     DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
     TRACEBACK_LIMIT,
-    StoreBase,
     _digest,
     _fenced,
     _guess,
     _idem_guess,
-    translate_errors,
 )
 from reflexr_graph.store.contracts import (
     ClaimArgs,
@@ -41,7 +39,7 @@ from reflexr_graph.store.contracts import (
     SucceedArgs,
     Succeeded,
 )
-from reflexr_graph.store.ops import IDEM_ROUNDS, Eval, Op, QueuedMessage, ScriptArg, cmd, layout, one, per_run
+from reflexr_graph.store.ops import IDEM_ROUNDS, Eval, Op, QueuedMessage, ScriptArg, cmd, layout, per_run
 from reflexr_graph.store.records import (
     Claim,
     ClaimOutcome,
@@ -51,10 +49,10 @@ from reflexr_graph.store.records import (
     text,
     text_map,
 )
+from reflexr_graph.store.settings import StoreSettings
 from reflexr_graph.store.versions import latest_checkpoints
 
 __all__ = [
-    "AttemptWrites",
     "Lease",
     "NewRun",
     "QueuedMessage",
@@ -204,7 +202,7 @@ Slots = Sequence[tuple[str, str]]
 
 class StepWriter(Protocol):
     """What sends an attempt's per-step writes (a save, a record), each one script call: the
-    store's client (:meth:`AttemptWrites.write_step`) or the attempt's held connection
+    store's client (``RedisStore.write_step``) or the attempt's held connection
     (store/hot_path.py). Both take the same keys and arguments, built once, by the write."""
 
     def write_step(
@@ -268,327 +266,294 @@ _SAVED = {int(s): s for s in Saved}
 """save_checkpoint.lua's reply -> Saved, by a dict rather than the enum's call (a few hundred ns)."""
 
 
-class AttemptWrites(StoreBase):
-    """Creating runs and everything one attempt writes, each fenced by its token."""
+def save_call(
+    ctx: AttemptContext, payload: str, seq: int, next_node: str | None, notes: Notes, history: int
+) -> tuple[Sequence[str], list[ScriptArg]]:
+    """save_checkpoint.lua's keys and arguments, built once per save (``RedisStore.save_checkpoint``)
+    for whichever :class:`StepWriter` sends it: the attempt's cached part, then what changes."""
+    args = list(_saving(ctx.token, history, notes))
+    # The arguments that change at every save, as Args.argv writes them (a missing node: '').
+    args[_NOW], args[_PAYLOAD], args[_SEQ] = clock.now_ms(), payload, seq
+    args[_NEXT_NODE] = "" if next_node is None else next_node
+    return _save_keys(ctx.run_id), args
 
-    # -- lifecycle ---------------------------------------------------------------------------
 
-    def create_run(
-        self,
-        run_id: str,
-        *,
-        graph: str,
-        inputs_json: str,
-        state_json: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int,
-        dispatch_grace_ms: int,
-        trace_context: str = "",
-        fork: ForkSeed | None = None,
-    ) -> tuple[str, bool]:
-        """Create a queued run (or a fork, with ``fork``); returns ``(run_id, True)``, or
-        ``(existing_id, False)`` if it exists.
+def saved(ctx: AttemptContext, reply: Any) -> bool:
+    """save_checkpoint.lua's reply: True when the run was asked to cancel; FencedOut when the
+    token lost the run."""
+    outcome = _SAVED[int(reply)]
+    if outcome is Saved.FENCED:
+        raise _fenced(ctx, "checkpoint")
+    return outcome is Saved.CANCEL_REQUESTED
 
-        See :func:`new_run`, the operation it runs.
-        """
-        return self.do(
-            new_run(
-                NewRun(
-                    run_id,
-                    graph,
-                    inputs_json,
-                    state_json,
-                    idempotency_key,
-                    max_attempts,
-                    dispatch_grace_ms,
-                    trace_context,
-                    fork,
-                    self.run_retention_s,
-                )
-            )
-        )
 
-    @translate_errors
-    def claim(
-        self,
-        run_id: str,
-        token: str,
-        *,
-        lease_ttl_ms: int,
-        graph: str = "",
-        idempotency_key: str | None = None,
-        worker: str = "",
-        version: str = "",
-        newest: str = "",
-    ) -> Claim:
-        """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
+def record_call(
+    ctx: AttemptContext, field: str, value: str, lane: Lane | None
+) -> tuple[Sequence[str], list[ScriptArg]]:
+    """record.lua's keys and arguments (``RedisStore.save_record``)."""
+    lane_field, times = lane_args(ctx, lane)
+    return _record_keys(ctx.run_id), RecordArgs(ctx.token, field, value, lane_field, times).argv()
 
-        ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
-        is dead-lettered here; the run's own key is used either way. ``worker`` names the
-        claiming worker on the ``attempt_started`` event, so operators see where each
-        attempt ran. ``version`` is the claiming worker's version of the graph: a run on another
-        one is not claimed (``ClaimOutcome.VERSION``, with the run's ``version``), nor is a run not
-        started yet when ``newest`` (the newest served version) is another; '' checks none.
-        """
-        now = clock.now_ms()
-        args = ClaimArgs(token, now + lease_ttl_ms, self.dead_retention_s, worker, version, newest).argv()
-        guess = _idem_guess(graph, idempotency_key, run_id)
-        if self.shards.count > 1 and not keys.same_shard(run_id, guess):
-            # Only a foreign producer's id can be outside its key's shard: the claim then asks
-            # with the run id, in one slot, and the script names the key if it needs it.
-            guess = run_id
+
+def step_write(name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots) -> Op[Any]:
+    """One per-step write through the store's client (``RedisStore.write_step``): script ``name``,
+    which gives the slots ``returning`` back too; on a cluster store, whose limits' slots are not
+    the run's, in their slots right after it, fenced or not."""
+    if returning and (yield from layout()).count > 1:
         try:
-            reply = self.do(per_run("claim", run_id, guess, now, args))
-        except errors.PayloadUnreadable as exc:
-            # The claim took the run (only a claimed run's payloads are read back): the attempt
-            # owns it, and records the permanent failure that it cannot read them.
-            return Claim(ClaimOutcome.CLAIMED, run_id, token, graph=graph, unreadable=str(exc))
-        found, memo = ClaimReply.parse([text(v) for v in reply])
-        outcome = ClaimOutcome(found.outcome)
-        if outcome is ClaimOutcome.MISSING:
-            return Claim(outcome, run_id, token)
-        if outcome is ClaimOutcome.VERSION:
-            return Claim(
-                outcome,
-                run_id,
-                token,
-                graph=graph,
-                version=found.status,
-                pinned=found.attempt == "pinned",
-                moving=found.attempt in ("moving", "move"),
-            )
+            return (yield Eval(name, script_keys, args))
+        finally:
+            yield from limits.give_back(returning)
+    return (yield Eval(name, *given_back(script_keys, args, returning)))
+
+
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
+
+
+def create_run(
+    store: StoreSettings,
+    run_id: str,
+    *,
+    graph: str,
+    inputs_json: str,
+    state_json: str | None = None,
+    idempotency_key: str | None = None,
+    max_attempts: int,
+    dispatch_grace_ms: int,
+    trace_context: str = "",
+    fork: ForkSeed | None = None,
+) -> Op[tuple[str, bool]]:
+    """Create a queued run (or a fork, with ``fork``); returns ``(run_id, True)``, or
+    ``(existing_id, False)`` if it exists.
+
+    See :func:`new_run`, the operation it runs.
+    """
+    return new_run(
+        NewRun(
+            run_id,
+            graph,
+            inputs_json,
+            state_json,
+            idempotency_key,
+            max_attempts,
+            dispatch_grace_ms,
+            trace_context,
+            fork,
+            store.run_retention_s,
+        )
+    )
+
+
+def claim(
+    store: StoreSettings,
+    run_id: str,
+    token: str,
+    *,
+    lease_ttl_ms: int,
+    graph: str = "",
+    idempotency_key: str | None = None,
+    worker: str = "",
+    version: str = "",
+    newest: str = "",
+) -> Op[Claim]:
+    """Start an attempt under ``token``; see :class:`ClaimOutcome` for what can happen.
+
+    ``graph`` and ``idempotency_key`` are only a hint that saves a round trip when the run
+    is dead-lettered here; the run's own key is used either way. ``worker`` names the
+    claiming worker on the ``attempt_started`` event, so operators see where each
+    attempt ran. ``version`` is the claiming worker's version of the graph: a run on another
+    one is not claimed (``ClaimOutcome.VERSION``, with the run's ``version``), nor is a run not
+    started yet when ``newest`` (the newest served version) is another; '' checks none.
+    """
+    now = clock.now_ms()
+    args = ClaimArgs(token, now + lease_ttl_ms, store.dead_retention_s, worker, version, newest).argv()
+    guess = _idem_guess(graph, idempotency_key, run_id)
+    if store.shards.count > 1 and not keys.same_shard(run_id, guess):
+        # Only a foreign producer's id can be outside its key's shard: the claim then asks
+        # with the run id, in one slot, and the script names the key if it needs it.
+        guess = run_id
+    try:
+        reply = yield from per_run("claim", run_id, guess, now, args)
+    except errors.PayloadUnreadable as exc:
+        # The claim took the run (only a claimed run's payloads are read back): the attempt
+        # owns it, and records the permanent failure that it cannot read them.
+        return Claim(ClaimOutcome.CLAIMED, run_id, token, graph=graph, unreadable=str(exc))
+    return _claimed(run_id, token, graph, reply)
+
+
+def _claimed(run_id: str, token: str, graph: str, reply: Any) -> Claim:
+    """claim.lua's reply, read as the :class:`Claim` it tells of."""
+    found, memo = ClaimReply.parse([text(v) for v in reply])
+    outcome = ClaimOutcome(found.outcome)
+    if outcome is ClaimOutcome.MISSING:
+        return Claim(outcome, run_id, token)
+    if outcome is ClaimOutcome.VERSION:
         return Claim(
-            outcome=outcome,
-            run_id=run_id,
-            token=token,
-            status=found.status,
-            attempt=int(found.attempt or 0),
-            counted=int(found.counted or 0),
-            resume_seq=int(found.resumes or 0),
-            graph=found.graph,
-            inputs_json=found.inputs,
-            state_json=found.state or None,
-            idempotency_key=found.idempotency_key,
-            max_attempts=int(found.max_attempts or 0),
-            trace_context=found.trace,
-            checkpoint=found.checkpoint or None,
-            records=pairs_to_map(memo),
-            tags=tags_of(found.tags),
-        )
-
-    @translate_errors
-    def renew_lease(self, run_id: str, token: str, *, lease_ttl_ms: int) -> Lease:
-        """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped,
-        cancelled now, or its lease lapsed before this renewal landed), ``Lease.CANCEL_REQUESTED``
-        when it holds but the run is to stop at its next boundary."""
-        now = clock.now_ms()
-        args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
-        script_keys = [keys.run(run_id), keys.leases(self.shards.of(run_id))]
-        return Lease(int(self.do(one(Eval("renew_lease", script_keys, args)))))
-
-    @translate_errors
-    def load_checkpoint(self, run_id: str) -> str | None:
-        """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
-        [(_seq, checkpoint, _inputs)] = self.do(latest_checkpoints([run_id]))
-        return checkpoint
-
-    def save_checkpoint(
-        self,
-        ctx: AttemptContext,
-        payload: str,
-        *,
-        seq: int,
-        next_node: str | None,
-        notes: Notes = NO_NOTES,
-        returning: Slots = (),
-        via: StepWriter | None = None,
-    ) -> bool:
-        """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
-
-        True when the run was asked to cancel (``cancel`` without ``now``): the attempt stops at
-        this boundary. The same call tells it, so a cancel costs no extra round trip per step.
-        FencedOut when the token lost the run.
-
-        It runs at every step boundary, so its script takes only the keys it touches rather
-        than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
-        last write, work it reused) are recorded in the same call, and the work recorded since
-        the previous checkpoint is dropped, when there is any: this one holds it. The payload is
-        written once, as the latest and into the history at the same time; the same call trims
-        the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
-        of the step that just ended, given back with it, fenced or not (:meth:`write_step`).
-        ``via`` sends it: the attempt's held connection (store/hot_path.py), the store's client
-        when None.
-        """
-        if via is None:
-            self.keep_clock()  # as every store call does before it reads the clock (translate_errors)
-        args = list(_saving(ctx.token, self.checkpoint_history, notes))
-        # The arguments that change at every save, as Args.argv writes them (a missing node: '').
-        args[_NOW], args[_PAYLOAD], args[_SEQ] = clock.now_ms(), payload, seq
-        args[_NEXT_NODE] = "" if next_node is None else next_node
-        writer = self if via is None else via
-        saved = _SAVED[int(writer.write_step("save_checkpoint", _save_keys(ctx.run_id), args, returning))]
-        if saved is Saved.FENCED:
-            raise _fenced(ctx, "checkpoint")
-        return saved is Saved.CANCEL_REQUESTED
-
-    def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Slots = (),
-        lane: Lane | None = None,
-        via: StepWriter | None = None,
-    ) -> None:
-        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
-
-        ``returning`` (limit key, slot member) are slots given back with it, fenced or not
-        (:meth:`write_step`); a branch step's ``lane`` is kept in the run's lanes (``keys.lanes``)
-        by the same script. ``via`` sends it, as :meth:`save_checkpoint`'s. FencedOut when the
-        token lost the run.
-        """
-        lane_field, times = lane_args(ctx, lane)
-        argv = RecordArgs(ctx.token, field, value, lane_field, times).argv()
-        writer = self if via is None else via
-        if not writer.write_step("record", _record_keys(ctx.run_id), argv, returning):
-            raise _fenced(ctx, "record")
-
-    @translate_errors
-    def write_step(
-        self, name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots = ()
-    ) -> Any:
-        """The store's client as a :class:`StepWriter`: one call of script ``name``, which gives the
-        slots ``returning`` back too; on a cluster store, whose limits' slots are not the run's, in
-        their slots right after it."""
-        if returning and self.shards.count > 1:
-            try:
-                return self.do(one(Eval(name, script_keys, args)))
-            finally:
-                self.do(limits.give_back(returning))
-        return self.do(one(Eval(name, *given_back(script_keys, args, returning))))
-
-    @translate_errors
-    def load_records(self, run_id: str) -> dict[str, str]:
-        """The work recorded since the run's latest checkpoint, field -> JSON."""
-        found = text_map(self.do(one(cmd("hgetall", keys.memo(run_id)))))
-        return {name: self.codec.decode(value, run_id, field="record") for name, value in found.items()}
-
-    @translate_errors
-    def succeed(
-        self,
-        ctx: AttemptContext,
-        output_json: str,
-        *,
-        checkpoint: str = "",
-        seq: int = 0,
-        notes: Notes = NO_NOTES,
-    ) -> bool:
-        """Record the output and start the retention of every key of the run.
-
-        ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script;
-        the one it replaces moves into the run's history, as a save does. False when the run was
-        asked to cancel while its last step ran: it ends cancelled, and the finished checkpoint is
-        kept, so a replay records the output without running anything.
-        """
-        args = SucceedArgs(
-            token=ctx.token,
-            output=output_json,
-            retention_s=self.run_retention_s,
-            checkpoint=checkpoint,
-            seq=seq,
-            **_note_args(notes),
-            history=self.checkpoint_history,
-        ).argv()
-        outcome = Succeeded(int(self.do(per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
-        if outcome is Succeeded.FENCED:
-            raise _fenced(ctx, "output")
-        return outcome is not Succeeded.CANCELLED
-
-    @translate_errors
-    def fail(
-        self,
-        ctx: AttemptContext,
-        *,
-        error_type: str,
-        message: str,
-        traceback: str | None,
-        reason: str,
-        permanent: bool,
-        retry_delay_ms: int,
-        counted: bool = True,
-        notes: Notes = NO_NOTES,
-    ) -> str:
-        """Record a failed attempt; returns ``'dead'``, ``'retrying'``, or ``'cancelled'`` when the run
-        was asked to cancel while the attempt ran (it ends cancelled instead).
-
-        ``counted=False`` records an infrastructure failure (Redis unreachable mid-attempt): an
-        interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
-        """
-        now = clock.now_ms()
-        args = FailArgs(
-            token=ctx.token,
-            error_type=error_type,
-            message=message,
-            traceback=(traceback or "")[-TRACEBACK_LIMIT:],
-            reason=reason,
-            permanent=permanent,
-            retry_due_ms=now + retry_delay_ms,
-            dead_retention_s=self.dead_retention_s,
-            counted=counted,
-            max_interruptions=self.max_interruptions,
-            **_note_args(notes),
-        ).argv()
-        outcome = Failed(text(self.do(per_run("fail", ctx.run_id, _guess(ctx), now, args))))
-        if outcome is Failed.FENCED:
-            raise _fenced(ctx, "failure")
-        return outcome.value
-
-    @translate_errors
-    def dead_letter(
-        self,
-        run_id: str,
-        *,
-        reason: str,
-        error_type: str,
-        message: str,
-        graph: str = "",
-        inputs_json: str = "",
-        state_json: str | None = None,
-        idempotency_key: str | None = None,
-        max_attempts: int = 1,
-    ) -> bool:
-        """Dead-letter a run whose message is bad (unknown graph, invalid inputs), without a claim.
-
-        Creates the record from the message's fields when there is none. Not fenced: the
-        message itself is bad, whoever runs it. False when the run is already terminal.
-        """
-        args = DeadLetterArgs(
-            reason=reason,
-            error_type=error_type,
-            message=message,
+            outcome,
+            run_id,
+            token,
             graph=graph,
-            inputs=inputs_json,
-            state=state_json,
-            idempotency_key=idempotency_key,
-            max_attempts=max_attempts,
-            dead_retention_s=self.dead_retention_s,
-            digest=_digest(inputs_json, state_json) if idempotency_key else "",
-        ).argv()
-        guess = _idem_guess(graph, idempotency_key, run_id)
-        template = [keys.events_template(self.shards.of(run_id))]
-        outcome = DeadLettered(
-            int(self.do(per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
+            version=found.status,
+            pinned=found.attempt == "pinned",
+            moving=found.attempt in ("moving", "move"),
         )
-        return outcome is DeadLettered.DEAD
+    return Claim(
+        outcome=outcome,
+        run_id=run_id,
+        token=token,
+        status=found.status,
+        attempt=int(found.attempt or 0),
+        counted=int(found.counted or 0),
+        resume_seq=int(found.resumes or 0),
+        graph=found.graph,
+        inputs_json=found.inputs,
+        state_json=found.state or None,
+        idempotency_key=found.idempotency_key,
+        max_attempts=int(found.max_attempts or 0),
+        trace_context=found.trace,
+        checkpoint=found.checkpoint or None,
+        records=pairs_to_map(memo),
+        tags=tags_of(found.tags),
+    )
 
-    @translate_errors
-    def release(self, ctx: AttemptContext) -> str:
-        """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'``, ``'fenced'``,
-        or ``'cancelled'`` when the run was asked to cancel (it ends cancelled instead).
 
-        The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
-        the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
-        """
-        args = ReleaseArgs(ctx.token, self.max_interruptions, self.dead_retention_s).argv()
-        outcome = Released(int(self.do(per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
-        return outcome.name.lower()
+def renew_lease(store: StoreSettings, run_id: str, token: str, *, lease_ttl_ms: int) -> Op[Lease]:
+    """Extend the lease; ``Lease.LOST`` (falsy) when ``token`` lost the run (superseded, reaped,
+    cancelled now, or its lease lapsed before this renewal landed), ``Lease.CANCEL_REQUESTED``
+    when it holds but the run is to stop at its next boundary."""
+    now = clock.now_ms()
+    args = RenewArgs(run_id, token, now + lease_ttl_ms, now).argv()
+    script_keys = [keys.run(run_id), keys.leases(store.shards.of(run_id))]
+    return Lease(int((yield Eval("renew_lease", script_keys, args))))
+
+
+def load_checkpoint(run_id: str) -> Op[str | None]:
+    """The latest checkpoint's JSON, or None (the claim returns it; this is for inspection)."""
+    [(_seq, checkpoint, _inputs)] = yield from latest_checkpoints([run_id])
+    return checkpoint
+
+
+def load_records(store: StoreSettings, run_id: str) -> Op[dict[str, str]]:
+    """The work recorded since the run's latest checkpoint, field -> JSON."""
+    found = text_map((yield cmd("hgetall", keys.memo(run_id))))
+    return {name: store.codec.decode(value, run_id, field="record") for name, value in found.items()}
+
+
+def succeed(
+    store: StoreSettings,
+    ctx: AttemptContext,
+    output_json: str,
+    *,
+    checkpoint: str = "",
+    seq: int = 0,
+    notes: Notes = NO_NOTES,
+) -> Op[bool]:
+    """Record the output and start the retention of every key of the run.
+
+    ``checkpoint`` (with its ``seq``) is the finished checkpoint, written in the same script;
+    the one it replaces moves into the run's history, as a save does. False when the run was
+    asked to cancel while its last step ran: it ends cancelled, and the finished checkpoint is
+    kept, so a replay records the output without running anything.
+    """
+    args = SucceedArgs(
+        token=ctx.token,
+        output=output_json,
+        retention_s=store.run_retention_s,
+        checkpoint=checkpoint,
+        seq=seq,
+        **_note_args(notes),
+        history=store.checkpoint_history,
+    ).argv()
+    outcome = Succeeded(int((yield from per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
+    if outcome is Succeeded.FENCED:
+        raise _fenced(ctx, "output")
+    return outcome is not Succeeded.CANCELLED
+
+
+def fail(
+    store: StoreSettings,
+    ctx: AttemptContext,
+    *,
+    error_type: str,
+    message: str,
+    traceback: str | None,
+    reason: str,
+    permanent: bool,
+    retry_delay_ms: int,
+    counted: bool = True,
+    notes: Notes = NO_NOTES,
+) -> Op[str]:
+    """Record a failed attempt; returns ``'dead'``, ``'retrying'``, or ``'cancelled'`` when the run
+    was asked to cancel while the attempt ran (it ends cancelled instead).
+
+    ``counted=False`` records an infrastructure failure (Redis unreachable mid-attempt): an
+    interruption, bounded by ``max_interruptions``, rather than one of ``max_attempts``.
+    """
+    now = clock.now_ms()
+    args = FailArgs(
+        token=ctx.token,
+        error_type=error_type,
+        message=message,
+        traceback=(traceback or "")[-TRACEBACK_LIMIT:],
+        reason=reason,
+        permanent=permanent,
+        retry_due_ms=now + retry_delay_ms,
+        dead_retention_s=store.dead_retention_s,
+        counted=counted,
+        max_interruptions=store.max_interruptions,
+        **_note_args(notes),
+    ).argv()
+    outcome = Failed(text((yield from per_run("fail", ctx.run_id, _guess(ctx), now, args))))
+    if outcome is Failed.FENCED:
+        raise _fenced(ctx, "failure")
+    return outcome.value
+
+
+def dead_letter(
+    store: StoreSettings,
+    run_id: str,
+    *,
+    reason: str,
+    error_type: str,
+    message: str,
+    graph: str = "",
+    inputs_json: str = "",
+    state_json: str | None = None,
+    idempotency_key: str | None = None,
+    max_attempts: int = 1,
+) -> Op[bool]:
+    """Dead-letter a run whose message is bad (unknown graph, invalid inputs), without a claim.
+
+    Creates the record from the message's fields when there is none. Not fenced: the
+    message itself is bad, whoever runs it. False when the run is already terminal.
+    """
+    args = DeadLetterArgs(
+        reason=reason,
+        error_type=error_type,
+        message=message,
+        graph=graph,
+        inputs=inputs_json,
+        state=state_json,
+        idempotency_key=idempotency_key,
+        max_attempts=max_attempts,
+        dead_retention_s=store.dead_retention_s,
+        digest=_digest(inputs_json, state_json) if idempotency_key else "",
+    ).argv()
+    guess = _idem_guess(graph, idempotency_key, run_id)
+    template = [keys.events_template(store.shards.of(run_id))]
+    outcome = DeadLettered(
+        int((yield from per_run("dead_letter", run_id, guess, clock.now_ms(), args, template)))
+    )
+    return outcome is DeadLettered.DEAD
+
+
+def release(store: StoreSettings, ctx: AttemptContext) -> Op[str]:
+    """Give the run back on soft shutdown: retrying, due now; ``'released'``, ``'dead'``, ``'fenced'``,
+    or ``'cancelled'`` when the run was asked to cancel (it ends cancelled instead).
+
+    The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
+    the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
+    """
+    args = ReleaseArgs(ctx.token, store.max_interruptions, store.dead_retention_s).argv()
+    outcome = Released(int((yield from per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
+    return outcome.name.lower()

@@ -1,12 +1,17 @@
-"""What every part of the store shares: the client, the scripts, error translation, helpers.
+"""The store's executors and what they share: the client, the scripts, error translation, helpers.
 
-``RedisStore`` (redis_store.py) is assembled from one class per concern, each a subclass of
-:class:`StoreBase`: an attempt's writes, recovery, interventions (cancel, replay, purge), reads,
-the worker registry. Every change that touches more than one key is one Lua script (``lua/``); every
-"now" comes from ``clock.now_ms()`` and is passed to the scripts. That clock is Redis's own time,
-which the store samples (:meth:`StoreBase.sample_clock`) before a process's first call and again
-every ``clock.RESAMPLE_S``, so a worker whose wall clock is off agrees with the fleet on every
-lease and due time. Redis being unreachable is always reported as ``errors.StoreUnavailable``.
+:class:`StoreBase` is the blocking executor: it answers the requests of an operation
+(``store/ops.py``) with its client and scripts (:meth:`StoreBase.do`, :meth:`StoreBase.handle`),
+and holds the clock, ``subscribe``, ``close`` and ``ping``. ``RedisStore`` (redis_store.py) is
+it plus one table of the concern modules' operations (an attempt's writes, recovery,
+interventions, reads, the worker registry...: ``store/operation.py``); the async store
+(``aio.py``) shares :class:`StoreCore`.
+
+Every change that touches more than one key is one Lua script (``lua/``); every "now" comes from
+``clock.now_ms()`` and is passed to the scripts. That clock is Redis's own time, which the store
+samples (:meth:`StoreBase.sample_clock`) before a process's first call and again every
+``clock.RESAMPLE_S``, so a worker whose wall clock is off agrees with the fleet on every lease
+and due time. Redis being unreachable is always reported as ``errors.StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -217,7 +222,8 @@ class StoreBase(StoreCore[redis.Redis]):
         self.checkpoint_history = int(checkpoint_history)
         """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
         self._indexed_limits: dict[str, str] = {}
-        """Limit key -> configuration this process wrote to the control slot's index (store/limits.py)."""
+        """Limit key -> configuration this process wrote to the control slot's index (store/limits.py:
+        index_limit, by ``RedisStore.acquire_limit``)."""
 
     @classmethod
     def from_url(

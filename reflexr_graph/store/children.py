@@ -24,7 +24,7 @@ from reflexr_graph.core.tags import Tags
 from reflexr_graph.model import TERMINAL, Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.attempts import NewRun, new_run
-from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
+from reflexr_graph.store.base import _fenced, _guess
 from reflexr_graph.store.contracts import (
     CancelArgs,
     ChildEndedArgs,
@@ -37,6 +37,7 @@ from reflexr_graph.store.contracts import (
 )
 from reflexr_graph.store.ops import Eval, Op, cmd, layout, per_run
 from reflexr_graph.store.records import text
+from reflexr_graph.store.settings import StoreSettings
 
 CHILD_FIELD = "child:"
 """The prefix of a parent's mailbox fields, one per child."""
@@ -74,7 +75,7 @@ def child_key(parent_run_id: str, record: str) -> str:
 
 
 def make_child(
-    ctx: AttemptContext, request: ChildRequest, dispatch_grace_ms: int, retention_s: int
+    store: StoreSettings, ctx: AttemptContext, request: ChildRequest, *, dispatch_grace_ms: int
 ) -> Op[tuple[str, bool]]:
     """Make the child (or find the one its key names) and record it in the parent; its run id,
     and whether it was made now (then its message must be sent).
@@ -115,7 +116,7 @@ def make_child(
             raise _fenced(ctx, "record of its child")
         if int(written) == 2:
             # Cancelled since the child was made: the cascade missed it, so it goes here.
-            cancel = CancelArgs(retention_s, False).argv()
+            cancel = CancelArgs(store.run_retention_s, False).argv()
             yield from per_run("cancel", child_id, child_id, clock.now_ms(), cancel)
             raise errors.CancelRequested(ctx.run_id)
     return child_id, created
@@ -168,36 +169,3 @@ def child_output(child_id: str) -> Op[str | None]:
     """A child's output JSON, as its record keeps it (None once its record is gone)."""
     found = yield cmd("hget", keys.run(child_id), "output")
     return None if found is None else text(found)
-
-
-class Children(StoreBase):
-    """Child runs: made and waited for by a parent's step, and their ends told to the parent."""
-
-    @translate_errors
-    def make_child(
-        self, ctx: AttemptContext, request: ChildRequest, *, dispatch_grace_ms: int
-    ) -> tuple[str, bool]:
-        """See :func:`make_child`."""
-        return self.do(make_child(ctx, request, dispatch_grace_ms, self.run_retention_s))
-
-    @translate_errors
-    def wait_for_children(
-        self, ctx: AttemptContext, children: Sequence[str], waiting_for: str
-    ) -> list[str] | None:
-        """See :func:`wait_for_children`."""
-        return self.do(wait_for_children(ctx, children, waiting_for))
-
-    @translate_errors
-    def tell_parent(self, child_id: str) -> tuple[str, str] | None:
-        """See :func:`tell_parent`."""
-        return self.do(tell_parent(child_id))
-
-    @translate_errors
-    def children_of(self, run_id: str) -> dict[str, ChildOutcome | None]:
-        """See :func:`children_of`."""
-        return self.do(children_of(run_id))
-
-    @translate_errors
-    def child_output(self, child_id: str) -> str | None:
-        """See :func:`child_output`."""
-        return self.do(child_output(child_id))

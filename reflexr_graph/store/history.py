@@ -13,7 +13,6 @@ from __future__ import annotations
 from reflexr_graph import errors
 from reflexr_graph.model import CheckpointInfo
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.contracts import CheckpointListReply, CheckpointReply, Kept, ReadCheckpointArgs
 from reflexr_graph.store.ops import Eval, Op, not_found
 from reflexr_graph.store.records import (
@@ -62,15 +61,3 @@ def saved_checkpoint(run_id: str, seq: int) -> Op[SavedCheckpoint]:
         inputs_json=reply.inputs,
         state_json=reply.state or None,
     )
-
-
-class History(StoreBase):
-    """The checkpoints a run keeps, listed and read."""
-
-    def checkpoints(self, run_id: str) -> list[CheckpointInfo]:
-        """See :func:`checkpoint_list`."""
-        return self.do(checkpoint_list(run_id))
-
-    def read_checkpoint(self, run_id: str, seq: int) -> SavedCheckpoint:
-        """See :func:`saved_checkpoint`."""
-        return self.do(saved_checkpoint(run_id, seq))

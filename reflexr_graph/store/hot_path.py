@@ -5,9 +5,10 @@ checkout (a lock, a ``select`` on the socket to see it is clean, the release), t
 and the script wrapper: some 35 µs a call, a third of a round trip. An attempt makes its saves
 one after the other, so it holds one connection of the client's pool for its whole life and
 sends its EVALSHAs on it directly. It is the attempt's ``StepWriter`` (store/attempts.py): the
-save and the record are written once, in ``AttemptWrites``, and hand it the keys and arguments
-they would hand the client. What a save repeats (the script's hash, the keys, the run id, the
-token, the settings) is packed at the first save and reused while it stays the same.
+save and the record are written once, in ``RedisStore`` (their arguments built by attempts.py),
+and hand it the keys and arguments they would hand the client. What a save repeats (the script's
+hash, the keys, the run id, the token, the settings) is packed at the first save and reused while
+it stays the same.
 
 What the client's path gave stays: a connection error or timeout is reported as
 ``StoreUnavailable`` (``connection_errors.translate``, as ``translate_errors`` does), which
@@ -120,7 +121,7 @@ def for_attempt(store: StoreBase) -> HotPath | None:
 
 class HotPath(StepWriter):
     """The per-step writes of one attempt (a save, a record), each one EVALSHA on a held connection:
-    a :class:`StepWriter` for ``AttemptWrites.save_checkpoint`` and ``save_record`` (``via``).
+    a :class:`StepWriter` for ``RedisStore.save_checkpoint`` and ``save_record`` (``via``).
 
     Use it as a context manager, or call :meth:`close`: the connection goes back to the pool.
     Calls may come from several threads (sync steps run in threads); one at a time is sent.

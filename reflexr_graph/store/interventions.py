@@ -7,12 +7,12 @@ import logging
 from reflexr_graph import clock, errors
 from reflexr_graph.model import RunInfo, Status
 from reflexr_graph.store import audit, keys
-from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.children import CHILD_FIELD, children_of, tell_parent
 from reflexr_graph.store.contracts import CancelArgs, ReplayArgs
 from reflexr_graph.store.history import missing_checkpoint
 from reflexr_graph.store.ops import Op, cmd, per_run, snapshot
 from reflexr_graph.store.records import pairs_to_map, text
+from reflexr_graph.store.settings import StoreSettings
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +114,20 @@ def purge_run(run_id: str, by: str = "") -> Op[bool]:
     return outcome == "ok"
 
 
-class Interventions(StoreBase):
-    """Cancel, replay and purge, each refused for a run whose status does not allow it."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    def cancel(self, run_id: str, *, now: bool = False) -> RunInfo:
-        """See :func:`cancel_run`."""
-        return self.do(cancel_run(run_id, self.run_retention_s, now))
 
-    def replay(self, run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> RunInfo:
-        """See :func:`replay_run`."""
-        return self.do(replay_run(run_id, from_start, from_seq))
+def cancel(store: StoreSettings, run_id: str, *, now: bool = False) -> Op[RunInfo]:
+    """Cancel an active or waiting run, its finished keys kept the store's run retention; see
+    :func:`cancel_run`."""
+    return cancel_run(run_id, store.run_retention_s, now)
 
-    def purge(self, run_id: str) -> bool:
-        """See :func:`purge_run`."""
-        return self.do(purge_run(run_id))
+
+def replay(run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> Op[RunInfo]:
+    """Queue a dead or cancelled run again; the caller sends the message. See :func:`replay_run`."""
+    return replay_run(run_id, from_start, from_seq)
+
+
+def purge(run_id: str) -> Op[bool]:
+    """Delete a finished run; False when there is no such run. See :func:`purge_run`."""
+    return purge_run(run_id)

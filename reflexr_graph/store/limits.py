@@ -24,9 +24,9 @@ from reflexr_graph.core.limits import Grant, LimitRequest
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.model import LimitUsage
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import EVENTS_MAXLEN, StoreBase, _fenced, translate_errors
+from reflexr_graph.store.base import EVENTS_MAXLEN, _fenced
 from reflexr_graph.store.contracts import Acquired, GrantedArgs, LimitArgs, LimitReply, TakeArgs
-from reflexr_graph.store.ops import Eval, Op, batch, cmd, one
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout
 from reflexr_graph.store.records import text, text_map
 
 
@@ -62,7 +62,7 @@ def limit_usage() -> Op[list[LimitUsage]]:
 
 
 INDEXED_LIMITS = 10_000
-"""The most limit keys a cluster store's process remembers having indexed (``_index_limit``)."""
+"""The most limit keys a cluster store's process remembers having indexed (:func:`index_limit`)."""
 
 
 def give_back(returning: Sequence[tuple[str, str]]) -> Op[None]:
@@ -79,106 +79,99 @@ def config_json(request: LimitRequest) -> str:
     )
 
 
-class Limits(StoreBase):
-    """Acquiring, releasing and renewing limit slots; reading each key's use."""
-
-    @translate_errors
-    def acquire_limit(self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Grant:
-        """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
-        ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
-        the attempt no longer owns the run."""
-        if self.shards.count > 1:
-            return self._acquire_in_two_slots(ctx, request, slot_ttl_ms)
-        now = clock.now_ms()
-        args = LimitArgs(
-            token=ctx.token,
-            now_ms=now,
-            key=request.key,
-            emission_ms=request.emission_ms,
-            burst=request.burst,
-            concurrency=request.concurrency,
-            member=request.member,
-            slot_expiry_ms=now + slot_ttl_ms,
-            node=request.node,
-            waited_ms=request.waited_ms,
-            config=config_json(request),
-            events_cap=EVENTS_MAXLEN,
-            max_reserve_ms=request.max_reserve_ms,
-        ).argv()
-        found = self.do(one(Eval("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)))
-        reply = LimitReply.parse([text(v) for v in found])
-        if reply.outcome is Acquired.FENCED:
-            raise _fenced(ctx, "limit acquisition")
-        if reply.outcome is Acquired.OK:
-            return Grant(True, wait_ms=reply.wait_ms)
-        return Grant(False, retry_after_ms=reply.wait_ms)
-
-    def _acquire_in_two_slots(self, ctx: AttemptContext, request: LimitRequest, slot_ttl_ms: int) -> Grant:
-        """A cluster store's grant: the limit's script, then the run's (see the module's docstring)."""
-        self._index_limit(request)
-        now = clock.now_ms()
-        taken = TakeArgs(
-            now_ms=now,
-            emission_ms=request.emission_ms,
-            burst=request.burst,
-            concurrency=request.concurrency,
-            member=request.member,
-            slot_expiry_ms=now + slot_ttl_ms,
-            max_reserve_ms=request.max_reserve_ms,
-            waited_ms=request.waited_ms,
-        ).argv()
-        found = self.do(one(Eval("limit_take", keys.limit_take_keys(request.key, request.member), taken)))
-        reply = LimitReply.parse([text(v) for v in found])
-        if reply.outcome is not Acquired.OK:
-            return Grant(False, retry_after_ms=reply.wait_ms)
-        granted = GrantedArgs(
-            token=ctx.token,
-            now_ms=clock.now_ms(),
-            key=request.key,
-            node=request.node,
-            waited_ms=request.waited_ms,
-            wait_ms=reply.wait_ms,
-            member=request.member,
-            events_cap=EVENTS_MAXLEN,
-        ).argv()
-        script_keys = keys.limit_granted_keys(ctx.run_id)
-        counted = [text(v) for v in self.do(one(Eval("limit_granted", script_keys, granted)))]
-        if Acquired(counted[0]) is Acquired.FENCED:
-            self.do(one(cmd("zrem", keys.limit_slots(request.key), request.member)))
-            raise _fenced(ctx, "limit acquisition")
-        if int(counted[1]) > 0:  # the run waited for the key before this attempt too
-            self.do(one(cmd("hincrby", keys.limit_stats(request.key), "waited_ms", int(counted[1]))))
+def acquire(ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Op[Grant]:
+    """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
+    ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
+    the attempt no longer owns the run. On a cluster, two scripts (see the module's docstring)."""
+    if (yield from layout()).count > 1:
+        return (yield from _acquire_in_two_slots(ctx, request, slot_ttl_ms))
+    now = clock.now_ms()
+    args = LimitArgs(
+        token=ctx.token,
+        now_ms=now,
+        key=request.key,
+        emission_ms=request.emission_ms,
+        burst=request.burst,
+        concurrency=request.concurrency,
+        member=request.member,
+        slot_expiry_ms=now + slot_ttl_ms,
+        node=request.node,
+        waited_ms=request.waited_ms,
+        config=config_json(request),
+        events_cap=EVENTS_MAXLEN,
+        max_reserve_ms=request.max_reserve_ms,
+    ).argv()
+    found = yield Eval("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
+    reply = LimitReply.parse([text(v) for v in found])
+    if reply.outcome is Acquired.FENCED:
+        raise _fenced(ctx, "limit acquisition")
+    if reply.outcome is Acquired.OK:
         return Grant(True, wait_ms=reply.wait_ms)
+    return Grant(False, retry_after_ms=reply.wait_ms)
 
-    def _index_limit(self, request: LimitRequest) -> None:
-        """Name the key and its configuration in the control slot's index (``limit_usage``), once
-        per process: a write per grant would make the control slot's primary the busiest."""
-        config = config_json(request)
-        if self._indexed_limits.get(request.key) == config:
-            return
-        self.do(one(cmd("hset", keys.LIMITS, request.key, config)))
-        if len(self._indexed_limits) >= INDEXED_LIMITS:
-            self._indexed_limits.clear()  # keys computed per tenant: keep the memory bounded
-        self._indexed_limits[request.key] = config
 
-    @translate_errors
-    def release_slot(self, key: str, member: str) -> None:
-        self.do(one(cmd("zrem", keys.limit_slots(key), member)))
+def _acquire_in_two_slots(ctx: AttemptContext, request: LimitRequest, slot_ttl_ms: int) -> Op[Grant]:
+    """A cluster store's grant: the limit's script, then the run's (see the module's docstring)."""
+    now = clock.now_ms()
+    taken = TakeArgs(
+        now_ms=now,
+        emission_ms=request.emission_ms,
+        burst=request.burst,
+        concurrency=request.concurrency,
+        member=request.member,
+        slot_expiry_ms=now + slot_ttl_ms,
+        max_reserve_ms=request.max_reserve_ms,
+        waited_ms=request.waited_ms,
+    ).argv()
+    found = yield Eval("limit_take", keys.limit_take_keys(request.key, request.member), taken)
+    reply = LimitReply.parse([text(v) for v in found])
+    if reply.outcome is not Acquired.OK:
+        return Grant(False, retry_after_ms=reply.wait_ms)
+    granted = GrantedArgs(
+        token=ctx.token,
+        now_ms=clock.now_ms(),
+        key=request.key,
+        node=request.node,
+        waited_ms=request.waited_ms,
+        wait_ms=reply.wait_ms,
+        member=request.member,
+        events_cap=EVENTS_MAXLEN,
+    ).argv()
+    counted = [text(v) for v in (yield Eval("limit_granted", keys.limit_granted_keys(ctx.run_id), granted))]
+    if Acquired(counted[0]) is Acquired.FENCED:
+        yield cmd("zrem", keys.limit_slots(request.key), request.member)
+        raise _fenced(ctx, "limit acquisition")
+    if int(counted[1]) > 0:  # the run waited for the key before this attempt too
+        yield cmd("hincrby", keys.limit_stats(request.key), "waited_ms", int(counted[1]))
+    return Grant(True, wait_ms=reply.wait_ms)
 
-    @translate_errors
-    def renew_slots(self, held: Mapping[str, str], *, slot_ttl_ms: int) -> None:
-        """Push the expiry of each held slot (member -> key) on: one pipelined round trip.
 
-        ``XX``: a slot that lapsed meanwhile is not brought back, since another step may hold it now.
-        """
-        if not held:
-            return
-        expiry = clock.now_ms() + slot_ttl_ms
-        renewals = [
-            cmd("zadd", keys.limit_slots(key), {member: expiry}, xx=True) for member, key in held.items()
-        ]
-        self.do(one(batch(renewals)))
+def index_limit(request: LimitRequest, indexed: dict[str, str]) -> Op[None]:
+    """Name the key and its configuration in the control slot's index (``limit_usage``), once per
+    process (``indexed``: the keys this process wrote, with their configuration): a write per grant
+    would make the control slot's primary the busiest."""
+    config = config_json(request)
+    if indexed.get(request.key) == config:
+        return
+    yield cmd("hset", keys.LIMITS, request.key, config)
+    if len(indexed) >= INDEXED_LIMITS:
+        indexed.clear()  # keys computed per tenant: keep the memory bounded
+    indexed[request.key] = config
 
-    def limit_usage(self) -> list[LimitUsage]:
-        """See :func:`limit_usage`."""
-        return self.do(limit_usage())
+
+def release_slot(key: str, member: str) -> Op[None]:
+    """Give one slot of limit ``key`` back (one ZREM)."""
+    yield cmd("zrem", keys.limit_slots(key), member)
+
+
+def renew_slots(held: Mapping[str, str], *, slot_ttl_ms: int) -> Op[None]:
+    """Push the expiry of each held slot (member -> key) on: one pipelined round trip.
+
+    ``XX``: a slot that lapsed meanwhile is not brought back, since another step may hold it now.
+    """
+    if not held:
+        return
+    expiry = clock.now_ms() + slot_ttl_ms
+    yield batch(
+        [cmd("zadd", keys.limit_slots(key), {member: expiry}, xx=True) for member, key in held.items()]
+    )

@@ -1,7 +1,7 @@
 """Reading runs: records, events (blocking reads included), listings, checkpoint metadata.
 
 Each read is an operation (``store/ops.py``) that the blocking store and the async client both
-run; :class:`Reads` is the blocking store's face of them.
+run; the blocking store's table (store/redis_store.py) runs them and the few below.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.tags import matches
 from reflexr_graph.model import BranchLane, DeadLetter, RunEvent, RunInfo, RunPage, Status
 from reflexr_graph.store import fanout, keys
-from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import PruneArgs
-from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, one, per_run
+from reflexr_graph.store.ops import Op, batch, cmd, layout, not_found, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     branch_lanes,
@@ -26,6 +25,7 @@ from reflexr_graph.store.records import (
     text,
     text_map,
 )
+from reflexr_graph.store.settings import StoreSettings
 
 _LIST_PAGE = 200
 SCAN_BUDGET = 2000
@@ -46,6 +46,7 @@ class DueTarget(NamedTuple):
 
 
 def run_record(run_id: str) -> Op[RunInfo]:
+    """The run's record, with its children's ids for a parent; RunNotFound for no run."""
     record = text_map((yield cmd("hgetall", keys.run(run_id))))
     if not record:
         raise not_found(run_id)
@@ -60,11 +61,13 @@ def run_record(run_id: str) -> Op[RunInfo]:
 
 
 def last_traceback(run_id: str) -> Op[str | None]:
+    """The last failed attempt's traceback, if it had one."""
     tb = yield cmd("get", keys.tb(run_id))
     return None if tb is None else text(tb)
 
 
 def latest_checkpoint(run_id: str) -> Op[dict[str, Any] | None]:
+    """The latest checkpoint's metadata (``seq``, ``saved_at`` s, ``size`` bytes, ``next_node``)."""
     seq = yield cmd("hget", keys.run(run_id), LATEST_CHECKPOINT)
     entry = None if seq is None else (yield cmd("hget", keys.run(run_id), checkpoint_field(text(seq))))
     if entry is None:
@@ -254,71 +257,63 @@ def dead_listing(
     return listing(index, limit, keep, cursor, scan)
 
 
-class Reads(StoreBase):
-    """Everything the clients and the CLI read about runs."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    def get(self, run_id: str) -> RunInfo:
-        return self.do(run_record(run_id))
 
-    @translate_errors
-    def trace_context(self, run_id: str) -> str:
-        """The W3C trace context recorded when the run was enqueued (JSON), or '' without one."""
-        return text(self.do(one(cmd("hget", keys.run(run_id), "trace"))))
+def trace_context(run_id: str) -> Op[str]:
+    """The W3C trace context recorded when the run was enqueued (JSON), or '' without one."""
+    return text((yield cmd("hget", keys.run(run_id), "trace")))
 
-    @translate_errors
-    def dispatch_of(self, run_ids: Sequence[str]) -> dict[str, DueTarget]:
-        """Each due run's graph (None once the run is gone), message priority, and when it was
-        queued if it is (:class:`DueTarget`), in one round trip."""
-        fields = ["graph", "priority", "status", "updated_at"]
-        replies = (
-            self.do(one(batch([cmd("hmget", keys.run(run_id), fields) for run_id in run_ids])))
-            if run_ids
-            else []
+
+def dispatch_of(run_ids: Sequence[str]) -> Op[dict[str, DueTarget]]:
+    """Each due run's graph (None once the run is gone), message priority, and when it was
+    queued if it is (:class:`DueTarget`), in one round trip."""
+    fields = ["graph", "priority", "status", "updated_at"]
+    replies = (yield batch([cmd("hmget", keys.run(run_id), fields) for run_id in run_ids])) if run_ids else []
+    found: dict[str, DueTarget] = {}
+    for run_id, (graph, priority, status, updated) in zip(run_ids, replies, strict=True):
+        # Every write that queues a run sets updated_at (set_status in _lib.lua).
+        queued = text(status) == Status.QUEUED.value and bool(updated)
+        found[run_id] = DueTarget(
+            text(graph) or None, int(priority) if priority else None, int(updated) if queued else None
         )
-        found: dict[str, DueTarget] = {}
-        for run_id, (graph, priority, status, updated) in zip(run_ids, replies, strict=True):
-            # Every write that queues a run sets updated_at (set_status in _lib.lua).
-            queued = text(status) == Status.QUEUED.value and bool(updated)
-            found[run_id] = DueTarget(
-                text(graph) or None, int(priority) if priority else None, int(updated) if queued else None
-            )
-        return found
+    return found
 
-    @translate_errors
-    def graph_of(self, run_id: str) -> str | None:
-        """The graph a run belongs to, which its message names; None once the run is gone.
 
-        A message is only a nudge: the worker reads inputs and state from the run record.
-        """
-        graph = text(self.do(one(cmd("hget", keys.run(run_id), "graph"))))
-        return graph or None
+def graph_of(run_id: str) -> Op[str | None]:
+    """The graph a run belongs to, which its message names; None once the run is gone.
 
-    def traceback(self, run_id: str) -> str | None:
-        """The last failed attempt's traceback, if it had one."""
-        return self.do(last_traceback(run_id))
+    A message is only a nudge: the worker reads inputs and state from the run record.
+    """
+    graph = text((yield cmd("hget", keys.run(run_id), "graph")))
+    return graph or None
 
-    def checkpoint_info(self, run_id: str) -> dict[str, Any] | None:
-        """The latest checkpoint's metadata (``seq``, ``saved_at`` s, ``size`` bytes, ``next_node``)."""
-        return self.do(latest_checkpoint(run_id))
 
-    def events(
-        self, run_id: str, after: str = "0-0", block_ms: int | None = None, *, count: int | None = None
-    ) -> list[RunEvent]:
-        """Events after stream id ``after``, oldest first.
+def events(
+    store: StoreSettings,
+    run_id: str,
+    after: str = "0-0",
+    block_ms: int | None = None,
+    *,
+    count: int | None = None,
+) -> Op[list[RunEvent]]:
+    """Events after stream id ``after``, oldest first.
 
-        With ``block_ms``, waits up to that long (0: forever) for the first new event, with
-        XREAD BLOCK: this is how ``wait`` sleeps on a notification instead of polling.
-        """
-        return self.do(run_events(run_id, after, block_ms, count, self.max_block_ms))
+    With ``block_ms``, waits up to that long (0: forever) for the first new event, with
+    XREAD BLOCK: this is how ``wait`` sleeps on a notification instead of polling.
+    """
+    return run_events(run_id, after, block_ms, count, store.max_block_ms)
 
-    def list_runs(
-        self, *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
-    ) -> list[RunInfo]:
-        """Runs newest first: by update time within a status, else by creation time."""
-        return self.do(runs_listing(status, graph, limit, scan=None)).runs
 
-    def dead_letters(
-        self, *, graph: str | None = None, reason: str | None = None, limit: int = 1000
-    ) -> list[RunInfo]:
-        """Dead-lettered runs, most recently dead first."""
-        return self.do(dead_listing(graph, reason, limit, scan=None)).runs
+def list_runs(
+    *, status: Status | str | None = None, graph: str | None = None, limit: int = 50
+) -> Op[list[RunInfo]]:
+    """Runs newest first: by update time within a status, else by creation time."""
+    return (yield from runs_listing(status, graph, limit, scan=None)).runs
+
+
+def dead_letters(
+    *, graph: str | None = None, reason: str | None = None, limit: int = 1000
+) -> Op[list[RunInfo]]:
+    """Dead-lettered runs, most recently dead first."""
+    return (yield from dead_listing(graph, reason, limit, scan=None)).runs

@@ -6,12 +6,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-import redis
-
 from reflexr_graph import clock
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import (
     AckDueArgs,
     HoldArgs,
@@ -25,8 +22,9 @@ from reflexr_graph.store.contracts import (
     TickReply,
     Unserved,
 )
-from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, one, per_run
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import text
+from reflexr_graph.store.settings import StoreSettings
 
 PRUNE_BATCH = 1000
 TAG_PRUNE_BATCH = 200
@@ -133,231 +131,216 @@ def _merge_ticks(replies: list[TickReply], shards: list[int]) -> TickReply:
     )
 
 
-class Recovery(StoreBase):
-    """Recovering runs: reaping lapsed leases, due messages, unserved graphs, pruning, the reaper lock."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    # -- reaper --------------------------------------------------------------------------------
 
-    @translate_errors
-    def reaper_tick(
-        self,
-        owner: str,
-        lock_ttl_ms: int,
-        now_ms: int | None = None,
-        *,
-        shards: Iterable[int] | None = None,
-        idle_ms: int | None = None,
-        margin_ms: int | None = None,
-        prune: bool = True,
-    ) -> TickReply:
-        """One reaper pass's reads over ``shards`` (default: every shard of the store), in one
-        pipeline: per shard, one script takes or keeps the shard's lock for ``owner`` and, when it
-        holds it, reads the lapsed leases, the due runs, the finished runs past their retention,
-        the due score of the first due entry after the runs returned, and when to wake next. The
-        replies are merged into one (its ``shards``: the ones held; its ``wake``: the soonest).
+def reaper_tick(
+    store: StoreSettings,
+    owner: str,
+    lock_ttl_ms: int,
+    now_ms: int | None = None,
+    *,
+    shards: Iterable[int] | None = None,
+    idle_ms: int | None = None,
+    margin_ms: int | None = None,
+    prune: bool = True,
+) -> Op[TickReply]:
+    """One reaper pass's reads over ``shards`` (default: every shard of the store), in one
+    pipeline: per shard, one script takes or keeps the shard's lock for ``owner`` and, when it
+    holds it, reads the lapsed leases, the due runs, the finished runs past their retention,
+    the due score of the first due entry after the runs returned, and when to wake next. The
+    replies are merged into one (its ``shards``: the ones held; its ``wake``: the soonest).
 
-        ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
-        how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
-        ``prune`` False skips the read of the finished runs past retention (``prunable`` is empty).
-        It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
-        each re-checking it in its own script.
-        """
-        now = clock.now_ms() if now_ms is None else now_ms
-        order = list(self.shards.all if shards is None else shards)
-        args = TickArgs(
-            owner,
-            lock_ttl_ms,
-            now,
-            TICK_BATCH,
-            self.run_retention_s,
-            self.dead_retention_s,
-            lock_ttl_ms if idle_ms is None else idle_ms,
-            0 if margin_ms is None else margin_ms,
-            prune,
-        )
-        return self.do(tick(order, args))
+    ``idle_ms`` is the longest the reaper may sleep (the lock TTL unless given), ``margin_ms``
+    how long past that wake the lock is kept (none unless given: the lock TTL then bounds it).
+    ``prune`` False skips the read of the finished runs past retention (``prunable`` is empty).
+    It changes no run: :meth:`reap`, the dispatch and :meth:`prune` change each run found,
+    each re-checking it in its own script.
+    """
+    now = clock.now_ms() if now_ms is None else now_ms
+    order = list(store.shards.all if shards is None else shards)
+    args = TickArgs(
+        owner,
+        lock_ttl_ms,
+        now,
+        TICK_BATCH,
+        store.run_retention_s,
+        store.dead_retention_s,
+        lock_ttl_ms if idle_ms is None else idle_ms,
+        0 if margin_ms is None else margin_ms,
+        prune,
+    )
+    return tick(order, args)
 
-    @translate_errors
-    def reap(
-        self,
-        now_ms: int | None = None,
-        *,
-        limit: int = TICK_BATCH,
-        outage: tuple[int, int] | None = None,
-        lapsed: list[str] | None = None,
-        lease_ttl_ms: int | None = None,
-    ) -> list[str]:
-        """Recover runs whose lease lapsed: each is re-checked and changed by one script call.
 
-        Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
-        attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
-        ms, in which the caller found Redis unreachable, or that a pass found Redis restarted
-        in: :meth:`reaper_tick`) was lost to the outage: that attempt is an
-        interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
-        ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
-        With the fleet's ``lease_ttl_ms``, an abandoned attempt's event tells when its heartbeat
-        last renewed its lease (``last_beat_at``), which the console's chart ends its bar at.
-        """
-        now = clock.now_ms() if now_ms is None else now_ms
-        if lapsed is None:
-            lapsed = [m for m, _ in self.do(lowest(keys.leases, now, limit))]
-        args = ReapArgs(
-            dead_retention_s=self.dead_retention_s,
-            outage_from_ms=outage[0] if outage else None,
-            outage_to_ms=outage[1] if outage else None,
-            max_interruptions=self.max_interruptions,
-            lease_ttl_ms=lease_ttl_ms,
-        ).argv()
-        handled: list[str] = []
-        for run_id in lapsed:
-            outcome = Reaped(text(self.do(per_run("reap", run_id, run_id, now, args))))
-            if outcome in (Reaped.DEAD, Reaped.RETRYING):
-                handled.append(run_id)
-        return handled
+def reap(
+    store: StoreSettings,
+    now_ms: int | None = None,
+    *,
+    limit: int = TICK_BATCH,
+    outage: tuple[int, int] | None = None,
+    lapsed: list[str] | None = None,
+    lease_ttl_ms: int | None = None,
+) -> Op[list[str]]:
+    """Recover runs whose lease lapsed: each is re-checked and changed by one script call.
 
-    @translate_errors
-    def due(self, now_ms: int | None = None, *, limit: int = TICK_BATCH) -> list[tuple[str, float]]:
-        """Runs that need a Celery message sent: ``(run_id, due score)``, earliest first."""
-        now = clock.now_ms() if now_ms is None else now_ms
-        return self.do(lowest(keys.due, now, limit))
+    Each counts as a failed ``abandoned`` attempt; the run is dead-lettered when out of
+    attempts, else made due now. A lease that lapsed inside ``outage`` (a window, in epoch
+    ms, in which the caller found Redis unreachable, or that a pass found Redis restarted
+    in: :meth:`reaper_tick`) was lost to the outage: that attempt is an
+    interruption (``store_unavailable``) instead. Returns the ids of the runs recovered.
+    ``lapsed`` is the leases a reaper tick found (:meth:`reaper_tick`), else they are read here.
+    With the fleet's ``lease_ttl_ms``, an abandoned attempt's event tells when its heartbeat
+    last renewed its lease (``last_beat_at``), which the console's chart ends its bar at.
+    """
+    now = clock.now_ms() if now_ms is None else now_ms
+    if lapsed is None:
+        lapsed = [m for m, _ in (yield from lowest(keys.leases, now, limit))]
+    args = ReapArgs(
+        dead_retention_s=store.dead_retention_s,
+        outage_from_ms=outage[0] if outage else None,
+        outage_to_ms=outage[1] if outage else None,
+        max_interruptions=store.max_interruptions,
+        lease_ttl_ms=lease_ttl_ms,
+    ).argv()
+    handled: list[str] = []
+    for run_id in lapsed:
+        outcome = Reaped(text((yield from per_run("reap", run_id, run_id, now, args))))
+        if outcome in (Reaped.DEAD, Reaped.RETRYING):
+            handled.append(run_id)
+    return handled
 
-    @translate_errors
-    def ack_due(self, run_id: str, score: float) -> bool:
-        """Drop the entry after its message was sent, unless it was rescheduled since."""
-        due_key = keys.due(self.shards.of(run_id))
-        return bool(self.do(one(Eval("ack_due", [due_key], AckDueArgs(run_id, repr(float(score))).argv()))))
 
-    @translate_errors
-    def reschedule_due(self, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> int:
-        """After sending a due run's message, keep its entry as a safety net, later; the wait in ms or 0.
+def due(now_ms: int | None = None, *, limit: int = TICK_BATCH) -> Op[list[tuple[str, float]]]:
+    """Runs that need a Celery message sent: ``(run_id, due score)``, earliest first."""
+    now = clock.now_ms() if now_ms is None else now_ms
+    return lowest(keys.due, now, limit)
 
-        A worker SIGKILLed after prefetching the message but before claiming the run takes
-        the message with it until the broker's visibility timeout; the entry brings the run
-        back sooner. The wait doubles with each send (``base_ms``, twice that, ... up to
-        ``cap_ms``), and the claim removes the entry and resets the count.
-        """
-        args = RescheduleArgs(run_id, score, clock.now_ms(), base_ms, cap_ms).argv()
-        due_key = keys.due(self.shards.of(run_id))
-        return int(self.do(one(Eval("reschedule_due", [due_key, keys.run(run_id)], args))))
 
-    @translate_errors
-    def bump_due(self, run_id: str, delay_ms: int) -> bool:
-        """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
-        due_key = keys.due(self.shards.of(run_id))
-        changed = self.do(one(cmd("zadd", due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)))
-        return bool(changed)
+def ack_due(store: StoreSettings, run_id: str, score: float) -> Op[bool]:
+    """Drop the entry after its message was sent, unless it was rescheduled since."""
+    due_key = keys.due(store.shards.of(run_id))
+    return bool((yield Eval("ack_due", [due_key], AckDueArgs(run_id, repr(float(score))).argv())))
 
-    @translate_errors
-    def postpone_due(self, run_ids: Iterable[str], delay_ms: int) -> None:
-        """Move the existing due entries of ``run_ids`` to now + ``delay_ms``, one round trip.
 
-        XX GT: an entry a claim removed stays removed, and one rescheduled later meanwhile stays.
-        """
-        until = clock.now_ms() + delay_ms
-        moves = [
-            cmd("zadd", keys.due(self.shards.of(run_id)), {run_id: until}, xx=True, gt=True)
+def reschedule_due(store: StoreSettings, run_id: str, score: float, *, base_ms: int, cap_ms: int) -> Op[int]:
+    """After sending a due run's message, keep its entry as a safety net, later; the wait in ms or 0.
+
+    A worker SIGKILLed after prefetching the message but before claiming the run takes
+    the message with it until the broker's visibility timeout; the entry brings the run
+    back sooner. The wait doubles with each send (``base_ms``, twice that, ... up to
+    ``cap_ms``), and the claim removes the entry and resets the count.
+    """
+    args = RescheduleArgs(run_id, score, clock.now_ms(), base_ms, cap_ms).argv()
+    due_key = keys.due(store.shards.of(run_id))
+    return int((yield Eval("reschedule_due", [due_key, keys.run(run_id)], args)))
+
+
+def bump_due(store: StoreSettings, run_id: str, delay_ms: int) -> Op[bool]:
+    """Move an existing due entry to now + ``delay_ms`` (sending its message failed)."""
+    due_key = keys.due(store.shards.of(run_id))
+    return bool((yield cmd("zadd", due_key, {run_id: clock.now_ms() + delay_ms}, xx=True, ch=True)))
+
+
+def postpone_due(store: StoreSettings, run_ids: Iterable[str], delay_ms: int) -> Op[None]:
+    """Move the existing due entries of ``run_ids`` to now + ``delay_ms``, one round trip.
+
+    XX GT: an entry a claim removed stays removed, and one rescheduled later meanwhile stays.
+    """
+    until = clock.now_ms() + delay_ms
+    yield batch(
+        [
+            cmd("zadd", keys.due(store.shards.of(run_id)), {run_id: until}, xx=True, gt=True)
             for run_id in run_ids
         ]
-        self.do(one(batch(moves)))
+    )
 
-    @translate_errors
-    def prune(
-        self,
-        now_ms: int | None = None,
-        *,
-        limit: int = PRUNE_BATCH,
-        found: dict[str, list[str]] | None = None,
-    ) -> int:
-        """Drop index entries of terminal runs whose keys expired; returns how many were dropped.
 
-        Redis expires the per-run keys but not their entries in the global indexes, so without
-        this the indexes grow with every run ever finished. Each call looks at no more than
-        ``limit`` of the oldest entries of each terminal status set, past its retention (a
-        ZRANGEBYSCORE from the low end: O(log N + limit), whatever the store holds), and prunes
-        them in one pipelined round trip. The reaper calls it with what its tick found (``found``:
-        run ids by status, :meth:`reaper_tick`), about once a minute, and at every pass while a
-        read comes back full, so it keeps up with a tick's read of finished runs a pass per
-        status. Each run is dropped from the one status set it is in (and from ``rg:all``, and
-        ``rg:dead`` for a dead run), nothing else.
-        """
-        now = clock.now_ms() if now_ms is None else now_ms
-        if found is None:
-            retention_s = {Status.SUCCEEDED: self.run_retention_s, Status.CANCELLED: self.run_retention_s}
-            retention_s[Status.DEAD] = self.dead_retention_s
-            found = {
-                status.value: [
-                    m
-                    for m, _ in self.do(lowest(partial(keys.status_set, status), now - seconds * 1000, limit))
-                ]
-                for status, seconds in retention_s.items()
-            }
-        queued = [(status, run_id) for status, run_ids in found.items() for run_id in run_ids]
-        if not queued:
-            return 0
-        # prune.lua never answers {'idem', ...}: it touches no idempotency key.
-        calls = [
-            Eval(
-                "prune",
-                keys.script_keys(run_id, run_id, self.shards),
-                [run_id, now, run_id, *PruneArgs(status).argv()],
-            )
-            for status, run_id in queued
-        ]
-        return sum(int(done) for done in self.do(one(batch(calls))))
+def prune(
+    store: StoreSettings,
+    now_ms: int | None = None,
+    *,
+    limit: int = PRUNE_BATCH,
+    found: dict[str, list[str]] | None = None,
+) -> Op[int]:
+    """Drop index entries of terminal runs whose keys expired; returns how many were dropped.
 
-    @translate_errors
-    def prune_tag_indexes(self, cursors: dict[int, int], *, limit: int = TAG_PRUNE_BATCH) -> int:
-        """Drop tag index entries of runs whose keys expired; returns how many were dropped.
+    Redis expires the per-run keys but not their entries in the global indexes, so without
+    this the indexes grow with every run ever finished. Each call looks at no more than
+    ``limit`` of the oldest entries of each terminal status set, past its retention (a
+    ZRANGEBYSCORE from the low end: O(log N + limit), whatever the store holds), and prunes
+    them in one pipelined round trip. The reaper calls it with what its tick found (``found``:
+    run ids by status, :meth:`reaper_tick`), about once a minute, and at every pass while a
+    read comes back full, so it keeps up with a tick's read of finished runs a pass per
+    status. Each run is dropped from the one status set it is in (and from ``rg:all``, and
+    ``rg:dead`` for a dead run), nothing else.
+    """
+    now = clock.now_ms() if now_ms is None else now_ms
+    if found is None:
+        retention_s = {Status.SUCCEEDED: store.run_retention_s, Status.CANCELLED: store.run_retention_s}
+        retention_s[Status.DEAD] = store.dead_retention_s
+        found = {}
+        for status, seconds in retention_s.items():
+            rows = yield from lowest(partial(keys.status_set, status), now - seconds * 1000, limit)
+            found[status.value] = [m for m, _ in rows]
+    queued = [(status, run_id) for status, run_ids in found.items() for run_id in run_ids]
+    if not queued:
+        return 0
+    # prune.lua never answers {'idem', ...}: it touches no idempotency key.
+    calls = [
+        Eval(
+            "prune",
+            keys.script_keys(run_id, run_id, store.shards),
+            [run_id, now, run_id, *PruneArgs(status).argv()],
+        )
+        for status, run_id in queued
+    ]
+    return sum(int(done) for done in (yield batch(calls)))
 
-        A listing by tag drops the stale entries it meets, but a tag nobody lists would keep its
-        index for ever: each call walks on through every shard's set of tag index names
-        (``cursors``, shard -> SSCAN cursor, kept by the caller between calls), some
-        :data:`TAG_INDEXES_PER_CALL` of them a shard, and looks at the ``limit`` oldest entries
-        of each (prune_tag.lua), so an index goes, and its name with it, once its runs have.
-        """
-        return self.do(prune_tags(cursors, limit))
 
-    # -- graphs without a live worker -----------------------------------------------------------
+def prune_tag_indexes(cursors: dict[int, int], *, limit: int = TAG_PRUNE_BATCH) -> Op[int]:
+    """Drop tag index entries of runs whose keys expired; returns how many were dropped.
 
-    @translate_errors
-    def hold_unserved(self, run_id: str, *, grace_ms: int, recheck_ms: int, message: str) -> Unserved:
-        """Keep a due run of a graph no live worker serves; dead-letter it once it waited ``grace_ms``.
+    A listing by tag drops the stale entries it meets, but a tag nobody lists would keep its
+    index for ever: each call walks on through every shard's set of tag index names
+    (``cursors``, shard -> SSCAN cursor, kept by the caller between calls), some
+    :data:`TAG_INDEXES_PER_CALL` of them a shard, and looks at the ``limit`` oldest entries
+    of each (prune_tag.lua), so an index goes, and its name with it, once its runs have.
+    """
+    return prune_tags(cursors, limit)
 
-        Returns ``BEGAN`` or ``HELD`` (looked at again in ``recheck_ms``), ``DEAD``
-        (``unknown_graph``), ``SKIP`` (claimed or finished meanwhile) or ``GONE``. The wait starts
-        when a run is first found unserved and ends at its next claim.
-        """
-        now = clock.now_ms()
-        args = HoldArgs(grace_ms, now + recheck_ms, self.dead_retention_s, message).argv()
-        return Unserved(text(self.do(per_run("hold_unserved", run_id, run_id, now, args))))
 
-    # -- reaper lock -----------------------------------------------------------------------------
+def hold_unserved(
+    store: StoreSettings, run_id: str, *, grace_ms: int, recheck_ms: int, message: str
+) -> Op[Unserved]:
+    """Keep a due run of a graph no live worker serves; dead-letter it once it waited ``grace_ms``.
 
-    @translate_errors
-    def release_lock(self, owner: str, shards: Iterable[int] | None = None) -> bool:
-        """Release the reaper locks of ``shards`` (default: every shard) that ``owner`` still holds;
-        True if it held any."""
-        order = self.shards.all if shards is None else shards
-        calls = [
-            Eval("lock_release", [keys.reaper_lock(shard)], LockReleaseArgs(owner).argv()) for shard in order
-        ]
-        return any(int(released) for released in self.do(one(batch(calls))))
+    Returns ``BEGAN`` or ``HELD`` (looked at again in ``recheck_ms``), ``DEAD``
+    (``unknown_graph``), ``SKIP`` (claimed or finished meanwhile) or ``GONE``. The wait starts
+    when a run is first found unserved and ends at its next claim.
+    """
+    now = clock.now_ms()
+    args = HoldArgs(grace_ms, now + recheck_ms, store.dead_retention_s, message).argv()
+    return Unserved(text((yield from per_run("hold_unserved", run_id, run_id, now, args))))
 
-    @translate_errors
-    def nudge_reaper(self) -> None:
-        """Wake the reapers now: a run was just made due soon (one PUBLISH, no key written)."""
-        self.do(one(cmd("publish", keys.REAPER_NUDGE, b"")))
 
-    @translate_errors
-    def reaper_nudges(self) -> redis.client.PubSub:
-        """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
-        shard's note that a child run ended (published on a channel named as its set, by the
-        script that ended the child: ``_lib.lua``), so its parent is told at once."""
-        return self.subscribe(keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in self.shards.all))
+def release_lock(store: StoreSettings, owner: str, shards: Iterable[int] | None = None) -> Op[bool]:
+    """Release the reaper locks of ``shards`` (default: every shard) that ``owner`` still holds;
+    True if it held any."""
+    order = store.shards.all if shards is None else shards
+    calls = [
+        Eval("lock_release", [keys.reaper_lock(shard)], LockReleaseArgs(owner).argv()) for shard in order
+    ]
+    return any(int(released) for released in (yield batch(calls)))
 
-    @translate_errors
-    def schedule_nudges(self) -> redis.client.PubSub:
-        """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
-        changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
-        sleeping scheduler reads the next fire times at once (fleet/scheduler.py)."""
-        return self.subscribe(keys.SCHEDULE_NEXT)
+
+def nudge_reaper() -> Op[None]:
+    """Wake the reapers now: a run was just made due soon (one PUBLISH, no key written)."""
+    yield cmd("publish", keys.REAPER_NUDGE, b"")
+
+
+def nudge_channels(shards: keys.Shards) -> list[str]:
+    """The channels a reaper listens on: the nudges (:func:`nudge_reaper`), and each shard's note that a
+    child run ended (published on a channel named as its set, by the script that ended the child:
+    ``_lib.lua``), so its parent is told at once."""
+    return [keys.REAPER_NUDGE, *(keys.children_ended(shard) for shard in shards.all)]

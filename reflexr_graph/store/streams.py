@@ -17,9 +17,9 @@ from reflexr_graph import errors
 from reflexr_graph.core.port import AttemptContext, Emission
 from reflexr_graph.model import TERMINAL, Status, StreamItem, StreamPage
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase, _fenced, translate_errors
+from reflexr_graph.store.base import _fenced
 from reflexr_graph.store.contracts import EmitArgs, EmitReply, Emitted, emit_item
-from reflexr_graph.store.ops import Eval, Op, batch, cmd, not_found, one
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, not_found
 from reflexr_graph.store.records import text
 
 PAGE = 500
@@ -90,33 +90,24 @@ def stream_page(run_id: str, after: int, block_ms: int | None, chunk_limit: int 
                 return StreamPage([], False)
 
 
-class Streams(StoreBase):
-    """Appending an attempt's emitted items to the run's stream."""
+def append_stream(
+    ctx: AttemptContext, items: Sequence[Emission], after: int, *, max_items: int = DEFAULT_STREAM_MAX_ITEMS
+) -> Op[int]:
+    """Append ``items`` in one EVALSHA, fenced by ``ctx.token``; returns the last offset held.
 
-    @translate_errors
-    def append_stream(
-        self,
-        ctx: AttemptContext,
-        items: Sequence[Emission],
-        after: int,
-        *,
-        max_items: int = DEFAULT_STREAM_MAX_ITEMS,
-    ) -> int:
-        """Append ``items`` in one EVALSHA, fenced by ``ctx.token``; returns the last offset held.
-
-        FencedOut when the token does not own the run; StreamFull when the stream would pass
-        ``max_items`` (the items that fit are written).
-        """
-        args = [
-            *EmitArgs(ctx.token, max_items, ctx.attempt, after, len(items)).argv(),
-            *chain.from_iterable(
-                emit_item(i.topic, i.node, i.branch, i.call, i.restart, i.value, i.mark) for i in items
-            ),
-        ]
-        script_keys = [keys.run(ctx.run_id), keys.stream(ctx.run_id), keys.memo(ctx.run_id)]
-        reply = EmitReply.parse(self.do(one(Eval("emit", script_keys, args))))
-        if reply.outcome is Emitted.FENCED:
-            raise _fenced(ctx, "stream items")
-        if reply.outcome is Emitted.FULL:
-            raise errors.StreamFull(run_id=ctx.run_id, node=items[-1].node, max_items=max_items)
-        return reply.last_offset
+    FencedOut when the token does not own the run; StreamFull when the stream would pass
+    ``max_items`` (the items that fit are written).
+    """
+    args = [
+        *EmitArgs(ctx.token, max_items, ctx.attempt, after, len(items)).argv(),
+        *chain.from_iterable(
+            emit_item(i.topic, i.node, i.branch, i.call, i.restart, i.value, i.mark) for i in items
+        ),
+    ]
+    script_keys = [keys.run(ctx.run_id), keys.stream(ctx.run_id), keys.memo(ctx.run_id)]
+    reply = EmitReply.parse((yield Eval("emit", script_keys, args)))
+    if reply.outcome is Emitted.FENCED:
+        raise _fenced(ctx, "stream items")
+    if reply.outcome is Emitted.FULL:
+        raise errors.StreamFull(run_id=ctx.run_id, node=items[-1].node, max_items=max_items)
+    return reply.last_offset

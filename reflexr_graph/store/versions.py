@@ -15,9 +15,8 @@ from pydantic import BaseModel
 from reflexr_graph import clock
 from reflexr_graph.model import ServedVersion, VersionEntry
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase, translate_errors
 from reflexr_graph.store.contracts import HoldVersionArgs, UnholdArgs, VersionHold, WakeVersionArgs
-from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, one, per_run
+from reflexr_graph.store.ops import Eval, Op, batch, cmd, layout, per_run
 from reflexr_graph.store.records import (
     LATEST_CHECKPOINT,
     checkpoint_field,
@@ -144,83 +143,60 @@ def latest_checkpoints(run_ids: list[str]) -> Op[list[tuple[str, str | None, str
     ]
 
 
-class Versions(StoreBase):
-    """Published versions, who serves them, and runs held for one."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    @translate_errors
-    def publish_versions(
-        self, entries: Iterable[VersionEntry], graphs: Iterable[str], *, reconcile: bool = False
-    ) -> None:
-        """Record each version the first time it is published (HSETNX: a restart keeps the date).
 
-        With ``reconcile`` (a worker's first publication), a version already recorded with another
-        behaviour (``on_new_version``, ``on_incompatible``) takes this one's, its date kept: the
-        behaviour is not part of the version, and the latest deploy's choice is the one that holds.
-        """
-        self.do(publish(list(zip(graphs, entries, strict=True)), reconcile))
+def publish_versions(
+    entries: Iterable[VersionEntry], graphs: Iterable[str], *, reconcile: bool = False
+) -> Op[None]:
+    """Record each version the first time it is published (HSETNX: a restart keeps the date).
 
-    @translate_errors
-    def stored_checkpoints(self, runs: Sequence[tuple[str, str, str | None]]) -> list[StoredCheckpoint]:
-        """The latest checkpoint and inputs of each ``(run_id, status, version)``, in two round trips."""
-        found = self.do(latest_checkpoints([run_id for run_id, _, _ in runs]))
-        return [
-            StoredCheckpoint(run_id=run_id, status=status, version=version, checkpoint=body, inputs=inputs)
-            for (run_id, status, version), (_, body, inputs) in zip(runs, found, strict=True)
-        ]
+    With ``reconcile`` (a worker's first publication), a version already recorded with another
+    behaviour (``on_new_version``, ``on_incompatible``) takes this one's, its date kept: the
+    behaviour is not part of the version, and the latest deploy's choice is the one that holds.
+    """
+    return publish(list(zip(graphs, entries, strict=True)), reconcile)
 
-    def live_versions(self, graph: str) -> dict[str, list[str]]:
-        """See :func:`live_versions`."""
-        return self.do(live_versions(graph))
 
-    def published_versions(self, graph: str) -> list[VersionEntry]:
-        """See :func:`published_versions`."""
-        return self.do(published_versions(graph))
+def stored_checkpoints(runs: Sequence[tuple[str, str, str | None]]) -> Op[list[StoredCheckpoint]]:
+    """The latest checkpoint and inputs of each ``(run_id, status, version)``, in two round trips."""
+    found = yield from latest_checkpoints([run_id for run_id, _, _ in runs])
+    return [
+        StoredCheckpoint(run_id=run_id, status=status, version=version, checkpoint=body, inputs=inputs)
+        for (run_id, status, version), (_, body, inputs) in zip(runs, found, strict=True)
+    ]
 
-    @translate_errors
-    def hold_version(
-        self, run_id: str, graph: str, version: str, *, grace_ms: int, recheck_ms: int
-    ) -> VersionHold:
-        """Keep a run of a version no live worker serves (hold_version.lua): looked at again within
-        ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry.
 
-        A run held is then marked in :func:`keys.held_versions`, apart (it lies in the control slot,
-        not the run's): a crash between the two leaves the message unacknowledged, and its
-        redelivery holds the run, and marks it, again.
-        """
-        now = clock.now_ms()
-        args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
-        held = [keys.version_held(graph, version, self.shards.of(run_id))]
-        hold = VersionHold(text(self.do(per_run("hold_version", run_id, run_id, now, args, held))))
-        if hold in (VersionHold.BEGAN, VersionHold.HELD, VersionHold.WAITING):
-            self.do(one(cmd("zincrby", keys.held_versions(), 1, _pair(graph, version))))
-        return hold
+def hold_version(run_id: str, graph: str, version: str, *, grace_ms: int, recheck_ms: int) -> Op[VersionHold]:
+    """Keep a run of a version no live worker serves (hold_version.lua): looked at again within
+    ``grace_ms``, then ``waiting`` for ``version:<v>``, holding no message and no due entry.
 
-    @translate_errors
-    def held_versions(self) -> dict[tuple[str, str], int]:
-        """See :func:`held_versions`."""
-        return self.do(held_versions())
+    A run held is then marked in :func:`keys.held_versions`, apart (it lies in the control slot,
+    not the run's): a crash between the two leaves the message unacknowledged, and its
+    redelivery holds the run, and marks it, again.
+    """
+    now = clock.now_ms()
+    args = HoldVersionArgs(version, grace_ms, now + recheck_ms).argv()
+    held = [keys.version_held(graph, version, (yield from layout()).of(run_id))]
+    hold = VersionHold(text((yield from per_run("hold_version", run_id, run_id, now, args, held))))
+    if hold in (VersionHold.BEGAN, VersionHold.HELD, VersionHold.WAITING):
+        yield cmd("zincrby", keys.held_versions(), 1, _pair(graph, version))
+    return hold
 
-    @translate_errors
-    def unhold_version(self, graph: str, version: str, generation: int) -> bool:
-        """Strike (graph, version) off :meth:`held_versions` once no shard holds a run for it,
-        unless a hold marked it since ``generation`` was read (unhold_version.lua)."""
-        pair = _pair(graph, version)
-        return bool(
-            self.do(one(Eval("unhold_version", [keys.held_versions()], UnholdArgs(pair, generation).argv())))
-        )
 
-    @translate_errors
-    def held_for_version(self, graph: str, version: str, limit: int) -> list[str]:
-        """Up to ``limit`` runs held waiting for ``version`` of ``graph`` (a command per shard)."""
-        return self.do(held_sample(graph, version, limit))
+def unhold_version(graph: str, version: str, generation: int) -> Op[bool]:
+    """Strike (graph, version) off ``held_versions`` once no shard holds a run for it, unless a
+    hold marked it since ``generation`` was read (unhold_version.lua)."""
+    pair = _pair(graph, version)
+    return bool((yield Eval("unhold_version", [keys.held_versions()], UnholdArgs(pair, generation).argv())))
 
-    @translate_errors
-    def wake_version(self, run_id: str, graph: str, version: str, *, due_ms: int) -> bool:
-        """Queue a run held for ``version`` again (wake_version.lua); False when it no longer waits."""
-        now = clock.now_ms()
-        args = WakeVersionArgs(version, now + due_ms).argv()
-        held = [keys.version_held(graph, version, self.shards.of(run_id))]
-        return text(self.do(per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
+
+def wake_version(run_id: str, graph: str, version: str, *, due_ms: int) -> Op[bool]:
+    """Queue a run held for ``version`` again (wake_version.lua); False when it no longer waits."""
+    now = clock.now_ms()
+    args = WakeVersionArgs(version, now + due_ms).argv()
+    held = [keys.version_held(graph, version, (yield from layout()).of(run_id))]
+    return text((yield from per_run("wake_version", run_id, run_id, now, args, held))) == "queued"
 
 
 def _pair(graph: str, version: str) -> str:

@@ -13,7 +13,7 @@ from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext, WaitResult
 from reflexr_graph.model import SignalOutcome, Status
 from reflexr_graph.store import asks, keys
-from reflexr_graph.store.base import StoreBase, _fenced, _guess, translate_errors
+from reflexr_graph.store.base import _fenced, _guess
 from reflexr_graph.store.contracts import (
     CallRetried,
     CallRetriedArgs,
@@ -84,63 +84,57 @@ def send_signal(
     return SignalOutcome(reply.outcome.value), reply.detail if woke else ""
 
 
-class Waits(StoreBase):
-    """Suspending a run from inside a step, and the signals that wake it."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    @translate_errors
-    def wait(
-        self, ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
-    ) -> WaitResult:
-        """Take the signal (or see the timer fired), or suspend the run: one EVALSHA, fenced by the token.
 
-        ``field`` is the wait's record in the memo; ``wake_at_ms`` the wake time to keep when this
-        wait has none yet (the first one kept wins, so a step that runs again does not restart
-        its timer). ``signal`` is '' for a durable sleep. ``waited_ms`` is how long a step released
-        to wait for a limit (``limit:<key>``) waited in place first: the run keeps when its wait
-        began, and the grant that ends it counts the whole wait (store/lua/limit_acquire.lua).
-        """
-        args = WaitArgs(ctx.token, signal, field, wake_at_ms, waited_ms).argv()
-        op = per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)
-        reply = WaitReply.parse([text(v) for v in self.do(op)])
-        if reply.outcome is Waited.FENCED:
-            raise _fenced(ctx, "wait")
-        if reply.outcome is Waited.RECORDED:
-            return WaitResult(record=reply.detail)
-        if reply.outcome is Waited.CANCELLED:
-            raise errors.CancelRequested(ctx.run_id, ended=True)  # the run ends rather than waits
-        return WaitResult(record=None, wake_at_ms=int(reply.detail) if reply.detail else None)
+def wait(
+    ctx: AttemptContext, *, field: str, signal: str, wake_at_ms: int | None, waited_ms: int = 0
+) -> Op[WaitResult]:
+    """Take the signal (or see the timer fired), or suspend the run: one EVALSHA, fenced by the token.
 
-    @translate_errors
-    def call_retried(
-        self, ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
-    ) -> None:
-        """Tell the run's history that durable call ``call`` of step ``node`` failed its try
-        ``try_number`` with an error of type ``error_type`` and is tried again in ``delay_ms``: one
-        EVALSHA, fenced by the token (FencedOut when another attempt owns the run)."""
-        args = CallRetriedArgs(ctx.token, node, call, try_number, error_type, delay_ms).argv()
-        reply = self.do(per_run("call_retried", ctx.run_id, _guess(ctx), clock.now_ms(), args))
-        if CallRetried(text(reply)) is CallRetried.FENCED:
-            raise _fenced(ctx, "call retry")
+    ``field`` is the wait's record in the memo; ``wake_at_ms`` the wake time to keep when this
+    wait has none yet (the first one kept wins, so a step that runs again does not restart
+    its timer). ``signal`` is '' for a durable sleep. ``waited_ms`` is how long a step released
+    to wait for a limit (``limit:<key>``) waited in place first: the run keeps when its wait
+    began, and the grant that ends it counts the whole wait (store/lua/limit_acquire.lua).
+    """
+    args = WaitArgs(ctx.token, signal, field, wake_at_ms, waited_ms).argv()
+    raw = yield from per_run("wait", ctx.run_id, _guess(ctx), clock.now_ms(), args)
+    reply = WaitReply.parse([text(v) for v in raw])
+    if reply.outcome is Waited.FENCED:
+        raise _fenced(ctx, "wait")
+    if reply.outcome is Waited.RECORDED:
+        return WaitResult(record=reply.detail)
+    if reply.outcome is Waited.CANCELLED:
+        raise errors.CancelRequested(ctx.run_id, ended=True)  # the run ends rather than waits
+    return WaitResult(record=None, wake_at_ms=int(reply.detail) if reply.detail else None)
 
-    def signal(
-        self,
-        run_id: str,
-        name: str,
-        value_json: str,
-        *,
-        dispatch_grace_ms: int,
-        message: QueuedMessage | None = None,
-    ) -> tuple[SignalOutcome, str]:
-        """See :func:`send_signal`."""
-        return self.do(send_signal(run_id, name, value_json, dispatch_grace_ms, message))
 
-    @translate_errors
-    def open_event(self, ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> None:
-        """Keep an external event wait before its token is handed out (store/asks.py)."""
-        self.do(asks.open_wait(ctx.run_id, token, entry_json, name))
+def call_retried(
+    ctx: AttemptContext, *, node: str, call: str, try_number: int, error_type: str, delay_ms: int
+) -> Op[None]:
+    """Tell the run's history that durable call ``call`` of step ``node`` failed its try
+    ``try_number`` with an error of type ``error_type`` and is tried again in ``delay_ms``: one
+    EVALSHA, fenced by the token (FencedOut when another attempt owns the run)."""
+    args = CallRetriedArgs(ctx.token, node, call, try_number, error_type, delay_ms).argv()
+    reply = yield from per_run("call_retried", ctx.run_id, _guess(ctx), clock.now_ms(), args)
+    if CallRetried(text(reply)) is CallRetried.FENCED:
+        raise _fenced(ctx, "call retry")
 
-    @translate_errors
-    def settle_event(self, ctx: AttemptContext, *, token: str, answer_json: str) -> str:
-        """Give the wait of ``token`` its one answer, unless it has one: the answer it holds."""
-        _won, holding = self.do(asks.settle(ctx.run_id, asks.token_digest(token), answer_json))
-        return holding
+
+def signal(
+    run_id: str, name: str, value_json: str, *, dispatch_grace_ms: int, message: QueuedMessage | None = None
+) -> Op[tuple[SignalOutcome, str]]:
+    """Keep a signal for the run, and queue the run if it waits for it; see :func:`send_signal`."""
+    return send_signal(run_id, name, value_json, dispatch_grace_ms, message)
+
+
+def open_event(ctx: AttemptContext, *, token: str, entry_json: str, name: str) -> Op[None]:
+    """Keep an external event wait before its token is handed out (store/asks.py)."""
+    return asks.open_wait(ctx.run_id, token, entry_json, name)
+
+
+def settle_event(ctx: AttemptContext, *, token: str, answer_json: str) -> Op[str]:
+    """Give the wait of ``token`` its one answer, unless it has one: the answer it holds."""
+    _won, holding = yield from asks.settle(ctx.run_id, asks.token_digest(token), answer_json)
+    return holding

@@ -14,9 +14,9 @@ from typing import Any
 from reflexr_graph import clock
 from reflexr_graph.model import Event, Status, WorkerInfo, WorkerStatus
 from reflexr_graph.store import keys
-from reflexr_graph.store.base import StoreBase, time_reply_ms, translate_errors
+from reflexr_graph.store.base import time_reply_ms
 from reflexr_graph.store.contracts import WorkerBeatArgs, WorkerLeaveArgs
-from reflexr_graph.store.ops import Command, Eval, Op, ScriptArg, batch, cmd, layout, one
+from reflexr_graph.store.ops import Command, Eval, Op, ScriptArg, batch, cmd, layout
 from reflexr_graph.store.records import run_event, text
 
 HEARTBEAT_TTL_S = 30.0
@@ -116,69 +116,57 @@ def _served_keys(info: WorkerInfo) -> list[str]:
     return [*(keys.served(g) for g in info.graphs), *versions]
 
 
-class Workers(StoreBase):
-    """Worker heartbeats, and who serves which graph."""
+# -- the store's table (store/redis_store.py) ---------------------------------------------------
 
-    # -- live workers ------------------------------------------------------------------------------
 
-    @translate_errors
-    def worker_beat(
-        self,
-        info: WorkerInfo,
-        *,
-        ttl_ms: int,
-        described_ms: int | None = None,
-        sets_ms: int | None = None,
-        trim: bool = True,
-    ) -> None:
-        """A full beat: record ``info.name`` as live for ``ttl_ms``, with its description and the
-        sets of the graphs it serves, kept ``described_ms`` (default ``ttl_ms``), in one round trip,
-        which also samples Redis's time into this process's clock.
+def worker_beat(
+    info: WorkerInfo,
+    *,
+    ttl_ms: int,
+    described_ms: int | None = None,
+    sets_ms: int | None = None,
+    trim: bool = True,
+) -> Op[None]:
+    """A full beat: record ``info.name`` as live for ``ttl_ms``, with its description and the
+    sets of the graphs it serves, kept ``described_ms`` (default ``ttl_ms``), in one round trip,
+    which also samples Redis's time into this process's clock.
 
-        ``trim`` also drops the entries of workers that stopped beating and sets the served sets'
-        expiry, ``sets_ms`` (default twice the longer of the two); ``lua/worker_beat.lua``.
-        """
-        described = ttl_ms if described_ms is None else described_ms
-        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
-        args = WorkerBeatArgs(
-            name=info.name,
-            now_ms=clock.now_ms(),
-            ttl_ms=ttl_ms,
-            description=info.model_dump_json(),
-            described_ms=described,
-            sets_ms=2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
-            trim=trim,
-        ).argv()
-        self.do(full_beat(script_keys, args))
+    ``trim`` also drops the entries of workers that stopped beating and sets the served sets'
+    expiry, ``sets_ms`` (default twice the longer of the two); ``lua/worker_beat.lua``.
+    """
+    described = ttl_ms if described_ms is None else described_ms
+    script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
+    args = WorkerBeatArgs(
+        name=info.name,
+        now_ms=clock.now_ms(),
+        ttl_ms=ttl_ms,
+        description=info.model_dump_json(),
+        described_ms=described,
+        sets_ms=2 * max(ttl_ms, described) if sets_ms is None else sets_ms,
+        trim=trim,
+    ).argv()
+    yield from full_beat(script_keys, args)
 
-    @translate_errors
-    def worker_alive(self, name: str, *, ttl_ms: int) -> bool:
-        """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
-        description and served entries stay as its last :meth:`worker_beat` wrote them. False when
-        ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
-        beat must follow, as its entries may be gone too.
 
-        It samples no time: the full beat's reply, about once a minute, does, which is as often as
-        the clock wants a sample (clock.py), and an idle worker's commands stay within their budget
-        (tests/fleet/test_idle_cost.py)."""
-        expiry = {name: clock.now_ms() + ttl_ms}
-        return not self.do(one(cmd("zadd", keys.WORKERS, expiry)))
+def worker_alive(name: str, *, ttl_ms: int) -> Op[bool]:
+    """A beat between full ones: ``name`` is live for ``ttl_ms`` more (one ZADD); its
+    description and served entries stay as its last :func:`worker_beat` wrote them. False when
+    ``name`` was not in the registry (trimmed after a stall, or Redis lost its data): a full
+    beat must follow, as its entries may be gone too.
 
-    @translate_errors
-    def worker_leave(self, info: WorkerInfo) -> None:
-        """Take a stopping worker out of the registry at once."""
-        script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
-        self.do(one(Eval("worker_leave", script_keys, WorkerLeaveArgs(info.name).argv())))
+    It samples no time: the full beat's reply, about once a minute, does, which is as often as
+    the clock wants a sample (clock.py), and an idle worker's commands stay within their budget
+    (tests/fleet/test_idle_cost.py)."""
+    expiry = {name: clock.now_ms() + ttl_ms}
+    return not (yield cmd("zadd", keys.WORKERS, expiry))
 
-    @translate_errors
-    def live_worker_count(self) -> int:
-        """How many workers' heartbeats have not expired (one ZCOUNT)."""
-        return int(self.do(one(cmd("zcount", keys.WORKERS, clock.now_ms(), "+inf"))))
 
-    def live_workers(self) -> list[WorkerInfo]:
-        """Every worker whose heartbeat has not expired, by name."""
-        return self.do(live_workers())
+def worker_leave(info: WorkerInfo) -> Op[None]:
+    """Take a stopping worker out of the registry at once."""
+    script_keys = [keys.WORKERS, keys.worker(info.name), *_served_keys(info)]
+    yield Eval("worker_leave", script_keys, WorkerLeaveArgs(info.name).argv())
 
-    def serving(self, graphs: Sequence[str]) -> dict[str, list[str]]:
-        """For each graph, the names of the live workers that serve it (one round trip)."""
-        return self.do(serving(graphs))
+
+def live_worker_count() -> Op[int]:
+    """How many workers' heartbeats have not expired (one ZCOUNT)."""
+    return int((yield cmd("zcount", keys.WORKERS, clock.now_ms(), "+inf")))

@@ -1,0 +1,45 @@
+"""What a store operation may read of the store that runs it: its settings, read only.
+
+An operation of the store's table (``store/operation.py``) takes them first, then its call's
+arguments; the executor that runs it (``RedisStore``) is them, seen through this Protocol, so a
+setting changed on the store (a test's shorter history) is the one its next operation reads.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from reflexr_graph.store.keys import Shards
+from reflexr_graph.store.payload_codec import PayloadCodec
+
+
+class StoreSettings(Protocol):
+    """The settings of a store, as its operations read them."""
+
+    @property
+    def shards(self) -> Shards:
+        """How the store's indexes are sharded (keys.Shards)."""
+
+    @property
+    def run_retention_s(self) -> int:
+        """How long a finished run is kept (REFLEXR_RUN_RETENTION_S)."""
+
+    @property
+    def dead_retention_s(self) -> int:
+        """How long a dead run is kept (REFLEXR_DEAD_RETENTION_S)."""
+
+    @property
+    def max_interruptions(self) -> int:
+        """Interrupted attempts (not counted in ``max_attempts``) a run may have before it is dead."""
+
+    @property
+    def checkpoint_history(self) -> int:
+        """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
+
+    @property
+    def codec(self) -> PayloadCodec:
+        """How payloads are kept at rest (store/payload_codec.py)."""
+
+    @property
+    def max_block_ms(self) -> int | None:
+        """The longest XREAD BLOCK the store's client survives (None: any)."""

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Protocol
 
 import zstandard
@@ -103,6 +104,7 @@ class Envelope:
         return f'{PREFIX}{self.flags}:{self.key_id}:{field}{self.body}"'
 
 
+@dataclass(frozen=True, eq=False, repr=False)  # compared by identity; no repr: its ring holds keys
 class PayloadCodec:
     """Encodes payloads for Redis and decodes them back.
 
@@ -111,22 +113,18 @@ class PayloadCodec:
     says why, e.g. ``"<encrypted with key k1>"``, so listings never crash.
     """
 
-    def __init__(
-        self,
-        ring: KeyRing | None = None,
-        blobs: BlobStore | None = None,
-        *,
-        offload_bytes: int = 64 * 1024,
-        max_offload_bytes: int = GIB,
-        strict: bool = False,
-    ) -> None:
-        self.ring = ring
-        self.blobs = blobs
-        self.offload_bytes = offload_bytes
-        self.max_offload_bytes = max_offload_bytes
-        self.strict = strict
-        self.active = ring is not None or blobs is not None
-        """False: payloads are kept as they are (the default, and the hot path's fast case)."""
+    ring: KeyRing | None = None
+    blobs: BlobStore | None = None
+    _: KW_ONLY
+    offload_bytes: int = 64 * 1024
+    max_offload_bytes: int = GIB
+    strict: bool = False
+    active: bool = dataclasses.field(init=False)
+    """False: payloads are kept as they are (the default, and the hot path's fast case)."""
+
+    def __post_init__(self) -> None:
+        # A field, not a property: the hot path reads it at every save.
+        object.__setattr__(self, "active", self.ring is not None or self.blobs is not None)
 
     # -- encoding ---------------------------------------------------------------------------------
 

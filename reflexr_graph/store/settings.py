@@ -14,31 +14,20 @@ from reflexr_graph.store.payload_codec import PayloadCodec
 
 
 class StoreSettings(Protocol):
-    """The settings of a store, as its operations read them."""
+    """The settings of a store, as its operations read them (the store's own attributes)."""
 
-    @property
-    def shards(self) -> Shards:
-        """How the store's indexes are sharded (keys.Shards)."""
-
-    @property
-    def run_retention_s(self) -> int:
-        """How long a finished run is kept (REFLEXR_RUN_RETENTION_S)."""
-
-    @property
-    def dead_retention_s(self) -> int:
-        """How long a dead run is kept (REFLEXR_DEAD_RETENTION_S)."""
-
-    @property
-    def max_interruptions(self) -> int:
-        """Interrupted attempts (not counted in ``max_attempts``) a run may have before it is dead."""
-
-    @property
-    def checkpoint_history(self) -> int:
-        """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
-
-    @property
-    def codec(self) -> PayloadCodec:
-        """How payloads are kept at rest (store/payload_codec.py)."""
+    shards: Shards
+    """How the store's indexes are sharded (keys.Shards)."""
+    run_retention_s: int
+    """How long a finished run is kept (REFLEXR_RUN_RETENTION_S)."""
+    dead_retention_s: int
+    """How long a dead run is kept (REFLEXR_DEAD_RETENTION_S)."""
+    max_interruptions: int
+    """Interrupted attempts (not counted in ``max_attempts``) a run may have before it is dead."""
+    checkpoint_history: int
+    """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
+    codec: PayloadCodec
+    """How payloads are kept at rest (store/payload_codec.py)."""
 
     @property
     def max_block_ms(self) -> int | None:

@@ -8,30 +8,31 @@ says when to wake next, which the loop sleeps until (fleet/reaper.py: Reaper.nex
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass, field
+
 from reflexr_graph.fleet.reaping.job import Pass
 from reflexr_graph.fleet.reaping.prune import Prune
 from reflexr_graph.store.redis_store import RedisStore
 
 
+@dataclass(eq=False)
 class Read:
     """Makes the pass's read for ``owner``, the runs to prune with it when ``prune`` says so."""
 
     holder_only = False
 
-    def __init__(
-        self, store: RedisStore, owner: str, *, lock_ttl_ms: int, idle_ms: int, margin_ms: int, prune: Prune
-    ) -> None:
-        self.store = store
-        self.owner = owner
-        self.lock_ttl_ms = lock_ttl_ms
-        self.idle_ms = idle_ms
-        """The longest sleep between passes."""
-        self.margin_ms = margin_ms
-        """How long past its planned wake the holder keeps the lock."""
-        self.prune = prune
-        self.wake_ms: float | None = None
-        """When the last pass's read said to wake next (epoch ms); None before any, or after a read
-        that failed."""
+    store: RedisStore
+    owner: str
+    _: KW_ONLY
+    lock_ttl_ms: int
+    idle_ms: int
+    """The longest sleep between passes."""
+    margin_ms: int
+    """How long past its planned wake the holder keeps the lock."""
+    prune: Prune
+    wake_ms: float | None = field(default=None, init=False)
+    """When the last pass's read said to wake next (epoch ms); None before any, or after a read
+    that failed."""
 
     def run(self, current: Pass) -> None:
         self.wake_ms = None

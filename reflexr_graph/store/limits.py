@@ -85,21 +85,13 @@ def acquire(ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> 
     the attempt no longer owns the run. On a cluster, two scripts (see the module's docstring)."""
     if (yield from layout()).count > 1:
         return (yield from _acquire_in_two_slots(ctx, request, slot_ttl_ms))
-    now = clock.now_ms()
     args = LimitArgs(
         token=ctx.token,
-        now_ms=now,
         key=request.key,
-        emission_ms=request.emission_ms,
-        burst=request.burst,
-        concurrency=request.concurrency,
-        member=request.member,
-        slot_expiry_ms=now + slot_ttl_ms,
         node=request.node,
-        waited_ms=request.waited_ms,
         config=config_json(request),
         events_cap=EVENTS_MAXLEN,
-        max_reserve_ms=request.max_reserve_ms,
+        **vars(_take_args(request, slot_ttl_ms)),
     ).argv()
     found = yield Eval("limit_acquire", keys.limit_keys(ctx.run_id, request.key), args)
     reply = LimitReply.parse([text(v) for v in found])
@@ -110,10 +102,11 @@ def acquire(ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> 
     return Grant(False, retry_after_ms=reply.wait_ms)
 
 
-def _acquire_in_two_slots(ctx: AttemptContext, request: LimitRequest, slot_ttl_ms: int) -> Op[Grant]:
-    """A cluster store's grant: the limit's script, then the run's (see the module's docstring)."""
+def _take_args(request: LimitRequest, slot_ttl_ms: int) -> TakeArgs:
+    """The rate and slot part of an acquisition, now: all of limit_take.lua's arguments, and the
+    same fields of limit_acquire.lua's (which adds the run's)."""
     now = clock.now_ms()
-    taken = TakeArgs(
+    return TakeArgs(
         now_ms=now,
         emission_ms=request.emission_ms,
         burst=request.burst,
@@ -122,7 +115,12 @@ def _acquire_in_two_slots(ctx: AttemptContext, request: LimitRequest, slot_ttl_m
         slot_expiry_ms=now + slot_ttl_ms,
         max_reserve_ms=request.max_reserve_ms,
         waited_ms=request.waited_ms,
-    ).argv()
+    )
+
+
+def _acquire_in_two_slots(ctx: AttemptContext, request: LimitRequest, slot_ttl_ms: int) -> Op[Grant]:
+    """A cluster store's grant: the limit's script, then the run's (see the module's docstring)."""
+    taken = _take_args(request, slot_ttl_ms).argv()
     found = yield Eval("limit_take", keys.limit_take_keys(request.key, request.member), taken)
     reply = LimitReply.parse([text(v) for v in found])
     if reply.outcome is not Acquired.OK:

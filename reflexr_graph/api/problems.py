@@ -78,6 +78,16 @@ class Problem(BaseModel):
     kept: list[int] | None = Field(None, description="For a checkpoint not kept: the seqs the run keeps")
 
 
+Responses = dict[int | str, dict[str, Any]]
+"""A route's ``responses=``: what OpenAPI documents for each status besides the success."""
+
+
+def problems(described: dict[int, str]) -> Responses:
+    """The ``responses=`` of a route's statuses answered with a problem document, each described
+    as it means there."""
+    return {status: {"model": Problem, "description": text} for status, text in described.items()}
+
+
 def problem(status: int, detail: str, **extra: Any) -> JSONResponse:
     body = Problem(status=status, title=TITLES.get(status, "Error"), detail=detail, **extra)
     headers = {401: {"WWW-Authenticate": "Bearer"}, 503: {"Retry-After": str(RETRY_AFTER_S)}}.get(status)

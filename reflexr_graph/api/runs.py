@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -21,7 +21,7 @@ from reflexr_graph.api.models import (
     RunPageOut,
     refusals,
 )
-from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.problems import Problem, Responses, problems
 from reflexr_graph.api.stream_slots import open_stream
 from reflexr_graph.core.emit import TOPIC
 from reflexr_graph.core.tags import parse_tags
@@ -29,27 +29,22 @@ from reflexr_graph.model import BranchLane, RunInfo, Status
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such run"}}
-STREAMS_FULL: dict[int | str, dict[str, Any]] = {
-    429: {"model": Problem, "description": "The server holds as many event streams as it may (Retry-After)"}
-}
-REFUSED: dict[int | str, dict[str, Any]] = {
-    409: {"model": Problem, "description": "The run's status does not allow it"},
-    **NOT_FOUND,
+NOT_FOUND = problems({404: "No such run"})
+STREAMS_FULL = problems({429: "The server holds as many event streams as it may (Retry-After)"})
+REFUSED = {**problems({409: "The run's status does not allow it"}), **NOT_FOUND}
+ENQUEUED: Responses = {
+    200: {"model": RunInfo, "description": "The idempotency key already named this run"},
+    **problems(
+        {
+            404: "No such graph is published",
+            409: "The idempotency key names a run with other inputs",
+            422: "The inputs or state do not validate",
+        }
+    ),
 }
 
 
-@router.post(
-    "",
-    status_code=201,
-    response_model=RunInfo,
-    responses={
-        200: {"model": RunInfo, "description": "The idempotency key already named this run"},
-        404: {"model": Problem, "description": "No such graph is published"},
-        409: {"model": Problem, "description": "The idempotency key names a run with other inputs"},
-        422: {"model": Problem, "description": "The inputs or state do not validate"},
-    },
-)
+@router.post("", status_code=201, response_model=RunInfo, responses=ENQUEUED)
 async def enqueue(
     body: EnqueueRequest,
     client: ClientDep,

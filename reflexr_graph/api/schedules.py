@@ -8,13 +8,20 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from reflexr_graph.api.deps import ClientDep
-from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.problems import problems
 from reflexr_graph.core.schedules import Catchup, Overlap
 from reflexr_graph.model import ScheduleInfo
 
 router = APIRouter(prefix="/schedules", tags=["schedules"])
 
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "No such schedule"}}
+NOT_FOUND = problems({404: "No such schedule"})
+ADD_REFUSED = problems(
+    {
+        404: "No such graph is published",
+        409: "A schedule of this name exists",
+        422: "The clock, inputs or policies do not validate",
+    }
+)
 
 
 class ScheduleRequest(BaseModel):
@@ -33,16 +40,7 @@ class Triggered(BaseModel):
     run_id: str
 
 
-@router.post(
-    "",
-    status_code=201,
-    response_model=ScheduleInfo,
-    responses={
-        404: {"model": Problem, "description": "No such graph is published"},
-        409: {"model": Problem, "description": "A schedule of this name exists"},
-        422: {"model": Problem, "description": "The clock, inputs or policies do not validate"},
-    },
-)
+@router.post("", status_code=201, response_model=ScheduleInfo, responses=ADD_REFUSED)
 async def add(body: ScheduleRequest, client: ClientDep, response: Response) -> ScheduleInfo:
     """Add a schedule; each fire is one run tagged ``schedule=<name>``."""
     info = await client.add_schedule(

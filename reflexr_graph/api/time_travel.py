@@ -16,16 +16,20 @@ from pydantic import BaseModel, Field
 
 from reflexr_graph.api.deps import ClientDep
 from reflexr_graph.api.idempotency import IdempotencyHeader, one_key
-from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.problems import problems
 from reflexr_graph.model import CheckpointDetail, CheckpointInfo, RunInfo
 
 router = APIRouter(prefix="/runs", tags=["time travel"])
 
-NOT_KEPT: dict[int | str, dict[str, Any]] = {
-    404: {
-        "model": Problem,
-        "description": "No such run, or it keeps no such checkpoint (`kept` lists its seqs)",
-    }
+NOT_KEPT = problems({404: "No such run, or it keeps no such checkpoint (`kept` lists its seqs)"})
+FORK_REFUSED = {
+    **NOT_KEPT,
+    **problems(
+        {
+            409: "The checkpoint was saved by another version of the graph",
+            422: "The edited state or patch does not validate",
+        }
+    ),
 }
 
 
@@ -60,16 +64,7 @@ async def checkpoint(run_id: str, seq: Annotated[int, Path(ge=0)], client: Clien
     return await client.checkpoint(run_id, seq)
 
 
-@router.post(
-    "/{run_id}/fork",
-    status_code=201,
-    response_model=RunInfo,
-    responses={
-        **NOT_KEPT,
-        409: {"model": Problem, "description": "The checkpoint was saved by another version of the graph"},
-        422: {"model": Problem, "description": "The edited state or patch does not validate"},
-    },
-)
+@router.post("/{run_id}/fork", status_code=201, response_model=RunInfo, responses=FORK_REFUSED)
 async def fork(
     run_id: str,
     body: ForkRequest,

@@ -18,13 +18,28 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from reflexr_graph.api.deps import CallerDep, ClientDep
-from reflexr_graph.api.problems import Problem
+from reflexr_graph.api.problems import problems
 from reflexr_graph.api.roles import needed
 from reflexr_graph.api.tokens import Caller
 from reflexr_graph.model import EventWait, RunInfo
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 events_router = APIRouter(prefix="/events", tags=["events"])
+
+SIGNAL_REFUSED = problems(
+    {
+        404: "No such run",
+        409: "The run has finished, or this signal is pending already",
+        422: "The graph declares no such signal, or the value does not validate",
+    }
+)
+ANSWER_REFUSED = problems(
+    {
+        404: "No wait has this token",
+        409: "Answered already, timed out, or the run finished",
+        422: "Not a token, or not one of payload and error",
+    }
+)
 
 
 class SignalRequest(BaseModel):
@@ -40,18 +55,7 @@ class SignalResult(BaseModel):
     run: RunInfo
 
 
-@router.post(
-    "/{run_id}/signal",
-    response_model=SignalResult,
-    responses={
-        404: {"model": Problem, "description": "No such run"},
-        409: {"model": Problem, "description": "The run has finished, or this signal is pending already"},
-        422: {
-            "model": Problem,
-            "description": "The graph declares no such signal, or the value does not validate",
-        },
-    },
-)
+@router.post("/{run_id}/signal", response_model=SignalResult, responses=SIGNAL_REFUSED)
 async def signal(run_id: str, body: SignalRequest, client: ClientDep, caller: CallerDep) -> SignalResult:
     """Send a signal to a run: it wakes the run if it waits for it, else it waits for the run."""
     woke = await client.signal(run_id, body.name, body.value, by=caller.name)
@@ -116,18 +120,7 @@ async def pending_events(
     return [shown(w.to_json(), caller) for w in waits]
 
 
-@events_router.post(
-    "/{token}",
-    response_model=EventAnswered,
-    responses={
-        404: {"model": Problem, "description": "No wait has this token"},
-        409: {
-            "model": Problem,
-            "description": "Answered already, timed out, or the run finished",
-        },
-        422: {"model": Problem, "description": "Not a token, or not one of payload and error"},
-    },
-)
+@events_router.post("/{token}", response_model=EventAnswered, responses=ANSWER_REFUSED)
 async def answer_event(token: str, body: EventAnswer, request: Request, client: ClientDep) -> EventAnswered:
     """Answer a wait: its run is queued at once. A wait takes one answer; no error repeats it."""
     by = answerer(request)

@@ -114,37 +114,46 @@ def purgeable_runs(wanted: RunFilter, limit: int) -> Op[list[RunInfo]]:
     return (yield from matching_runs(wanted, statuses, limit, lambda _info: True))
 
 
-def _chosen(run_ids: Sequence[str] | None, wanted: RunFilter, every: bool, verb: str) -> None:
-    """InvalidInputs unless the runs are named one way: by id, by a filter, or all (``every``)."""
-    if run_ids is not None and (wanted != RunFilter() or every):
-        raise errors.InvalidInputs(
-            "give run ids or a filter (status, graph, tags) or all=True, not both",
-            [{"loc": ["run_ids"], "msg": "cannot be combined with a filter", "type": "exclusive"}],
-        )
-    if run_ids is None and wanted == RunFilter() and not every:
-        raise errors.InvalidInputs(
-            f"an empty filter would {verb} every run: give run ids, a filter (status, graph, tags), "
-            "or all=True to mean every run",
-            [{"loc": ["all"], "msg": "is needed to act with no filter", "type": "intent"}],
-        )
+@dataclass(frozen=True)
+class Chosen:
+    """The runs a bulk operation takes: ``run_ids``, or without them those ``wanted`` matches, which
+    must not be empty unless ``every``."""
+
+    run_ids: Sequence[str] | None
+    wanted: RunFilter
+    every: bool = False
+
+    def ids(self, verb: str, find: Callable[[RunFilter], Op[list[RunInfo]]]) -> Op[Sequence[str]]:
+        """``run_ids``, or the ids of the runs ``find`` gives for ``wanted``; InvalidInputs unless
+        the runs are named one way: by id, by a filter, or all (``every``)."""
+        if self.run_ids is not None and (self.wanted != RunFilter() or self.every):
+            raise errors.InvalidInputs(
+                "give run ids or a filter (status, graph, tags) or all=True, not both",
+                [{"loc": ["run_ids"], "msg": "cannot be combined with a filter", "type": "exclusive"}],
+            )
+        if self.run_ids is None and self.wanted == RunFilter() and not self.every:
+            raise errors.InvalidInputs(
+                f"an empty filter would {verb} every run: give run ids, a filter (status, graph, tags), "
+                "or all=True to mean every run",
+                [{"loc": ["all"], "msg": "is needed to act with no filter", "type": "intent"}],
+            )
+        if self.run_ids is not None:
+            return self.run_ids
+        return [info.run_id for info in (yield from find(self.wanted))]
 
 
 def cancel_many(
-    run_ids: Sequence[str] | None,
-    wanted: RunFilter,
+    chosen: Chosen,
     run_retention_s: int,
     now: bool,
     progress: Callable[[str], None] | None = None,
-    every: bool = False,
     by: str = "",
 ) -> Op[BulkCancel]:
-    """Cancel each of ``run_ids`` as ``cancel`` does (``now`` too), or, without them, the runs
-    ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
-    for more, it finds only those left). A run that cannot be cancelled is listed with why, and
-    the others go on. ``progress`` is told each run id once it is done."""
-    _chosen(run_ids, wanted, every, "cancel")
-    if run_ids is None:
-        run_ids = [info.run_id for info in (yield from cancellable_runs(wanted, BULK_LIMIT, now))]
+    """Cancel each run ``chosen`` names as ``cancel`` does (``now`` too); of those its filter
+    matches, at most BULK_LIMIT (call again for more, it finds only those left). A run that cannot
+    be cancelled is listed with why, and the others go on. ``progress`` is told each run id once
+    it is done."""
+    run_ids = yield from chosen.ids("cancel", lambda wanted: cancellable_runs(wanted, BULK_LIMIT, now))
 
     def cancel(run_id: str) -> Op[object]:
         return (yield from cancel_run(run_id, run_retention_s, now, by))
@@ -152,21 +161,12 @@ def cancel_many(
     return BulkCancel(*(yield from one_by_one(run_ids, cancel, progress)))
 
 
-def purge_many(
-    run_ids: Sequence[str] | None,
-    wanted: RunFilter,
-    progress: Callable[[str], None] | None = None,
-    every: bool = False,
-    by: str = "",
-) -> Op[BulkPurge]:
-    """Delete each of ``run_ids`` for good, as ``purge`` does, or, without them, the finished runs
-    ``wanted`` matches, which must not be empty unless ``every`` (at most BULK_LIMIT: call again
-    for more; a purged run is gone, so it finds only those left). A run that is not finished or
-    not there is listed with why, and the others go on. ``progress`` is told each run id once it
-    is done."""
-    _chosen(run_ids, wanted, every, "purge")
-    if run_ids is None:
-        run_ids = [info.run_id for info in (yield from purgeable_runs(wanted, BULK_LIMIT))]
+def purge_many(chosen: Chosen, progress: Callable[[str], None] | None = None, by: str = "") -> Op[BulkPurge]:
+    """Delete each run ``chosen`` names for good, as ``purge`` does: of the finished runs its filter
+    matches, at most BULK_LIMIT (call again for more; a purged run is gone, so it finds only those
+    left). A run that is not finished or not there is listed with why, and the others go on.
+    ``progress`` is told each run id once it is done."""
+    run_ids = yield from chosen.ids("purge", lambda wanted: purgeable_runs(wanted, BULK_LIMIT))
 
     def purge(run_id: str) -> Op[object]:
         if not (yield from purge_run(run_id, by)):

@@ -18,6 +18,7 @@ from reflexr_graph import clock, schemas
 from reflexr_graph.client.bulk import (
     BulkCancel,
     BulkPurge,
+    Chosen,
     RunFilter,
     cancel_many,
     cancellable_runs,
@@ -591,9 +592,8 @@ class Operations(Facade):
         its error, and the others go on. With no ids and no filter it cancels nothing: pass
         ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
         ``run_ids`` and a filter are given, or a status a cancel does not take)."""
-        wanted = RunFilter.of(status, graph, tags)
-        retention = self.store.run_retention_s
-        return cancel_many(run_ids, wanted, retention, now, progress, all, by or self.by)
+        chosen = Chosen(run_ids, RunFilter.of(status, graph, tags), all)
+        return cancel_many(chosen, self.store.run_retention_s, now, progress, by or self.by)
 
     @operation(WRITE)
     def purge(self, run_id: str, *, by: str | None = None) -> Op[bool]:
@@ -636,8 +636,7 @@ class Operations(Facade):
         the others go on. With no ids and no filter it deletes nothing: pass ``all=True`` to
         delete every finished run (InvalidInputs otherwise, as when both ``run_ids`` and a filter
         are given, or a status that is not a finished one)."""
-        wanted = RunFilter.of(status, graph, tags)
-        return purge_many(run_ids, wanted, progress, all, by or self.by)
+        return purge_many(Chosen(run_ids, RunFilter.of(status, graph, tags), all), progress, by or self.by)
 
     # -- schedules --------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ A concern module (``reads.py``, ``recovery.py``...) writes each operation as a f
 takes the store's settings (``store/settings.py``) and the call's arguments and returns an
 ``Op[T]`` (``store/ops.py``): it builds keys and arguments, yields its requests and parses their
 replies, doing no I/O. :func:`store_operation` makes it a method of the store, which runs it
-through the store's executor (``StoreBase.do``) under its error translation, named as the table
+through the store's executor (``StoreBase.do``, whose ``handle`` translates errors), named as the table
 names it, documented, signed and typed as the function is: ``help(RedisStore.get)``,
 ``inspect.signature`` and type checkers read the method. :func:`plain_operation` does the same
 for an operation that reads no setting.
@@ -31,7 +31,7 @@ from typing import (
     overload,
 )
 
-from reflexr_graph.store.base import StoreBase, translate_errors
+from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.ops import Op
 from reflexr_graph.store.settings import StoreSettings
 
@@ -84,7 +84,9 @@ def plain_operation(build: Callable[P, Op[T]]) -> StoreOperation[P, T]:
 
 
 def _run(build: Callable[Concatenate[StoreSettings, P], Op[T]]) -> Callable[Concatenate[StoreBase, P], T]:
-    @translate_errors
+    # Not wrapped in translate_errors: ``do`` samples the clock before the operation runs, and its
+    # ``handle`` translates each request's Redis errors (then thrown into the operation), so a
+    # second translation and clock check around the whole call would only repeat them.
     def method(store: StoreBase, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return store.do(build(store, *args, **kwargs))
 

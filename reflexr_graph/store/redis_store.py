@@ -5,7 +5,7 @@ The class is the blocking executor (``StoreBase``, store/base.py: the client, th
 ``do``/``handle``, the clock, ``subscribe``) plus one table of its operations. Each entry names
 a sans-IO operation of a concern module (attempts.py, reads.py, recovery.py...), which takes the
 store's settings (``store_operation``) or none (``plain_operation``) and the call's arguments;
-the descriptor (store/operation.py) makes it a method run by ``do`` under ``translate_errors``,
+the descriptor (store/operation.py) makes it a method run by ``do`` (whose ``handle`` translates errors),
 signed, documented and typed as the operation is. The few methods written here say why.
 """
 
@@ -127,7 +127,6 @@ class RedisStore(StoreBase):
     renew_slots = plain_operation(limits.renew_slots)
     limit_usage = plain_operation(limits.limit_usage)
 
-    @translate_errors
     def acquire_limit(self, ctx: AttemptContext, request: LimitRequest, *, slot_ttl_ms: int) -> Grant:
         """One EVALSHA: a grant (maybe of a rate token reserved up to ``request.max_reserve_ms``
         ahead, with the wait before it), or a refusal with the wait the rate requires; FencedOut if
@@ -152,16 +151,15 @@ class RedisStore(StoreBase):
     release_lock = store_operation(recovery.release_lock)
     nudge_reaper = plain_operation(recovery.nudge_reaper)
 
-    # Written: a subscription is no request and reply, so no operation (StoreBase.subscribe).
+    # Written: a subscription is no request and reply, so no operation (StoreBase.subscribe, which
+    # translates its errors).
 
-    @translate_errors
     def reaper_nudges(self) -> redis.client.PubSub:
         """A subscription to the reapers' nudges (:meth:`nudge_reaper`), subscribed now, and to each
         shard's note that a child run ended (published on a channel named as its set, by the
         script that ended the child: ``_lib.lua``), so its parent is told at once."""
         return self.subscribe(*recovery.nudge_channels(self.shards))
 
-    @translate_errors
     def schedule_nudges(self) -> redis.client.PubSub:
         """A subscription, subscribed now, to the note ``schedule_put.lua`` publishes when it adds,
         changes or resumes a schedule (on a channel of :data:`keys.SCHEDULE_NEXT`'s name), so a
@@ -209,7 +207,7 @@ class RedisStore(StoreBase):
         ``via`` sends it: the attempt's held connection (store/hot_path.py), the store's client
         when None."""
         if via is None:
-            self.keep_clock()  # as every store call does before it reads the clock (translate_errors)
+            self.keep_clock()  # as ``do`` does, but before save_call reads the clock
         script_keys, args = attempts.save_call(ctx, payload, seq, next_node, notes, self.checkpoint_history)
         writer = self if via is None else via
         return attempts.saved(ctx, writer.write_step("save_checkpoint", script_keys, args, returning))
@@ -234,7 +232,6 @@ class RedisStore(StoreBase):
         if not writer.write_step("record", script_keys, args, returning):
             raise _fenced(ctx, "record")
 
-    @translate_errors
     def write_step(
         self, name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots = ()
     ) -> Any:

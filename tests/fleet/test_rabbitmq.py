@@ -59,9 +59,7 @@ def amqp_channel(server: RabbitMQServer) -> tuple[amqp.Connection, amqp.Channel]
     without confirms, a publisher that closes its connection straight after publishing can lose
     messages on a quorum queue (seen on RabbitMQ 3.10: one of three published messages never
     arrived, under load)."""
-    conn = amqp.Connection(
-        f"127.0.0.1:{server.port}", userid="guest", password="guest", confirm_publish=True
-    )
+    conn = amqp.Connection(f"127.0.0.1:{server.port}", userid="guest", password="guest", confirm_publish=True)
     conn.connect()
     return conn, conn.channel()
 

@@ -25,7 +25,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
+from reflexr_graph.core.port import AttemptContext, Boundary, Lane
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.records import Claim
@@ -105,18 +105,11 @@ class TimedStore:
         self.store.save_record(ctx, field, value, lane=lane, via=self.hot)
 
     def save_checkpoint(
-        self,
-        ctx: AttemptContext,
-        payload: str,
-        *,
-        seq: int,
-        next_node: str | None,
-        notes: Notes = NO_NOTES,
-        returning: Sequence[tuple[str, str]] = (),
+        self, ctx: AttemptContext, boundary: Boundary, *, returning: Sequence[tuple[str, str]] = ()
     ) -> None:
         assert self.hot is not None and not returning, "the bench's steps hold no limit slots"
         t0 = time.perf_counter()
-        self.store.save_checkpoint(ctx, payload, seq=seq, next_node=next_node, notes=notes, via=self.hot)
+        self.store.save_checkpoint(ctx, boundary, via=self.hot)
         self.saves.append(time.perf_counter() - t0)
 
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from typing import Any
 
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import DEFAULT_CHECKPOINT_HISTORY, RedisStore
@@ -57,7 +57,7 @@ def _kept_cost(keeping: RedisStore, plain: RedisStore, state_bytes: int, keep: i
     runs = (_claimed(keeping), _claimed(plain))
     for ctx, store in zip(runs, (keeping, plain), strict=True):
         for seq in range(1, saves + 1):
-            store.save_checkpoint(ctx, _payload(seq, state_bytes), seq=seq, next_node="step")
+            store.save_checkpoint(ctx, Boundary(_payload(seq, state_bytes), seq=seq, next_node="step"))
     kept = len(keeping.checkpoints(runs[0].run_id)) - 1
     with_history, without = _usage(keeping, runs[0].run_id), _usage(plain, runs[1].run_id)
     per = (with_history - without) / kept
@@ -77,13 +77,13 @@ def _save_times(
     """Median µs per save, the history full (each save also trims one) against no history."""
     full, bare = _claimed(keeping), _claimed(plain)
     for seq in range(1, keep + 2):
-        keeping.save_checkpoint(full, _payload(seq, state_bytes), seq=seq, next_node="step")
+        keeping.save_checkpoint(full, Boundary(_payload(seq, state_bytes), seq=seq, next_node="step"))
     times: dict[str, list[float]] = {"history": [], "none": []}
     for seq in range(keep + 2, keep + 2 + n):
         payload = _payload(seq, state_bytes)
         for label, store, ctx in (("history", keeping, full), ("none", plain, bare)):
             t0 = time.perf_counter()
-            store.save_checkpoint(ctx, payload, seq=seq, next_node="step")
+            store.save_checkpoint(ctx, Boundary(payload, seq=seq, next_node="step"))
             times[label].append(time.perf_counter() - t0)
     return {label: statistics.median(samples) * 1e6 for label, samples in times.items()}
 

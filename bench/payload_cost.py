@@ -22,6 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import keys
 from reflexr_graph.store.payload_codec import PayloadCodec
@@ -84,7 +85,7 @@ def save_ms(store: RedisStore, payload: str, reps: int) -> float:
     samples = []
     for seq in range(1, reps + 1):
         t0 = time.perf_counter()
-        store.save_checkpoint(ctx, payload, seq=seq, next_node="s")
+        store.save_checkpoint(ctx, Boundary(payload, seq=seq, next_node="s"))
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples) * 1000
 
@@ -93,7 +94,7 @@ def run_bytes(store: RedisStore, payload: str, steps: int = STEPS) -> int:
     """Redis memory of a run's keys after ``steps`` saves of ``payload`` (the history keeps them all)."""
     ctx = _claimed(store)
     for seq in range(1, steps + 1):
-        store.save_checkpoint(ctx, payload, seq=seq, next_node="s")
+        store.save_checkpoint(ctx, Boundary(payload, seq=seq, next_node="s"))
     usage = (store.client.memory_usage(key, samples=0) for key in keys.run_keys(ctx.run_id))
     return sum(int(u or 0) for u in usage)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import redis
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import RedisStore, scripts
 
@@ -91,7 +92,7 @@ def _run(store: RedisStore, run_id: str, saves: int) -> None:
     )
     ctx = store.claim(run_id, f"tok-{run_id}", lease_ttl_ms=30_000).context()
     for seq in range(1, saves + 1):
-        store.save_checkpoint(ctx, STATE % seq, seq=seq, next_node=f"s{seq}")
+        store.save_checkpoint(ctx, Boundary(STATE % seq, seq=seq, next_node=f"s{seq}"))
     store.succeed(ctx, "5", checkpoint=STATE % (saves + 1), seq=saves + 1)
 
 

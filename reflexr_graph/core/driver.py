@@ -33,7 +33,7 @@ from reflexr_graph.core.inflight import DEFAULT_SIBLING_GRACE_S, InFlight
 from reflexr_graph.core.journal import RecordJournal
 from reflexr_graph.core.limits import Limiter
 from reflexr_graph.core.pg import Kind
-from reflexr_graph.core.port import AttemptContext, CheckpointPort, StopSignal
+from reflexr_graph.core.port import AttemptContext, Boundary, CheckpointPort, StopSignal
 from reflexr_graph.core.readback import NotReadable
 from reflexr_graph.core.tally import SkipReason, Tally
 from reflexr_graph.errors import (
@@ -160,14 +160,8 @@ class _Saver:
 
     def _save(self, payload: str, next_node: str) -> None:
         started = time.perf_counter()
-        asked = self.port.save_checkpoint(
-            self.ctx,
-            payload,
-            seq=self.seq + 1,
-            next_node=next_node,
-            notes=self.tally.take(),
-            returning=self.returning,
-        )
+        boundary = Boundary(payload, seq=self.seq + 1, next_node=next_node, notes=self.tally.take())
+        asked = self.port.save_checkpoint(self.ctx, boundary, returning=self.returning)
         self.returning = []
         self.cancel_asked = self.cancel_asked or bool(asked)
         self.scope.saved()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 
@@ -55,6 +55,23 @@ class Notes:
 
 
 NO_NOTES = Notes()
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What one checkpoint save carries (``CheckpointPort.save_checkpoint``): the attempt driver
+    builds it once per safe boundary, and the attempt's port and the store hand it on as it is."""
+
+    payload: str
+    """The checkpoint's JSON (core/checkpoint.py): the state and the next task."""
+    _: KW_ONLY
+    seq: int
+    """The checkpoint's number in the run (its field in the run's history), from 1 up."""
+    next_node: str | None
+    """The node the run resumes at from this checkpoint, kept on the run for operators (None: none)."""
+    notes: Notes = NO_NOTES
+    """What rides along with this write (:class:`Notes`): the boundaries skipped since the
+    attempt's previous save, and the work reused instead of run again."""
 
 
 @dataclass(frozen=True)
@@ -172,22 +189,13 @@ class CheckpointPort(RecordPort, Protocol):
         ...
 
     def save_checkpoint(
-        self,
-        ctx: AttemptContext,
-        payload: str,
-        *,
-        seq: int,
-        next_node: str | None,
-        notes: Notes = NO_NOTES,
-        returning: Sequence[tuple[str, str]] = (),
+        self, ctx: AttemptContext, boundary: Boundary, *, returning: Sequence[tuple[str, str]] = ()
     ) -> bool | None:
-        """Replace the run's checkpoint and append a ``run_progressed`` event, if ``ctx.token`` owns it.
+        """Replace the run's checkpoint by ``boundary``'s and append a ``run_progressed`` event, if
+        ``ctx.token`` owns the run.
 
         ``returning`` (limit key, slot member): the slots of the step that just ended, given back in
-        the same round trip, owned or not.
-
-        ``notes`` (:class:`Notes`) rides along with this write: the boundaries skipped since the
-        attempt's previous save, and the work reused instead of run again. True when the run was asked
-        to cancel meanwhile: the attempt stops at this boundary.
+        the same round trip, owned or not. True when the run was asked to cancel meanwhile: the
+        attempt stops at this boundary.
         """
         ...

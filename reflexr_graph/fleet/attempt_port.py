@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Emission, Lane, Notes, WaitResult
+from reflexr_graph.core.port import AttemptContext, Boundary, Emission, Lane, WaitResult
 from reflexr_graph.errors import NotInRun, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, while_leased
 from reflexr_graph.store.children import ChildRequest
@@ -187,21 +187,12 @@ class AttemptPort:
         )
 
     def save_checkpoint(
-        self,
-        ctx: AttemptContext,
-        payload: str,
-        *,
-        seq: int,
-        next_node: str | None,
-        notes: Notes = NO_NOTES,
-        returning: Sequence[tuple[str, str]] = (),
+        self, ctx: AttemptContext, boundary: Boundary, *, returning: Sequence[tuple[str, str]] = ()
     ) -> bool | None:
         return self._write(
             ctx,
-            f"checkpoint {seq}",
-            lambda: self.store.save_checkpoint(
-                ctx, payload, seq=seq, next_node=next_node, notes=notes, returning=returning, via=self.hot
-            ),
+            f"checkpoint {boundary.seq}",
+            lambda: self.store.save_checkpoint(ctx, boundary, returning=returning, via=self.hot),
         )
 
     def _write(self, ctx: AttemptContext, what: str, op: Callable[[], T]) -> T:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Boundary, Lane, Notes
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
 from reflexr_graph.store import keys, limits, registry
 from reflexr_graph.store.base import (
@@ -266,14 +266,13 @@ _SAVED = {int(s): s for s in Saved}
 """save_checkpoint.lua's reply -> Saved, by a dict rather than the enum's call (a few hundred ns)."""
 
 
-def save_call(
-    ctx: AttemptContext, payload: str, seq: int, next_node: str | None, notes: Notes, history: int
-) -> tuple[Sequence[str], list[ScriptArg]]:
+def save_call(ctx: AttemptContext, boundary: Boundary, history: int) -> tuple[Sequence[str], list[ScriptArg]]:
     """save_checkpoint.lua's keys and arguments, built once per save (``RedisStore.save_checkpoint``)
     for whichever :class:`StepWriter` sends it: the attempt's cached part, then what changes."""
-    args = list(_saving(ctx.token, history, notes))
+    args = list(_saving(ctx.token, history, boundary.notes))
     # The arguments that change at every save, as Args.argv writes them (a missing node: '').
-    args[_NOW], args[_PAYLOAD], args[_SEQ] = clock.now_ms(), payload, seq
+    args[_NOW], args[_PAYLOAD], args[_SEQ] = clock.now_ms(), boundary.payload, boundary.seq
+    next_node = boundary.next_node
     args[_NEXT_NODE] = "" if next_node is None else next_node
     return _save_keys(ctx.run_id), args
 

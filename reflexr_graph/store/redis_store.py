@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Lane, Notes
+from reflexr_graph.core.port import AttemptContext, Boundary, Lane
 from reflexr_graph.store import (
     attempts,
     children,
@@ -181,25 +181,18 @@ class RedisStore(StoreBase):
     # connection, store/hot_path.py, or this store), and this store is itself a StepWriter.
 
     def save_checkpoint(
-        self,
-        ctx: AttemptContext,
-        payload: str,
-        *,
-        seq: int,
-        next_node: str | None,
-        notes: Notes = NO_NOTES,
-        returning: Slots = (),
-        via: StepWriter | None = None,
+        self, ctx: AttemptContext, boundary: Boundary, *, returning: Slots = (), via: StepWriter | None = None
     ) -> bool:
-        """Replace the checkpoint, fenced by ``ctx.token``: one EVALSHA, one round trip.
+        """Replace the checkpoint by ``boundary``'s (:class:`Boundary`), fenced by ``ctx.token``: one
+        EVALSHA, one round trip.
 
         True when the run was asked to cancel (``cancel`` without ``now``): the attempt stops at
         this boundary. The same call tells it, so a cancel costs no extra round trip per step.
         FencedOut when the token lost the run.
 
         It runs at every step boundary, so its script takes only the keys it touches rather
-        than the per-run prelude's. ``notes`` (boundaries the attempt could not save since its
-        last write, work it reused) are recorded in the same call, and the work recorded since
+        than the per-run prelude's. ``boundary.notes`` (boundaries the attempt could not save since
+        its last write, work it reused) are recorded in the same call, and the work recorded since
         the previous checkpoint is dropped, when there is any: this one holds it. The payload is
         written once, as the latest and into the history at the same time; the same call trims
         the history to ``checkpoint_history``. ``returning`` (limit key, slot member) are the slots
@@ -208,7 +201,7 @@ class RedisStore(StoreBase):
         when None."""
         if via is None:
             self.keep_clock()  # as ``do`` does, but before save_call reads the clock
-        script_keys, args = attempts.save_call(ctx, payload, seq, next_node, notes, self.checkpoint_history)
+        script_keys, args = attempts.save_call(ctx, boundary, self.checkpoint_history)
         writer = self if via is None else via
         return attempts.saved(ctx, writer.write_step("save_checkpoint", script_keys, args, returning))
 

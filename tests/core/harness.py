@@ -9,7 +9,7 @@ from typing import Any
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.core.tally import Tally
 from reflexr_graph.store.records import saved_next_nodes
 from reflexr_graph.store.redis_store import RedisStore
@@ -87,7 +87,7 @@ class Harness:
             )
             raise
         if crash_before_success:
-            self.store.save_checkpoint(ctx, finished.checkpoint, seq=finished.seq, next_node=None)
+            self.store.save_checkpoint(ctx, Boundary(finished.checkpoint, seq=finished.seq, next_node=None))
         else:
             self.store.succeed(
                 ctx, json.dumps(finished.output), checkpoint=finished.checkpoint, seq=finished.seq,

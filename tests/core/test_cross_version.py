@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store.redis_store import RedisStore
 from tests.core import graphs
 from tests.core.graphs import CALLS
@@ -51,7 +52,7 @@ def resume_from(
     run_id = harness.create(action, inputs)
     ctx = harness.claim(run_id)
     store.save_checkpoint(
-        ctx, checkpoint["payload"], seq=checkpoint["seq"], next_node=checkpoint["next_node"]
+        ctx, Boundary(checkpoint["payload"], seq=checkpoint["seq"], next_node=checkpoint["next_node"])
     )
     assert store.load_checkpoint(run_id) == checkpoint["payload"], "not saved as the run's latest"
     graphs.reset()

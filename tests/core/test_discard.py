@@ -9,6 +9,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from reflexr_graph import GraphAction
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.core.tracing import (
     ATTR_DISCARD_ERROR,
     ATTR_DISCARD_REASON,
@@ -24,7 +25,7 @@ SECRET = "hunter2-private-value"
 
 def _plant(harness: Harness, action: GraphAction, payload: str) -> str:
     run_id = harness.create(action, 1)
-    harness.store.save_checkpoint(harness.claim(run_id), payload, seq=1, next_node="s1")
+    harness.store.save_checkpoint(harness.claim(run_id), Boundary(payload, seq=1, next_node="s1"))
     return run_id
 
 
@@ -101,7 +102,7 @@ def test_untyped(harness: Harness, spans: InMemorySpanExporter) -> None:
     action = graphs.decision_after_step(annotate="none")
     doc = _valid(action, next={"node_id": "decide", "inputs": 3, "fork_stack": []}, state={"steps": []})
     run_id = harness.create(action, 3)
-    harness.store.save_checkpoint(harness.claim(run_id), json.dumps(doc), seq=1, next_node="decide")
+    harness.store.save_checkpoint(harness.claim(run_id), Boundary(json.dumps(doc), seq=1, next_node="decide"))
     assert harness.attempt(action, run_id, inputs=3) == "odd"
     assert CALLS["read"] == 1
     (event,) = _discards(spans)

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.core.tracing import ATTR_ATTEMPT, ATTR_GRAPH, ATTR_RUN_ID, INVOKE_WORKFLOW
 from reflexr_graph.errors import FencedOut
 from tests.core import graphs
@@ -88,7 +89,7 @@ def test_stale_attempt_cannot_save_a_checkpoint(harness: Harness) -> None:
     fresh = harness.claim(run_id)
     assert fresh.token != stale.token
     with pytest.raises(FencedOut):
-        harness.store.save_checkpoint(stale, json.dumps({"x": 1}), seq=1, next_node="s1")
+        harness.store.save_checkpoint(stale, Boundary(json.dumps({"x": 1}), seq=1, next_node="s1"))
     assert harness.checkpoint(run_id) is None
 
 

@@ -30,6 +30,7 @@ import redis
 
 from reflexr_graph import clock
 from reflexr_graph.client import AsyncClient, Client
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.errors import RunNotFound, StoreUnavailable
 from reflexr_graph.model import TERMINAL, RunInfo, Status
 from reflexr_graph.store import keys
@@ -316,7 +317,7 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
         make_run(store)
         ctx = start(store, lease_ms=60_000)
         with HotPath(store) as hot:
-            store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
+            store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"), via=hot)
             # Replication is asynchronous: the failover must not lose the claim this test keeps.
             assert store.client.execute_command("WAIT", 1, 10_000) == 1
             old = topology.primary_port()
@@ -325,7 +326,7 @@ def test_an_attempts_held_connection_follows_a_failover(topology: SentinelTopolo
 
             def saved() -> bool:
                 try:
-                    store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
+                    store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
                 except StoreUnavailable:
                     return False  # the failover is still settling: the fenced retry waits so
                 return True

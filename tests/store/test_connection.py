@@ -12,6 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from reflexr_graph import errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore
 from tests.redis_server import RedisServer
@@ -49,7 +50,7 @@ def test_save_checkpoint_is_one_round_trip(redis_url: str) -> None:
         store.preload_scripts()
         before = _commandstats(observer)
         client.sent.clear()
-        store.save_checkpoint(ctx, '{"big": "' + "x" * 10_000 + '"}', seq=1, next_node="b")
+        store.save_checkpoint(ctx, Boundary('{"big": "' + "x" * 10_000 + '"}', seq=1, next_node="b"))
         assert client.sent == ["EVALSHA"]
         after = _commandstats(observer)
         changed = {
@@ -81,7 +82,7 @@ def test_unreachable_redis_raises_store_unavailable(private_redis: RedisFactory)
         server.kill()
         calls: list[Callable[[], object]] = [
             lambda: store.get("run-1"),
-            lambda: store.save_checkpoint(ctx, '{"secret": "VALUE"}', seq=1, next_node=None),
+            lambda: store.save_checkpoint(ctx, Boundary('{"secret": "VALUE"}', seq=1, next_node=None)),
             lambda: store.create_run(
                 "run-2", graph="g", inputs_json='"VALUE"', max_attempts=1, dispatch_grace_ms=0
             ),

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import Lane, Notes
+from reflexr_graph.core.port import Boundary, Lane, Notes
 from reflexr_graph.core.schedules import Schedule, next_fire_ms
 from reflexr_graph.model import RunEvent
 from reflexr_graph.store import ClaimOutcome, RedisStore, hot_path, keys
@@ -148,12 +148,12 @@ def test_save_checkpoint_keeps_each_argument_as_its_name_says(store: RedisStore,
     raw.zadd(keys.limit_slots("limit-l"), {"member-m": 1})
     notes = Notes(skipped=2, skip_kinds="kinds-k", reused_steps=3, reused_calls=4)
     returning = [("limit-l", "member-m")]
-    store.save_checkpoint(ctx, '{"checkpoint": 1}', seq=1, next_node="node-1", returning=returning)
+    store.save_checkpoint(ctx, Boundary('{"checkpoint": 1}', seq=1, next_node="node-1"), returning=returning)
     assert raw.zcard(keys.limit_slots("limit-l")) == 0  # the member given back from its slots
-    store.save_checkpoint(ctx, '{"checkpoint": 2}', seq=2, next_node="node-2", notes=notes)
+    store.save_checkpoint(ctx, Boundary('{"checkpoint": 2}', seq=2, next_node="node-2", notes=notes))
     _saved_where_named(store, raw, "run-1", 2)
     with hot_path.HotPath(store) as held:
-        store.save_checkpoint(ctx, '{"checkpoint": 3}', seq=3, next_node="node-3", via=held)
+        store.save_checkpoint(ctx, Boundary('{"checkpoint": 3}', seq=3, next_node="node-3"), via=held)
     kept = _hash(raw, keys.run("run-1"))
     assert (kept["ck_last"], kept["next_node"], kept["ck_first"]) == ("3", "node-3", "2")  # history: 1 kept
     assert raw.hexists(keys.ckpt("run-1"), "1") is False

@@ -13,6 +13,7 @@ from importlib import resources
 import pytest
 import redis
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, event_codec, keys
 from reflexr_graph.store.records import run_event
 from tests.store.support import fail_once, make_run, start
@@ -116,7 +117,7 @@ def test_decode_reads_the_long_form_and_odd_values() -> None:
 def test_stored_entries_are_compact_and_read_back_named(store: RedisStore, raw: redis.Redis) -> None:
     make_run(store)
     ctx = start(store)
-    store.save_checkpoint(ctx, "{}", seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="b"))
     fail_once(store, ctx)
     # After the marker every stream starts with (keys.EVENTS_MARKER), which readers skip.
     entries = raw.xrange(keys.events("run-1"), min=f"({keys.EVENTS_MARKER}")

@@ -7,6 +7,7 @@ import time
 
 import redis
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import saved_next_nodes
 from tests.store.support import fail_once, make_run, start
@@ -25,7 +26,7 @@ def test_events_carry_no_payload_values(store: RedisStore) -> None:
     """Events record types, counters and codes, never checkpoint payloads, outputs or error messages."""
     make_run(store)
     ctx = start(store)
-    store.save_checkpoint(ctx, '{"secret": "SECRET-STATE"}', seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary('{"secret": "SECRET-STATE"}', seq=1, next_node="b"))
     store.fail(
         ctx,
         error_type="ValueError",
@@ -49,7 +50,7 @@ def test_the_success_tells_the_finished_checkpoint_in_one_event(store: RedisStor
     run_progressed of its own), and the readers still see that checkpoint saved."""
     make_run(store)
     ctx = start(store)
-    store.save_checkpoint(ctx, '{"n": 1}', seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary('{"n": 1}', seq=1, next_node="b"))
     store.succeed(ctx, "2", checkpoint='{"n": 2}', seq=2)
     events = store.events("run-1")
     assert [e.type for e in events] == ["run_enqueued", "attempt_started", "run_progressed", "run_succeeded"]
@@ -83,7 +84,7 @@ def test_blocking_read_returns_when_an_event_is_appended(store: RedisStore, raw:
     thread.start()
     _until(lambda: int(raw.info("clients")["blocked_clients"]) >= 1, "the reader to block in XREAD")
     assert got == []
-    store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
+    store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node=None))
     thread.join(timeout=WAIT_S)
     assert not thread.is_alive()
     assert got == ["run_progressed"]
@@ -103,7 +104,7 @@ def test_event_stream_is_capped(store: RedisStore, raw: redis.Redis) -> None:
     make_run(store)
     ctx = start(store)
     for seq in range(1, 1501):
-        store.save_checkpoint(ctx, "{}", seq=seq, next_node=None)
+        store.save_checkpoint(ctx, Boundary("{}", seq=seq, next_node=None))
     length = int(raw.xlen(keys.events("run-1")))
     assert 1000 <= length < 1200
     fail_once(store, ctx)

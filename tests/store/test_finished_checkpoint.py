@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import PayloadCodec
@@ -59,7 +59,7 @@ def _finish(
     make_run(store, run_id)
     ctx = _claim(store, run_id, version)
     for seq in (1, 2):
-        store.save_checkpoint(ctx, f'{{"at":{seq}}}', seq=seq, next_node="s1")
+        store.save_checkpoint(ctx, Boundary(f'{{"at":{seq}}}', seq=seq, next_node="s1"))
     if cancel:
         store.cancel(run_id)  # asked while the last step runs: the attempt finishes it
     return store.succeed(ctx, OUTPUT, checkpoint=FINISHED, seq=3)
@@ -138,7 +138,7 @@ def test_a_run_that_went_back_past_the_finished_seq_keeps_no_stale_payload_at_it
     make_run(store, "run-1")
     ctx = _claim(store, "run-1", ACTION.fingerprint)
     for seq in (1, 2, 3, 4):
-        store.save_checkpoint(ctx, f'{{"at":{seq}}}', seq=seq, next_node="s1")
+        store.save_checkpoint(ctx, Boundary(f'{{"at":{seq}}}', seq=seq, next_node="s1"))
     assert store.succeed(ctx, OUTPUT, checkpoint=FINISHED, seq=3)
     assert sorted(raw.hkeys(keys.ckpt("run-1"))) == [b"1", b"2"]
     assert [c.seq for c in store.checkpoints("run-1")] == [1, 2, 3]

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
@@ -26,7 +26,7 @@ def _payload(seq: int) -> str:
 
 def _save(store: RedisStore, ctx: AttemptContext, seqs: range) -> None:
     for seq in seqs:
-        store.save_checkpoint(ctx, _payload(seq), seq=seq, next_node=f"s{seq + 1}")
+        store.save_checkpoint(ctx, Boundary(_payload(seq), seq=seq, next_node=f"s{seq + 1}"))
 
 
 def _kept(store: RedisStore, run_id: str = "run-1") -> list[int]:
@@ -55,7 +55,7 @@ def test_every_checkpoint_is_kept_and_the_claim_still_gets_the_latest(
     second = start(store)
     for seq in range(3, 6):
         fake_clock.advance(1000)
-        store.save_checkpoint(second, _payload(seq), seq=seq, next_node=f"s{seq + 1}")
+        store.save_checkpoint(second, Boundary(_payload(seq), seq=seq, next_node=f"s{seq + 1}"))
     store.succeed(second, "5", checkpoint='{"finished": true}', seq=6)
 
     listed = store.checkpoints("run-1")
@@ -102,7 +102,7 @@ def test_a_save_retried_after_a_lost_reply_keeps_one_entry(store: RedisStore) ->
     make_run(store)
     ctx = start(store)
     _save(store, ctx, range(1, 3))
-    store.save_checkpoint(ctx, _payload(2), seq=2, next_node="s3")
+    store.save_checkpoint(ctx, Boundary(_payload(2), seq=2, next_node="s3"))
     assert _kept(store) == [1, 2]
 
 
@@ -251,9 +251,9 @@ def test_a_save_writes_its_own_payload_once_and_no_earlier_one(private_redis: Re
         make_run(store)
         ctx = start(store)
         store.preload_scripts()
-        store.save_checkpoint(ctx, _payload(1) + " " * 2000, seq=1, next_node="s2")
+        store.save_checkpoint(ctx, Boundary(_payload(1) + " " * 2000, seq=1, next_node="s2"))
         with observer.monitor() as monitor:  # watches from here
-            store.save_checkpoint(ctx, _payload(2) + " " * 2000, seq=2, next_node="s3")
+            store.save_checkpoint(ctx, Boundary(_payload(2) + " " * 2000, seq=2, next_node="s3"))
             store.client.echo("end of the save")
             while not seen or "end of the save" not in seen[-1]:
                 seen.append(str(monitor.next_command()["command"]))
@@ -272,7 +272,7 @@ def test_a_checkpoint_saved_before_the_upgrade_is_resumed_from(store: RedisStore
     checkpoint was stored once) resumes from it: the claim adopts it as seq -> JSON."""
     make_run(store)
     ctx = start(store)
-    store.save_checkpoint(ctx, _payload(3), seq=3, next_node="s4")
+    store.save_checkpoint(ctx, Boundary(_payload(3), seq=3, next_node="s4"))
     fail_once(store, ctx)
     # As that layout left it: the latest in 'data' and its fields, no pointer in the run hash.
     raw.delete(keys.ckpt("run-1"))
@@ -284,6 +284,6 @@ def test_a_checkpoint_saved_before_the_upgrade_is_resumed_from(store: RedisStore
     claim = store.claim("run-1", "tok-after", lease_ttl_ms=30_000)
     assert claim.claimed and claim.checkpoint == _payload(3)
     assert [(c.seq, c.next_node) for c in store.checkpoints("run-1")] == [(3, "s4")]
-    store.save_checkpoint(claim.context(), _payload(4), seq=4, next_node="s5")
+    store.save_checkpoint(claim.context(), Boundary(_payload(4), seq=4, next_node="s5"))
     assert _kept(store) == [3, 4]
     assert sorted(raw.hkeys(keys.ckpt("run-1"))) == [b"3", b"4"]

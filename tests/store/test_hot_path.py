@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import Notes
+from reflexr_graph.core.port import Boundary, Notes
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.hot_path import HotPath
 from tests.redis_server import RedisFactory
@@ -25,10 +25,10 @@ def test_a_save_and_a_record_land_as_the_stores_own(store: RedisStore, raw: redi
     raw.config_resetstat()
     with HotPath(store) as hot:
         store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
-        assert store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", via=hot) is False
+        assert store.save_checkpoint(ctx, Boundary('{"a": 1}', seq=1, next_node="s2"), via=hot) is False
         big = '{"a": "' + "x" * 100_000 + '"}'  # sent as a chunk of its own
         notes = Notes(1, "s2: state", 1, 0)
-        store.save_checkpoint(ctx, big, seq=2, next_node="s3", notes=notes, via=hot)
+        store.save_checkpoint(ctx, Boundary(big, seq=2, next_node="s3", notes=notes), via=hot)
         store.save_record(ctx, "c|s3|-|k|x|0", "2", via=hot)
     assert _evalshas(raw) == 4, "one EVALSHA each, nothing else"
     info = store.get("run-1")
@@ -45,7 +45,7 @@ def test_a_cancel_asked_comes_back_from_the_save(store: RedisStore) -> None:
     ctx = start(store)
     store.cancel("run-1")
     with HotPath(store) as hot:
-        assert store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot) is True
+        assert store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"), via=hot) is True
 
 
 def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_clock: FakeClock) -> None:
@@ -56,7 +56,7 @@ def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_cl
     start(store)
     with HotPath(store) as hot:
         with pytest.raises(errors.FencedOut):
-            store.save_checkpoint(stale, "{}", seq=1, next_node="s2", via=hot)
+            store.save_checkpoint(stale, Boundary("{}", seq=1, next_node="s2"), via=hot)
         with pytest.raises(errors.FencedOut):
             store.save_record(stale, "c|s|-|k|x|0", "1", via=hot)
     assert store.get("run-1").checkpoints == 0 and store.load_records("run-1") == {}
@@ -68,14 +68,14 @@ def test_a_flushed_script_cache_and_a_killed_connection_cost_nothing(
     make_run(store)
     ctx = start(store)
     with HotPath(store) as hot:
-        store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
+        store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"), via=hot)
         raw.script_flush()
         # NOSCRIPT: loaded again and sent again
-        store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
+        store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
         held = [c for c in raw.client_list() if c["cmd"] == "evalsha"]
         raw.client_kill_filter(_id=held[0]["id"])
         # The stale socket is replaced at once.
-        store.save_checkpoint(ctx, "{}", seq=3, next_node="s4", via=hot)
+        store.save_checkpoint(ctx, Boundary("{}", seq=3, next_node="s4"), via=hot)
     assert store.get("run-1").checkpoints == 3
 
 
@@ -86,14 +86,14 @@ def test_redis_down_is_store_unavailable_and_the_connection_comes_back(private_r
         make_run(store)
         ctx = start(store)
         with HotPath(store) as hot:
-            store.save_checkpoint(ctx, "{}", seq=1, next_node="s2", via=hot)
+            store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"), via=hot)
             server.kill()
             with pytest.raises(errors.StoreUnavailable):
-                store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
+                store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
             with pytest.raises(errors.StoreUnavailable):
                 store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
             server.start()
-            store.save_checkpoint(ctx, "{}", seq=2, next_node="s3", via=hot)
+            store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
         assert store.get("run-1").checkpoints == 2
     finally:
         store.close()
@@ -115,14 +115,16 @@ def test_each_save_sends_what_changed_and_reuses_only_what_repeats(
 
     with HotPath(store) as hot:
         store.save_checkpoint(
-            ctx, '{"n": 1}', seq=1, next_node="s2", notes=Notes(2, "s1: state", 0, 0), via=hot
+            ctx, Boundary('{"n": 1}', seq=1, next_node="s2", notes=Notes(2, "s1: state", 0, 0)), via=hot
         )
         landed(1, '{"n": 1}', "s2")
-        store.save_checkpoint(ctx, big, seq=2, next_node=None, via=hot)
+        store.save_checkpoint(ctx, Boundary(big, seq=2, next_node=None), via=hot)
         landed(2, big, None)
-        store.save_checkpoint(ctx, '{"n": 3}', seq=3, next_node="s4", returning=[("a", "slot-a")], via=hot)
+        store.save_checkpoint(
+            ctx, Boundary('{"n": 3}', seq=3, next_node="s4"), returning=[("a", "slot-a")], via=hot
+        )
         landed(3, '{"n": 3}', "s4")
-        store.save_checkpoint(ctx, '{"n": 4}', seq=4, next_node="s5", via=hot)
+        store.save_checkpoint(ctx, Boundary('{"n": 4}', seq=4, next_node="s5"), via=hot)
         landed(4, '{"n": 4}', "s5")
     assert raw.zcard(keys.limit_slots("a")) == 0, "the third save gave the slot back"
     assert [e.type for e in store.events("run-1")].count("boundaries_skipped") == 1, (

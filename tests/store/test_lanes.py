@@ -8,7 +8,7 @@ from typing import Any
 import redis
 
 from reflexr_graph.client import Client
-from reflexr_graph.core.port import Lane
+from reflexr_graph.core.port import Boundary, Lane
 from reflexr_graph.model import BranchLane
 from reflexr_graph.store import RedisStore, hot_path, keys
 from tests.store.support import fail_once, make_run, start
@@ -64,7 +64,7 @@ def test_lanes_outlive_the_checkpoint_and_expire_with_the_run(
     fail_once(store, first)
     second = start(store)
     store.save_record(second, "b|work|map:0|k", "1", lane=Lane("work", "map:0", 4_000, 4_500))
-    store.save_checkpoint(second, "{}", seq=1, next_node="after_join")
+    store.save_checkpoint(second, Boundary("{}", seq=1, next_node="after_join"))
     assert not raw.exists(keys.memo("run-1")), "the checkpoint holds the results"
     with Client.from_url(redis_url) as client:
         assert client.branches("run-1") == [

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import CheckpointPort, Emission, Lane, Notes
+from reflexr_graph.core.port import Boundary, CheckpointPort, Emission, Lane, Notes
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, asks, fanout, keys
 from reflexr_graph.store.attempts import Lease
@@ -40,7 +40,7 @@ def test_happy_path_create_claim_save_succeed(store: RedisStore, raw: redis.Redi
     ctx = claim.context()
 
     assert store.load_checkpoint("run-1") is None
-    store.save_checkpoint(ctx, '{"v": 1, "state": {}}', seq=1, next_node="step_b")
+    store.save_checkpoint(ctx, Boundary('{"v": 1, "state": {}}', seq=1, next_node="step_b"))
     assert store.load_checkpoint("run-1") == '{"v": 1, "state": {}}'
     ckpt = store.checkpoint_info("run-1")
     assert ckpt is not None and ckpt["seq"] == 1 and ckpt["next_node"] == "step_b"
@@ -64,9 +64,9 @@ def test_the_notes_of_saves_add_up_on_the_run(store: RedisStore) -> None:
     """Each save adds its notes to the run's counters, whichever saves had none in between."""
     make_run(store)
     ctx = start(store)
-    store.save_checkpoint(ctx, "{}", seq=1, next_node="b", notes=Notes(5, "a: state x5", 1, 3))
-    store.save_checkpoint(ctx, "{}", seq=2, next_node="c")
-    store.save_checkpoint(ctx, "{}", seq=3, next_node="d", notes=Notes(1, "c: state", 2, 4))
+    store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="b", notes=Notes(5, "a: state x5", 1, 3)))
+    store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="c"))
+    store.save_checkpoint(ctx, Boundary("{}", seq=3, next_node="d", notes=Notes(1, "c: state", 2, 4)))
     info = store.get("run-1")
     assert (info.skipped_boundaries, info.reused_steps, info.reused_calls) == (6, 3, 7)
     assert [c.seq for c in store.checkpoints("run-1")] == [1, 2, 3]
@@ -148,7 +148,7 @@ def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> 
     assert new.attempt == 2 and new.resume_seq == 2
 
     with pytest.raises(errors.FencedOut):
-        store.save_checkpoint(old, '{"stale": true}', seq=5, next_node="x")
+        store.save_checkpoint(old, Boundary('{"stale": true}', seq=5, next_node="x"))
     with pytest.raises(errors.FencedOut):
         store.succeed(old, '"stale"')
     with pytest.raises(errors.FencedOut):
@@ -159,7 +159,7 @@ def test_stale_token_is_fenced_out(store: RedisStore, fake_clock: FakeClock) -> 
     assert store.load_checkpoint("run-1") is None
     info = store.get("run-1")
     assert (info.status, info.attempts, info.output) == (Status.RUNNING, 2, None)
-    store.save_checkpoint(new, '{"fresh": true}', seq=1, next_node="y")  # the owner still can
+    store.save_checkpoint(new, Boundary('{"fresh": true}', seq=1, next_node="y"))  # the owner still can
     assert store.load_checkpoint("run-1") == '{"fresh": true}'
 
 
@@ -206,7 +206,7 @@ def test_permanent_fail_dead_letters_at_once(store: RedisStore, raw: redis.Redis
     """permanent=True -> dead at once, in rg:dead, every run key expiring after the dead retention."""
     make_run(store, idempotency_key="idem-p")
     ctx = start(store)
-    store.save_checkpoint(ctx, "{}", seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="b"))
     assert fail_once(store, ctx, permanent=True) == "dead"
     info = store.get("run-1")
     assert (info.status, info.attempts, info.reason) == (Status.DEAD, 1, "step_failed")
@@ -239,7 +239,7 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     long_inputs = json.dumps({"text": "x" * 100})  # a key of their own (keys.inputs)
     make_run(store, idempotency_key="idem-s", inputs_json=long_inputs)
     first = start(store)
-    store.save_checkpoint(first, "{}", seq=1, next_node="b")  # creates the ckpt key
+    store.save_checkpoint(first, Boundary("{}", seq=1, next_node="b"))  # creates the ckpt key
     store.save_record(first, "c|b|x", "1")  # creates the memo key
     store.save_record(first, "b|b|m:0|x", "1", lane=Lane("b", "m:0", 1, 2))  # and the lanes key
     fail_once(store, first)  # creates the tb key
@@ -290,7 +290,7 @@ def test_store_satisfies_the_checkpoint_port(store: RedisStore) -> None:
     port: CheckpointPort = store
     make_run(store)
     ctx = start(store)
-    port.save_checkpoint(ctx, '{"k": 1}', seq=1, next_node=None)
+    port.save_checkpoint(ctx, Boundary('{"k": 1}', seq=1, next_node=None))
     assert port.load_checkpoint("run-1") == '{"k": 1}'
     assert store.get("run-1").next_node is None
 

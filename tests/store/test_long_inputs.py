@@ -12,6 +12,7 @@ import json
 
 import redis
 
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, keys
 from tests.store.conftest import RUN_RETENTION_S
 from tests.store.support import fail_once, make_run, start
@@ -39,7 +40,7 @@ def test_short_inputs_stay_in_the_run_hash_with_no_key_more(store: RedisStore, r
 def test_a_checkpoint_read_and_an_export_carry_the_long_inputs(store: RedisStore) -> None:
     make_run(store, inputs_json=LONG)
     ctx = start(store)
-    store.save_checkpoint(ctx, '{"at": 1}', seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary('{"at": 1}', seq=1, next_node="b"))
     assert store.read_checkpoint("run-1", 1).inputs_json == LONG
     [exported] = store.stored_checkpoints([("run-1", "running", None)])
     assert (exported.inputs, exported.checkpoint) == (LONG, '{"at": 1}')

@@ -6,6 +6,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
@@ -16,7 +17,7 @@ from tests.store.support import LEASE_MS, FakeClock, fail_once, make_run, new_to
 def _dead_run(store: RedisStore, run_id: str = "run-1", **kw: object) -> None:
     make_run(store, run_id, **kw)  # type: ignore[arg-type]
     ctx = start(store, run_id)
-    store.save_checkpoint(ctx, '{"at": "b"}', seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary('{"at": "b"}', seq=1, next_node="b"))
     fail_once(store, ctx, permanent=True)
 
 
@@ -29,7 +30,7 @@ def test_cancel_now_fences_out_the_running_attempt(store: RedisStore, raw: redis
     assert (info.status, info.reason) == (Status.CANCELLED, "cancelled")
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     with pytest.raises(errors.FencedOut):
-        store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
+        store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node=None))
     with pytest.raises(errors.FencedOut):
         store.succeed(ctx, "1")
     assert (
@@ -53,7 +54,7 @@ def test_cancel_of_a_running_run_waits_for_its_boundary(store: RedisStore, raw: 
     assert (info.status, info.cancel_requested) == (Status.RUNNING, True)
     assert store.cancel("run-1").cancel_requested, "asked again: still one request"
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.CANCEL_REQUESTED
-    assert store.save_checkpoint(ctx, '{"at": "b"}', seq=1, next_node="b") is True
+    assert store.save_checkpoint(ctx, Boundary('{"at": "b"}', seq=1, next_node="b")) is True
     done = store.cancel("run-1", now=True)
     assert (done.status, done.reason, done.cancel_requested) == (Status.CANCELLED, "cancelled", False)
     assert store.load_checkpoint("run-1") == '{"at": "b"}'

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.attempts import NewRun, new_run
@@ -92,7 +93,7 @@ def test_offloaded_checkpoints_records_and_outputs_read_back(stores: dict[str, R
     _create(store, "run-c", "{}")
     ctx = start(store, "run-c")
     big = big_state()
-    store.save_checkpoint(ctx, big, seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary(big, seq=1, next_node="b"))
     store.save_record(ctx, "call:x", big)
     assert store.load_checkpoint("run-c") == big
     assert store.load_records("run-c") == {"call:x": big}
@@ -176,7 +177,7 @@ def test_the_async_store_writes_and_reads_payload_files_off_the_event_loop(
         try:
             await store.do(new_run(NewRun("run-a", "demo", "{}", state, None, 3, 9)))
             ctx = start(stores["k1"], "run-a")
-            stores["k1"].save_checkpoint(ctx, state, seq=1, next_node="b")
+            stores["k1"].save_checkpoint(ctx, Boundary(state, seq=1, next_node="b"))
             saved = await store.do(saved_checkpoint("run-a", 1))
             return threading.get_ident(), saved.payload, saved.state_json or ""
         finally:

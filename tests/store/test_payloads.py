@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors, time_travel
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import Envelope, PayloadCodec, associated_data
 from reflexr_graph.store.payload_keys import KeyRing
@@ -80,7 +81,9 @@ def _written(store: RedisStore, big: bool = False) -> str:
         dispatch_grace_ms=60_000,
     )
     ctx = start(store, "run-p")
-    store.save_checkpoint(ctx, json.dumps({"state": {"notes": [MARKER, filler]}}), seq=1, next_node="b")
+    store.save_checkpoint(
+        ctx, Boundary(json.dumps({"state": {"notes": [MARKER, filler]}}), seq=1, next_node="b")
+    )
     store.save_record(ctx, "call:summarize", json.dumps({"result": MARKER}))
     store.signal("run-p", "approval", json.dumps({"by": MARKER}), dispatch_grace_ms=60_000)
     store.succeed(ctx, json.dumps({"answer": MARKER}))
@@ -111,7 +114,7 @@ def test_without_keys_values_stay_as_they_were(
     make_run(stores["none"])
     assert redis_client.hget(keys.run("run-1"), "inputs") == b'{"n": 1}'
     ctx = start(stores["none"])
-    stores["none"].save_checkpoint(ctx, '{"v": 1}', seq=1, next_node="b")
+    stores["none"].save_checkpoint(ctx, Boundary('{"v": 1}', seq=1, next_node="b"))
     assert redis_client.hget(keys.ckpt("run-1"), "1") == b'{"v": 1}'
 
 

@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.store import RedisStore, keys
 from tests.store.support import FakeClock, fail_once, make_run, new_token, start
 
@@ -21,7 +22,7 @@ def test_records_come_with_the_claim_and_go_with_the_next_checkpoint(
     fail_once(store, first)
     claim = store.claim("run-1", new_token(), lease_ttl_ms=30_000)
     assert claim.records == {"b|classify|map:7|k1": '{"label": "urgent"}', "c|plan|-|k2|llm|0": '"plan text"'}
-    store.save_checkpoint(claim.context(), "{}", seq=1, next_node="after_join")
+    store.save_checkpoint(claim.context(), Boundary("{}", seq=1, next_node="after_join"))
     assert not raw.exists(keys.memo("run-1")), "the checkpoint holds that work now"
     assert store.load_records("run-1") == {}
 

@@ -6,6 +6,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, keys
 from reflexr_graph.store.attempts import Lease
@@ -26,7 +27,7 @@ def test_claim_is_busy_while_another_lease_is_live(store: RedisStore, fake_clock
     assert claim.outcome is ClaimOutcome.BUSY
     assert store.get("run-1").attempts == 1
     assert store.events("run-1") == before
-    store.save_checkpoint(owner, "{}", seq=1, next_node=None)  # the owner is untouched
+    store.save_checkpoint(owner, Boundary("{}", seq=1, next_node=None))  # the owner is untouched
 
 
 def test_claim_over_a_lapsed_lease_leaves_recovery_to_the_reaper(
@@ -137,7 +138,7 @@ def test_reaped_attempt_is_fenced_out(store: RedisStore, fake_clock: FakeClock) 
     store.reap()
     assert store.renew_lease("run-1", ctx.token, lease_ttl_ms=LEASE_MS) is Lease.LOST
     with pytest.raises(errors.FencedOut):
-        store.save_checkpoint(ctx, "{}", seq=1, next_node=None)
+        store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node=None))
     with pytest.raises(errors.FencedOut):
         store.succeed(ctx, "1")
 

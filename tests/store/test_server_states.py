@@ -14,6 +14,7 @@ from redis import exceptions as redis_errors
 from redis._parsers.base import BaseParser
 
 from reflexr_graph import errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.local_processes import free_port
 from reflexr_graph.store import RedisStore, connection_errors
 from reflexr_graph.store.aio import AsyncStore
@@ -64,7 +65,7 @@ def test_a_full_redis_on_the_hot_path_and_the_async_store_is_store_full(
     ctx = start(full_store, "run-hot")
     fill_past_maxmemory(full_store.client)
     with HotPath(full_store) as hot, pytest.raises(errors.StoreFull, match="maxmemory 4mb"):
-        full_store.save_checkpoint(ctx, '{"n": 1}', seq=1, next_node="s2", via=hot)
+        full_store.save_checkpoint(ctx, Boundary('{"n": 1}', seq=1, next_node="s2"), via=hot)
 
     async def enqueue() -> None:
         store = AsyncStore.from_url(full_server.url)
@@ -101,7 +102,7 @@ def test_a_script_that_would_write_to_a_full_redis_writes_nothing(
     its history and events are as they were, and the same call lands once memory is freed."""
     make_run(full_store, "run-full")
     ctx = start(full_store, "run-full")
-    full_store.save_checkpoint(ctx, '{"count": 1}', seq=1, next_node="s2")
+    full_store.save_checkpoint(ctx, Boundary('{"count": 1}', seq=1, next_node="s2"))
     r = full_store.client
     before = _snapshot(r)
     call = {

@@ -254,10 +254,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     "save_checkpoint": (
         "self",
         "ctx: AttemptContext",
-        "payload: str",
-        "seq: int (keyword-only)",
-        "next_node: str | None (keyword-only)",
-        "notes: Notes = Notes(skipped=0, skip_kinds='', reused_steps=0, reused_calls=0) (keyword-only)",
+        "boundary: Boundary",
         "returning: Sequence[tuple[str, str]] = () (keyword-only)",
         "via: StepWriter | None = None (keyword-only)",
         "-> bool",

@@ -11,7 +11,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction, StreamItem, current_run, durable_call, emit, errors
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import Emission
+from reflexr_graph.core.port import Boundary, Emission
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.ops import drive
 from reflexr_graph.store.streams import stream_page
@@ -80,7 +80,7 @@ def test_the_first_item_of_a_node_is_marked_in_the_memo_which_the_next_checkpoin
     store.append_stream(ctx, items(2, "s1", "s|s1||"), 2, max_items=100)  # set once: the first stays
     assert raw.hget(keys.memo("run-1"), "s|s1||") == b"1"
     assert store.load_records("run-1") == {"s|s1||": "1"}
-    store.save_checkpoint(ctx, '{"seq": 1}', seq=1, next_node="s2")
+    store.save_checkpoint(ctx, Boundary('{"seq": 1}', seq=1, next_node="s2"))
     assert not raw.exists(keys.memo("run-1"))
 
 

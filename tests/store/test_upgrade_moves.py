@@ -9,7 +9,7 @@ from typing import cast
 import redis
 
 from reflexr_graph.core.action import GraphAction
-from reflexr_graph.core.port import AttemptContext
+from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.records import ClaimOutcome
@@ -28,7 +28,7 @@ def _on_v1(store: RedisStore, r: redis.Redis, run_id: str) -> AttemptContext:
     make_run(store, run_id)
     ctx = start(store, run_id)
     r.hset(keys.run(run_id), "version", "v1")  # as its first claim, on a v1 worker, wrote it
-    store.save_checkpoint(ctx, OLD_CHECKPOINT, seq=1, next_node="b")
+    store.save_checkpoint(ctx, Boundary(OLD_CHECKPOINT, seq=1, next_node="b"))
     return ctx
 
 
@@ -129,7 +129,7 @@ def test_an_upgrade_judges_a_run_by_its_inputs_short_or_long(store: RedisStore) 
     make_run(store, "short-in")
     make_run(store, "long-in", inputs_json=long_inputs)
     for run_id in ("short-in", "long-in"):
-        store.save_checkpoint(start(store, run_id), OLD_CHECKPOINT, seq=1, next_node="b")
+        store.save_checkpoint(start(store, run_id), Boundary(OLD_CHECKPOINT, seq=1, next_node="b"))
     assert store.do(latest_checkpoints(["short-in", "long-in", "none-such"])) == [
         ("1", OLD_CHECKPOINT, '{"n": 1}'),
         ("1", OLD_CHECKPOINT, long_inputs),

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.model import SignalOutcome, Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.ops import QueuedMessage
@@ -43,7 +44,7 @@ def test_a_wait_without_its_signal_suspends_the_run_holding_nothing_but_redis(
     assert raw.zscore(keys.status_set(Status.WAITING, keys.STANDALONE.of("run-1")), "run-1") is not None
     assert not store.renew_lease("run-1", ctx.token, lease_ttl_ms=30_000), "the attempt's lease is given back"
     with pytest.raises(errors.FencedOut):
-        store.save_checkpoint(ctx, "{}", seq=1, next_node="x")
+        store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="x"))
     assert [e.type for e in store.events("run-1")][-1] == "run_waiting"
     assert store.events("run-1")[-1].fields["signal"] == "approval"
     claim = store.claim("run-1", new_token(), lease_ttl_ms=30_000)

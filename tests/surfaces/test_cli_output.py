@@ -23,7 +23,7 @@ from reflexr_graph import GraphAction, clock, schemas
 from reflexr_graph.cli import app
 from reflexr_graph.client import Client
 from reflexr_graph.core.limits import LimitRequest
-from reflexr_graph.core.port import Notes
+from reflexr_graph.core.port import Boundary, Notes
 from reflexr_graph.store import RedisStore, keys
 from tests.store.support import FakeClock
 from tests.surfaces.cli_runner import CliHere, run_cli
@@ -136,8 +136,8 @@ def _run_with_a_retry(store: RedisStore, run_id: str, delay_ms: int) -> None:
     """A run whose first attempt saved two checkpoints, then failed and waits for its retry."""
     store.create_run(run_id, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)
     ctx = store.claim(run_id, uuid.uuid4().hex, lease_ttl_ms=30_000, worker="w1@host").context()
-    store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2")
-    store.save_checkpoint(ctx, '{"a": 2}', seq=2, next_node="s3")
+    store.save_checkpoint(ctx, Boundary('{"a": 1}', seq=1, next_node="s2"))
+    store.save_checkpoint(ctx, Boundary('{"a": 2}', seq=2, next_node="s3"))
     store.fail(
         ctx,
         error_type="ValueError",
@@ -229,7 +229,7 @@ def test_history_times_a_step_across_the_events_written_inside_it(
         assert store.cancel(run_id).cancel_requested  # the step goes on to its boundary
         fake.advance(1_000)
         notes = Notes(skipped=1, skip_kinds="s1: untyped x1", reused_steps=2)
-        store.save_checkpoint(ctx, '{"a": 1}', seq=1, next_node="s2", notes=notes)
+        store.save_checkpoint(ctx, Boundary('{"a": 1}', seq=1, next_node="s2", notes=notes))
         # The graph's last step ends with the run's success, not with a checkpoint.
         last = str(uuid.uuid4())
         store.create_run(last, graph="counter", inputs_json="{}", max_attempts=3, dispatch_grace_ms=30_000)

@@ -16,6 +16,7 @@ import redis
 from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.client.operation import Operation
 from reflexr_graph.client.operations import Operations
+from reflexr_graph.core.port import Boundary
 from reflexr_graph.errors import InvalidInputs, OperationRefused, RunNotFound
 from reflexr_graph.model import LimitUsage, QuarantinedItem, Status
 from reflexr_graph.store import keys
@@ -130,7 +131,7 @@ def _dead(client: Client, inputs: dict[str, Any], *, checkpoint: bool = False) -
     run_id = client.enqueue("counter", inputs)
     ctx = start(client.store, run_id)
     if checkpoint:
-        client.store.save_checkpoint(ctx, "{}", seq=1, next_node="s2")
+        client.store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"))
     fail_once(client.store, ctx, permanent=True)
     return run_id
 

@@ -14,7 +14,7 @@ from reflexr_graph import schemas
 from reflexr_graph.client import Client
 from reflexr_graph.config.dispatch import graph_queue
 from reflexr_graph.config.settings import load_settings
-from reflexr_graph.core.port import Notes
+from reflexr_graph.core.port import Boundary, Notes
 from reflexr_graph.errors import IdempotencyConflict, InvalidInputs, SettingsError, UnknownGraph, WaitTimeout
 from reflexr_graph.model import WorkerInfo
 from reflexr_graph.store import keys
@@ -147,7 +147,9 @@ def test_status_shows_interruptions_and_skipped_boundaries(cli: Cli, client: Cli
     """Item 1 and 8: `status` shows the attempts that did not count and the boundaries not checkpointed."""
     run_id = client.enqueue("counter", {"key": "s", "n": 1})
     claim = client.store.claim(run_id, "token-1", lease_ttl_ms=60_000)
-    client.store.save_checkpoint(claim.context(), "{}", seq=1, next_node="s2", notes=Notes(2, "s1: state x2"))
+    client.store.save_checkpoint(
+        claim.context(), Boundary("{}", seq=1, next_node="s2", notes=Notes(2, "s1: state x2"))
+    )
     assert client.store.release(claim.context()) == "released"
     shown = " ".join(cli("status", run_id).stdout.split())
     assert (

@@ -25,7 +25,7 @@ from pydantic_graph import GraphBuilder, StepContext
 
 from reflexr_graph import GraphAction
 from reflexr_graph.core.driver import run_attempt
-from reflexr_graph.core.port import AttemptContext, Boundary, Lane
+from reflexr_graph.core.port import AttemptContext, Boundary, Record
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.hot_path import HotPath
 from reflexr_graph.store.records import Claim
@@ -94,15 +94,10 @@ class TimedStore:
         return self.claim.records
 
     def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Sequence[tuple[str, str]] = (),
-        lane: Lane | None = None,
+        self, ctx: AttemptContext, record: Record, *, returning: Sequence[tuple[str, str]] = ()
     ) -> None:
         assert self.hot is not None and not returning, "the bench's steps hold no limit slots"
-        self.store.save_record(ctx, field, value, lane=lane, via=self.hot)
+        self.store.save_record(ctx, record, via=self.hot)
 
     def save_checkpoint(
         self, ctx: AttemptContext, boundary: Boundary, *, returning: Sequence[tuple[str, str]] = ()

@@ -27,6 +27,7 @@ from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, durable_call
 from reflexr_graph.core.driver import run_attempt
+from reflexr_graph.core.port import Record
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store.redis_store import RedisStore
 
@@ -102,7 +103,7 @@ def _record_write_us(store: RedisStore, n: int = 300) -> tuple[float, float]:
     writes, pings = [], []
     for i in range(n):
         t0 = time.perf_counter()
-        store.save_record(ctx, f"c|s|-|k|fn|{i}", "1")
+        store.save_record(ctx, Record(f"c|s|-|k|fn|{i}", "1"))
         writes.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         store.client.ping()

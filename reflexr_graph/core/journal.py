@@ -31,7 +31,7 @@ from opentelemetry import trace
 
 from reflexr_graph.core import tracing
 from reflexr_graph.core.limits import Limiter
-from reflexr_graph.core.port import AttemptContext, Lane, RecordPort
+from reflexr_graph.core.port import AttemptContext, Lane, Record, RecordPort
 from reflexr_graph.errors import Suspended
 
 
@@ -105,7 +105,7 @@ class RecordJournal:
             if self.lanes > LANES_KEPT:
                 lane = None
         try:
-            self.port.save_record(self.ctx, key, value, returning, lane)
+            self.port.save_record(self.ctx, Record(key, value, lane), returning=returning)
         except BaseException:
             if self.limiter is not None:
                 self.limiter.returning.extend(returning)  # the step's end gives them back, or they lapse

@@ -39,6 +39,22 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class Record:
+    """One piece of finished work an attempt records until its next checkpoint
+    (``RecordPort.save_record``): the records journal (core/journal.py) builds it once, and the
+    attempt's port and the store hand it on as it is."""
+
+    field: str
+    """Its key among the run's records: the step execution or durable call it is the result of
+    (core/journal.py)."""
+    value: str
+    """The work's result, as JSON."""
+    lane: Lane | None = None
+    """When the branch step it is the result of ran, kept for the run's timeline; None for other
+    work, or past the branch steps an attempt keeps the times of."""
+
+
+@dataclass(frozen=True)
 class Notes:
     """What an attempt hands the store with its next write, so it costs no round trip of its own.
 
@@ -133,16 +149,11 @@ class RecordPort(Protocol):
     fenced by the attempt's token."""
 
     def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Sequence[tuple[str, str]] = (),
-        lane: Lane | None = None,
+        self, ctx: AttemptContext, record: Record, *, returning: Sequence[tuple[str, str]] = ()
     ) -> None:
-        """Record one piece of finished work, if ``ctx.token`` owns the run: one round trip, which
+        """Keep ``record`` (:class:`Record`), if ``ctx.token`` owns the run: one round trip, which
         also gives back the limit slots ``returning`` (key, member), owned or not, and keeps the
-        ``lane`` of a branch step for the run's timeline."""
+        record's ``lane`` for the run's timeline."""
         ...
 
     def wait(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import AttemptContext, Boundary, Emission, Lane, WaitResult
+from reflexr_graph.core.port import AttemptContext, Boundary, Emission, Record, WaitResult
 from reflexr_graph.errors import NotInRun, StoreUnavailable
 from reflexr_graph.fleet.fenced import LeaseLeft, while_leased
 from reflexr_graph.store.children import ChildRequest
@@ -173,17 +173,12 @@ class AttemptPort:
         return self.records
 
     def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Sequence[tuple[str, str]] = (),
-        lane: Lane | None = None,
+        self, ctx: AttemptContext, record: Record, *, returning: Sequence[tuple[str, str]] = ()
     ) -> None:
         self._write(
             ctx,
-            f"record {field.split('|', 1)[0]}",
-            lambda: self.store.save_record(ctx, field, value, returning, lane, via=self.hot),
+            f"record {record.field.split('|', 1)[0]}",
+            lambda: self.store.save_record(ctx, record, returning=returning, via=self.hot),
         )
 
     def save_checkpoint(

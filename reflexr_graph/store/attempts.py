@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import NO_NOTES, AttemptContext, Boundary, Lane, Notes
+from reflexr_graph.core.port import NO_NOTES, AttemptContext, Boundary, Notes, Record
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
 from reflexr_graph.store import keys, limits, registry
 from reflexr_graph.store.base import (
@@ -286,12 +286,11 @@ def saved(ctx: AttemptContext, reply: Any) -> bool:
     return outcome is Saved.CANCEL_REQUESTED
 
 
-def record_call(
-    ctx: AttemptContext, field: str, value: str, lane: Lane | None
-) -> tuple[Sequence[str], list[ScriptArg]]:
+def record_call(ctx: AttemptContext, record: Record) -> tuple[Sequence[str], list[ScriptArg]]:
     """record.lua's keys and arguments (``RedisStore.save_record``)."""
-    lane_field, times = lane_args(ctx, lane)
-    return _record_keys(ctx.run_id), RecordArgs(ctx.token, field, value, lane_field, times).argv()
+    lane_field, times = lane_args(ctx, record.lane)
+    args = RecordArgs(ctx.token, record.field, record.value, lane_field, times).argv()
+    return _record_keys(ctx.run_id), args
 
 
 def step_write(name: str, script_keys: Sequence[str], args: Sequence[ScriptArg], returning: Slots) -> Op[Any]:

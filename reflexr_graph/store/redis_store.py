@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from reflexr_graph.core.limits import Grant, LimitRequest
-from reflexr_graph.core.port import AttemptContext, Boundary, Lane
+from reflexr_graph.core.port import AttemptContext, Boundary, Record
 from reflexr_graph.store import (
     attempts,
     children,
@@ -206,21 +206,16 @@ class RedisStore(StoreBase):
         return attempts.saved(ctx, writer.write_step("save_checkpoint", script_keys, args, returning))
 
     def save_record(
-        self,
-        ctx: AttemptContext,
-        field: str,
-        value: str,
-        returning: Slots = (),
-        lane: Lane | None = None,
-        via: StepWriter | None = None,
+        self, ctx: AttemptContext, record: Record, *, returning: Slots = (), via: StepWriter | None = None
     ) -> None:
-        """Keep one piece of finished work until the next checkpoint, fenced by ``ctx.token``: one EVALSHA.
+        """Keep ``record`` (:class:`Record`) until the next checkpoint, fenced by ``ctx.token``: one
+        EVALSHA.
 
         ``returning`` (limit key, slot member) are slots given back with it, fenced or not
-        (:meth:`write_step`); a branch step's ``lane`` is kept in the run's lanes (``keys.lanes``)
-        by the same script. ``via`` sends it, as :meth:`save_checkpoint`'s. FencedOut when the
-        token lost the run."""
-        script_keys, args = attempts.record_call(ctx, field, value, lane)
+        (:meth:`write_step`); a branch step's ``record.lane`` is kept in the run's lanes
+        (``keys.lanes``) by the same script. ``via`` sends it, as :meth:`save_checkpoint`'s.
+        FencedOut when the token lost the run."""
+        script_keys, args = attempts.record_call(ctx, record)
         writer = self if via is None else via
         if not writer.write_step("record", script_keys, args, returning):
             raise _fenced(ctx, "record")

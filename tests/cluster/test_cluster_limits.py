@@ -12,7 +12,7 @@ import redis
 from reflexr_graph import clock, errors
 from reflexr_graph.client import Client
 from reflexr_graph.core.limits import LimitRequest
-from reflexr_graph.core.port import Boundary
+from reflexr_graph.core.port import Boundary, Record
 from reflexr_graph.model import Status
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -43,7 +43,7 @@ def test_slots_are_granted_refused_and_given_back_with_the_steps_next_write(
         False,
     ]
     assert [(u.key, u.in_use, u.concurrency) for u in store.limit_usage()] == [("crm", 2, 2)]
-    store.save_record(ctx, "s|work|r0", '"x"', returning=[("crm", "a")])
+    store.save_record(ctx, Record("s|work|r0", '"x"'), returning=[("crm", "a")])
     store.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="n"), returning=[("crm", "b")])
     assert cluster_client.zcard(keys.limit_slots("crm")) == 0, "each write gave its step's slot back"
     assert store.load_records("lim-1") == {} and store.load_checkpoint("lim-1") == "{}"

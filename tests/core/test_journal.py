@@ -12,6 +12,7 @@ from pydantic_graph import GraphBuilder, StepContext
 from pydantic_graph.join import reduce_list_append
 
 from reflexr_graph import GraphAction, ReflexrError, RunFailure, current_run, durable_call
+from reflexr_graph.core.port import Record
 from reflexr_graph.core.tracing import ATTR_REUSED, EVENT_STEP_REUSED
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import RedisStore
@@ -263,5 +264,5 @@ def test_a_record_costs_one_round_trip(harness: Harness) -> None:
     run_id = harness.create(mapped("counted"), 1)
     ctx = harness.claim(run_id)
     client.sent.clear()
-    store.save_record(ctx, "c|step|-|k|name|0", '"result"')
+    store.save_record(ctx, Record("c|step|-|k|name|0", '"result"'))
     assert client.sent == ["EVALSHA"]

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import Boundary
+from reflexr_graph.core.port import Boundary, Record
 from reflexr_graph.fleet.attempt_port import AttemptPort
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import RedisStore, keys
@@ -50,7 +50,7 @@ def test_a_lost_token_is_the_stores_own_fenced_out(store: RedisStore) -> None:
         with pytest.raises(errors.FencedOut, match="its checkpoint was not written"):
             port.save_checkpoint(stale, Boundary("{}", seq=1, next_node="s2"))
         with pytest.raises(errors.FencedOut, match="its record was not written"):
-            port.save_record(stale, "c|s|-|k|x|0", "1")
+            port.save_record(stale, Record("c|s|-|k|x|0", "1"))
 
 
 def test_a_write_that_gives_slots_back_goes_on_the_held_connection(
@@ -67,7 +67,7 @@ def test_a_write_that_gives_slots_back_goes_on_the_held_connection(
         port = _port(store, hot)
         port.save_checkpoint(ctx, Boundary("{}", seq=1, next_node="s2"))  # the attempt's connection, held
         held = _clients(r)
-        port.save_record(ctx, "c|s2|-|k|x|0", "1", returning=[("a", "slot-a")])
+        port.save_record(ctx, Record("c|s2|-|k|x|0", "1"), returning=[("a", "slot-a")])
         port.save_checkpoint(ctx, Boundary('{"n": 1}', seq=2, next_node="s3"), returning=[("b", "slot-b")])
         assert _clients(r) == held, "a connection more was taken for the writes that gave slots back"
     assert store.client.zcard(keys.limit_slots("a")) == store.client.zcard(keys.limit_slots("b")) == 0

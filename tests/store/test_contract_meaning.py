@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import Boundary, Lane, Notes
+from reflexr_graph.core.port import Boundary, Lane, Notes, Record
 from reflexr_graph.core.schedules import Schedule, next_fire_ms
 from reflexr_graph.model import RunEvent
 from reflexr_graph.store import ClaimOutcome, RedisStore, hot_path, keys
@@ -163,9 +163,9 @@ def test_record_keeps_each_argument_as_its_name_says(store: RedisStore, raw: red
     ctx = start(store, make_run(store, "run-1"))
     raw.zadd(keys.limit_slots("limit-l"), {"member-m": 1})
     lane = Lane(node="node-n", branch="map:1", started_ms=11, ended_ms=22)
-    store.save_record(ctx, "field-f", '"value-v"', returning=[("limit-l", "member-m")], lane=lane)
+    store.save_record(ctx, Record("field-f", '"value-v"', lane=lane), returning=[("limit-l", "member-m")])
     with hot_path.HotPath(store) as held:
-        store.save_record(ctx, "field-g", '"value-w"', lane=Lane("node-o", "map:2", 33, 44), via=held)
+        store.save_record(ctx, Record("field-g", '"value-w"', lane=Lane("node-o", "map:2", 33, 44)), via=held)
     assert _hash(raw, keys.memo("run-1")) == {"field-f": '"value-v"', "field-g": '"value-w"'}
     lanes = _hash(raw, keys.lanes("run-1"))
     assert lanes == {"1|1|node-n|map:1": "11|22", "1|1|node-o|map:2": "33|44"}

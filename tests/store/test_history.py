@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import AttemptContext, Boundary
+from reflexr_graph.core.port import AttemptContext, Boundary, Record
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
@@ -141,7 +141,7 @@ def test_replay_from_a_seq_backs_out_of_the_steps_after_it(store: RedisStore, ra
     make_run(store)
     ctx = start(store)
     _save(store, ctx, range(1, 5))
-    store.save_record(ctx, "c|s5|x", "1")
+    store.save_record(ctx, Record("c|s5|x", "1"))
     fail_once(store, ctx, permanent=True)
 
     info = store.replay("run-1", from_seq=2)

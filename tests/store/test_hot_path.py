@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import Boundary, Notes
+from reflexr_graph.core.port import Boundary, Notes, Record
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.hot_path import HotPath
 from tests.redis_server import RedisFactory
@@ -24,12 +24,12 @@ def test_a_save_and_a_record_land_as_the_stores_own(store: RedisStore, raw: redi
     store.preload_scripts()  # as a worker does at start
     raw.config_resetstat()
     with HotPath(store) as hot:
-        store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
+        store.save_record(ctx, Record("c|s|-|k|x|0", "1"), via=hot)
         assert store.save_checkpoint(ctx, Boundary('{"a": 1}', seq=1, next_node="s2"), via=hot) is False
         big = '{"a": "' + "x" * 100_000 + '"}'  # sent as a chunk of its own
         notes = Notes(1, "s2: state", 1, 0)
         store.save_checkpoint(ctx, Boundary(big, seq=2, next_node="s3", notes=notes), via=hot)
-        store.save_record(ctx, "c|s3|-|k|x|0", "2", via=hot)
+        store.save_record(ctx, Record("c|s3|-|k|x|0", "2"), via=hot)
     assert _evalshas(raw) == 4, "one EVALSHA each, nothing else"
     info = store.get("run-1")
     assert (info.checkpoints, info.next_node) == (2, "s3")
@@ -58,7 +58,7 @@ def test_the_hot_path_is_fenced_by_the_attempts_token(store: RedisStore, fake_cl
         with pytest.raises(errors.FencedOut):
             store.save_checkpoint(stale, Boundary("{}", seq=1, next_node="s2"), via=hot)
         with pytest.raises(errors.FencedOut):
-            store.save_record(stale, "c|s|-|k|x|0", "1", via=hot)
+            store.save_record(stale, Record("c|s|-|k|x|0", "1"), via=hot)
     assert store.get("run-1").checkpoints == 0 and store.load_records("run-1") == {}
 
 
@@ -91,7 +91,7 @@ def test_redis_down_is_store_unavailable_and_the_connection_comes_back(private_r
             with pytest.raises(errors.StoreUnavailable):
                 store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
             with pytest.raises(errors.StoreUnavailable):
-                store.save_record(ctx, "c|s|-|k|x|0", "1", via=hot)
+                store.save_record(ctx, Record("c|s|-|k|x|0", "1"), via=hot)
             server.start()
             store.save_checkpoint(ctx, Boundary("{}", seq=2, next_node="s3"), via=hot)
         assert store.get("run-1").checkpoints == 2

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from reflexr_graph import clock, errors
-from reflexr_graph.core.port import Boundary, CheckpointPort, Emission, Lane, Notes
+from reflexr_graph.core.port import Boundary, CheckpointPort, Emission, Lane, Notes, Record
 from reflexr_graph.model import Status
 from reflexr_graph.store import ClaimOutcome, RedisStore, asks, fanout, keys
 from reflexr_graph.store.attempts import Lease
@@ -240,8 +240,8 @@ def test_succeed_sets_ttl_on_every_run_key(store: RedisStore, raw: redis.Redis) 
     make_run(store, idempotency_key="idem-s", inputs_json=long_inputs)
     first = start(store)
     store.save_checkpoint(first, Boundary("{}", seq=1, next_node="b"))  # creates the ckpt key
-    store.save_record(first, "c|b|x", "1")  # creates the memo key
-    store.save_record(first, "b|b|m:0|x", "1", lane=Lane("b", "m:0", 1, 2))  # and the lanes key
+    store.save_record(first, Record("c|b|x", "1"))  # creates the memo key
+    store.save_record(first, Record("b|b|m:0|x", "1", lane=Lane("b", "m:0", 1, 2)))  # and the lanes key
     fail_once(store, first)  # creates the tb key
     store.signal("run-1", "later", "1", dispatch_grace_ms=0)  # creates the mailbox key
     ctx = start(store)

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors
-from reflexr_graph.core.port import Boundary
+from reflexr_graph.core.port import Boundary, Record
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.aio import AsyncStore
 from reflexr_graph.store.attempts import NewRun, new_run
@@ -94,7 +94,7 @@ def test_offloaded_checkpoints_records_and_outputs_read_back(stores: dict[str, R
     ctx = start(store, "run-c")
     big = big_state()
     store.save_checkpoint(ctx, Boundary(big, seq=1, next_node="b"))
-    store.save_record(ctx, "call:x", big)
+    store.save_record(ctx, Record("call:x", big))
     assert store.load_checkpoint("run-c") == big
     assert store.load_records("run-c") == {"call:x": big}
     store.succeed(ctx, big)

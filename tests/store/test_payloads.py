@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from reflexr_graph import errors, time_travel
-from reflexr_graph.core.port import Boundary
+from reflexr_graph.core.port import Boundary, Record
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import Envelope, PayloadCodec, associated_data
 from reflexr_graph.store.payload_keys import KeyRing
@@ -84,7 +84,7 @@ def _written(store: RedisStore, big: bool = False) -> str:
     store.save_checkpoint(
         ctx, Boundary(json.dumps({"state": {"notes": [MARKER, filler]}}), seq=1, next_node="b")
     )
-    store.save_record(ctx, "call:summarize", json.dumps({"result": MARKER}))
+    store.save_record(ctx, Record("call:summarize", json.dumps({"result": MARKER})))
     store.signal("run-p", "approval", json.dumps({"by": MARKER}), dispatch_grace_ms=60_000)
     store.succeed(ctx, json.dumps({"answer": MARKER}))
     return "run-p"
@@ -145,7 +145,7 @@ def test_memo_records_and_signals_read_back_decoded(stores: dict[str, RedisStore
     store = stores["k1"]
     store.create_run("run-m", graph="demo", inputs_json="{}", max_attempts=3, dispatch_grace_ms=60_000)
     ctx = start(store, "run-m")
-    store.save_record(ctx, "call:x", json.dumps({"result": MARKER}))
+    store.save_record(ctx, Record("call:x", json.dumps({"result": MARKER})))
     store.signal("run-m", "approval", json.dumps({"by": MARKER}), dispatch_grace_ms=60_000)
     taken = store.wait(ctx, signal="approval", field="wait:approval", wake_at_ms=None)
     assert json.loads(taken.record or "") == {"signal": {"by": MARKER}}

@@ -22,6 +22,7 @@ from reflexr_graph.core.port import AttemptContext, Boundary
 from reflexr_graph.local_redis import RedisServer
 from reflexr_graph.store import keys
 from reflexr_graph.store.redis_store import DEFAULT_CHECKPOINT_HISTORY, RedisStore
+from reflexr_graph.store.settings import StoreOptions
 
 SIZES = {"100 B": 100, "1 KB": 1_000, "10 KB": 10_000}
 LONG_HISTORY = 1_000
@@ -91,9 +92,9 @@ def _save_times(
 def run(saves: int = 300) -> dict[str, Any]:
     keep = DEFAULT_CHECKPOINT_HISTORY
     with RedisServer(appendfsync="everysec") as server:
-        keeping = RedisStore.from_url(server.url, checkpoint_history=keep)
-        long = RedisStore.from_url(server.url, checkpoint_history=LONG_HISTORY)
-        plain = RedisStore.from_url(server.url, checkpoint_history=0)
+        keeping = RedisStore.from_url(server.url, options=StoreOptions(checkpoint_history=keep))
+        long = RedisStore.from_url(server.url, options=StoreOptions(checkpoint_history=LONG_HISTORY))
+        plain = RedisStore.from_url(server.url, options=StoreOptions(checkpoint_history=0))
         for store in (keeping, long, plain):
             store.preload_scripts()
         rows = []

@@ -29,6 +29,7 @@ from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.settings import StoreOptions
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = {"100 B": 100, "64 KiB": 64 * KIB, "1 MiB": MIB, "50 MiB": 50 * MIB}
@@ -112,7 +113,8 @@ def run(reps: int = 5, *, quick: bool = False) -> dict[str, Any]:
             codecs = _codecs(root)
             # Timing keeps only the latest checkpoint (a few 50 MiB ones in Redis at most).
             timed = {
-                m: RedisStore.from_url(server.url, codec=c, checkpoint_history=0) for m, c in codecs.items()
+                m: RedisStore.from_url(server.url, options=StoreOptions(codec=c, checkpoint_history=0))
+                for m, c in codecs.items()
             }
             saves = {
                 label: {
@@ -120,7 +122,9 @@ def run(reps: int = 5, *, quick: bool = False) -> dict[str, Any]:
                 }
                 for label, size in sizes.items()
             }
-            kept = {m: RedisStore.from_url(server.url, codec=c) for m, c in codecs.items()}
+            kept = {
+                m: RedisStore.from_url(server.url, options=StoreOptions(codec=c)) for m, c in codecs.items()
+            }
             memory = {f"1 MiB, {m}": run_bytes(store, text_of(MIB), steps) for m, store in kept.items()}
             if not quick:
                 memory["50 MiB, keys + store"] = run_bytes(kept["keys + store"], text_of(50 * MIB), steps)

@@ -31,6 +31,7 @@ from reflexr_graph.local_store import Cost, Mix, counted, fill, operations
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, fanout, keys
 from reflexr_graph.store.recovery import PRUNE_BATCH
+from reflexr_graph.store.settings import StoreOptions
 
 SMALL = Mix(1000, 100, 10)
 REPS = 9
@@ -65,7 +66,7 @@ def _retention(url: str, r: redis.Redis, finished: int) -> dict[str, Any]:
     """Prune tick after tick until no expired run is left in the indexes."""
     used_before = int(r.info("memory")["used_memory"])
     _expire_finished(r, finished)
-    store = RedisStore.from_url(url, run_retention_s=1)
+    store = RedisStore.from_url(url, options=StoreOptions(run_retention_s=1))
     ticks, t0 = 0, time.perf_counter()
     try:
         while fanout.total(r, partial(keys.status_set, Status.SUCCEEDED)) > 0:

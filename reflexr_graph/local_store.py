@@ -92,9 +92,9 @@ def _failure(store: RedisStore, run_id: str, now: int) -> list[ScriptArg]:
         reason="step_failed",
         permanent=True,
         retry_due_ms=now,
-        dead_retention_s=store.dead_retention_s,
+        dead_retention_s=store.options.dead_retention_s,
         counted=True,
-        max_interruptions=store.max_interruptions,
+        max_interruptions=store.options.max_interruptions,
         skipped=0,
         skip_kinds="",
         reused_steps=0,
@@ -107,20 +107,20 @@ def _succeeded(store: RedisStore, run_id: str) -> list[ScriptArg]:
     return SucceedArgs(
         token=_token(run_id),
         output=OUTPUT,
-        retention_s=store.run_retention_s,
+        retention_s=store.options.run_retention_s,
         checkpoint=CHECKPOINT,
         seq=2,
         skipped=0,
         skip_kinds="",
         reused_steps=0,
         reused_calls=0,
-        history=store.checkpoint_history,
+        history=store.options.checkpoint_history,
     ).argv()
 
 
 def _stages(store: RedisStore, kind: str) -> list[Stage]:
     """create_run, claim, then the script that ends a claimed run of ``kind``."""
-    run_s, dead_s = store.run_retention_s, store.dead_retention_s
+    run_s, dead_s = store.options.run_retention_s, store.options.dead_retention_s
 
     create: Stage = (
         "create_run",

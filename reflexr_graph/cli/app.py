@@ -19,8 +19,8 @@ from typer._click import HelpFormatter
 from typer.core import TyperGroup
 
 from reflexr_graph.client import Client
-from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import load_settings
+from reflexr_graph.config.store import store_options
 from reflexr_graph.store.redis_store import RedisStore
 
 CONNECT_TIMEOUT_S = 2.0
@@ -101,9 +101,7 @@ class CliState:
             )
             store = RedisStore.from_url(
                 settings.redis_url,
-                run_retention_s=settings.run_retention_s,
-                dead_retention_s=settings.dead_retention_s,
-                codec=payload_codec(settings),
+                options=store_options(settings),
                 socket_connect_timeout=CONNECT_TIMEOUT_S,
                 retry=_RETRY,
             )

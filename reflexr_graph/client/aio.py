@@ -46,7 +46,7 @@ class AsyncClient(AsyncFacade, Operations):
         super().__init__(settings, by)
         bound = {"max_connections": max_connections} if max_connections else {}
         self.store: AsyncStore = store or AsyncStore.from_url(
-            settings.redis_url, **self.store_options, **bound
+            settings.redis_url, options=self.store_options, **bound
         )
         self._sender = MessageSender(settings)
 

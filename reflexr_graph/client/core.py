@@ -21,8 +21,8 @@ from reflexr_graph import clock, errors, schemas, telemetry, time_travel
 from reflexr_graph.client.failover import FailoverPolicy
 from reflexr_graph.client.payload import plain, to_json
 from reflexr_graph.config.dispatch import check_priority
-from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import Settings, load_settings
+from reflexr_graph.config.store import store_options
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.core.tags import check_tags
 from reflexr_graph.core.tracing import current_trace_context
@@ -50,6 +50,7 @@ from reflexr_graph.store.interventions import replay_children, replay_run
 from reflexr_graph.store.ops import Envelope, Op, Publish
 from reflexr_graph.store.reads import dead_listing, run_events, run_record, runs_listing
 from reflexr_graph.store.records import ForkSeed, SavedCheckpoint
+from reflexr_graph.store.settings import StoreOptions
 from reflexr_graph.store.upgrades import upgrade, upgrade_plan
 from reflexr_graph.store.waits import SignalTarget, send_signal, signal_target
 
@@ -159,13 +160,9 @@ class ClientBase:
         raise NotImplementedError
 
     @property
-    def store_options(self) -> dict[str, Any]:
+    def store_options(self) -> StoreOptions:
         """What the client's store is built with besides the URL."""
-        return {
-            "run_retention_s": self.settings.run_retention_s,
-            "dead_retention_s": self.settings.dead_retention_s,
-            "codec": payload_codec(self.settings),
-        }
+        return store_options(self.settings)
 
 
 class ClientCore:

@@ -31,6 +31,7 @@ from reflexr_graph.client.core import ClientBase
 from reflexr_graph.client.failover import READ, Repeat, keyed
 from reflexr_graph.store.operation import described, op_result, signature_of
 from reflexr_graph.store.ops import Op
+from reflexr_graph.store.settings import StoreOptions
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class OperationStore(Protocol):
     """What an operation reads of its client's store besides answering requests: settings."""
 
     @property
-    def run_retention_s(self) -> int: ...
+    def options(self) -> StoreOptions: ...
 
     @property
     def max_block_ms(self) -> int | None: ...

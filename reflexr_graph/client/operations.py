@@ -554,7 +554,7 @@ class Operations(Facade):
         ``except CancelledError`` / ``finally``; nothing it does after that is recorded. ``by``
         (the client's own when None) is recorded as who cancelled it.
         """
-        return cancel_run(run_id, self.store.run_retention_s, now, by or self.by)
+        return cancel_run(run_id, self.store.options.run_retention_s, now, by or self.by)
 
     @operation(READ)
     def cancellable(
@@ -593,7 +593,7 @@ class Operations(Facade):
         ``all=True`` to cancel every cancellable run (InvalidInputs otherwise, as when both
         ``run_ids`` and a filter are given, or a status a cancel does not take)."""
         chosen = Chosen(run_ids, RunFilter.of(status, graph, tags), all)
-        return cancel_many(chosen, self.store.run_retention_s, now, progress, by or self.by)
+        return cancel_many(chosen, self.store.options.run_retention_s, now, progress, by or self.by)
 
     @operation(WRITE)
     def purge(self, run_id: str, *, by: str | None = None) -> Op[bool]:

@@ -43,7 +43,7 @@ class Client(SyncFacade, Operations):
     def __init__(self, settings: Settings, store: RedisStore | None = None, *, by: str = "client") -> None:
         """``by`` is who the client acts as, recorded on what it does (see ``ClientBase.by``)."""
         super().__init__(settings, by)
-        self.store: RedisStore = store or RedisStore.from_url(settings.redis_url, **self.store_options)
+        self.store: RedisStore = store or RedisStore.from_url(settings.redis_url, options=self.store_options)
         self._app: Celery | None = None
 
     @property

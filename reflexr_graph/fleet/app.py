@@ -15,8 +15,8 @@ from celery import Celery
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.retry import Retry
 
-from reflexr_graph.config.payloads import payload_codec
 from reflexr_graph.config.settings import Settings
+from reflexr_graph.config.store import store_options
 from reflexr_graph.core.action import GraphAction
 from reflexr_graph.errors import StoreUnavailable
 from reflexr_graph.store.redis_store import RedisStore
@@ -41,11 +41,7 @@ class FleetApp(Celery):
         settings = self.reflexr_settings
         return RedisStore.from_url(
             settings.redis_url,
-            run_retention_s=settings.run_retention_s,
-            dead_retention_s=settings.dead_retention_s,
-            max_interruptions=settings.max_interruptions,
-            checkpoint_history=settings.checkpoint_history,
-            codec=payload_codec(settings, strict=True),
+            options=store_options(settings, strict=True),
             # A renewal must fail before the lease lapses, not hang past it.
             socket_timeout=min(SOCKET_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),
             socket_connect_timeout=min(SOCKET_CONNECT_TIMEOUT_S, max(1.0, settings.lease_ttl_s / 2)),

@@ -265,7 +265,7 @@ class Recorder:
                 ctx.run_id,
                 ctx.attempt,
                 why,
-                self.store.max_interruptions + 1,
+                self.store.options.max_interruptions + 1,
                 ctx.run_id,
             )
             return Delivered(Outcome.DEAD, ctx.run_id, Reason.MAX_INTERRUPTIONS.value)

@@ -6,5 +6,6 @@ script in ``store/lua``.
 
 from reflexr_graph.store.records import Claim, ClaimOutcome
 from reflexr_graph.store.redis_store import RedisStore
+from reflexr_graph.store.settings import StoreOptions
 
-__all__ = ["Claim", "ClaimOutcome", "RedisStore"]
+__all__ = ["Claim", "ClaimOutcome", "RedisStore", "StoreOptions"]

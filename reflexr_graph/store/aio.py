@@ -25,11 +25,10 @@ from reflexr_graph.store.base import (
 )
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive_async
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, Fields, decode_reply, encode_args, fields_of
-from reflexr_graph.store.payload_codec import PLAIN
+from reflexr_graph.store.settings import DEFAULT_OPTIONS, StoreOptions
 
 T = TypeVar("T")
 
-_RETENTION = ("run_retention_s", "dead_retention_s")
 MAX_CONNECTIONS = 1024
 """Connections one async store may open. Each blocked ``wait`` or event stream holds one for as
 long as it waits (redis.asyncio's default of 100 would refuse the 101st), and Redis allows
@@ -40,15 +39,13 @@ class AsyncStore(StoreCore[redis.asyncio.Redis]):
     """An async Redis client, its registered scripts, and the settings operations take."""
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Self:
+    def from_url(cls, url: str, *, options: StoreOptions = DEFAULT_OPTIONS, **client_kw: Any) -> Self:
         """A store on a ``redis://``, ``rediss://`` or ``redis+sentinel://`` URL, with the blocking
-        store's timeouts; ``options`` are the retention settings and redis.asyncio's client options."""
-        retention = {name: int(options.pop(name)) for name in _RETENTION if name in options}
-        codec = options.pop("codec", PLAIN)
+        store's timeouts; ``client_kw`` are redis.asyncio's client options."""
         client = connect.async_client(
-            url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **options}
+            url, **{**CLIENT_DEFAULTS, "max_connections": MAX_CONNECTIONS, **client_kw}
         )
-        return cls(client, **retention, codec=codec)
+        return cls(client, options=options)
 
     async def handle(self, request: Request) -> Any:
         """Answer one request of an operation; Redis errors arrive as StoreUnavailable."""

@@ -12,7 +12,6 @@ from reflexr_graph.core.port import NO_NOTES, AttemptContext, Boundary, Notes, R
 from reflexr_graph.core.tags import Tags, tags_json, tags_of
 from reflexr_graph.store import keys, limits, registry
 from reflexr_graph.store.base import (
-    DEFAULT_RUN_RETENTION_S,
     EVENTS_MAXLEN,
     TRACEBACK_LIMIT,
     _digest,
@@ -49,7 +48,7 @@ from reflexr_graph.store.records import (
     text,
     text_map,
 )
-from reflexr_graph.store.settings import StoreSettings
+from reflexr_graph.store.settings import DEFAULT_RUN_RETENTION_S, StoreSettings
 from reflexr_graph.store.versions import latest_checkpoints
 
 __all__ = [
@@ -337,7 +336,7 @@ def create_run(
             dispatch_grace_ms,
             trace_context,
             fork,
-            store.run_retention_s,
+            store.options.run_retention_s,
         )
     )
 
@@ -364,7 +363,9 @@ def claim(
     started yet when ``newest`` (the newest served version) is another; '' checks none.
     """
     now = clock.now_ms()
-    args = ClaimArgs(token, now + lease_ttl_ms, store.dead_retention_s, worker, version, newest).argv()
+    args = ClaimArgs(
+        token, now + lease_ttl_ms, store.options.dead_retention_s, worker, version, newest
+    ).argv()
     guess = _idem_guess(graph, idempotency_key, run_id)
     if store.shards.count > 1 and not keys.same_shard(run_id, guess):
         # Only a foreign producer's id can be outside its key's shard: the claim then asks
@@ -434,7 +435,7 @@ def load_checkpoint(run_id: str) -> Op[str | None]:
 def load_records(store: StoreSettings, run_id: str) -> Op[dict[str, str]]:
     """The work recorded since the run's latest checkpoint, field -> JSON."""
     found = text_map((yield cmd("hgetall", keys.memo(run_id))))
-    return {name: store.codec.decode(value, run_id, field="record") for name, value in found.items()}
+    return {name: store.options.codec.decode(value, run_id, field="record") for name, value in found.items()}
 
 
 def succeed(
@@ -456,11 +457,11 @@ def succeed(
     args = SucceedArgs(
         token=ctx.token,
         output=output_json,
-        retention_s=store.run_retention_s,
+        retention_s=store.options.run_retention_s,
         checkpoint=checkpoint,
         seq=seq,
         **_note_args(notes),
-        history=store.checkpoint_history,
+        history=store.options.checkpoint_history,
     ).argv()
     outcome = Succeeded(int((yield from per_run("succeed", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
     if outcome is Succeeded.FENCED:
@@ -496,9 +497,9 @@ def fail(
         reason=reason,
         permanent=permanent,
         retry_due_ms=now + retry_delay_ms,
-        dead_retention_s=store.dead_retention_s,
+        dead_retention_s=store.options.dead_retention_s,
         counted=counted,
-        max_interruptions=store.max_interruptions,
+        max_interruptions=store.options.max_interruptions,
         **_note_args(notes),
     ).argv()
     outcome = Failed(text((yield from per_run("fail", ctx.run_id, _guess(ctx), now, args))))
@@ -534,7 +535,7 @@ def dead_letter(
         state=state_json,
         idempotency_key=idempotency_key,
         max_attempts=max_attempts,
-        dead_retention_s=store.dead_retention_s,
+        dead_retention_s=store.options.dead_retention_s,
         digest=_digest(inputs_json, state_json) if idempotency_key else "",
     ).argv()
     guess = _idem_guess(graph, idempotency_key, run_id)
@@ -552,6 +553,6 @@ def release(store: StoreSettings, ctx: AttemptContext) -> Op[str]:
     The attempt is an interruption, not one of ``max_attempts``; past ``max_interruptions``
     the run is dead-lettered (``max_interruptions``) so a run cut short forever still ends.
     """
-    args = ReleaseArgs(ctx.token, store.max_interruptions, store.dead_retention_s).argv()
+    args = ReleaseArgs(ctx.token, store.options.max_interruptions, store.options.dead_retention_s).argv()
     outcome = Released(int((yield from per_run("release", ctx.run_id, _guess(ctx), clock.now_ms(), args))))
     return outcome.name.lower()

@@ -30,19 +30,16 @@ from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
 from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, fields_of
-from reflexr_graph.store.payload_codec import PLAIN, PayloadCodec
+from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.records import request_digest
 from reflexr_graph.store.scripts import Scripts
+from reflexr_graph.store.settings import DEFAULT_OPTIONS, StoreOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
 C = TypeVar("C", redis.Redis, redis.asyncio.Redis)
 
-DEFAULT_RUN_RETENTION_S = 7 * 86400
-DEFAULT_DEAD_RETENTION_S = 30 * 86400
-DEFAULT_MAX_INTERRUPTIONS = 20
-DEFAULT_CHECKPOINT_HISTORY = 100
 CLIENT_DEFAULTS: dict[str, Any] = {
     "socket_timeout": 10.0,
     "socket_connect_timeout": 5.0,
@@ -166,27 +163,22 @@ def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> lis
 
 class StoreCore(Generic[C]):
     """What both stores are built from, the blocking one (:class:`StoreBase`) and the async one
-    (``store/aio.py``): the client, how its indexes are sharded, the retention settings, the payload
-    codec and the registered scripts."""
+    (``store/aio.py``): the client, how its indexes are sharded, its options (retention, bounds, the
+    payload codec: store/settings.py) and the registered scripts."""
 
-    def __init__(
-        self,
-        client: C,
-        *,
-        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
-        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
-        codec: PayloadCodec = PLAIN,
-    ) -> None:
+    def __init__(self, client: C, *, options: StoreOptions = DEFAULT_OPTIONS) -> None:
         self._r: C = client
         self.shards = cluster.shards(client)
         """How the store's indexes are sharded: by its kind, standalone or cluster (keys.Shards)."""
-        self.run_retention_s = int(run_retention_s)
-        self.dead_retention_s = int(dead_retention_s)
-        self.codec = codec
-        """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded."""
+        self.options = options
+        """What the store was built with (store/settings.py), as its operations read it: a test that
+        replaces it (``dataclasses.replace``) for a shorter history changes the next operation's."""
+        self.codec = options.codec
+        """How payloads are kept at rest (store/payload_codec.py): compressed, encrypted, offloaded.
+        The options' codec when the store was built: its requests and scripts encode with it."""
         # An async client's register_script gives scripts whose call is awaited, with the same
         # keys/args and the same NOSCRIPT fallback as the blocking ones.
-        self._scripts = Scripts(client, codec)
+        self._scripts = Scripts(client, self.codec)
 
     @property
     def client(self) -> C:
@@ -205,54 +197,23 @@ class StoreBase(StoreCore[redis.Redis]):
     that already owns the run is taken for a retried call and answered ``claimed``.
     """
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
-        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
-        max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
-        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
-        codec: PayloadCodec = PLAIN,
-    ) -> None:
-        super().__init__(
-            client, run_retention_s=run_retention_s, dead_retention_s=dead_retention_s, codec=codec
-        )
-        self.max_interruptions = int(max_interruptions)
-        self.checkpoint_history = int(checkpoint_history)
-        """How many checkpoints before the latest a run keeps (REFLEXR_CHECKPOINT_HISTORY)."""
+    def __init__(self, client: redis.Redis, *, options: StoreOptions = DEFAULT_OPTIONS) -> None:
+        super().__init__(client, options=options)
         self._indexed_limits: dict[str, str] = {}
         """Limit key -> configuration this process wrote to the control slot's index (store/limits.py:
         index_limit, by ``RedisStore.acquire_limit``)."""
 
     @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        run_retention_s: int = DEFAULT_RUN_RETENTION_S,
-        dead_retention_s: int = DEFAULT_DEAD_RETENTION_S,
-        max_interruptions: int = DEFAULT_MAX_INTERRUPTIONS,
-        checkpoint_history: int = DEFAULT_CHECKPOINT_HISTORY,
-        codec: PayloadCodec = PLAIN,
-        **client_kw: Any,
-    ) -> Self:
+    def from_url(cls, url: str, *, options: StoreOptions = DEFAULT_OPTIONS, **client_kw: Any) -> Self:
         """A store on a ``redis://``, ``rediss://`` (TLS) or ``redis+sentinel://`` URL (store/sentinel.py);
-        a password in the URL is used for AUTH.
+        a password in the URL is used for AUTH. ``client_kw`` are redis-py's client options.
 
         Timeouts keep a dead server from hanging a worker; the health check replaces
         connections that a NAT or proxy silently dropped while idle. A TLS handshake counts
         as connecting (``store/tls.py``).
         """
         client = connect.blocking_client(url, **{**CLIENT_DEFAULTS, **client_kw})
-        return cls(
-            client,
-            run_retention_s=run_retention_s,
-            dead_retention_s=dead_retention_s,
-            max_interruptions=max_interruptions,
-            checkpoint_history=checkpoint_history,
-            codec=codec,
-        )
+        return cls(client, options=options)
 
     @property
     def scripts(self) -> Scripts:

@@ -116,7 +116,7 @@ def make_child(
             raise _fenced(ctx, "record of its child")
         if int(written) == 2:
             # Cancelled since the child was made: the cascade missed it, so it goes here.
-            cancel = CancelArgs(store.run_retention_s, False).argv()
+            cancel = CancelArgs(store.options.run_retention_s, False).argv()
             yield from per_run("cancel", child_id, child_id, clock.now_ms(), cancel)
             raise errors.CancelRequested(ctx.run_id)
     return child_id, created

@@ -120,7 +120,7 @@ def purge_run(run_id: str, by: str = "") -> Op[bool]:
 def cancel(store: StoreSettings, run_id: str, *, now: bool = False) -> Op[RunInfo]:
     """Cancel an active or waiting run, its finished keys kept the store's run retention; see
     :func:`cancel_run`."""
-    return cancel_run(run_id, store.run_retention_s, now)
+    return cancel_run(run_id, store.options.run_retention_s, now)
 
 
 def replay(run_id: str, *, from_start: bool = False, from_seq: int | None = None) -> Op[RunInfo]:

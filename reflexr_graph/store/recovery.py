@@ -164,8 +164,8 @@ def reaper_tick(
         lock_ttl_ms,
         now,
         TICK_BATCH,
-        store.run_retention_s,
-        store.dead_retention_s,
+        store.options.run_retention_s,
+        store.options.dead_retention_s,
         lock_ttl_ms if idle_ms is None else idle_ms,
         0 if margin_ms is None else margin_ms,
         prune,
@@ -197,10 +197,10 @@ def reap(
     if lapsed is None:
         lapsed = [m for m, _ in (yield from lowest(keys.leases, now, limit))]
     args = ReapArgs(
-        dead_retention_s=store.dead_retention_s,
+        dead_retention_s=store.options.dead_retention_s,
         outage_from_ms=outage[0] if outage else None,
         outage_to_ms=outage[1] if outage else None,
-        max_interruptions=store.max_interruptions,
+        max_interruptions=store.options.max_interruptions,
         lease_ttl_ms=lease_ttl_ms,
     ).argv()
     handled: list[str] = []
@@ -277,8 +277,8 @@ def prune(
     """
     now = clock.now_ms() if now_ms is None else now_ms
     if found is None:
-        retention_s = {Status.SUCCEEDED: store.run_retention_s, Status.CANCELLED: store.run_retention_s}
-        retention_s[Status.DEAD] = store.dead_retention_s
+        run_s, dead_s = store.options.run_retention_s, store.options.dead_retention_s
+        retention_s = {Status.SUCCEEDED: run_s, Status.CANCELLED: run_s, Status.DEAD: dead_s}
         found = {}
         for status, seconds in retention_s.items():
             rows = yield from lowest(partial(keys.status_set, status), now - seconds * 1000, limit)
@@ -320,7 +320,7 @@ def hold_unserved(
     when a run is first found unserved and ends at its next claim.
     """
     now = clock.now_ms()
-    args = HoldArgs(grace_ms, now + recheck_ms, store.dead_retention_s, message).argv()
+    args = HoldArgs(grace_ms, now + recheck_ms, store.options.dead_retention_s, message).argv()
     return Unserved(text((yield from per_run("hold_unserved", run_id, run_id, now, args))))
 
 

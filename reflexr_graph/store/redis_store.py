@@ -33,19 +33,16 @@ from reflexr_graph.store import (
     workers,
 )
 from reflexr_graph.store.attempts import Slots, StepWriter
-from reflexr_graph.store.base import (
+from reflexr_graph.store.base import EVENTS_MAXLEN, TRACEBACK_LIMIT, StoreBase, _fenced, translate_errors
+from reflexr_graph.store.operation import plain_operation, store_operation
+from reflexr_graph.store.ops import ScriptArg
+from reflexr_graph.store.settings import (
     DEFAULT_CHECKPOINT_HISTORY,
     DEFAULT_DEAD_RETENTION_S,
     DEFAULT_MAX_INTERRUPTIONS,
     DEFAULT_RUN_RETENTION_S,
-    EVENTS_MAXLEN,
-    TRACEBACK_LIMIT,
-    StoreBase,
-    _fenced,
-    translate_errors,
+    StoreOptions,
 )
-from reflexr_graph.store.operation import plain_operation, store_operation
-from reflexr_graph.store.ops import ScriptArg
 
 __all__ = [
     "DEFAULT_CHECKPOINT_HISTORY",
@@ -55,6 +52,7 @@ __all__ = [
     "EVENTS_MAXLEN",
     "TRACEBACK_LIMIT",
     "RedisStore",
+    "StoreOptions",
     "translate_errors",
 ]
 
@@ -201,7 +199,7 @@ class RedisStore(StoreBase):
         when None."""
         if via is None:
             self.keep_clock()  # as ``do`` does, but before save_call reads the clock
-        script_keys, args = attempts.save_call(ctx, boundary, self.checkpoint_history)
+        script_keys, args = attempts.save_call(ctx, boundary, self.options.checkpoint_history)
         writer = self if via is None else via
         return attempts.saved(ctx, writer.write_step("save_checkpoint", script_keys, args, returning))
 

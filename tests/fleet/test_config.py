@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import ssl
@@ -9,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from reflexr_graph.client import AsyncClient, Client
 from reflexr_graph.config.celery import celery_config
 from reflexr_graph.config.dispatch import TASK_NAME
 from reflexr_graph.config.settings import Settings, known_env_vars, load_settings
 from reflexr_graph.core import backoff as retry
 from reflexr_graph.errors import SettingsError
+from reflexr_graph.fleet.app import FleetApp
 from reflexr_graph.fleet.factory import create_app
 from reflexr_graph.graph_registry import build_registry, resolve
 from reflexr_graph.local_processes import environment
@@ -239,3 +242,27 @@ def test_app_registers_the_public_task_name() -> None:
     assert TASK_NAME == "reflexr_graph.run"
     assert TASK_NAME in app.tasks
     assert app.reflexr_registry == {"doubler": good.action}
+
+
+def test_every_store_setting_reaches_the_stores_of_the_fleet_and_both_clients(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36: the REFLEXR_* settings the store reads are mapped to its one StoreOptions value in
+    one place (config/store.py): the worker's store reads payloads strictly, the clients' do not."""
+    for name, value in (("RUN_RETENTION_S", 11), ("DEAD_RETENTION_S", 12), ("MAX_INTERRUPTIONS", 13)):
+        monkeypatch.setenv(f"REFLEXR_{name}", str(value))
+    monkeypatch.setenv("REFLEXR_CHECKPOINT_HISTORY", "14")
+    settings = load_settings()
+    client, async_client = Client(settings), AsyncClient(settings)
+    stores = [(FleetApp(settings, {}).new_store(), True), (client.store, False), (async_client.store, False)]
+    try:
+        for store, strict in stores:
+            o = store.options
+            assert (o.run_retention_s, o.dead_retention_s, o.max_interruptions, o.checkpoint_history) == (
+                11, 12, 13, 14,
+            )  # fmt: skip
+            assert store.codec is o.codec and o.codec.strict is strict
+    finally:
+        stores[0][0].close()
+        client.close()
+        asyncio.run(async_client.close())

@@ -20,6 +20,7 @@ from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.payload_sweep import sweep
 from reflexr_graph.store.quarantine import Quarantine
 from reflexr_graph.store.rekey import rekey
+from reflexr_graph.store.settings import StoreOptions
 from tests.fleet.conftest import Fleet
 from tests.fleet.test_messages import json_body, publish_raw
 from tests.store.test_payloads import spec
@@ -57,7 +58,9 @@ FOREIGN_KEYS = _picked(
 @pytest.fixture
 def keyed_store(redis_url: str, tmp_path: Path) -> Iterator[RedisStore]:
     blobs = FilePayloadStore(tmp_path / "payloads")
-    store = RedisStore.from_url(redis_url, codec=PayloadCodec(KeyRing.parse(spec("k1")), blobs))
+    store = RedisStore.from_url(
+        redis_url, options=StoreOptions(codec=PayloadCodec(KeyRing.parse(spec("k1")), blobs))
+    )
     try:
         yield store
     finally:

@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from reflexr_graph.store import RedisStore
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.support import FakeClock
 
 RUN_RETENTION_S = 3_600
@@ -16,7 +17,9 @@ DEAD_RETENTION_S = 7_200
 
 @pytest.fixture
 def store(redis_url: str, fake_clock: FakeClock) -> Iterator[RedisStore]:
-    s = RedisStore.from_url(redis_url, run_retention_s=RUN_RETENTION_S, dead_retention_s=DEAD_RETENTION_S)
+    s = RedisStore.from_url(
+        redis_url, options=StoreOptions(run_retention_s=RUN_RETENTION_S, dead_retention_s=DEAD_RETENTION_S)
+    )
     try:
         yield s
     finally:

@@ -13,6 +13,7 @@ bounds (dead retention, counted, max interruptions), which tests/store/test_life
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -143,7 +144,7 @@ def _saved_where_named(store: RedisStore, raw: redis.Redis, run_id: str, seq: in
 
 def test_save_checkpoint_keeps_each_argument_as_its_name_says(store: RedisStore, raw: redis.Redis) -> None:
     """Through the store's client and through the attempt's held connection (store/hot_path.py)."""
-    store.checkpoint_history = 1
+    store.options = dataclasses.replace(store.options, checkpoint_history=1)
     ctx = start(store, make_run(store, "run-1"))
     raw.zadd(keys.limit_slots("limit-l"), {"member-m": 1})
     notes = Notes(skipped=2, skip_kinds="kinds-k", reused_steps=3, reused_calls=4)

@@ -21,6 +21,7 @@ from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.records import checkpoint_field
 from reflexr_graph.store.rekey import rekey
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.support import make_run, new_token
 from tests.store.test_payloads import spec
 
@@ -109,7 +110,7 @@ def test_where_the_output_is_not_kept_or_not_all_it_holds_the_payload_is_written
 
 @pytest.fixture
 def sealed(redis_url: str) -> Iterator[RedisStore]:
-    s = RedisStore.from_url(redis_url, codec=PayloadCodec(KeyRing.parse(spec("k1"))))
+    s = RedisStore.from_url(redis_url, options=StoreOptions(codec=PayloadCodec(KeyRing.parse(spec("k1")))))
     try:
         yield s
     finally:

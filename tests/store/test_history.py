@@ -14,6 +14,7 @@ from reflexr_graph.core.port import AttemptContext, Boundary, Record
 from reflexr_graph.model import Status
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.records import ForkSeed
+from reflexr_graph.store.settings import StoreOptions
 from tests.redis_server import RedisFactory
 from tests.store.conftest import DEAD_RETENTION_S, RUN_RETENTION_S
 from tests.store.support import FakeClock, fail_once, make_run, start
@@ -37,7 +38,10 @@ def _kept(store: RedisStore, run_id: str = "run-1") -> list[int]:
 def bounded(redis_url: str, fake_clock: FakeClock) -> Iterator[RedisStore]:
     """A store whose runs keep three checkpoints before the latest."""
     s = RedisStore.from_url(
-        redis_url, run_retention_s=RUN_RETENTION_S, dead_retention_s=DEAD_RETENTION_S, checkpoint_history=3
+        redis_url,
+        options=StoreOptions(
+            run_retention_s=RUN_RETENTION_S, dead_retention_s=DEAD_RETENTION_S, checkpoint_history=3
+        ),
     )
     try:
         yield s
@@ -85,7 +89,7 @@ def test_the_bound_trims_the_oldest_in_the_same_script(bounded: RedisStore, raw:
 
 
 def test_a_bound_of_zero_keeps_only_the_latest(redis_url: str, raw: redis.Redis) -> None:
-    store = RedisStore.from_url(redis_url, checkpoint_history=0)
+    store = RedisStore.from_url(redis_url, options=StoreOptions(checkpoint_history=0))
     try:
         make_run(store)
         ctx = start(store)
@@ -123,7 +127,7 @@ def test_the_history_expires_with_the_run_and_purge_deletes_it(store: RedisStore
 
 
 def test_retention_removes_the_history_along_with_the_run(redis_url: str, raw: redis.Redis) -> None:
-    store = RedisStore.from_url(redis_url, run_retention_s=1)
+    store = RedisStore.from_url(redis_url, options=StoreOptions(run_retention_s=1))
     try:
         make_run(store)
         ctx = start(store)

@@ -13,6 +13,7 @@ from reflexr_graph.config.settings import load_settings
 from reflexr_graph.store import RedisStore
 from reflexr_graph.store.payload_s3 import S3PayloadStore
 from reflexr_graph.store.payload_sweep import sweep
+from reflexr_graph.store.settings import StoreOptions
 from tests.s3_server import S3Server, s3_server
 from tests.store.support import LEASE_MS, new_token
 from tests.store.test_payload_store import big_state
@@ -33,7 +34,7 @@ def s3_store(
     )
     codec = payload_codec(settings, strict=True)
     assert isinstance(codec.blobs, S3PayloadStore)
-    store = RedisStore.from_url(redis_url, codec=codec)
+    store = RedisStore.from_url(redis_url, options=StoreOptions(codec=codec))
     try:
         yield store, codec.blobs
     finally:

@@ -23,6 +23,7 @@ from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.payload_sweep import sweep
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.support import LEASE_MS, new_token, start
 from tests.store.test_payloads import MARKER, every_value, spec
 
@@ -47,7 +48,9 @@ def store_with(redis_url: str, blobs: FilePayloadStore | None, *ids: str, strict
     ring = KeyRing.parse(spec(*ids)) if ids else None
     return RedisStore.from_url(
         redis_url,
-        codec=PayloadCodec(ring, blobs, offload_bytes=OFFLOAD, max_offload_bytes=2**20, strict=strict),
+        options=StoreOptions(
+            codec=PayloadCodec(ring, blobs, offload_bytes=OFFLOAD, max_offload_bytes=2**20, strict=strict)
+        ),
     )
 
 
@@ -173,7 +176,7 @@ def test_the_async_store_writes_and_reads_payload_files_off_the_event_loop(
     state = big_state()
 
     async def scenario() -> tuple[int, str, str]:
-        store = AsyncStore.from_url(redis_url, codec=codec)
+        store = AsyncStore.from_url(redis_url, options=StoreOptions(codec=codec))
         try:
             await store.do(new_run(NewRun("run-a", "demo", "{}", state, None, 3, 9)))
             ctx = start(stores["k1"], "run-a")

@@ -15,6 +15,7 @@ from reflexr_graph.core.port import Boundary, Record
 from reflexr_graph.store import RedisStore, keys
 from reflexr_graph.store.payload_codec import Envelope, PayloadCodec, associated_data
 from reflexr_graph.store.payload_keys import KeyRing
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.support import LEASE_MS, fail_once, make_run, new_token, start
 
 MARKER = "zebra-marker-7f3a"
@@ -34,11 +35,11 @@ def codec(*ids: str, strict: bool = False) -> PayloadCodec:
 @pytest.fixture
 def stores(redis_url: str) -> Iterator[dict[str, RedisStore]]:
     made = {
-        "k1": RedisStore.from_url(redis_url, codec=codec("k1")),
-        "k2k1": RedisStore.from_url(redis_url, codec=codec("k2", "k1")),
+        "k1": RedisStore.from_url(redis_url, options=StoreOptions(codec=codec("k1"))),
+        "k2k1": RedisStore.from_url(redis_url, options=StoreOptions(codec=codec("k2", "k1"))),
         "none": RedisStore.from_url(redis_url),
-        "strict-k2": RedisStore.from_url(redis_url, codec=codec("k2", strict=True)),
-        "strict-k1": RedisStore.from_url(redis_url, codec=codec("k1", strict=True)),
+        "strict-k2": RedisStore.from_url(redis_url, options=StoreOptions(codec=codec("k2", strict=True))),
+        "strict-k1": RedisStore.from_url(redis_url, options=StoreOptions(codec=codec("k1", strict=True))),
     }
     try:
         yield made

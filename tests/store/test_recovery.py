@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis
 
@@ -270,7 +272,7 @@ def test_reaper_lock_belongs_to_its_owner(store: RedisStore, raw: redis.Redis) -
 def test_interruptions_are_bounded(store: RedisStore) -> None:
     """A run cut short more than max_interruptions times is dead-lettered (max_interruptions), so a run
     that is always interrupted cannot loop forever; released once more than allowed, it ends dead."""
-    store.max_interruptions = 2
+    store.options = dataclasses.replace(store.options, max_interruptions=2)
     make_run(store, max_attempts=1)
     assert [store.release(start(store)) for _ in range(3)] == ["released", "released", "dead"]
     info = store.get("run-1")

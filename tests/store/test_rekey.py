@@ -15,6 +15,7 @@ from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.payload_keys import KeyRing
 from reflexr_graph.store.payload_store import FilePayloadStore
 from reflexr_graph.store.rekey import rekey
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.test_payload_store import big_state
 from tests.store.test_payloads import MARKER, _written, old_envelope, run_bound_envelope, spec
 from tests.surfaces.cli_runner import run_cli
@@ -29,7 +30,7 @@ def blobs(tmp_path: Path) -> FilePayloadStore:
 def stores(redis_url: str, blobs: FilePayloadStore) -> Iterator[dict[str, RedisStore]]:
     def make(*ids: str) -> RedisStore:
         codec = PayloadCodec(KeyRing.parse(spec(*ids)) if ids else None, blobs, offload_bytes=4096)
-        return RedisStore.from_url(redis_url, codec=codec)
+        return RedisStore.from_url(redis_url, options=StoreOptions(codec=codec))
 
     made = {"k1": make("k1"), "k2k1": make("k2", "k1"), "k2": make("k2"), "plain": make()}
     try:
@@ -140,7 +141,9 @@ def test_a_payload_bound_to_its_run_alone_still_reads_and_rekey_binds_it_to_its_
     redis_client.hset(keys.run("run-a"), "state", old)
     strict = PayloadCodec(KeyRing.parse(spec("k1")), strict=True)
     assert json.loads(strict.decode(old, "run-a", field="state")) == {"secret": MARKER}
-    claim = RedisStore(redis_client, codec=strict).claim("run-a", "token-a", lease_ttl_ms=30_000)
+    claim = RedisStore(redis_client, options=StoreOptions(codec=strict)).claim(
+        "run-a", "token-a", lease_ttl_ms=30_000
+    )
     assert claim.claimed and json.loads(claim.state_json or "null") == {"secret": MARKER}, claim
 
     assert rekey(stores["k1"]).rewritten == 1  # the state; the inputs were written bound already

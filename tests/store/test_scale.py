@@ -25,6 +25,7 @@ from reflexr_graph.store.attempts import NewRun, create_args
 from reflexr_graph.store.ops import ScriptArg
 from reflexr_graph.store.reads import SCAN_BUDGET, runs_listing
 from reflexr_graph.store.recovery import PRUNE_BATCH
+from reflexr_graph.store.settings import StoreOptions
 from tests.store.support import FakeClock, make_run
 
 pytestmark = pytest.mark.timeout(300)
@@ -69,7 +70,7 @@ def test_per_tick_and_per_request_costs_do_not_grow_with_the_store(redis_url: st
 def test_retention_empties_the_indexes_in_bounded_prune_passes(redis_url: str) -> None:
     """Every finished run expired: each pass prunes at most PRUNE_BATCH per status, and the
     passes leave no entry of them in any global index and none of their keys."""
-    store = RedisStore.from_url(redis_url, run_retention_s=1)
+    store = RedisStore.from_url(redis_url, options=StoreOptions(run_retention_s=1))
     r = store.client
     try:
         r.flushall()

@@ -126,13 +126,11 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "notes: Notes = Notes(skipped=0, skip_kinds='', reused_steps=0, reused_calls=0) (keyword-only)",
         "-> str",
     ),
+    # Issue 36: the store's five settings (retention, bounds, codec) are one value, StoreOptions.
     "from_url": (
         "url: str",
-        "run_retention_s: int = 604800 (keyword-only)",
-        "dead_retention_s: int = 2592000 (keyword-only)",
-        "max_interruptions: int = 20 (keyword-only)",
-        "checkpoint_history: int = 100 (keyword-only)",
-        "codec: PayloadCodec = <PayloadCodec object> (keyword-only)",
+        "options: StoreOptions = StoreOptions(run_retention_s=604800, dead_retention_s=2592000, "
+        "max_interruptions=20, checkpoint_history=100, codec=<PayloadCodec object>) (keyword-only)",
         "**client_kw: Any",
         "-> Self",
     ),

@@ -29,7 +29,7 @@ T = TypeVar("T")
 SHARED = {"limits", "quarantined", "purge_quarantine", "dead_letter", "replay_many", "ping", "publish"}
 """The operations issue 25 put in the clients, which the CLI and the API reached into the store for."""
 
-STORE_ATTRIBUTES = {"handle", "keep_clock", "max_block_ms", "run_retention_s", "close"}
+STORE_ATTRIBUTES = {"handle", "keep_clock", "max_block_ms", "options", "close"}
 """What a client may use of its store: the handler that answers operations, its clock's sample of
 Redis's time (clock.py: an operation's times are the store's), and settings."""
 

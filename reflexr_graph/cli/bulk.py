@@ -48,18 +48,8 @@ def _count(page: list[RunInfo]) -> str:
     return f"at least {len(page)}" if len(page) >= BULK_LIMIT else str(len(page))
 
 
-def _one_or_all(run_id: object, every: bool, verb: str) -> None:
-    if run_id:
-        raise BadInput("give a run id or --all, not both")
-    if not every:
-        raise BadInput(f"name the run (RUN) to {verb} or pass --all (optionally with --status/--graph/--tag)")
-
-
-def cancel_all(
-    client: Client, run_id: str | None, every: bool, wanted: RunFilter, now: bool, yes: bool
-) -> None:
+def cancel_all(client: Client, wanted: RunFilter, now: bool, yes: bool) -> None:
     """Count the matching runs, ask, then cancel them a page (BULK_LIMIT) at a time until none is left."""
-    _one_or_all(run_id, every, "cancel")
 
     def find() -> list[RunInfo]:
         return client.cancellable(
@@ -78,9 +68,8 @@ def cancel_all(
     _in_pages("cancelled", find, act)
 
 
-def purge_all(client: Client, run_ids: list[str] | None, every: bool, wanted: RunFilter, yes: bool) -> None:
+def purge_all(client: Client, wanted: RunFilter, yes: bool) -> None:
     """Count the finished runs that match, ask, then delete them a page at a time until none is left."""
-    _one_or_all(run_ids, every, "purge")
 
     def find() -> list[RunInfo]:
         return client.purgeable(status=wanted.status, graph=wanted.graph, tags=wanted.tags, limit=BULK_LIMIT)

@@ -14,9 +14,7 @@ from reflexr_graph.cli.app import (
     FullOpt,
     GraphOpt,
     JsonOpt,
-    OptionalRunArg,
     RunArg,
-    RunsArg,
     TagOpt,
     YesOpt,
     app,
@@ -25,7 +23,7 @@ from reflexr_graph.cli.app import (
 )
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_json, parse_tag_options
-from reflexr_graph.client.bulk import RunFilter
+from reflexr_graph.cli.selection import RunSelection, Selector, selects
 from reflexr_graph.model import RunInfo, Status
 
 
@@ -179,33 +177,30 @@ NowOpt = Annotated[
 ]
 
 
+CANCELLABLE_RUNS = Selector(
+    which="cancellable",
+    status_help="With --all: only runs in this status.",
+    one_run=True,
+    ids="a run id",
+    name_them="the run (RUN) to cancel",
+)
+"""What ``cancel`` acts on: the run named, or --all the cancellable runs."""
+
+
 @app.command()
-def cancel(
-    ctx: typer.Context,
-    run_id: OptionalRunArg = None,
-    every: Annotated[
-        bool, typer.Option("--all", help="Every cancellable run (narrowed by --status/--graph/--tag).")
-    ] = False,
-    status_: Annotated[
-        Status | None,
-        typer.Option("--status", "-s", metavar="STATUS", help="With --all: only runs in this status."),
-    ] = None,
-    graph: GraphOpt = None,
-    tag: TagOpt = None,
-    yes: YesOpt = False,
-    now: NowOpt = False,
-) -> None:
+@selects(CANCELLABLE_RUNS)
+def cancel(ctx: typer.Context, selection: RunSelection, yes: YesOpt = False, now: NowOpt = False) -> None:
     """Cancel a queued, running, retrying or waiting run, or with --all every one the filter matches.
 
     A running run finishes the step in flight and stops at its next boundary; --now interrupts
     the step at once (CancelledError). --all shows how many runs match before asking.
     """
     client = client_of(ctx)
-    if every or run_id is None:
-        bulk.cancel_all(client, run_id, every, RunFilter(status_, graph, parse_tag_options(tag)), now, yes)
+    selection.check()
+    if selection.every:
+        bulk.cancel_all(client, selection.run_filter(), now, yes)
         return
-    if status_ or graph or tag:
-        raise BadInput("--status, --graph and --tag only narrow --all; drop them or use --all")
+    [run_id] = selection.run_ids
     info = client.get(run_id)
     how = " now, interrupting its step" if now and info.status is Status.RUNNING else ""
     confirm(f"cancel run {run_id} of graph {info.graph!r} ({info.status.value}){how}?", yes)
@@ -219,21 +214,18 @@ def cancel(
         render.out.print(f"cancelled {run_id}")
 
 
+FINISHED_RUNS = Selector(
+    which="finished",
+    status_help="With --all: succeeded, dead or cancelled.",
+    ids="a run id",
+    name_them="the run (RUN) to purge",
+)
+"""What ``purge`` acts on: the runs named, or --all the finished runs."""
+
+
 @app.command()
-def purge(
-    ctx: typer.Context,
-    run_ids: RunsArg = None,
-    every: Annotated[
-        bool, typer.Option("--all", help="Every finished run (narrowed by --status/--graph/--tag).")
-    ] = False,
-    status_: Annotated[
-        Status | None,
-        typer.Option("--status", "-s", metavar="STATUS", help="With --all: succeeded, dead or cancelled."),
-    ] = None,
-    graph: GraphOpt = None,
-    tag: TagOpt = None,
-    yes: YesOpt = False,
-) -> None:
+@selects(FINISHED_RUNS)
+def purge(ctx: typer.Context, selection: RunSelection, yes: YesOpt = False) -> None:
     """Delete finished runs (succeeded, dead or cancelled) for good, with their checkpoints.
 
     --all shows how many runs match before asking, then goes 1,000 at a time; given again, an
@@ -241,11 +233,11 @@ def purge(
     first.
     """
     client = client_of(ctx)
-    if every or not run_ids:
-        bulk.purge_all(client, run_ids, every, RunFilter(status_, graph, parse_tag_options(tag)), yes)
+    selection.check()
+    if selection.every:
+        bulk.purge_all(client, selection.run_filter(), yes)
         return
-    if status_ or graph or tag:
-        raise BadInput("--status, --graph and --tag only narrow --all; drop them or use --all")
+    run_ids = selection.run_ids
     confirm(f"delete {len(run_ids)} run(s) and their checkpoints for good?", yes)
     with dlq.run_progress("purged", len(run_ids)) as advance:
         result = client.purge_many(run_ids, progress=advance)

@@ -17,7 +17,6 @@ from reflexr_graph.cli.app import (
     JsonOpt,
     ReasonOpt,
     RunArg,
-    RunsArg,
     TagOpt,
     YesOpt,
     client_of,
@@ -27,9 +26,11 @@ from reflexr_graph.cli.app import (
 from reflexr_graph.cli.failures import BadInput
 from reflexr_graph.cli.inputs import parse_tag_options
 from reflexr_graph.cli.report import EXIT_CODES
+from reflexr_graph.cli.selection import RunSelection, Selector, selects
 from reflexr_graph.client import BULK_LIMIT, Client, Refused
 
-AllOpt = Annotated[bool, typer.Option("--all", help="Every dead run (narrowed by --graph/--reason/--tag).")]
+DEAD_RUNS = Selector(which="dead", reason=True)
+"""What ``dlq replay`` and ``dlq purge`` act on: the dead runs named, or --all of them."""
 
 
 @dlq_app.command("list")
@@ -62,32 +63,20 @@ def show(ctx: typer.Context, run_id: RunArg, full: FullOpt = False, as_json: Jso
         render.out.print(dead.traceback, markup=False)
 
 
-def _targets(
-    client: Client,
-    run_ids: list[str],
-    every: bool,
-    graph: str | None,
-    reason: str | None,
-    tag: list[str] | None = None,
-) -> list[str]:
-    if run_ids and every:
-        raise BadInput("give run ids or --all, not both")
-    if not run_ids and not every:
-        raise BadInput("name the runs (RUN...) or pass --all (optionally with --graph/--reason/--tag)")
-    if run_ids:
-        if graph or reason or tag:
-            raise BadInput("--graph, --reason and --tag only narrow --all; drop them or use --all")
-        return run_ids
-    found = _dead_ids(client, graph, reason, tag)
+def _targets(client: Client, selection: RunSelection) -> list[str]:
+    selection.check()
+    if selection.run_ids:
+        return selection.run_ids
+    found = _dead_ids(client, selection)
     if not found:
-        raise BadInput("--all matched no dead-lettered runs; check --graph/--reason/--tag (see `dlq list`)")
+        raise BadInput(f"--all matched no dead-lettered runs; check {DEAD_RUNS.narrowing} (see `dlq list`)")
     return found
 
 
-def _dead_ids(client: Client, graph: str | None, reason: str | None, tag: list[str] | None) -> list[str]:
+def _dead_ids(client: Client, selection: RunSelection) -> list[str]:
     """The ids of the dead runs --graph, --reason and --tag match, most recently dead first (the first
     1000: Client.dead_letters' limit)."""
-    found = client.dead_letters(graph=graph, reason=reason, tags=parse_tag_options(tag))
+    found = client.dead_letters(graph=selection.graph, reason=selection.reason, tags=selection.tags)
     return [info.run_id for info in found]
 
 
@@ -111,13 +100,10 @@ def report_bulk(label: str, total: int, failures: list[Refused]) -> None:
 
 
 @dlq_app.command()
+@selects(DEAD_RUNS)
 def replay(
     ctx: typer.Context,
-    run_ids: RunsArg = None,
-    every: AllOpt = False,
-    graph: GraphOpt = None,
-    reason: ReasonOpt = None,
-    tag: TagOpt = None,
+    selection: RunSelection,
     from_start: Annotated[
         bool, typer.Option("--from-start", help="Discard the checkpoint and run from the first step.")
     ] = False,
@@ -136,14 +122,16 @@ def replay(
     """Queue dead (or cancelled) runs again; they resume from their last checkpoint."""
     client = client_of(ctx)
     if from_seq is not None:
-        _replay_from(client, run_ids or [], every, from_start, from_seq, yes)
+        _replay_from(client, selection, from_start, from_seq, yes)
         return
-    targets = _targets(client, run_ids or [], every, graph, reason, tag)
-    count = f"at least {len(targets)}" if every and len(targets) >= BULK_LIMIT else str(len(targets))
+    targets = _targets(client, selection)
+    count = (
+        f"at least {len(targets)}" if selection.every and len(targets) >= BULK_LIMIT else str(len(targets))
+    )
     if from_start:
         # Discarding checkpoints throws away completed work: ask, however few runs it is.
         confirm(f"replay {count} run(s) from the start, discarding their checkpoints?", yes)
-    elif every:
+    elif selection.every:
         confirm(f"replay {count} dead run(s)?", yes)
     total, refused = 0, list[Refused]()
     while targets:
@@ -153,21 +141,19 @@ def replay(
         refused += done.refused
         # A replayed run is dead no more, so the next page of --all is the runs still to do (and
         # an interrupted --all resumes by running it again).
-        if not (every and len(targets) >= BULK_LIMIT and done.replayed):
+        if not (selection.every and len(targets) >= BULK_LIMIT and done.replayed):
             break
-        targets = _dead_ids(client, graph, reason, tag)
+        targets = _dead_ids(client, selection)
     report_bulk("replayed", total, refused)
 
 
-def _replay_from(
-    client: Client, run_ids: list[str], every: bool, from_start: bool, from_seq: int, yes: bool
-) -> None:
+def _replay_from(client: Client, selection: RunSelection, from_start: bool, from_seq: int, yes: bool) -> None:
     """Back one run out of bad steps: resume it from an earlier checkpoint of its own history."""
-    if every or len(run_ids) != 1:
+    if selection.every or len(selection.run_ids) != 1:
         raise BadInput("--from names a checkpoint of one run: give exactly one RUN, without --all")
     if from_start:
         raise BadInput("--from and --from-start exclude each other: give one of them")
-    run_id = run_ids[0]
+    run_id = selection.run_ids[0]
     later = [c.seq for c in client.checkpoints(run_id) if c.seq > from_seq]
     confirm(
         f"replay run {run_id} from checkpoint #{from_seq}, dropping the {len(later)} checkpoint(s) after it "
@@ -179,18 +165,11 @@ def _replay_from(
 
 
 @dlq_app.command()
-def purge(
-    ctx: typer.Context,
-    run_ids: RunsArg = None,
-    every: AllOpt = False,
-    graph: GraphOpt = None,
-    reason: ReasonOpt = None,
-    tag: TagOpt = None,
-    yes: YesOpt = False,
-) -> None:
+@selects(DEAD_RUNS)
+def purge(ctx: typer.Context, selection: RunSelection, yes: YesOpt = False) -> None:
     """Delete dead (or cancelled) runs for good."""
     client = client_of(ctx)
-    targets = _targets(client, run_ids or [], every, graph, reason, tag)
+    targets = _targets(client, selection)
     confirm(f"delete {len(targets)} run(s) and their checkpoints for good?", yes)
 
     failures: list[Refused] = []

@@ -945,6 +945,18 @@ class LockReleaseArgs(Args):
 
 
 @dataclass(frozen=True)
+class SwapPayloadArgs(Args):
+    """swap_payload.lua (standalone): rekey's compare-and-set of one stored payload."""
+
+    field: str
+    """The hash field that holds it, '' for a string key of its own (a run's long inputs)."""
+    expected: str
+    """The value rekey read there, as stored."""
+    value: str
+    """What to write instead: the same payload encoded again (rekey encodes it, not the call)."""
+
+
+@dataclass(frozen=True)
 class UnholdArgs(Args):
     """unhold_version.lua (standalone)."""
 

@@ -950,10 +950,11 @@ class SwapPayloadArgs(Args):
 
     field: str
     """The hash field that holds it, '' for a string key of its own (a run's long inputs)."""
-    expected: str
+    read: str
     """The value rekey read there, as stored."""
-    value: str
-    """What to write instead: the same payload encoded again (rekey encodes it, not the call)."""
+    rewritten: str
+    """What to write instead: the same payload encoded again by rekey, so no payload of the call's
+    (the codec leaves its arguments as they are)."""
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,9 @@ def _swap(hash_key: str, name: str, old: str, new: str) -> Op[bool]:
 
     ``name`` '' is a string key of its own (a run's long inputs, keys.inputs), not a hash field;
     its expiry is kept."""
-    swapped = yield Eval("swap_payload", [hash_key], SwapPayloadArgs(name, old, new).argv())
+    swapped = yield Eval(
+        "swap_payload", [hash_key], SwapPayloadArgs(field=name, read=old, rewritten=new).argv()
+    )
     return bool(swapped)
 
 

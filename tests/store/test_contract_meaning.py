@@ -246,17 +246,17 @@ def test_schedule_put_keeps_each_argument_as_its_name_says(store: RedisStore, ra
 
 
 def test_swap_payload_keeps_each_argument_as_its_name_says(store: RedisStore, raw: redis.Redis) -> None:
-    """rekey's compare-and-set (store/rekey.py): ``value`` lands in ``field`` only while it holds
-    ``expected``; field '' is the key itself, a string whose expiry stays (KEEPTTL)."""
+    """rekey's compare-and-set (store/rekey.py): ``rewritten`` lands in ``field`` only while it holds
+    ``read``; field '' is the key itself, a string whose expiry stays (KEEPTTL)."""
 
-    def swap(key: str, field: str, expected: str, value: str) -> int:
-        args = SwapPayloadArgs(field=field, expected=expected, value=value).argv()
+    def swap(key: str, field: str, read: str, rewritten: str) -> int:
+        args = SwapPayloadArgs(field=field, read=read, rewritten=rewritten).argv()
         return int(store.do(one(Eval("swap_payload", [key], args))))
 
     raw.hset("hash-h", mapping={"field-f": "expected-e", "field-g": "other-o"})
     assert swap("hash-h", "field-f", "expected-e", "value-v") == 1
     assert _hash(raw, "hash-h") == {"field-f": "value-v", "field-g": "other-o"}
-    # expected is only compared: a field that holds another value (changed since it was read) stays.
+    # read is only compared: a field that holds another value (changed since it was read) stays.
     assert swap("hash-h", "field-g", "expected-e", "value-w") == 0
     assert _hash(raw, "hash-h") == {"field-f": "value-v", "field-g": "other-o"}
     raw.set("string-s", "expected-x", ex=900)

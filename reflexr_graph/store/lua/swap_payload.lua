@@ -6,15 +6,15 @@
 -- first key already, is kept. One key, so one slot; the compare and the write are one step.
 
 if field == '' then
-  if redis.call('GET', K_HOLDER) == expected then
+  if redis.call('GET', K_HOLDER) == read then
     -- KEEPTTL: a finished run's inputs expire with its other keys, as before the rekey.
-    redis.call('SET', K_HOLDER, value, 'KEEPTTL')
+    redis.call('SET', K_HOLDER, rewritten, 'KEEPTTL')
     return 1
   end
   return 0
 end
-if redis.call('HGET', K_HOLDER, field) == expected then
-  redis.call('HSET', K_HOLDER, field, value)
+if redis.call('HGET', K_HOLDER, field) == read then
+  redis.call('HSET', K_HOLDER, field, rewritten)
   return 1
 end
 return 0

@@ -55,7 +55,9 @@ def _migrate(app: FleetApp) -> None:
     takes a message, so no keyed enqueue misses a key written before the upgrade."""
     try:
         keyspace_migration.migrate(app.store().client)
-    except redis.RedisError as exc:
+    # Its requests go through a store (translated: StoreUnavailable, RedisMisconfigured for a
+    # command an ACL refuses), but a failed move never stops the worker, whatever the error.
+    except (redis.RedisError, StoreUnavailable) as exc:
         log.warning(
             "moving keys of the older layout failed (%s); the worker starts anyway, and the next "
             "worker start tries again",

@@ -74,6 +74,8 @@ class AsyncStore(StoreCore[redis.asyncio.Redis]):
         # Payloads in a reply come back decoded, as the blocking store's (store/payload_args.py).
         if isinstance(request, Command):
             reply = await getattr(self._r, request.method)(*request.args, **request.kwargs)
+            if not request.decoded:
+                return reply
             return await self._decoded(reply, run_of_request(request), fields=fields_of(request))
         if isinstance(request, Eval):
             args = await self._off_loop(encode_args, self.codec, request.name, request.args, request.keys)

@@ -28,7 +28,7 @@ from redis import exceptions as redis_errors
 from reflexr_graph import clock, errors
 from reflexr_graph.core.port import AttemptContext
 from reflexr_graph.store import cluster, connect, connection_errors, keys, sentinel
-from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, drive
+from reflexr_graph.store.ops import Batch, Command, Eval, Layout, Op, Request, Scan, drive
 from reflexr_graph.store.payload_args import STRICT_SCRIPTS, decode_reply, fields_of
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.records import request_digest
@@ -157,6 +157,8 @@ def decode_batch(codec: PayloadCodec, request: Batch, replies: list[Any]) -> lis
             strict=codec.strict and isinstance(command, Eval) and command.name in STRICT_SCRIPTS,
             fields=fields_of(command),
         )
+        if isinstance(command, Eval) or command.decoded
+        else reply
         for command, reply in zip(request.commands, replies, strict=True)
     ]
 
@@ -274,6 +276,8 @@ class StoreBase(StoreCore[redis.Redis]):
         or Celery, which reconnect on those: store/quarantine.py)."""
         if isinstance(request, Command):
             reply = getattr(self._r, request.method)(*request.args, **request.kwargs)
+            if not request.decoded:
+                return reply
             return decode_reply(self.codec, reply, run_of_request(request), fields=fields_of(request))
         if isinstance(request, Eval):
             reply = self._scripts(request.name, request.keys, request.args)
@@ -284,6 +288,8 @@ class StoreBase(StoreCore[redis.Redis]):
             return self.shards
         if isinstance(request, Batch):
             return self._answer_batch(request)
+        if isinstance(request, Scan):
+            return cluster.scan_page(self._r, request)
         raise TypeError(f"the store cannot answer a {type(request).__name__} request")
 
     def _answer_batch(self, request: Batch) -> list[Any]:

@@ -23,6 +23,7 @@ import redis.cluster
 
 from reflexr_graph.errors import SettingsError
 from reflexr_graph.store import keys
+from reflexr_graph.store.ops import Scan, ScanCursor
 
 SCHEME = "redis+cluster"
 TLS_SCHEME = "rediss+cluster"
@@ -125,3 +126,34 @@ def connection_kwargs(client: Any) -> dict[str, Any]:
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
         return dict(client.connection_kwargs)
     return dict(client.connection_pool.connection_kwargs)
+
+
+_NodePages = tuple[dict[str, int], list[Any]]
+"""A cluster's SCAN reply (redis-py): each primary's next cursor, by node name, and their keys."""
+
+
+def scan_page(client: redis.Redis, page: Scan) -> tuple[ScanCursor, list[Any]]:
+    """One page of a walk over the keyspace (``ops.Scan``) on ``client``, and the cursor of the next.
+
+    On one server, one SCAN. On a cluster, whose primaries each hold their own keys, the first page
+    is every primary's first (one SCAN each, as redis-py sends it), and each later page the next of
+    one primary not done yet, named in the cursor, as redis-py's ``scan_iter`` walks them.
+    """
+    if not is_cluster(client):
+        assert isinstance(page.cursor, int)
+        cursor, found = client.scan(page.cursor, match=page.match, count=page.count)
+        return int(cursor), list(found)
+    nodes = cast(redis.cluster.RedisCluster, client)
+    if not page.cursor:
+        cursors, found = cast(_NodePages, nodes.scan(match=page.match, count=page.count))
+        return tuple((name, int(at)) for name, at in cursors.items() if int(at)), list(found)
+    assert isinstance(page.cursor, tuple)
+    (name, at), *rest = page.cursor
+    node = nodes.get_node(node_name=name)  # type: ignore[no-untyped-call]
+    if node is None:  # a failover replaced it: its walk cannot go on from its cursor
+        raise redis.exceptions.ConnectionError(f"cluster node {name} left during a walk of the keyspace")
+    cursors, found = cast(
+        _NodePages, nodes.scan(cursor=at, match=page.match, count=page.count, target_nodes=node)
+    )
+    left = int(cursors[name])
+    return (((name, left), *rest) if left else tuple(rest)), list(found)

@@ -945,6 +945,19 @@ class LockReleaseArgs(Args):
 
 
 @dataclass(frozen=True)
+class SwapPayloadArgs(Args):
+    """swap_payload.lua (standalone): rekey's compare-and-set of one stored payload."""
+
+    field: str
+    """The hash field that holds it, '' for a string key of its own (a run's long inputs)."""
+    read: str
+    """The value rekey read there, as stored."""
+    rewritten: str
+    """What to write instead: the same payload encoded again by rekey, so no payload of the call's
+    (the codec leaves its arguments as they are)."""
+
+
+@dataclass(frozen=True)
 class UnholdArgs(Args):
     """unhold_version.lua (standalone)."""
 

@@ -21,7 +21,9 @@ import logging
 
 import redis
 
-from reflexr_graph.store import keys
+from reflexr_graph.store import keys, keyspace
+from reflexr_graph.store.base import StoreBase
+from reflexr_graph.store.ops import Op, as_stored, batch, cmd, one
 from reflexr_graph.store.records import text
 
 log = logging.getLogger(__name__)
@@ -33,41 +35,46 @@ _MAX_OLD_RUN_ID = 200
 _JSON_OPENERS = ("{", "[", '"')
 
 
-def _move(client: redis.Redis, old: str, new: str) -> bool:
+def _move(old: str, new: str) -> Op[bool]:
     """Move one key of the old layout; False when it is not one (another type)."""
     kind = "tag" if f"}}:{keys.USER_TEXT}tag:" in new else "idem"
-    if client.type(old) != _TYPES[kind]:
+    if (yield cmd("type", old)) != _TYPES[kind]:
         return False
     if kind == "idem":
-        owner = text(client.get(old))
+        # As stored: long inputs' envelope must read as one, not as the payload it holds.
+        owner = text((yield as_stored("get", old)))
         # A run of an id like 'idem:g:k' had a string too, its long inputs ('rg:{s<n>}:idem:g:k:in'):
         # JSON or an envelope, never a run id.
         if not owner or len(owner) > _MAX_OLD_RUN_ID or owner.startswith(_JSON_OPENERS):
             return False
         # RENAMENX keeps the TTL, and refuses when a newer key took the name: the old one goes.
-        if not client.renamenx(old, new):
-            client.delete(old)
+        if not (yield cmd("renamenx", old, new)):
+            yield cmd("delete", old)
         return True
-    pipe = client.pipeline(transaction=True)
-    pipe.zunionstore(new, [new, old], aggregate="MIN")
-    pipe.delete(old)
-    pipe.sadd(keys.tag_indexes(keys.shard_in(new)), new)
-    pipe.execute()
+    merge = [
+        cmd("zunionstore", new, [new, old], aggregate="MIN"),
+        cmd("delete", old),
+        cmd("sadd", keys.tag_indexes(keys.shard_in(new)), new),
+    ]
+    yield batch(merge, transaction=True)
     return True
 
 
 def migrate(client: redis.Redis) -> int:
-    """Move every key of the old layout, once per store; how many were moved (0 once marked)."""
-    if client.exists(keys.MIGRATED):
+    """Move every key of the old layout, once per store; how many were moved (0 once marked).
+
+    Its requests go through a store on ``client`` (the executor, store/base.py), as every store
+    request does: Redis errors arrive as StoreUnavailable, a WRONGTYPE or other refusal as it is."""
+    store = StoreBase(client)
+    if store.do(one(cmd("exists", keys.MIGRATED))):
         return 0
     moved = 0
     for pattern in keys.old_user_text_keys():
-        for key in client.scan_iter(match=pattern, count=SCAN_COUNT):
-            old = text(key)
+        for old in keyspace.every_key(store, pattern, SCAN_COUNT):
             new = keys.migrated_name(old)
-            if new and _move(client, old, new):
+            if new and store.do(_move(old, new)):
                 moved += 1
-    client.set(keys.MIGRATED, "1")
+    store.do(one(cmd("set", keys.MIGRATED, "1")))
     if moved:
         log.info("moved %d tag indexes and idempotency keys to the current key layout", moved)
     return moved

@@ -37,6 +37,11 @@ class Command:
     method: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+    decoded: bool = True
+    """False: the reply comes back as Redis holds it, payload envelopes left as they are
+    (:func:`as_stored`), for the few readers that handle envelopes themselves: ``rekey`` writes
+    them again, the payload sweep reads which files they refer to, the keyspace migration tells
+    a run id from long inputs."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,27 @@ class Batch:
 
     commands: tuple[Command | Eval, ...]
     transaction: bool = False
+
+
+ScanCursor = int | tuple[tuple[str, int], ...]
+"""Where a walk of the keyspace stands (:class:`Scan`): SCAN's cursor on one server; on a cluster,
+each primary not done yet with its own cursor, which only the executor reads. Falsy once done."""
+SCAN_START: ScanCursor = 0
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One page of a walk over the whole keyspace: SCAN ``cursor`` MATCH ``match`` COUNT ``count``.
+
+    The reply is ``(next cursor, keys)``; the walk sends the next cursor as it got it, and is done
+    when it is falsy. On a cluster each primary holds its own keys, so the first page asks every
+    primary and each later page one of those not done yet (``store/cluster.py: scan_page``), as
+    redis-py's ``scan_iter`` does, but a page per request: each goes through the executor, which
+    translates its errors. A key may come twice (SCAN's guarantee): a walk must not mind."""
+
+    match: str
+    count: int
+    cursor: ScanCursor = SCAN_START
 
 
 @dataclass(frozen=True)
@@ -100,7 +126,7 @@ class Layout:
     command is sent, the store knows it from its kind (``store/cluster.py: shards``)."""
 
 
-Request = Command | Eval | Batch | Publish | Envelope | Layout
+Request = Command | Eval | Batch | Scan | Publish | Envelope | Layout
 Op = Generator[Request, Any, T]
 """An operation: yields requests, receives their replies, returns its result."""
 
@@ -109,11 +135,16 @@ def cmd(method: str, *args: Any, **kwargs: Any) -> Command:
     return Command(method, args, kwargs)
 
 
+def as_stored(method: str, *args: Any, **kwargs: Any) -> Command:
+    """A command whose reply comes back as Redis holds it, envelopes not decoded (:attr:`Command.decoded`)."""
+    return Command(method, args, kwargs, decoded=False)
+
+
 def batch(commands: Sequence[Command | Eval], *, transaction: bool = False) -> Batch:
     return Batch(tuple(commands), transaction)
 
 
-def one(request: Command | Eval | Batch) -> Op[Any]:
+def one(request: Command | Eval | Batch | Scan) -> Op[Any]:
     """The operation of one request, whose result is its reply (payloads decoded)."""
     reply = yield request
     return reply

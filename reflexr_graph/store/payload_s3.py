@@ -19,12 +19,13 @@ from reflexr_graph.store.payload_digest import digest_of, sharded_name, verified
 EXTRA_HINT = "pip install 'reflexr-graph[s3]'"
 
 
-def _boto3() -> Any:
+def _s3_client() -> Any:
+    """boto3's S3 client, configured the standard AWS way."""
     try:
         import boto3  # type: ignore[import-untyped]
     except ImportError:
         raise errors.ExtraNotInstalled(f"REFLEXR_PAYLOAD_STORE=s3:// needs boto3: {EXTRA_HINT}") from None
-    return boto3
+    return boto3.client("s3")
 
 
 class S3PayloadStore:
@@ -33,7 +34,7 @@ class S3PayloadStore:
     def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self._s3 = client if client is not None else _boto3().client("s3")
+        self._s3 = client if client is not None else _s3_client()
 
     @property
     def where(self) -> str:

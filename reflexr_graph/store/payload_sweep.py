@@ -13,9 +13,10 @@ import logging
 import redis
 
 from reflexr_graph import clock
-from reflexr_graph.store import keys
+from reflexr_graph.store import keys, keyspace
 from reflexr_graph.store.base import StoreBase
 from reflexr_graph.store.key_types import wrong_type
+from reflexr_graph.store.ops import Op, as_stored
 from reflexr_graph.store.payload_codec import PayloadCodec
 from reflexr_graph.store.records import text
 
@@ -30,17 +31,18 @@ SCAN_COUNT = 1000
 _SUFFIXES = tuple(f":{name}" for name in keys.RUN_HASHES)
 
 
-def _values(store: StoreBase, name: str) -> list[bytes | str]:
-    """The values a run's key ``name`` holds that may be payloads; none for another key, or for one
-    of the wrong type (store/key_types.py)."""
+def _values(name: str) -> Op[list[bytes | str]]:
+    """The values a run's key ``name`` holds that may be payloads, as stored (envelopes not
+    decoded: their references are what the sweep reads); none for another key, or for one of the
+    wrong type (store/key_types.py)."""
     run_id = keys.run_of(name)
     if not run_id:
         return []  # not a run's key (a shard's index shares the pattern)
     try:
         if name.endswith(_SUFFIXES):
-            return list(store.client.hvals(name))
+            return list((yield as_stored("hvals", name)))
         if name == keys.inputs(run_id):
-            return [store.client.get(name) or b""]
+            return [(yield as_stored("get", name)) or b""]
     except redis.ResponseError as exc:
         if not wrong_type(exc, name, "payload sweep"):
             raise
@@ -49,10 +51,10 @@ def _values(store: StoreBase, name: str) -> list[bytes | str]:
 
 def referenced(store: StoreBase, codec: PayloadCodec) -> set[str]:
     """Every digest a run in Redis refers to (its run, checkpoint, memo and mailbox hashes, and
-    its long inputs' key)."""
+    its long inputs' key): one SCAN a page, one read a key, each through the store's executor."""
     found: set[str] = set()
-    for key in store.client.scan_iter(match=keys.every_run_key(), count=SCAN_COUNT):
-        for value in _values(store, text(key)):
+    for key in keyspace.every_key(store, keys.every_run_key(), SCAN_COUNT):
+        for value in store.do(_values(key)):
             digest = codec.references(text(value))
             if digest:
                 found.add(digest)

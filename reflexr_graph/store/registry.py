@@ -161,6 +161,7 @@ ENTRIES: tuple[Script, ...] = (
     Script("renew_lease", c.RenewArgs, keys=("K_RUN", "K_LEASES"), reply=c.Lease),
     Script("ack_due", c.AckDueArgs, keys=("K_DUE",)),
     Script("lock_release", c.LockReleaseArgs, keys=("K_LOCK",)),
+    Script("swap_payload", c.SwapPayloadArgs, keys=("K_HOLDER",)),
     Script("reschedule_due", c.RescheduleArgs, keys=("K_DUE", "K_RUN")),
     Script(
         "save_checkpoint",

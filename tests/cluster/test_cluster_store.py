@@ -15,7 +15,7 @@ from reflexr_graph.fleet.outcome import Outcome
 from reflexr_graph.fleet.reaper import Reaper
 from reflexr_graph.fleet.task import handle
 from reflexr_graph.model import WorkerInfo
-from reflexr_graph.store import keys
+from reflexr_graph.store import keys, keyspace
 from reflexr_graph.store.reads import runs_listing
 from reflexr_graph.store.redis_store import RedisStore
 from tests.fleet.inproc import fleet_app
@@ -81,6 +81,14 @@ def test_each_primary_holds_its_part_of_the_runs(store: RedisStore, redis_cluste
             held.append(sum(1 for _ in r.scan_iter("rg:{s*}:spread-*:run", count=1000)))
     assert sum(held) == 300
     assert min(held) >= 0.15 * 300, held
+
+
+def test_a_walk_of_the_keyspace_goes_through_every_primary_a_page_a_request(store: RedisStore) -> None:
+    """store/keyspace.py (the payload sweep's, rekey's and the migration's walk): each page is one
+    request through the executor (ops.Scan), and each primary's keys are walked to their end."""
+    run_ids = [make_run(store, f"walk-{n}") for n in range(120)]
+    found = list(keyspace.every_key(store, "rg:{s*}:walk-*:run", count=10))
+    assert sorted(set(found)) == sorted(keys.run(r) for r in run_ids)
 
 
 def test_reapers_share_the_shards_and_take_over_a_dead_ones(cluster_url: str, redis_url: str) -> None:

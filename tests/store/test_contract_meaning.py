@@ -25,8 +25,9 @@ from reflexr_graph.core.schedules import Schedule, next_fire_ms
 from reflexr_graph.model import RunEvent
 from reflexr_graph.store import ClaimOutcome, RedisStore, hot_path, keys
 from reflexr_graph.store.attempts import NewRun, new_run
+from reflexr_graph.store.contracts import SwapPayloadArgs
 from reflexr_graph.store.interventions import cancel_run
-from reflexr_graph.store.ops import QueuedMessage
+from reflexr_graph.store.ops import Eval, QueuedMessage, one
 from reflexr_graph.store.records import ForkSeed
 from reflexr_graph.store.schedules import put_schedule
 from reflexr_graph.store.waits import send_signal
@@ -243,3 +244,23 @@ def test_schedule_put_keeps_each_argument_as_its_name_says(store: RedisStore, ra
     store.do(put_schedule(paused, change=True))  # next_ms None: no fire is due
     assert raw.zscore(keys.SCHEDULE_NEXT, "name-n") is None
     assert json.loads(_s(raw.hget(keys.SCHEDULES, "name-n") or b""))["paused"] is True
+
+
+def test_swap_payload_keeps_each_argument_as_its_name_says(store: RedisStore, raw: redis.Redis) -> None:
+    """rekey's compare-and-set (store/rekey.py): ``rewritten`` lands in ``field`` only while it holds
+    ``read``; field '' is the key itself, a string whose expiry stays (KEEPTTL)."""
+
+    def swap(key: str, field: str, read: str, rewritten: str) -> int:
+        args = SwapPayloadArgs(field=field, read=read, rewritten=rewritten).argv()
+        return int(store.do(one(Eval("swap_payload", [key], args))))
+
+    raw.hset("hash-h", mapping={"field-f": "expected-e", "field-g": "other-o"})
+    assert swap("hash-h", "field-f", "expected-e", "value-v") == 1
+    assert _hash(raw, "hash-h") == {"field-f": "value-v", "field-g": "other-o"}
+    # read is only compared: a field that holds another value (changed since it was read) stays.
+    assert swap("hash-h", "field-g", "expected-e", "value-w") == 0
+    assert _hash(raw, "hash-h") == {"field-f": "value-v", "field-g": "other-o"}
+    raw.set("string-s", "expected-x", ex=900)
+    assert swap("string-s", "", "expected-y", "value-y") == 0
+    assert swap("string-s", "", "expected-x", "value-z") == 1
+    assert _s(raw.get("string-s") or b"") == "value-z" and _lives(raw, "string-s", 900)

@@ -1,6 +1,7 @@
 """One path to Redis: the store's concern modules (reads, recovery, limits, workers...) describe
 each Redis request as a sans-IO operation (store/ops.py) and hand it to an executor; none holds
-the client or the registered scripts itself. So error translation, the clock sample and the
+the client or the registered scripts itself, neither its own nor a store's it is given, nor calls a
+client it is passed. So error translation, the clock sample and the
 decoding of payloads happen in one place (StoreBase.handle, AsyncStore.handle, the hot path).
 
 The test reads each module's source (ast), so a new direct call fails it before it runs."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import re
 from importlib import resources
 from typing import Any
 
@@ -33,6 +35,8 @@ EXECUTORS = {
 
 CLIENT_ACCESS = {"_r", "client", "_scripts"}
 """The attributes through which a store object reaches its client or its scripts."""
+CLIENT_TYPE = re.compile(r"\bRedis(?:Cluster)?\b")
+"""An annotation that names a Redis client (``redis.Redis``, ``redis.asyncio.Redis``, a cluster's)."""
 
 
 def _store_modules() -> dict[str, str]:
@@ -40,16 +44,52 @@ def _store_modules() -> dict[str, str]:
     return {f.name: f.read_text(encoding="utf-8") for f in folder.iterdir() if f.name.endswith(".py")}
 
 
+def _modules_imported(tree: ast.AST) -> set[str]:
+    """The names an import binds (``redis`` of ``import redis``): ``redis.client`` is a module."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+    return found
+
+
+def _client_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters of ``fn`` annotated as a Redis client."""
+    every = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return {a.arg for a in every if a.annotation and CLIENT_TYPE.search(ast.unparse(a.annotation))}
+
+
+def _calls_on_clients(tree: ast.AST) -> list[int]:
+    """The lines of each call of a method of a parameter annotated as a Redis client."""
+    found = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        params = _client_params(fn)
+        found += [
+            node.lineno
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in params
+        ]
+    return found
+
+
 def _client_access(source: str) -> list[int]:
-    """The lines where ``self._r``, ``self.client`` or ``self._scripts`` is used (read or set)."""
-    return sorted(
+    """The lines where a client is reached: ``<anything>._r``, ``.client`` or ``._scripts`` (read or
+    set; not a module's ``redis.client``), and a call on a parameter annotated as a Redis client."""
+    tree = ast.parse(source)
+    modules = _modules_imported(tree)
+    attributes = [
         node.lineno
-        for node in ast.walk(ast.parse(source))
+        for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
         and node.attr in CLIENT_ACCESS
-    )
+        and not (isinstance(node.value, ast.Name) and node.value.id in modules)
+    ]
+    return sorted(set(attributes + _calls_on_clients(tree)))
 
 
 def test_only_the_executors_reach_the_client() -> None:
@@ -70,6 +110,7 @@ def test_every_exempt_module_exists() -> None:
 def test_the_check_sees_each_kind_of_access() -> None:
     source = "\n".join(
         [
+            "import redis",
             "class S:",
             "    def f(self):",
             "        self._r.get('k')",
@@ -78,9 +119,16 @@ def test_the_check_sees_each_kind_of_access() -> None:
             "    def g(self, c):",
             "        self._r = c",
             "        other._r.get('k')",
+            "def h(store, client: redis.Redis, pipe: redis.client.Pipeline) -> redis.client.PubSub:",
+            "    store.client.hvals('k')",
+            "    client.scan_iter(match='*')",
+            "    keep(client)",
+            "    return make().client",
+            "async def i(r: 'redis.asyncio.Redis | None') -> None:",
+            "    await r.get('k')",
         ]
     )
-    assert _client_access(source) == [3, 4, 5, 7]
+    assert _client_access(source) == [4, 5, 6, 8, 9, 11, 12, 14, 16]
 
 
 def _mixed(due_key: str) -> Op[list[Any]]:

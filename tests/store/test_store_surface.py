@@ -26,7 +26,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "slot_ttl_ms: int (keyword-only)",
         "-> Grant",
     ),
-    "answer": ("self", "request: Command | Eval | Batch | Publish | Envelope | Layout", "-> Any"),
+    "answer": ("self", "request: Command | Eval | Batch | Scan | Publish | Envelope | Layout", "-> Any"),
     "append_stream": (
         "self",
         "ctx: AttemptContext",
@@ -98,7 +98,11 @@ SURFACE: dict[str, tuple[str, ...]] = {
         "-> list[RunInfo]",
     ),
     "dispatch_of": ("self", "run_ids: Sequence[str]", "-> dict[str, DueTarget]"),
-    "do": ("self", "op: Generator[Command | Eval | Batch | Publish | Envelope | Layout, Any, ~T]", "-> ~T"),
+    "do": (
+        "self",
+        "op: Generator[Command | Eval | Batch | Scan | Publish | Envelope | Layout, Any, ~T]",
+        "-> ~T",
+    ),
     "due": (
         "self",
         "now_ms: int | None = None",
@@ -136,7 +140,7 @@ SURFACE: dict[str, tuple[str, ...]] = {
     ),
     "get": ("self", "run_id: str", "-> RunInfo"),
     "graph_of": ("self", "run_id: str", "-> str | None"),
-    "handle": ("self", "request: Command | Eval | Batch | Publish | Envelope | Layout", "-> Any"),
+    "handle": ("self", "request: Command | Eval | Batch | Scan | Publish | Envelope | Layout", "-> Any"),
     "held_for_version": ("self", "graph: str", "version: str", "limit: int", "-> list[str]"),
     "held_versions": ("self", "-> dict[tuple[str, str], int]"),
     "hold_unserved": (
